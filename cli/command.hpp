@@ -1,0 +1,22 @@
+// A sub-command of the moequant host.
+#pragma once
+
+#include "global_options.hpp"
+
+#include <string>
+#include <vector>
+
+namespace moequant::cli {
+
+struct Command {
+    const char* name;
+    const char* summary;
+    // Parses the command's own arguments (global options may appear among them) and runs it;
+    // returns the process exit code. Throws moequant::Error for failures.
+    int (*run)(const std::vector<std::string>& args, GlobalOptions globals);
+};
+
+int run_plugins_command(const std::vector<std::string>& args, GlobalOptions globals);
+int run_inspect_command(const std::vector<std::string>& args, GlobalOptions globals);
+
+}  // namespace moequant::cli

@@ -1,0 +1,182 @@
+// `moequant inspect PATH`: shards, tensor count, dtypes, bytes, largest tensors. Only headers
+// are read, so the time is proportional to the header bytes, not to the model size.
+
+#include "command.hpp"
+#include "global_options.hpp"
+#include "human_format.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/error.hpp>
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <map>
+
+namespace moequant::cli {
+
+namespace po = boost::program_options;
+namespace json = boost::json;
+
+namespace {
+
+struct TensorRow {
+    const TensorInfo* info;
+    const std::string* shard;
+};
+
+struct Summary {
+    std::uint64_t data_bytes = 0;
+    std::uint64_t header_bytes = 0;
+    std::uint64_t file_bytes = 0;
+    std::map<DType, std::pair<std::uint64_t, std::uint64_t>> by_dtype;  // tensors, bytes
+    std::vector<TensorRow> rows;
+};
+
+Summary summarise(const Checkpoint& checkpoint) {
+    checkpoint.validate_all();
+    Summary s;
+    for (const auto& shard_name : checkpoint.shard_names()) {
+        const SafetensorsFile& shard = checkpoint.shard(shard_name);
+        s.header_bytes += shard.header_length();
+        s.file_bytes += shard.file_size();
+        for (const auto& t : shard.tensors()) {
+            s.data_bytes += t.size_bytes();
+            auto& [count, bytes] = s.by_dtype[t.dtype];
+            ++count;
+            bytes += t.size_bytes();
+            s.rows.push_back({&t, &shard_name});
+        }
+    }
+    // Largest first; ties by name so the output is stable.
+    std::sort(s.rows.begin(), s.rows.end(), [](const TensorRow& a, const TensorRow& b) {
+        if (a.info->size_bytes() != b.info->size_bytes()) return a.info->size_bytes() > b.info->size_bytes();
+        return a.info->name < b.info->name;
+    });
+    return s;
+}
+
+json::array shape_json(const Shape& shape) {
+    json::array a;
+    for (auto d : shape) a.push_back(d);
+    return a;
+}
+
+void print_json(const Checkpoint& c, const Summary& s, std::size_t top, bool all_tensors) {
+    json::object root;
+    root["path"] = c.directory().string();
+    root["index"] = c.index_path() ? json::value(c.index_path()->filename().string()) : json::value(nullptr);
+    root["shards"] = c.shard_names().size();
+    root["tensors"] = s.rows.size();
+    root["data_bytes"] = s.data_bytes;
+    root["header_bytes"] = s.header_bytes;
+    root["file_bytes"] = s.file_bytes;
+    json::object dtypes;
+    for (const auto& [dtype, cb] : s.by_dtype)
+        dtypes[std::string(dtype_name(dtype))] = json::object{{"tensors", cb.first}, {"bytes", cb.second}};
+    root["dtypes"] = std::move(dtypes);
+    if (c.has_config()) {
+        ModelConfig config = c.config();
+        root["model_type"] = config.model_type();
+    }
+    json::array rows;
+    std::size_t n = all_tensors ? s.rows.size() : std::min(top, s.rows.size());
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto& r = s.rows[i];
+        rows.push_back(json::object{{"name", r.info->name},
+                                    {"dtype", std::string(dtype_name(r.info->dtype))},
+                                    {"shape", shape_json(r.info->shape)},
+                                    {"bytes", r.info->size_bytes()},
+                                    {"shard", *r.shard}});
+    }
+    root[all_tensors ? "tensor_list" : "largest"] = std::move(rows);
+    if (c.shard_names().size() == 1) {
+        const SafetensorsFile& f = c.shard(c.shard_names().front());
+        if (f.header().has_metadata) {
+            json::object meta;
+            for (const auto& [k, v] : f.header().metadata) meta[k] = v;
+            root["metadata"] = std::move(meta);
+        }
+    }
+    std::cout << json::serialize(root) << "\n";
+}
+
+void print_text(const Checkpoint& c, const Summary& s, std::size_t top, bool all_tensors) {
+    std::cout << "checkpoint: " << c.directory().string();
+    if (c.index_path()) std::cout << " (index " << c.index_path()->filename().string() << ")";
+    else std::cout << " (single file " << c.shard_names().front() << ")";
+    std::cout << "\n";
+    if (c.has_config()) {
+        ModelConfig config = c.config();
+        std::cout << "model_type: " << (config.model_type().empty() ? "(none)" : config.model_type());
+        auto arch = config.architectures();
+        if (!arch.empty()) std::cout << "  architectures: " << arch.front();
+        std::cout << "\n";
+    }
+    std::cout << "shards: " << c.shard_names().size() << "  tensors: " << with_commas(s.rows.size())
+              << "  data: " << with_commas(s.data_bytes) << " bytes (" << human_bytes(s.data_bytes) << ")"
+              << "  headers: " << with_commas(s.header_bytes) << " bytes\n";
+    if (c.shard_names().size() == 1) {
+        const SafetensorsFile& f = c.shard(c.shard_names().front());
+        if (f.header().has_metadata) {
+            std::cout << "metadata:";
+            for (const auto& [k, v] : f.header().metadata) std::cout << " " << k << "=" << v;
+            std::cout << "\n";
+        }
+    }
+    std::cout << "\ndtypes:\n";
+    for (const auto& [dtype, cb] : s.by_dtype)
+        std::cout << "  " << std::left << std::setw(12) << dtype_name(dtype) << std::right << std::setw(10)
+                  << with_commas(cb.first) << " tensors " << std::setw(20) << with_commas(cb.second) << " bytes\n";
+    std::size_t n = all_tensors ? s.rows.size() : std::min(top, s.rows.size());
+    if (n == 0) return;
+    std::cout << "\n" << (all_tensors ? "tensors (largest first):\n" : "largest tensors:\n");
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto& r = s.rows[i];
+        std::cout << "  " << std::left << std::setw(48) << r.info->name << " " << std::setw(8)
+                  << dtype_name(r.info->dtype) << " " << std::setw(18) << shape_to_string(r.info->shape) << " "
+                  << std::right << std::setw(12) << human_bytes(r.info->size_bytes()) << "  " << *r.shard << "\n";
+    }
+}
+
+}  // namespace
+
+int run_inspect_command(const std::vector<std::string>& args, GlobalOptions globals) {
+    std::string path;
+    std::size_t top = 10;
+    bool as_json = false, all_tensors = false, help = false;
+    po::options_description options("Options");
+    options.add_options()
+        ("path", po::value(&path)->value_name("PATH"),
+         "model folder (with model.safetensors.index.json or model.safetensors), index file, or .safetensors file")
+        ("top", po::value(&top)->value_name("N")->default_value(10), "how many of the largest tensors to list")
+        ("tensors", po::bool_switch(&all_tensors), "list every tensor")
+        ("json", po::bool_switch(&as_json), "print JSON instead of text")
+        ("help,h", po::bool_switch(&help), "show this help");
+    options.add(global_option_group(globals));
+    po::positional_options_description positional;
+    positional.add("path", 1);
+    parse_command_line(args, options, positional);
+    if (help) {
+        print_command_help("moequant inspect PATH [--top N] [--tensors] [--json]",
+                           "Validates every shard header (as the reference safetensors reader does, and\n"
+                           "stricter) and summarises the checkpoint. Tensor data is never read.",
+                           options);
+        return 0;
+    }
+    if (path.empty()) throw_usage_error("inspect needs a PATH", {.hint = "moequant inspect --help"});
+
+    // Nothing here needs a plugin yet, but plugins the user names must still load.
+    Registry registry;
+    load_plugins(registry, globals);
+
+    Checkpoint checkpoint = Checkpoint::open(path);
+    Summary summary = summarise(checkpoint);
+    if (as_json) print_json(checkpoint, summary, top, all_tensors);
+    else print_text(checkpoint, summary, top, all_tensors);
+    return 0;
+}
+
+}  // namespace moequant::cli

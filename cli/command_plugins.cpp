@@ -1,0 +1,134 @@
+// `moequant plugins [--all] [--json]`: what was loaded, from where, and (--all) what was
+// rejected and why.
+
+#include "command.hpp"
+#include "global_options.hpp"
+
+#include <moequant/error.hpp>
+#include <moequant/plugin.hpp>
+
+#include <boost/json.hpp>
+
+#include <iomanip>
+#include <iostream>
+
+namespace moequant::cli {
+
+namespace po = boost::program_options;
+namespace json = boost::json;
+
+namespace {
+
+std::string kinds_text(std::uint32_t kinds) {
+    std::string out;
+    auto add = [&](std::uint32_t bit, const char* name) {
+        if (kinds & bit) out += (out.empty() ? "" : ",") + std::string(name);
+    };
+    add(MOEQUANT_KIND_ADAPTER, "adapter");
+    add(MOEQUANT_KIND_QUANTIZER, "quantizer");
+    add(MOEQUANT_KIND_FORMAT, "format");
+    return out;
+}
+
+struct ObjectLine {
+    std::string kind, id, description;
+    const PluginInfo* plugin;
+};
+
+std::vector<ObjectLine> objects_of(const Registry& registry) {
+    std::vector<ObjectLine> out;
+    for (const auto& a : registry.adapters())
+        out.push_back({"adapter", std::string(a.object->id()), std::string(a.object->description()), a.plugin});
+    for (const auto& q : registry.quantizers())
+        out.push_back({"quantizer", std::string(q.object->id()), std::string(q.object->description()), q.plugin});
+    for (const auto& f : registry.formats())
+        out.push_back({"format", std::string(f.object->id()), std::string(f.object->description()), f.plugin});
+    return out;
+}
+
+void print_json(const Registry& registry, bool all) {
+    json::object root;
+    json::array plugins;
+    auto objects = objects_of(registry);
+    for (const auto& p : registry.plugins()) {
+        json::array provides;
+        for (const auto& o : objects)
+            if (o.plugin->file == p.file)
+                provides.push_back(json::object{{"kind", o.kind}, {"id", o.id}, {"description", o.description}});
+        plugins.push_back(json::object{{"id", p.id},
+                                       {"kind", kinds_text(p.kinds)},
+                                       {"version", p.version},
+                                       {"description", p.description},
+                                       {"file", p.file.string()},
+                                       {"origin", std::string(plugin_origin_name(p.origin))},
+                                       {"provides", std::move(provides)}});
+    }
+    root["plugins"] = std::move(plugins);
+    if (all) {
+        json::array rejected;
+        for (const auto& r : registry.rejections())
+            rejected.push_back(json::object{{"file", r.file.string()},
+                                            {"origin", std::string(plugin_origin_name(r.origin))},
+                                            {"reason", r.reason},
+                                            {"hint", r.hint}});
+        root["rejected"] = std::move(rejected);
+    }
+    std::cout << json::serialize(root) << "\n";
+}
+
+void print_table(const Registry& registry, bool all) {
+    auto objects = objects_of(registry);
+    if (registry.plugins().empty()) {
+        std::cout << "No plugins loaded. Searched: --plugin/--plugin-dir arguments, MOEQUANT_PLUGIN_PATH, and "
+                  << default_plugin_dir().string() << "\n";
+    } else {
+        std::cout << std::left << std::setw(22) << "PLUGIN" << std::setw(20) << "KIND" << std::setw(10) << "VERSION"
+                  << "FILE\n";
+        for (const auto& p : registry.plugins()) {
+            std::cout << std::setw(22) << p.id << std::setw(20) << kinds_text(p.kinds) << std::setw(10) << p.version
+                      << p.file.string() << "\n";
+            for (const auto& o : objects)
+                if (o.plugin->file == p.file)
+                    std::cout << "    " << std::setw(10) << o.kind << std::setw(22) << o.id << o.description << "\n";
+        }
+    }
+    const auto& rejected = registry.rejections();
+    if (all) {
+        if (!rejected.empty()) std::cout << "\nRejected:\n";
+        for (const auto& r : rejected) {
+            std::cout << "  " << r.file.string() << " (" << plugin_origin_name(r.origin) << "): " << r.reason << "\n";
+            if (!r.hint.empty()) std::cout << "      hint: " << r.hint << "\n";
+        }
+    } else {
+        warn_about_rejections(registry);
+    }
+}
+
+}  // namespace
+
+int run_plugins_command(const std::vector<std::string>& args, GlobalOptions globals) {
+    bool all = false, as_json = false, help = false;
+    po::options_description options("Options");
+    options.add_options()
+        ("all", po::bool_switch(&all), "also list every rejected candidate module and the reason")
+        ("json", po::bool_switch(&as_json), "print JSON instead of a table")
+        ("help,h", po::bool_switch(&help), "show this help");
+    options.add(global_option_group(globals));
+    parse_command_line(args, options, {});
+    if (help) {
+        print_command_help("moequant plugins [--all] [--json]",
+                           "Lists the plugin modules that loaded (id, kind, version, file) and the adapters,\n"
+                           "quantizers and output formats each one provides.",
+                           options);
+        return 0;
+    }
+    Registry registry;
+    load_plugins(registry, globals, /*fail_on_explicit=*/false);
+    if (as_json) print_json(registry, all);
+    else print_table(registry, all);
+    std::cout.flush();
+    check_explicit_plugins(registry);
+    return 0;
+}
+
+}  // namespace moequant::cli

@@ -1,0 +1,76 @@
+#include "global_options.hpp"
+
+#include <moequant/error.hpp>
+
+#include <iostream>
+
+namespace moequant::cli {
+
+namespace po = boost::program_options;
+
+po::options_description global_option_group(GlobalOptions& target) {
+    po::options_description group("Plugin options (accepted by every command)");
+    group.add_options()
+        ("plugin", po::value(&target.plugin_files)->composing()->value_name("FILE"),
+         "load this plugin module (repeatable); a rejected one is an error")
+        ("plugin-dir", po::value(&target.plugin_dirs)->composing()->value_name("DIR"),
+         "load every moequant-*.so in DIR (repeatable)")
+        ("no-default-plugins", po::bool_switch(&target.no_default_plugins),
+         "ignore MOEQUANT_PLUGIN_PATH and the plugin folder next to the executable");
+    return group;
+}
+
+bool global_option_takes_value(const std::string& arg) { return arg == "--plugin" || arg == "--plugin-dir"; }
+
+po::variables_map parse_command_line(const std::vector<std::string>& args, const po::options_description& options,
+                                     const po::positional_options_description& positional) {
+    po::variables_map vm;
+    try {
+        po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+        po::notify(vm);
+    } catch (const po::error& e) {
+        throw_usage_error(e.what(), {.hint = "see --help"});
+    }
+    return vm;
+}
+
+namespace {
+
+bool is_explicit(const PluginRejection& r) {
+    return r.origin == PluginOrigin::explicit_file ||
+           (r.origin == PluginOrigin::plugin_dir && r.reason == "plugin folder does not exist");
+}
+
+}  // namespace
+
+void warn_about_rejections(const Registry& registry) {
+    std::size_t scanned = 0;
+    for (const auto& r : registry.rejections())
+        if (!is_explicit(r)) ++scanned;
+    if (scanned > 0)
+        std::cerr << "moequant: warning: " << scanned << " plugin candidate" << (scanned == 1 ? " was" : "s were")
+                  << " rejected; run 'moequant plugins --all'\n";
+}
+
+void load_plugins(Registry& registry, const GlobalOptions& globals, bool fail_on_explicit) {
+    PluginSearch search;
+    for (const auto& f : globals.plugin_files) search.files.emplace_back(f);
+    for (const auto& d : globals.plugin_dirs) search.dirs.emplace_back(d);
+    search.use_environment = !globals.no_default_plugins;
+    search.use_default_dir = !globals.no_default_plugins;
+    registry.discover(search);
+    if (fail_on_explicit) check_explicit_plugins(registry);
+}
+
+void check_explicit_plugins(const Registry& registry) {
+    for (const auto& r : registry.rejections())
+        if (is_explicit(r))
+            throw Error(ErrorKind::plugin, "plugin rejected: " + r.reason,
+                        {.file = r.file.string(), .hint = r.hint});
+}
+
+void print_command_help(const char* usage, const char* description, const po::options_description& options) {
+    std::cout << "Usage: " << usage << "\n\n" << description << "\n\n" << options << "\n";
+}
+
+}  // namespace moequant::cli

@@ -1,0 +1,105 @@
+// moequant: prepares Mixture-of-Experts checkpoints for CPU-GPU hybrid inference.
+//
+// The host only parses options and dispatches to sub-commands; model families, quantizers
+// and output formats are plugins loaded at run time.
+
+#include "command.hpp"
+#include "global_options.hpp"
+
+#include <moequant/error.hpp>
+#include <moequant/version.hpp>
+
+#include <csignal>
+#include <cstring>
+#include <iostream>
+
+namespace {
+
+using moequant::cli::Command;
+
+const Command commands[] = {
+    {"plugins", "list the loaded plugins and what they provide (--all: also rejected modules)",
+     &moequant::cli::run_plugins_command},
+    {"inspect", "summarise a checkpoint or safetensors file (reads headers only)",
+     &moequant::cli::run_inspect_command},
+};
+
+const char* exit_code_help =
+    "Exit codes:\n"
+    "  0  success\n"
+    "  1  internal error (a bug: please report it)\n"
+    "  2  usage error (bad command line)\n"
+    "  3  invalid input (checkpoint, safetensors file, config.json)\n"
+    "  4  plugin error (missing, incompatible or failing plugin)\n"
+    "  5  I/O error writing output (permissions, disk full, file size limit)\n"
+    "  6  verification failed\n";
+
+void print_usage(std::ostream& out) {
+    out << "moequant " << MOEQUANT_VERSION_STRING
+        << " - prepare Mixture-of-Experts checkpoints for CPU-GPU hybrid inference\n\n"
+           "Usage: moequant [--plugin FILE] [--plugin-dir DIR] [--no-default-plugins] <command> [options]\n"
+           "       moequant <command> --help\n"
+           "       moequant --version\n\n"
+           "Commands:\n";
+    for (const auto& c : commands) out << "  " << c.name << std::string(10 - std::strlen(c.name), ' ') << c.summary << "\n";
+    out << "\nPlugins are searched in this order: --plugin files, --plugin-dir folders,\n"
+           "MOEQUANT_PLUGIN_PATH (':'-separated folders), then the plugin folder next to the\n"
+           "executable (../lib/moequant/plugins). MOEQUANT_PLUGIN_DEBUG=1 traces every candidate.\n\n"
+        << exit_code_help;
+}
+
+int run(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    // The command is the first word that is not an option or the value of a global option.
+    std::size_t cmd = 0;
+    while (cmd < args.size() && args[cmd].starts_with("-")) {
+        if (moequant::cli::global_option_takes_value(args[cmd])) ++cmd;
+        ++cmd;
+    }
+    std::vector<std::string> before(args.begin(), args.begin() + static_cast<long>(std::min(cmd, args.size())));
+
+    moequant::cli::GlobalOptions globals;
+    namespace po = boost::program_options;
+    po::options_description top("Options");
+    top.add_options()("help,h", "show this help")("version", "show the version");
+    top.add(moequant::cli::global_option_group(globals));
+    auto vm = moequant::cli::parse_command_line(before, top, {});
+    if (vm.count("version")) {
+        std::cout << "moequant " << MOEQUANT_VERSION_STRING << "\n";
+        return 0;
+    }
+    if (vm.count("help") || cmd >= args.size()) {
+        print_usage(cmd >= args.size() && !vm.count("help") ? std::cerr : std::cout);
+        return vm.count("help") ? 0 : moequant::exit_code(moequant::ErrorKind::usage);
+    }
+    const std::string& name = args[cmd];
+    if (name == "help") {
+        print_usage(std::cout);
+        return 0;
+    }
+    for (const auto& c : commands)
+        if (name == c.name) return c.run(std::vector<std::string>(args.begin() + static_cast<long>(cmd) + 1, args.end()), globals);
+    moequant::throw_usage_error("unknown command '" + name + "'", {.hint = "run 'moequant --help' for the list"});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // A file-size limit (ulimit -f) must surface as a write error (EFBIG) naming the file, not
+    // kill the process half-way through a shard.
+    std::signal(SIGXFSZ, SIG_IGN);
+    std::ios::sync_with_stdio(false);
+    try {
+        return run(argc, argv);
+    } catch (const moequant::Error& e) {
+        std::cout.flush();
+        std::cerr << "moequant: error: " << e.what() << "\n";
+        return moequant::exit_code(e.kind());
+    } catch (const std::bad_alloc&) {
+        std::cerr << "moequant: error: out of memory\n";
+        return moequant::exit_code(moequant::ErrorKind::internal);
+    } catch (const std::exception& e) {
+        std::cerr << "moequant: internal error: " << e.what() << "\n";
+        return moequant::exit_code(moequant::ErrorKind::internal);
+    }
+}

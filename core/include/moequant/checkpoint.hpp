@@ -1,0 +1,70 @@
+// A model checkpoint on disk: a folder with `model.safetensors.index.json` (sharded) or a
+// single `model.safetensors`.
+//
+// Shard names come from the index's weight_map only — never from a file-name pattern and
+// never from globbing the folder (repositories can hold other shard sets, e.g. GPT-OSS's
+// original/ or Mistral's consolidated*.safetensors). Each tensor is looked up on its own, so a
+// weight and its scale may sit in different shards. Shards are opened (header only) on first
+// use; opening is thread-safe. Problems are Error(input) naming the index or shard file and
+// the tensor: a shard named by the index that does not exist, a shard name that leaves the
+// folder, a tensor the index places in a shard that does not hold it.
+#pragma once
+
+#include <moequant/export.hpp>
+#include <moequant/model_config.hpp>
+#include <moequant/safetensors_reader.hpp>
+#include <moequant/tensor.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moequant {
+
+class MOEQUANT_API Checkpoint {
+public:
+    // `path` is a model folder, an index file, or a single .safetensors file.
+    static Checkpoint open(const std::filesystem::path& path);
+
+    Checkpoint(Checkpoint&&) noexcept;
+    Checkpoint& operator=(Checkpoint&&) noexcept;
+    ~Checkpoint();
+
+    // The model folder (where config.json and the shards live).
+    const std::filesystem::path& directory() const noexcept;
+    // The index file, if the checkpoint has one.
+    const std::optional<std::filesystem::path>& index_path() const noexcept;
+
+    // Shard file names (relative to directory()), in order of first appearance in the index.
+    const std::vector<std::string>& shard_names() const noexcept;
+    // Every tensor name, sorted.
+    const std::vector<std::string>& tensor_names() const noexcept;
+    bool contains(std::string_view tensor) const noexcept;
+    // The shard file name holding a tensor; Error(input) if the checkpoint has no such tensor.
+    const std::string& shard_of(std::string_view tensor) const;
+
+    // A shard, opened and validated on first use.
+    const SafetensorsFile& shard(const std::string& shard_name) const;
+    // A tensor's header entry (opens its shard); Error(input) if absent.
+    const TensorInfo& info(std::string_view tensor) const;
+    // Zero-copy view of a tensor's bytes (maps its shard).
+    TensorView view(std::string_view tensor) const;
+
+    // Opens every shard and checks that the index and the shards agree both ways (every name
+    // in the index is in its shard, every tensor of a shard is in the index).
+    void validate_all() const;
+
+    // config.json of the model folder.
+    bool has_config() const;
+    ModelConfig config() const;
+
+private:
+    struct Impl;
+    explicit Checkpoint(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace moequant

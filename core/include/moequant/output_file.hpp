@@ -1,0 +1,64 @@
+// Writing output files safely: under a temporary name, renamed into place only when complete.
+//
+// The kt runtime and transformers load every `*.safetensors` they find, so a half-written file
+// must never carry its final name. An OutputFile writes "<dir>/.<name>.partial", and commit()
+// flushes it to disk (fdatasync), renames it to <name> and syncs the folder. Destroying an
+// uncommitted OutputFile removes the partial file. Write failures become Error(io) naming the
+// file, with code "DiskFull" (ENOSPC), "FileTooLarge" (EFBIG: RLIMIT_FSIZE or a filesystem
+// limit; the host ignores SIGXFSZ so this is reported instead of killing the process) or
+// "WriteFailed".
+//
+// Test hook: if the environment variable MOEQUANT_TEST_ENOSPC_AFTER_BYTES=N is set, every
+// write after N bytes in total (across all OutputFiles of the process) fails with ENOSPC.
+#pragma once
+
+#include <moequant/export.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string_view>
+
+namespace moequant {
+
+// "<dir>/.<name>.partial" for "<dir>/<name>" (never ends in .safetensors).
+MOEQUANT_API std::filesystem::path partial_path_for(const std::filesystem::path& final_path);
+
+class MOEQUANT_API OutputFile {
+public:
+    // Creates (or truncates) the partial file. If `expected_size` is non-zero, that much disk
+    // space is reserved up front (the file size still grows only with writes), so a full disk
+    // is reported before any work is done.
+    explicit OutputFile(std::filesystem::path final_path, std::uint64_t expected_size = 0);
+    ~OutputFile();
+    OutputFile(const OutputFile&) = delete;
+    OutputFile& operator=(const OutputFile&) = delete;
+
+    // Writes all bytes at `offset` (the file grows as needed).
+    void write_at(std::uint64_t offset, std::span<const std::byte> bytes);
+    // Writes at the end of what append() wrote so far.
+    void append(std::span<const std::byte> bytes);
+    void append(std::string_view text);
+
+    // Flushes, renames to the final name and syncs the folder. Nothing may be written after.
+    void commit();
+
+    const std::filesystem::path& final_path() const noexcept { return final_path_; }
+    const std::filesystem::path& partial_path() const noexcept { return partial_path_; }
+    bool committed() const noexcept { return committed_; }
+
+private:
+    [[noreturn]] void fail(int error_number, const char* action);
+
+    std::filesystem::path final_path_;
+    std::filesystem::path partial_path_;
+    int fd_ = -1;
+    std::uint64_t append_offset_ = 0;
+    bool committed_ = false;
+};
+
+// Writes a whole small file (JSON, a copied config) through an OutputFile.
+MOEQUANT_API void write_file_atomically(const std::filesystem::path& path, std::string_view content);
+
+}  // namespace moequant

@@ -1,0 +1,189 @@
+// Writing a moequant plugin: the entry point, its descriptor and the registrar.
+//
+// A plugin is a shared-library module (built with moequant_add_plugin() from the installed
+// CMake package) containing exactly one MOEQUANT_PLUGIN block:
+//
+//     #include <moequant/plugin.hpp>
+//     MOEQUANT_PLUGIN("my_quant", "1.0.0", MOEQUANT_KIND_QUANTIZER, "what it does") {
+//         registrar.add(std::make_unique<MyQuantizer>());
+//     }
+//
+// The macro exports one C symbol, `moequant_plugin_v1`, in the ELF section "moequant" (through
+// Boost.DLL's alias), pointing at a function that returns a moequant_plugin_descriptor. The
+// host finds the symbol without running any plugin code, loads the module, and checks the
+// descriptor (ABI integer, SDK version, toolchain fingerprint) before it calls anything else
+// in the plugin. A plugin that fails a check is skipped with a one-line reason
+// (`moequant plugins --all`). Plugins are never unloaded.
+//
+// Rules for plugin code: no work in static initialisers (they run at load time, before any
+// check); vector code only in functions called after a run-time CPU check; parallel work
+// through moequant::parallel_for; only moequant::Error (or std exceptions) may leave the
+// plugin's objects.
+#pragma once
+
+#include <moequant/export.hpp>
+#include <moequant/model_adapter.hpp>
+#include <moequant/output_format.hpp>
+#include <moequant/quantizer.hpp>
+#include <moequant/version.hpp>
+
+#include <boost/dll/alias.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+
+// The binary contract between host and plugins. Bump it with EVERY change to a public
+// interface (a virtual function, a struct crossing the boundary, the descriptor), keep one
+// changelog line per bump here, and rebuild all first-party plugins with the host.
+//   1 (0.1.0): first drafts of ModelAdapter, Quantizer, OutputFormat; descriptor generation v1.
+#define MOEQUANT_PLUGIN_ABI_VERSION 1
+
+// Kinds of objects a plugin registers (a bit set in the descriptor).
+#define MOEQUANT_KIND_ADAPTER 1u
+#define MOEQUANT_KIND_QUANTIZER 2u
+#define MOEQUANT_KIND_FORMAT 4u
+
+#define MOEQUANT_DETAIL_STR2(x) #x
+#define MOEQUANT_DETAIL_STR(x) MOEQUANT_DETAIL_STR2(x)
+
+// Compiler family and major version: C++ interfaces cross the boundary, so host and plugins
+// must come from the same compiler and standard library ABI.
+#if defined(__clang__)
+#define MOEQUANT_DETAIL_COMPILER "clang-" MOEQUANT_DETAIL_STR(__clang_major__)
+#elif defined(__GNUC__)
+#define MOEQUANT_DETAIL_COMPILER "gcc-" MOEQUANT_DETAIL_STR(__GNUC__)
+#else
+#define MOEQUANT_DETAIL_COMPILER "unknown-compiler"
+#endif
+#if defined(_LIBCPP_VERSION)
+#define MOEQUANT_DETAIL_STDLIB "libc++"
+#elif defined(__GLIBCXX__)
+#define MOEQUANT_DETAIL_STDLIB "libstdc++-cxx11abi" MOEQUANT_DETAIL_STR(_GLIBCXX_USE_CXX11_ABI)
+#else
+#define MOEQUANT_DETAIL_STDLIB "unknown-stdlib"
+#endif
+#if defined(_GLIBCXX_DEBUG)
+#define MOEQUANT_DETAIL_STDLIB_MODE "-debug"
+#else
+#define MOEQUANT_DETAIL_STDLIB_MODE ""
+#endif
+#if defined(__x86_64__)
+#define MOEQUANT_DETAIL_ARCH "x86_64"
+#elif defined(__aarch64__)
+#define MOEQUANT_DETAIL_ARCH "aarch64"
+#else
+#define MOEQUANT_DETAIL_ARCH "unknown-arch"
+#endif
+
+// The same macros compiled into host and plugin; the host compares the two strings.
+#define MOEQUANT_TOOLCHAIN_FINGERPRINT \
+    MOEQUANT_DETAIL_COMPILER "/" MOEQUANT_DETAIL_STDLIB MOEQUANT_DETAIL_STDLIB_MODE "/" MOEQUANT_DETAIL_ARCH
+
+extern "C" {
+
+// What a plugin tells the host about itself. Plain C layout; fields are only ever appended
+// (struct_size tells the host which ones the plugin knows).
+struct moequant_plugin_descriptor {
+    std::uint32_t struct_size;    // sizeof(moequant_plugin_descriptor) when the plugin was built
+    std::uint32_t abi_version;    // MOEQUANT_PLUGIN_ABI_VERSION seen by the plugin
+    std::uint32_t sdk_version;    // MOEQUANT_SDK_VERSION (MMmmpp) seen by the plugin
+    const char* toolchain;        // MOEQUANT_TOOLCHAIN_FINGERPRINT seen by the plugin
+    const char* id;               // plugin id, [a-z0-9_]+ (the module's folder name)
+    const char* version;          // the plugin's own version
+    const char* description;      // one line
+    std::uint32_t kinds;          // MOEQUANT_KIND_* bits of the objects it registers
+    // Optional: > 0 when usable on this machine; 0 = unusable, with the reason written to
+    // `reason` (NUL-terminated, at most reason_size bytes). Must not throw.
+    int (*probe)(char* reason, std::size_t reason_size);
+    // Adds the plugin's objects to `registrar` (a moequant::PluginRegistrar*). Returns 0, or
+    // non-zero with a message in `error`. Must not throw.
+    int (*register_objects)(void* registrar, char* error, std::size_t error_size);
+};
+
+}  // extern "C"
+
+namespace moequant {
+
+// Handed to a plugin's registration body; the host checks ids, kinds and duplicates.
+class MOEQUANT_API PluginRegistrar {
+public:
+    virtual void add(std::unique_ptr<ModelAdapter> adapter) = 0;
+    virtual void add(std::unique_ptr<Quantizer> quantizer) = 0;
+    virtual void add(std::unique_ptr<OutputFormat> format) = 0;
+
+protected:
+    ~PluginRegistrar() = default;
+};
+
+namespace plugin_detail {
+
+// Copies a message into a C buffer, always NUL-terminated.
+inline void copy_message(const char* message, char* out, std::size_t size) noexcept {
+    if (!out || size == 0) return;
+    std::size_t n = std::strlen(message);
+    if (n >= size) n = size - 1;
+    std::memcpy(out, message, n);
+    out[n] = '\0';
+}
+
+// Runs a registration body; no exception leaves the plugin through the C entry.
+inline int run_registration(void (*body)(PluginRegistrar&), void* registrar, char* error,
+                            std::size_t error_size) noexcept {
+    try {
+        body(*static_cast<PluginRegistrar*>(registrar));
+        return 0;
+    } catch (const std::exception& e) {
+        copy_message(e.what(), error, error_size);
+    } catch (...) {
+        copy_message("unknown exception", error, error_size);
+    }
+    return 1;
+}
+
+// Runs a probe written as `int probe(std::string& reason)`.
+inline int run_probe(int (*probe)(std::string&), char* reason, std::size_t reason_size) noexcept {
+    try {
+        std::string why;
+        int score = probe(why);
+        if (score <= 0) copy_message(why.empty() ? "unusable" : why.c_str(), reason, reason_size);
+        return score > 0 ? score : 0;
+    } catch (const std::exception& e) {
+        copy_message(e.what(), reason, reason_size);
+    } catch (...) {
+        copy_message("probe threw an unknown exception", reason, reason_size);
+    }
+    return 0;
+}
+
+}  // namespace plugin_detail
+}  // namespace moequant
+
+// Declares the plugin with a CPU/machine probe: PROBE is `int probe(std::string& reason)`
+// returning > 0 when usable (higher = better) and 0 with a reason otherwise.
+#define MOEQUANT_PLUGIN_WITH_PROBE(ID, VERSION, KINDS, DESCRIPTION, PROBE)                      \
+    static void moequant_plugin_register_body(::moequant::PluginRegistrar& registrar);        \
+    namespace moequant_plugin_entry_detail {                                                   \
+    static int register_objects(void* r, char* error, std::size_t error_size) noexcept {      \
+        return ::moequant::plugin_detail::run_registration(&moequant_plugin_register_body, r,  \
+                                                           error, error_size);               \
+    }                                                                                         \
+    static constexpr int (*probe_function)(std::string&) = PROBE;                                   \
+    static int probe(char* reason, std::size_t reason_size) noexcept {                        \
+        return ::moequant::plugin_detail::run_probe(probe_function, reason, reason_size);     \
+    }                                                                                         \
+    static const ::moequant_plugin_descriptor descriptor = {                                  \
+        sizeof(::moequant_plugin_descriptor), MOEQUANT_PLUGIN_ABI_VERSION,                    \
+        MOEQUANT_SDK_VERSION, MOEQUANT_TOOLCHAIN_FINGERPRINT, ID, VERSION, DESCRIPTION, KINDS, \
+        probe_function ? &probe : nullptr, &register_objects};                                 \
+    static const ::moequant_plugin_descriptor* entry() noexcept { return &descriptor; }      \
+    }                                                                                         \
+    BOOST_DLL_ALIAS_SECTIONED(moequant_plugin_entry_detail::entry, moequant_plugin_v1, moequant) \
+    static void moequant_plugin_register_body([[maybe_unused]] ::moequant::PluginRegistrar& registrar)
+
+// Declares the plugin; the block that follows registers its objects through `registrar`.
+#define MOEQUANT_PLUGIN(ID, VERSION, KINDS, DESCRIPTION) \
+    MOEQUANT_PLUGIN_WITH_PROBE(ID, VERSION, KINDS, DESCRIPTION, nullptr)

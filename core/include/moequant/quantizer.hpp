@@ -1,0 +1,50 @@
+// Quantizer: turns one weight matrix into a packed representation (first draft).
+//
+// A quantizer receives a 2-D weight [rows = out_features, cols = in_features] in BF16 or F32
+// and returns named parts (e.g. "weight" codes and "scale"), each an owning Tensor whose dtype
+// and bytes are exactly what the output format stores. It must be deterministic and
+// thread-safe: the host quantizes many matrices in parallel with one Quantizer object.
+#pragma once
+
+#include <moequant/export.hpp>
+#include <moequant/options.hpp>
+#include <moequant/tensor.hpp>
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace moequant {
+
+struct QuantizedTensor {
+    std::string method;                               // e.g. "AMXINT4"
+    std::vector<std::pair<std::string, Tensor>> parts;  // e.g. {"weight", I8}, {"scale", F32}
+
+    const Tensor* part(std::string_view name) const noexcept {
+        for (const auto& [n, t] : parts)
+            if (n == name) return &t;
+        return nullptr;
+    }
+};
+
+class MOEQUANT_API Quantizer {
+public:
+    virtual ~Quantizer();
+
+    // Object id, e.g. "amx-int4" ([a-z0-9_-]+).
+    virtual std::string_view id() const = 0;
+    virtual std::string_view description() const = 0;
+
+    // Empty when usable on this machine, otherwise why not.
+    virtual std::string unusable_reason() const { return {}; }
+
+    // Quantizes a [rows, cols] BF16 or F32 matrix. Throws Error(input) naming the rule when the
+    // shape cannot be quantized (the caller adds the tensor name).
+    virtual QuantizedTensor quantize(const TensorView& weight, const Options& options) const = 0;
+
+    // Decodes parts produced by quantize() back to an F32 [rows, cols] matrix (used by verify).
+    virtual Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const = 0;
+};
+
+}  // namespace moequant

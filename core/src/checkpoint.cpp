@@ -1,0 +1,209 @@
+#include <moequant/checkpoint.hpp>
+#include <moequant/error.hpp>
+#include <moequant/sharded_writer.hpp>
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+namespace moequant {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+namespace {
+
+constexpr const char* single_file_name = "model.safetensors";
+
+[[noreturn]] void bad_index(const fs::path& index, const std::string& message, std::string hint = {}) {
+    throw Error(ErrorKind::input, message, {.file = index.string(), .code = "InvalidIndex", .hint = std::move(hint)});
+}
+
+// A shard name from an index must stay inside the model folder.
+bool is_safe_relative_name(const std::string& name) {
+    if (name.empty() || name.front() == '/') return false;
+    for (const auto& part : fs::path(name))
+        if (part == ".." || part == ".") return false;
+    return true;
+}
+
+}  // namespace
+
+struct Checkpoint::Impl {
+    fs::path directory;
+    std::optional<fs::path> index;
+    std::vector<std::string> shard_names;
+    std::vector<std::string> tensor_names;
+    std::unordered_map<std::string, std::size_t> shard_of;  // tensor -> index in shard_names
+
+    struct Shard {
+        std::once_flag opened;
+        std::optional<SafetensorsFile> file;
+    };
+    std::vector<std::unique_ptr<Shard>> shards;
+
+    const SafetensorsFile& shard(std::size_t i) {
+        Shard& s = *shards[i];
+        std::call_once(s.opened, [&] { s.file = SafetensorsFile::open(directory / shard_names[i]); });
+        return *s.file;
+    }
+
+    void read_index(const fs::path& index_file) {
+        std::ifstream in(index_file, std::ios::binary);
+        if (!in) bad_index(index_file, "cannot read the index file");
+        std::ostringstream text;
+        text << in.rdbuf();
+        json::error_code ec;
+        json::value root = json::parse(text.str(), ec);
+        if (ec) bad_index(index_file, "not valid JSON: " + ec.message());
+        const json::object* obj = root.if_object();
+        const json::value* map = obj ? obj->if_contains("weight_map") : nullptr;
+        if (!map || !map->is_object()) bad_index(index_file, "has no \"weight_map\" object");
+
+        std::unordered_map<std::string, std::size_t> shard_ids;
+        for (const auto& kv : map->get_object()) {
+            const json::string* shard = kv.value().if_string();
+            std::string tensor(kv.key());
+            if (!shard) bad_index(index_file, "weight_map entry for tensor '" + tensor + "' is not a string");
+            std::string name(*shard);
+            if (!is_safe_relative_name(name))
+                bad_index(index_file, "weight_map names shard '" + name + "' for tensor '" + tensor +
+                                          "', which is not a file inside the model folder");
+            auto [it, added] = shard_ids.emplace(name, shard_names.size());
+            if (added) shard_names.push_back(name);
+            shard_of[tensor] = it->second;
+        }
+        for (const auto& name : shard_names) {
+            std::error_code fec;
+            if (!fs::is_regular_file(directory / name, fec))
+                bad_index(index_file, "weight_map names shard '" + name + "', which does not exist in " +
+                                          directory.string(),
+                          "the download may be incomplete");
+        }
+    }
+
+    void read_single(const fs::path& file) {
+        SafetensorsFile f = SafetensorsFile::open(file);
+        shard_names.push_back(file.filename().string());
+        for (const auto& t : f.tensors()) shard_of[t.name] = 0;
+        shards.push_back(std::make_unique<Shard>());
+        std::call_once(shards.back()->opened, [&] { shards.back()->file = std::move(f); });
+    }
+};
+
+Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
+Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
+Checkpoint::~Checkpoint() = default;
+
+Checkpoint Checkpoint::open(const fs::path& path) {
+    auto impl = std::make_unique<Impl>();
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+        impl->directory = path;
+        if (fs::is_regular_file(path / safetensors_index_name, ec)) {
+            impl->index = path / safetensors_index_name;
+            impl->read_index(*impl->index);
+        } else if (fs::is_regular_file(path / single_file_name, ec)) {
+            impl->read_single(path / single_file_name);
+        } else {
+            std::size_t others = 0;
+            for (const auto& entry : fs::directory_iterator(path, ec))
+                if (entry.path().extension() == ".safetensors") ++others;
+            throw Error(ErrorKind::input,
+                        std::string("no ") + safetensors_index_name + " or " + single_file_name + " in this folder",
+                        {.file = path.string(),
+                         .code = "NoCheckpoint",
+                         .hint = others ? std::to_string(others) +
+                                              " other .safetensors file(s) are there; pass the index or one file"
+                                        : ""});
+        }
+    } else if (fs::is_regular_file(path, ec)) {
+        impl->directory = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+        if (path.extension() == ".json") {
+            impl->index = path;
+            impl->read_index(path);
+        } else {
+            impl->read_single(path);
+        }
+    } else {
+        throw Error(ErrorKind::input, "no such file or folder", {.file = path.string(), .code = "NoCheckpoint"});
+    }
+    if (impl->shards.empty())
+        for (std::size_t i = 0; i < impl->shard_names.size(); ++i) impl->shards.push_back(std::make_unique<Impl::Shard>());
+    impl->tensor_names.reserve(impl->shard_of.size());
+    for (const auto& [name, shard] : impl->shard_of) impl->tensor_names.push_back(name);
+    std::sort(impl->tensor_names.begin(), impl->tensor_names.end());
+    return Checkpoint(std::move(impl));
+}
+
+const fs::path& Checkpoint::directory() const noexcept { return impl_->directory; }
+const std::optional<fs::path>& Checkpoint::index_path() const noexcept { return impl_->index; }
+const std::vector<std::string>& Checkpoint::shard_names() const noexcept { return impl_->shard_names; }
+const std::vector<std::string>& Checkpoint::tensor_names() const noexcept { return impl_->tensor_names; }
+
+bool Checkpoint::contains(std::string_view tensor) const noexcept {
+    return impl_->shard_of.find(std::string(tensor)) != impl_->shard_of.end();
+}
+
+const std::string& Checkpoint::shard_of(std::string_view tensor) const {
+    auto it = impl_->shard_of.find(std::string(tensor));
+    if (it == impl_->shard_of.end())
+        throw Error(ErrorKind::input, "the checkpoint has no such tensor",
+                    {.file = (impl_->index ? *impl_->index : impl_->directory / impl_->shard_names.front()).string(),
+                     .tensor = std::string(tensor),
+                     .code = "TensorNotFound"});
+    return impl_->shard_names[it->second];
+}
+
+const SafetensorsFile& Checkpoint::shard(const std::string& shard_name) const {
+    for (std::size_t i = 0; i < impl_->shard_names.size(); ++i)
+        if (impl_->shard_names[i] == shard_name) return impl_->shard(i);
+    throw Error(ErrorKind::internal, "not a shard of this checkpoint", {.file = shard_name});
+}
+
+const TensorInfo& Checkpoint::info(std::string_view tensor) const {
+    const std::string& shard_name = shard_of(tensor);
+    const SafetensorsFile& file = shard(shard_name);
+    if (const TensorInfo* t = file.find(tensor)) return *t;
+    throw Error(ErrorKind::input,
+                "the index places this tensor in " + shard_name + ", but that shard does not hold it",
+                {.file = (impl_->index ? *impl_->index : file.path()).string(),
+                 .tensor = std::string(tensor),
+                 .code = "IndexMismatch"});
+}
+
+TensorView Checkpoint::view(std::string_view tensor) const {
+    const TensorInfo& t = info(tensor);
+    return shard(shard_of(tensor)).view(t);
+}
+
+void Checkpoint::validate_all() const {
+    for (const auto& name : impl_->tensor_names) info(name);
+    for (std::size_t i = 0; i < impl_->shard_names.size(); ++i) {
+        const SafetensorsFile& file = impl_->shard(i);
+        for (const auto& t : file.tensors()) {
+            auto it = impl_->shard_of.find(t.name);
+            if (it == impl_->shard_of.end() || it->second != i)
+                throw Error(ErrorKind::input,
+                            it == impl_->shard_of.end()
+                                ? "the shard holds a tensor that the index does not list"
+                                : "the shard holds a tensor that the index places in " +
+                                      impl_->shard_names[it->second],
+                            {.file = file.path().string(), .tensor = t.name, .code = "IndexMismatch"});
+        }
+    }
+}
+
+bool Checkpoint::has_config() const {
+    std::error_code ec;
+    return fs::is_regular_file(impl_->directory / "config.json", ec);
+}
+
+ModelConfig Checkpoint::config() const { return ModelConfig::load(impl_->directory / "config.json"); }
+
+}  // namespace moequant

@@ -1,0 +1,43 @@
+// Out-of-line destructors anchor the interfaces' vtables and type_info in the core, so host
+// and plugins share one copy of each; plus the names of the plan enums.
+#include <moequant/model_adapter.hpp>
+#include <moequant/output_format.hpp>
+#include <moequant/quantizer.hpp>
+
+namespace moequant {
+
+ModelAdapter::~ModelAdapter() = default;
+Quantizer::~Quantizer() = default;
+OutputWriter::~OutputWriter() = default;
+OutputFormat::~OutputFormat() = default;
+
+std::string_view projection_name(Projection p) noexcept {
+    switch (p) {
+        case Projection::gate: return "gate";
+        case Projection::up: return "up";
+        case Projection::down: return "down";
+    }
+    return "?";
+}
+
+std::string_view tensor_role_name(TensorRole role) noexcept {
+    switch (role) {
+        case TensorRole::routed_expert: return "routed_expert";
+        case TensorRole::routed_expert_scale: return "routed_expert_scale";
+        case TensorRole::router: return "router";
+        case TensorRole::router_bias: return "router_bias";
+        case TensorRole::shared_expert: return "shared_expert";
+        case TensorRole::shared_expert_gate: return "shared_expert_gate";
+        case TensorRole::dense_mlp: return "dense_mlp";
+        case TensorRole::attention: return "attention";
+        case TensorRole::norm: return "norm";
+        case TensorRole::embedding: return "embedding";
+        case TensorRole::lm_head: return "lm_head";
+        case TensorRole::skipped_mtp: return "skipped_mtp";
+        case TensorRole::skipped_buffer: return "skipped_buffer";
+        case TensorRole::other: return "other";
+    }
+    return "?";
+}
+
+}  // namespace moequant

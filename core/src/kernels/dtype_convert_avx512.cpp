@@ -1,0 +1,59 @@
+// Bulk element conversions, AVX-512 F/BW/VL/DQ (16 lanes). Compiled with the AVX-512 flags.
+#include "kernels/kernels.hpp"
+#include "kernels/lanes_avx512.hpp"
+
+namespace moequant::kernels::avx512 {
+namespace {
+
+using namespace lanes;
+
+// In each loop, `tail` is empty for a full group and holds the lane mask for the last one.
+template <class Decode> void bytes_to_f32(const std::byte* src, float* dst, std::size_t n, Decode decode) {
+    for_each_group(n, [&](std::size_t i, auto... tail) {
+        store_16_f32(dst + i, decode(load_16_u8(src + i, tail...)), tail...);
+    });
+}
+
+template <class Decode> void u16_to_f32(const std::byte* src, float* dst, std::size_t n, Decode decode) {
+    for_each_group(n, [&](std::size_t i, auto... tail) {
+        store_16_f32(dst + i, decode(load_16_u16(src + 2 * i, tail...)), tail...);
+    });
+}
+
+template <class Encode> void f32_to_u16(const float* src, std::byte* dst, std::size_t n, Encode encode) {
+    for_each_group(n, [&](std::size_t i, auto... tail) {
+        store_16_u16(dst + 2 * i, encode(load_16_f32(src + i, tail...)), tail...);
+    });
+}
+
+}  // namespace
+
+void bf16_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept {
+    u16_to_f32(src, dst, n, [](__m256i v) { return lanes::bf16_to_f32(v); });
+}
+
+void f32_to_bf16(const float* src, std::byte* dst, std::size_t n) noexcept {
+    f32_to_u16(src, dst, n, [](__m512 v) { return lanes::f32_to_bf16(v); });
+}
+
+void f16_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept {
+    u16_to_f32(src, dst, n, [](__m256i v) { return lanes::f16_to_f32(v); });
+}
+
+void f32_to_f16(const float* src, std::byte* dst, std::size_t n) noexcept {
+    f32_to_u16(src, dst, n, [](__m512 v) { return lanes::f32_to_f16(v); });
+}
+
+void f8_e4m3_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept {
+    bytes_to_f32(src, dst, n, [](__m128i v) { return lanes::f8_e4m3_to_f32(v); });
+}
+
+void f8_e5m2_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept {
+    bytes_to_f32(src, dst, n, [](__m128i v) { return lanes::f8_e5m2_to_f32(v); });
+}
+
+void f8_e8m0_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept {
+    bytes_to_f32(src, dst, n, [](__m128i v) { return lanes::f8_e8m0_to_f32(v); });
+}
+
+}  // namespace moequant::kernels::avx512

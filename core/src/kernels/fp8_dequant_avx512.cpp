@@ -1,0 +1,35 @@
+// One row of FP8 block dequantization, AVX-512 (16 lanes). Compiled with the AVX-512 flags.
+#include "kernels/kernels.hpp"
+#include "kernels/lanes_avx512.hpp"
+
+namespace moequant::kernels::avx512 {
+namespace {
+
+using namespace lanes;
+
+// dst[j] = bf16(decode(src[j]) * column_scale[j]) with one F32 multiply per element (no FMA).
+// The last group is masked: masked-off lanes are neither read nor written.
+template <class Decode>
+void scaled_to_bf16(const std::byte* src, const float* column_scale, std::uint16_t* dst, std::size_t n,
+                    Decode decode) {
+    auto* out = reinterpret_cast<std::byte*>(dst);
+    for_each_group(n, [&](std::size_t j, auto... tail) {
+        const __m512 weight = _mm512_castsi512_ps(decode(load_16_u8(src + j, tail...)));
+        const __m512 product = _mm512_mul_ps(weight, load_16_f32(column_scale + j, tail...));
+        store_16_u16(out + 2 * j, lanes::f32_to_bf16(product), tail...);
+    });
+}
+
+}  // namespace
+
+void f8_e4m3_scaled_to_bf16(const std::byte* src, const float* column_scale, std::uint16_t* dst,
+                            std::size_t n) noexcept {
+    scaled_to_bf16(src, column_scale, dst, n, [](__m128i v) { return lanes::f8_e4m3_to_f32(v); });
+}
+
+void f8_e5m2_scaled_to_bf16(const std::byte* src, const float* column_scale, std::uint16_t* dst,
+                            std::size_t n) noexcept {
+    scaled_to_bf16(src, column_scale, dst, n, [](__m128i v) { return lanes::f8_e5m2_to_f32(v); });
+}
+
+}  // namespace moequant::kernels::avx512

@@ -1,0 +1,135 @@
+#include <moequant/error.hpp>
+#include <moequant/output_file.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace moequant {
+namespace {
+
+// MOEQUANT_TEST_ENOSPC_AFTER_BYTES: simulate a full disk (see output_file.hpp).
+struct InjectedDiskFull {
+    std::uint64_t limit = UINT64_MAX;
+    std::atomic<std::uint64_t> written{0};
+    InjectedDiskFull() {
+        if (const char* v = std::getenv("MOEQUANT_TEST_ENOSPC_AFTER_BYTES")) limit = std::strtoull(v, nullptr, 10);
+    }
+    // False (with errno = ENOSPC) when this write would pass the limit.
+    bool allow(std::size_t n) {
+        if (limit == UINT64_MAX) return true;
+        if (written.fetch_add(n) + n > limit) {
+            errno = ENOSPC;
+            return false;
+        }
+        return true;
+    }
+};
+
+InjectedDiskFull& injected_disk_full() {
+    static InjectedDiskFull instance;
+    return instance;
+}
+
+void sync_directory(const std::filesystem::path& dir) {
+    int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;  // best effort: the data itself is already synced
+    ::fsync(fd);
+    ::close(fd);
+}
+
+}  // namespace
+
+std::filesystem::path partial_path_for(const std::filesystem::path& final_path) {
+    return final_path.parent_path() / ("." + final_path.filename().string() + ".partial");
+}
+
+OutputFile::OutputFile(std::filesystem::path final_path, std::uint64_t expected_size)
+    : final_path_(std::move(final_path)), partial_path_(partial_path_for(final_path_)) {
+    fd_ = ::open(partial_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail(errno, "cannot create");
+    if (expected_size > 0 && ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(expected_size)) != 0) {
+        // Filesystems without fallocate simply do not reserve; real failures are reported.
+        if (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINTR) fail(errno, "cannot reserve space for");
+    }
+}
+
+OutputFile::~OutputFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) {
+        std::error_code ec;
+        std::filesystem::remove(partial_path_, ec);
+    }
+}
+
+void OutputFile::fail(int error_number, const char* action) {
+    std::string code = error_number == ENOSPC ? "DiskFull" : error_number == EFBIG ? "FileTooLarge"
+                     : error_number == EACCES || error_number == EPERM || error_number == EROFS ? "PermissionDenied"
+                                                                                              : "WriteFailed";
+    std::string hint = error_number == ENOSPC ? "free disk space and rerun the same command; completed work is kept"
+                     : error_number == EFBIG ? "the file size limit (ulimit -f) or the filesystem's limit was reached"
+                                             : "";
+    // The partial file is useless now; remove it at once rather than when the owner unwinds.
+    if (fd_ >= 0) {
+        ::close(fd_);
+        fd_ = -1;
+    }
+    std::error_code ec;
+    std::filesystem::remove(partial_path_, ec);
+    throw Error(ErrorKind::io, std::string(action) + " the file: " + std::strerror(error_number),
+                {.file = final_path_.string(), .code = code, .hint = hint});
+}
+
+void OutputFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes) {
+    if (fd_ < 0) throw Error(ErrorKind::internal, "write after commit or failure", {.file = final_path_.string()});
+    const auto* p = reinterpret_cast<const char*>(bytes.data());
+    std::size_t left = bytes.size();
+    while (left > 0) {
+        std::size_t chunk = std::min<std::size_t>(left, 1u << 30);
+        if (!injected_disk_full().allow(chunk)) fail(errno, "cannot write");
+        ssize_t n = ::pwrite(fd_, p, chunk, static_cast<off_t>(offset));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            fail(errno, "cannot write");
+        }
+        if (n == 0) fail(ENOSPC, "cannot write");
+        p += n;
+        left -= static_cast<std::size_t>(n);
+        offset += static_cast<std::uint64_t>(n);
+    }
+}
+
+void OutputFile::append(std::span<const std::byte> bytes) {
+    write_at(append_offset_, bytes);
+    append_offset_ += bytes.size();
+}
+
+void OutputFile::append(std::string_view text) {
+    append(std::as_bytes(std::span<const char>(text.data(), text.size())));
+}
+
+void OutputFile::commit() {
+    if (fd_ < 0) throw Error(ErrorKind::internal, "commit after commit or failure", {.file = final_path_.string()});
+    if (::fdatasync(fd_) != 0) fail(errno, "cannot flush");
+    if (::close(fd_) != 0) {
+        fd_ = -1;
+        fail(errno, "cannot close");
+    }
+    fd_ = -1;
+    if (::rename(partial_path_.c_str(), final_path_.c_str()) != 0) fail(errno, "cannot rename into place");
+    committed_ = true;
+    sync_directory(final_path_.parent_path());
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
+    OutputFile file(path, content.size());
+    file.append(content);
+    file.commit();
+}
+
+}  // namespace moequant

@@ -1,0 +1,56 @@
+#include <moequant/error.hpp>
+#include <moequant/tensor.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace moequant {
+
+std::optional<std::uint64_t> shape_elements(const Shape& shape) noexcept {
+    std::uint64_t n = 1;
+    for (std::int64_t d : shape) {
+        if (d < 0) return std::nullopt;
+        if (__builtin_mul_overflow(n, static_cast<std::uint64_t>(d), &n)) return std::nullopt;
+    }
+    return n;
+}
+
+std::string shape_to_string(const Shape& shape) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += ',';
+        s += std::to_string(shape[i]);
+    }
+    return s + "]";
+}
+
+void Tensor::AlignedFree::operator()(std::byte* p) const noexcept { std::free(p); }
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+    auto elements = shape_elements(shape_);
+    auto bytes = elements ? dtype_byte_size(dtype_, *elements) : std::nullopt;
+    if (!bytes)
+        throw_input_error("cannot allocate " + std::string(dtype_name(dtype_)) + " " +
+                          shape_to_string(shape_) + ": invalid shape or not a whole number of bytes");
+    size_ = static_cast<std::size_t>(*bytes);
+    // aligned_alloc needs a size that is a multiple of the alignment.
+    std::size_t padded = (size_ + alignment - 1) / alignment * alignment;
+    if (padded == 0) padded = alignment;
+    auto* p = static_cast<std::byte*>(std::aligned_alloc(alignment, padded));
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, padded);
+    data_.reset(p);
+}
+
+Tensor Tensor::copy_of(const TensorView& view) {
+    Tensor t(view.dtype, view.shape);
+    if (t.size_bytes() != view.bytes.size())
+        throw_input_error("tensor view holds " + std::to_string(view.bytes.size()) +
+                          " bytes but " + std::string(dtype_name(view.dtype)) + " " +
+                          shape_to_string(view.shape) + " needs " + std::to_string(t.size_bytes()));
+    if (!view.bytes.empty()) std::memcpy(t.data(), view.bytes.data(), view.bytes.size());
+    return t;
+}
+
+}  // namespace moequant

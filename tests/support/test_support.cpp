@@ -1,0 +1,144 @@
+#include "test_support.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace moequant::test {
+
+fs::path shared_dir() { return fs::path(MOEQUANT_SHARED_DIR); }
+fs::path fixtures_dir() { return shared_dir() / "fixtures" / "third_party"; }
+fs::path golden_dir() { return shared_dir() / "golden"; }
+fs::path host_executable() { return fs::path(MOEQUANT_HOST_EXE); }
+
+TempDir::TempDir() {
+    std::random_device rd;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        auto candidate = fs::temp_directory_path() /
+                         ("moequant-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+        std::error_code ec;
+        if (fs::create_directory(candidate, ec)) {
+            path_ = candidate;
+            return;
+        }
+    }
+    throw std::runtime_error("cannot create a temporary folder");
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    // Make read-only test folders removable again.
+    for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::recursive_directory_iterator(); ++it)
+        fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(path_, ec);
+}
+
+std::vector<std::uint8_t> read_bytes(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + file.string());
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string read_text(const fs::path& file) {
+    auto bytes = read_bytes(file);
+    return {bytes.begin(), bytes.end()};
+}
+
+void write_bytes(const fs::path& file, const std::vector<std::uint8_t>& bytes) {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw std::runtime_error("cannot write " + file.string());
+}
+
+void write_text(const fs::path& file, const std::string& text) {
+    write_bytes(file, std::vector<std::uint8_t>(text.begin(), text.end()));
+}
+
+std::vector<std::uint8_t> safetensors_bytes(const std::string& header,
+                                            const std::vector<std::uint8_t>& data,
+                                            std::uint64_t length_prefix_override) {
+    std::uint64_t n = length_prefix_override == UINT64_MAX ? header.size() : length_prefix_override;
+    std::vector<std::uint8_t> out;
+    out.reserve(8 + header.size() + data.size());
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::uint8_t>(n >> (8 * i)));
+    for (char c : header) out.push_back(static_cast<std::uint8_t>(c));
+    for (std::uint8_t b : data) out.push_back(b);
+    return out;
+}
+
+namespace {
+
+std::string slurp_fd(int fd) {
+    std::string s;
+    ::lseek(fd, 0, SEEK_SET);
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) s.append(buf, static_cast<std::size_t>(n));
+    return s;
+}
+
+}  // namespace
+
+CommandResult run_command(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    // Output goes to unlinked temp files rather than pipes, so a chatty child cannot block.
+    char out_name[] = "/tmp/moequant-test-out-XXXXXX";
+    char err_name[] = "/tmp/moequant-test-err-XXXXXX";
+    int out_fd = ::mkstemp(out_name);
+    int err_fd = ::mkstemp(err_name);
+    if (out_fd < 0 || err_fd < 0) throw std::runtime_error("mkstemp failed");
+    ::unlink(out_name);
+    ::unlink(err_name);
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+    posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
+
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+    for (const auto& e : env) env_strings.push_back(e);
+    std::vector<char*> envp;
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+
+    pid_t pid = 0;
+    int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+        ::close(out_fd);
+        ::close(err_fd);
+        throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    CommandResult result;
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    result.out = slurp_fd(out_fd);
+    result.err = slurp_fd(err_fd);
+    ::close(out_fd);
+    ::close(err_fd);
+    return result;
+}
+
+std::string sha256_file(const fs::path& file) {
+    auto r = run_command({"/usr/bin/sha256sum", file.string()});
+    if (r.exit_code != 0) throw std::runtime_error("sha256sum failed for " + file.string());
+    return r.out.substr(0, 64);
+}
+
+}  // namespace moequant::test

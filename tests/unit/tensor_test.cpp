@@ -1,0 +1,56 @@
+#include <moequant/error.hpp>
+#include <moequant/tensor.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+
+using namespace moequant;
+
+BOOST_AUTO_TEST_SUITE(tensor)
+
+BOOST_AUTO_TEST_CASE(shape_elements_and_spelling) {
+    BOOST_TEST(shape_elements({}).value() == 1u);
+    BOOST_TEST(shape_elements({2, 3, 4}).value() == 24u);
+    BOOST_TEST(shape_elements({2, 0}).value() == 0u);
+    BOOST_TEST(!shape_elements({-1, 2}).has_value());
+    BOOST_TEST(!shape_elements({INT64_MAX, 3}).has_value());
+    BOOST_TEST(shape_to_string({}) == "[]");
+    BOOST_TEST(shape_to_string({576, 7168}) == "[576,7168]");
+}
+
+BOOST_AUTO_TEST_CASE(owning_tensor_is_aligned_and_zeroed) {
+    Tensor t(DType::BF16, {3, 5});
+    BOOST_TEST(t.size_bytes() == 30u);
+    BOOST_TEST(reinterpret_cast<std::uintptr_t>(t.data()) % Tensor::alignment == 0u);
+    for (auto b : t.bytes()) BOOST_TEST(static_cast<int>(b) == 0);
+    TensorView v = t.view();
+    BOOST_TEST(v.elements() == 15u);
+    BOOST_TEST(v.size_bytes() == 30u);
+    BOOST_TEST((v.dtype == DType::BF16));
+}
+
+BOOST_AUTO_TEST_CASE(copy_of_a_view_is_deep) {
+    std::uint8_t raw[4] = {1, 2, 3, 4};
+    TensorView v{DType::U8, {2, 2}, std::as_bytes(std::span<std::uint8_t>(raw))};
+    Tensor t = Tensor::copy_of(v);
+    raw[0] = 9;
+    BOOST_TEST(t.data_as<std::uint8_t>()[0] == 1);
+    BOOST_TEST(t.data_as<std::uint8_t>()[3] == 4);
+}
+
+BOOST_AUTO_TEST_CASE(invalid_shapes_are_refused) {
+    BOOST_CHECK_THROW(Tensor(DType::F4, {3}), Error);
+    BOOST_CHECK_THROW(Tensor(DType::F32, {-2}), Error);
+    std::uint8_t raw[3] = {};
+    TensorView bad{DType::U8, {2, 2}, std::as_bytes(std::span<std::uint8_t>(raw))};
+    BOOST_CHECK_THROW(Tensor::copy_of(bad), Error);
+}
+
+BOOST_AUTO_TEST_CASE(empty_tensor_has_no_bytes) {
+    Tensor t(DType::F32, {0, 4});
+    BOOST_TEST(t.size_bytes() == 0u);
+    BOOST_TEST(t.view().bytes.empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
