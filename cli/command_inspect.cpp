@@ -35,6 +35,17 @@ struct Summary {
     std::vector<TensorRow> rows;
 };
 
+// Largest first; ties by name so the output is stable. Only the first `count` rows are
+// ordered (a full sort of ~100k rows would dominate the run time).
+void order_rows(std::vector<TensorRow>& rows, std::size_t count) {
+    auto larger = [](const TensorRow& a, const TensorRow& b) {
+        if (a.info->size_bytes() != b.info->size_bytes()) return a.info->size_bytes() > b.info->size_bytes();
+        return a.info->name < b.info->name;
+    };
+    count = std::min(count, rows.size());
+    std::partial_sort(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(count), rows.end(), larger);
+}
+
 Summary summarise(const Checkpoint& checkpoint) {
     checkpoint.validate_all();
     Summary s;
@@ -50,11 +61,6 @@ Summary summarise(const Checkpoint& checkpoint) {
             s.rows.push_back({&t, &shard_name});
         }
     }
-    // Largest first; ties by name so the output is stable.
-    std::sort(s.rows.begin(), s.rows.end(), [](const TensorRow& a, const TensorRow& b) {
-        if (a.info->size_bytes() != b.info->size_bytes()) return a.info->size_bytes() > b.info->size_bytes();
-        return a.info->name < b.info->name;
-    });
     return s;
 }
 
@@ -174,6 +180,7 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
 
     Checkpoint checkpoint = Checkpoint::open(path);
     Summary summary = summarise(checkpoint);
+    order_rows(summary.rows, all_tensors ? summary.rows.size() : top);
     if (as_json) print_json(checkpoint, summary, top, all_tensors);
     else print_text(checkpoint, summary, top, all_tensors);
     return 0;

@@ -37,8 +37,10 @@ struct Checkpoint::Impl {
     fs::path directory;
     std::optional<fs::path> index;
     std::vector<std::string> shard_names;
+    std::once_flag names_sorted;  // tensor_names is built on first use (sorting ~100k names costs)
     std::vector<std::string> tensor_names;
     std::unordered_map<std::string, std::size_t> shard_of;  // tensor -> index in shard_names
+    std::unordered_map<std::string, std::size_t> shard_index;  // shard name -> index
 
     struct Shard {
         std::once_flag opened;
@@ -52,30 +54,47 @@ struct Checkpoint::Impl {
         return *s.file;
     }
 
+    // A tensor's entry in the shard the index names; IndexMismatch if the shard lacks it.
+    const TensorInfo& info_in_shard(std::string_view tensor, std::size_t i) {
+        const SafetensorsFile& file = shard(i);
+        if (const TensorInfo* t = file.find(tensor)) return *t;
+        throw Error(ErrorKind::input,
+                    "the index places this tensor in " + shard_names[i] + ", but that shard does not hold it",
+                    {.file = (index ? *index : file.path()).string(),
+                     .tensor = std::string(tensor),
+                     .code = "IndexMismatch"});
+    }
+
     void read_index(const fs::path& index_file) {
         std::ifstream in(index_file, std::ios::binary);
         if (!in) bad_index(index_file, "cannot read the index file");
         std::ostringstream text;
         text << in.rdbuf();
         json::error_code ec;
-        json::value root = json::parse(text.str(), ec);
+        // The index of a big model holds ~100k entries; a monotonic arena makes building and
+        // dropping the document cheap.
+        json::monotonic_resource arena;
+        json::value root = json::parse(text.str(), ec, &arena);
         if (ec) bad_index(index_file, "not valid JSON: " + ec.message());
         const json::object* obj = root.if_object();
         const json::value* map = obj ? obj->if_contains("weight_map") : nullptr;
         if (!map || !map->is_object()) bad_index(index_file, "has no \"weight_map\" object");
 
-        std::unordered_map<std::string, std::size_t> shard_ids;
+        shard_of.reserve(map->get_object().size());
         for (const auto& kv : map->get_object()) {
             const json::string* shard = kv.value().if_string();
-            std::string tensor(kv.key());
-            if (!shard) bad_index(index_file, "weight_map entry for tensor '" + tensor + "' is not a string");
+            if (!shard)
+                bad_index(index_file, "weight_map entry for tensor '" + std::string(kv.key()) + "' is not a string");
             std::string name(*shard);
-            if (!is_safe_relative_name(name))
-                bad_index(index_file, "weight_map names shard '" + name + "' for tensor '" + tensor +
-                                          "', which is not a file inside the model folder");
-            auto [it, added] = shard_ids.emplace(name, shard_names.size());
-            if (added) shard_names.push_back(name);
-            shard_of[tensor] = it->second;
+            auto it = shard_index.find(name);
+            if (it == shard_index.end()) {
+                if (!is_safe_relative_name(name))
+                    bad_index(index_file, "weight_map names shard '" + name + "' for tensor '" +
+                                              std::string(kv.key()) + "', which is not a file inside the model folder");
+                it = shard_index.emplace(name, shard_names.size()).first;
+                shard_names.push_back(name);
+            }
+            shard_of[std::string(kv.key())] = it->second;
         }
         for (const auto& name : shard_names) {
             std::error_code fec;
@@ -89,6 +108,7 @@ struct Checkpoint::Impl {
     void read_single(const fs::path& file) {
         SafetensorsFile f = SafetensorsFile::open(file);
         shard_names.push_back(file.filename().string());
+        shard_index.emplace(shard_names.back(), 0);
         for (const auto& t : f.tensors()) shard_of[t.name] = 0;
         shards.push_back(std::make_unique<Shard>());
         std::call_once(shards.back()->opened, [&] { shards.back()->file = std::move(f); });
@@ -135,16 +155,22 @@ Checkpoint Checkpoint::open(const fs::path& path) {
     }
     if (impl->shards.empty())
         for (std::size_t i = 0; i < impl->shard_names.size(); ++i) impl->shards.push_back(std::make_unique<Impl::Shard>());
-    impl->tensor_names.reserve(impl->shard_of.size());
-    for (const auto& [name, shard] : impl->shard_of) impl->tensor_names.push_back(name);
-    std::sort(impl->tensor_names.begin(), impl->tensor_names.end());
     return Checkpoint(std::move(impl));
 }
 
 const fs::path& Checkpoint::directory() const noexcept { return impl_->directory; }
 const std::optional<fs::path>& Checkpoint::index_path() const noexcept { return impl_->index; }
 const std::vector<std::string>& Checkpoint::shard_names() const noexcept { return impl_->shard_names; }
-const std::vector<std::string>& Checkpoint::tensor_names() const noexcept { return impl_->tensor_names; }
+const std::vector<std::string>& Checkpoint::tensor_names() const {
+    std::call_once(impl_->names_sorted, [this] {
+        impl_->tensor_names.reserve(impl_->shard_of.size());
+        for (const auto& [name, shard] : impl_->shard_of) impl_->tensor_names.push_back(name);
+        std::sort(impl_->tensor_names.begin(), impl_->tensor_names.end());
+    });
+    return impl_->tensor_names;
+}
+
+std::size_t Checkpoint::tensor_count() const noexcept { return impl_->shard_of.size(); }
 
 bool Checkpoint::contains(std::string_view tensor) const noexcept {
     return impl_->shard_of.find(std::string(tensor)) != impl_->shard_of.end();
@@ -161,29 +187,25 @@ const std::string& Checkpoint::shard_of(std::string_view tensor) const {
 }
 
 const SafetensorsFile& Checkpoint::shard(const std::string& shard_name) const {
-    for (std::size_t i = 0; i < impl_->shard_names.size(); ++i)
-        if (impl_->shard_names[i] == shard_name) return impl_->shard(i);
-    throw Error(ErrorKind::internal, "not a shard of this checkpoint", {.file = shard_name});
+    auto it = impl_->shard_index.find(shard_name);
+    if (it == impl_->shard_index.end())
+        throw Error(ErrorKind::internal, "not a shard of this checkpoint", {.file = shard_name});
+    return impl_->shard(it->second);
 }
 
 const TensorInfo& Checkpoint::info(std::string_view tensor) const {
-    const std::string& shard_name = shard_of(tensor);
-    const SafetensorsFile& file = shard(shard_name);
-    if (const TensorInfo* t = file.find(tensor)) return *t;
-    throw Error(ErrorKind::input,
-                "the index places this tensor in " + shard_name + ", but that shard does not hold it",
-                {.file = (impl_->index ? *impl_->index : file.path()).string(),
-                 .tensor = std::string(tensor),
-                 .code = "IndexMismatch"});
+    shard_of(tensor);  // a clear error when the checkpoint has no such tensor
+    return impl_->info_in_shard(tensor, impl_->shard_of.find(std::string(tensor))->second);
 }
 
 TensorView Checkpoint::view(std::string_view tensor) const {
-    const TensorInfo& t = info(tensor);
-    return shard(shard_of(tensor)).view(t);
+    shard_of(tensor);
+    std::size_t shard = impl_->shard_of.find(std::string(tensor))->second;
+    return impl_->shard(shard).view(impl_->info_in_shard(tensor, shard));
 }
 
 void Checkpoint::validate_all() const {
-    for (const auto& name : impl_->tensor_names) info(name);
+    for (const auto& [name, shard] : impl_->shard_of) impl_->info_in_shard(name, shard);
     for (std::size_t i = 0; i < impl_->shard_names.size(); ++i) {
         const SafetensorsFile& file = impl_->shard(i);
         for (const auto& t : file.tensors()) {

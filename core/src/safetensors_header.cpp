@@ -106,9 +106,10 @@ public:
         std::string key = std::move(part_);
         part_.clear();
         if (depth_ == 1) {
-            if (!top_keys_.insert(key).second) {
-                if (key == "__metadata__") return fail(ec, "__metadata__ appears twice", "", "DuplicateKey");
-                return fail(ec, "tensor name appears twice in the header", key, "DuplicateTensorName");
+            // Duplicate tensor names are found after parsing, without a copy of every name.
+            if (key == "__metadata__") {
+                if (seen_metadata_) return fail(ec, "__metadata__ appears twice", "", "DuplicateKey");
+                seen_metadata_ = true;
             }
             key_ = std::move(key);
             return true;
@@ -232,7 +233,7 @@ private:
     std::size_t offsets_seen_ = 0;
     std::string part_;         // pieces of a key or string split by escapes
     Entry entry_;
-    std::unordered_set<std::string> top_keys_;
+    bool seen_metadata_ = false;
     std::unordered_set<std::string> metadata_keys_;
 };
 
@@ -240,6 +241,14 @@ private:
                          std::string tensor = {}) {
     throw Error(ErrorKind::input, message,
                 ErrorContext{.file = file, .tensor = std::move(tensor), .code = std::move(code)});
+}
+
+void reject_duplicate_names(const std::vector<TensorInfo>& tensors, const std::string& file) {
+    std::unordered_set<std::string_view> names;
+    names.reserve(tensors.size());
+    for (const auto& t : tensors)
+        if (!names.insert(t.name).second)
+            reject(file, "tensor name appears twice in the header", "DuplicateTensorName", t.name);
 }
 
 // The reference's Metadata::validate plus the final buffer-length check.
@@ -315,6 +324,7 @@ SafetensorsHeader parse_safetensors_header(std::string_view header_json, std::ui
                "InvalidHeaderDeserialization");
     }
     SafetensorsHeader header = std::move(parser.handler().result);
+    reject_duplicate_names(header.tensors, file);
     validate_layout(header, data_size, file);
     return header;
 }

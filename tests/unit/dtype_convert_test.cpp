@@ -529,10 +529,12 @@ BOOST_AUTO_TEST_CASE(bulk_narrowing_matches_reference_on_every_isa) {
 
 BOOST_AUTO_TEST_CASE(bulk_paths_ignore_denormals_are_zero_and_flush_to_zero) {
     // The project never sets DAZ/FTZ, but a host program might: no conversion may change.
-    const unsigned saved = _mm_getcsr();
-    _mm_setcsr(saved | 0x8040u);  // FTZ | DAZ
+    struct MxcsrRestorer {
+        unsigned saved = _mm_getcsr();
+        ~MxcsrRestorer() { _mm_setcsr(saved); }
+    } restore;
+    _mm_setcsr(restore.saved | 0x8040u);  // FTZ | DAZ
     for_each_isa([](Isa) { check_all_bulk_paths_against_scalar(); });
-    _mm_setcsr(saved);
 }
 
 // ---- whole views ----

@@ -40,8 +40,9 @@ public:
 
     // Shard file names (relative to directory()), in order of first appearance in the index.
     const std::vector<std::string>& shard_names() const noexcept;
-    // Every tensor name, sorted.
-    const std::vector<std::string>& tensor_names() const noexcept;
+    // Every tensor name, sorted (built on first call).
+    const std::vector<std::string>& tensor_names() const;
+    std::size_t tensor_count() const noexcept;
     bool contains(std::string_view tensor) const noexcept;
     // The shard file name holding a tensor; Error(input) if the checkpoint has no such tensor.
     const std::string& shard_of(std::string_view tensor) const;

@@ -22,12 +22,13 @@ enum class Isa : int {
 // The best ISA this CPU and OS support.
 MOEQUANT_API Isa detected_isa() noexcept;
 
-// The ISA kernels use now: the detected one, capped by set_isa_limit() or by the
-// MOEQUANT_ISA environment variable (read once, on first use).
+// The ISA kernels use now: the detected one, capped by the last set_isa_limit() or, if that
+// was never called, by the MOEQUANT_ISA environment variable (read once, on first use; an
+// unknown value is reported on stderr and ignored).
 MOEQUANT_API Isa active_isa() noexcept;
 
-// Caps the ISA kernels may use (a limit above detected_isa() has no effect). Not meant to be
-// changed while kernels run on other threads.
+// Caps the ISA kernels may use (a limit above detected_isa() has no effect); replaces the
+// MOEQUANT_ISA limit. Not meant to be changed while kernels run on other threads.
 MOEQUANT_API void set_isa_limit(Isa limit) noexcept;
 
 // Every ISA usable on this machine, lowest first (always contains Isa::scalar).

@@ -11,7 +11,7 @@
 //  - F8_E4M3 (E4M3FN): bias 7, no Inf, 0x7F/0xFF are NaN; F8_E5M2: bias 15, IEEE-like
 //    (it is the upper byte of an F16); F8_E8M0: 2^(e-127), 0xFF is NaN (positive);
 //    F8_E4M3FNUZ / F8_E5M2FNUZ: bias 8 / 16, no Inf, no -0, 0x80 is NaN (positive).
-// Bulk sources may be unaligned; n counts elements.
+// Bulk sources and destinations may be unaligned; n counts elements.
 #pragma once
 
 #include <moequant/export.hpp>
@@ -48,7 +48,8 @@ MOEQUANT_API void convert_f8_e8m0_to_f32(const void* src, float* dst, std::size_
 // dst.size() != src.elements().
 MOEQUANT_API void decode_to_f32(const TensorView& src, std::span<float> dst);
 
-// The same into BF16 bits (exact for BF16 and FP8 sources, rounded otherwise).
+// The same into BF16 bits: BF16 is copied, FP8 is exact, F32 and F16 are rounded once; F64 is
+// rounded to F32 first and then to BF16 (two roundings).
 MOEQUANT_API void decode_to_bf16(const TensorView& src, std::span<std::uint16_t> dst);
 
 }  // namespace moequant

@@ -30,7 +30,10 @@ MOEQUANT_API void check_fp8_block_inputs(const TensorView& weight, const TensorV
                                          BlockSize block, const ErrorContext& context = {});
 
 // Dequantizes rows [row_begin, row_end) of the weight into out_bf16, which holds exactly
-// (row_end - row_begin) * N values. Single-threaded; inputs must pass check_fp8_block_inputs.
+// (row_end - row_begin) * N values. Single-threaded. Runs check_fp8_block_inputs (without
+// context) first; a row range outside [0, M] or a wrong out_bf16 size is Error(internal).
+// NaN weight bytes or scales give NaN outputs (quiet, sign kept); refusing them is the caller's
+// choice.
 MOEQUANT_API void dequantize_fp8_block_rows(const TensorView& weight, const TensorView& scale_inv,
                                             BlockSize block, std::int64_t row_begin,
                                             std::int64_t row_end, std::span<std::uint16_t> out_bf16);
