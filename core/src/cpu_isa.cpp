@@ -1,5 +1,7 @@
 #include <moequant/cpu_isa.hpp>
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -8,11 +10,17 @@
 namespace moequant {
 namespace {
 
-// __builtin_cpu_supports also checks that the OS saves the YMM / ZMM state (XGETBV).
+// F16C straight from CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports has no "f16c".
+bool cpu_has_f16c() noexcept {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+}
+
+// __builtin_cpu_supports also checks that the OS saves the YMM / ZMM state (XGETBV), which
+// F16C needs as well (it is part of the AVX tier, so the avx2 check covers it).
 Isa probe_cpu() noexcept {
     __builtin_cpu_init();
-    const bool avx2_tier = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                           __builtin_cpu_supports("f16c");
+    const bool avx2_tier = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     const bool avx512_tier = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     // The AVX-512 kernels also use AVX2/F16C instructions, so that tier needs both.

@@ -163,7 +163,8 @@ BOOST_AUTO_TEST_CASE(known_values) {
     IsaLimitRestorer restore;
     for (Isa isa : available_isas()) {
         set_isa_limit(isa);
-        // W: 1.0, -1.0, 1.875, NaN, 448 with scales 0.5 (F32) per 2 columns... one block row.
+        // One row, blocks of 2 columns: W = 1.0, -1.0 | 1.875, NaN | 448 with scales 0.5 |
+        // 1 + 2^-8 | 2^-8.
         Bytes w = make_bytes(DType::F8_E4M3, {1, 5});
         const std::uint8_t codes[] = {0x38, 0xB8, 0x3F, 0x7F, 0x7E};
         std::memcpy(w.data(), codes, 5);

@@ -1,5 +1,7 @@
 # Vector kernels: each file is compiled with exactly the ISA flags it needs, and holds no
-# static initialisers (nothing in it may run before the run-time CPU check).
+# static initialisers (nothing in it may run before the run-time CPU check). Their helpers
+# (lanes_avx2.hpp, lanes_avx512.hpp) have internal linkage: an inline function compiled with
+# ISA flags must never be merged by the linker with the copy baseline code calls.
 set(_k "${CMAKE_CURRENT_LIST_DIR}")
 set(MOEQUANT_KERNEL_SOURCES
   ${_k}/dtype_convert_avx2.cpp
