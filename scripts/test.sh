@@ -47,12 +47,13 @@ sanitize() {
 fuzz() {
   local dir="$root/build-asan/tests/fuzz" ok=0 target corpus
   for target in "$dir"/fuzz_*; do
-    [[ -x "$target" && -f "$target" ]] || continue
+    [[ -x "$target" && -f "$target" && "$target" != *.dict ]] || continue
     corpus="$root/build-asan/fuzz-corpus/$(basename "$target")"
     mkdir -p "$corpus"
     echo "--> $(basename "$target") for ${fuzz_seconds}s"
     "$target" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-      "$corpus" "$dir/seeds/$(basename "$target")" 2>&1 | tail -n 6 || ok=1
+      -dict="$target.dict" "$corpus" "$dir/seeds/$(basename "$target")" > "$corpus.log" 2>&1 || ok=1
+    grep -E "^(Done|stat::new_units_added|==[0-9]+==ERROR|SUMMARY)" "$corpus.log"
   done
   return $ok
 }

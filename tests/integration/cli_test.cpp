@@ -195,6 +195,22 @@ BOOST_AUTO_TEST_CASE(environment_plugin_path_is_searched) {
     BOOST_TEST(!contains(off.out, "fixture_good"));
 }
 
+// The host looks in lib/moequant/plugins next to its own bin/ folder (build and install trees
+// share that layout): a copy of the host in a fresh tree finds a module dropped there.
+BOOST_AUTO_TEST_CASE(the_plugin_folder_next_to_the_executable_is_searched) {
+    TempDir tree;
+    fs::create_directories(tree / "bin");
+    fs::create_directories(tree / "lib/moequant/plugins");
+    fs::copy_file(host_executable(), tree / "bin/moequant");
+    fs::copy_file(fixture_plugin("good"), tree / "lib/moequant/plugins/moequant-quantizer-fixture_good.so");
+    auto r = run_command({(tree / "bin/moequant").string(), "plugins", "--json"}, {"MOEQUANT_PLUGIN_PATH="});
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+    BOOST_TEST(contains(r.out, "\"origin\":\"default\""), r.out);
+    BOOST_TEST(contains(r.out, (tree / "lib/moequant/plugins/moequant-quantizer-fixture_good.so").string()), r.out);
+    auto off = run_command({(tree / "bin/moequant").string(), "plugins", "--json", "--no-default-plugins"});
+    BOOST_TEST(!contains(off.out, "fixture_good"));
+}
+
 BOOST_AUTO_TEST_CASE(plugin_debug_traces_every_candidate) {
     auto r = run_moequant({"plugins", "--no-default-plugins", "--plugin", fixture_plugin("good")}, {"MOEQUANT_PLUGIN_DEBUG=1"});
     BOOST_TEST(r.exit_code == 0);
