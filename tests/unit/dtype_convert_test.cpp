@@ -6,6 +6,8 @@
 
 #include "test_support.hpp"
 
+#include "isa_limit_restorer.hpp"
+
 #include <boost/test/unit_test.hpp>
 
 #include <xmmintrin.h>
@@ -34,17 +36,7 @@ std::string hex(std::uint64_t v) {
     return s.str();
 }
 
-// Puts the ISA limit back when a test case ends, whatever happened in it.
-class IsaLimitRestorer {
-public:
-    IsaLimitRestorer() : saved_(active_isa()) {}
-    ~IsaLimitRestorer() { set_isa_limit(saved_); }
-    IsaLimitRestorer(const IsaLimitRestorer&) = delete;
-    IsaLimitRestorer& operator=(const IsaLimitRestorer&) = delete;
-
-private:
-    Isa saved_;
-};
+using moequant::test::IsaLimitRestorer;
 
 // Runs check() once per available ISA with that ISA active.
 void for_each_isa(const std::function<void(Isa)>& check) {

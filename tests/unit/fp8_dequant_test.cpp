@@ -6,6 +6,8 @@
 #include <moequant/fp8_dequant.hpp>
 #include <moequant/parallel.hpp>
 
+#include "isa_limit_restorer.hpp"
+
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -111,16 +113,7 @@ std::int64_t first_difference(const std::vector<std::uint16_t>& a, const std::ve
     return -1;
 }
 
-class IsaLimitRestorer {
-public:
-    IsaLimitRestorer() : saved_(active_isa()) {}
-    ~IsaLimitRestorer() { set_isa_limit(saved_); }
-    IsaLimitRestorer(const IsaLimitRestorer&) = delete;
-    IsaLimitRestorer& operator=(const IsaLimitRestorer&) = delete;
-
-private:
-    Isa saved_;
-};
+using moequant::test::IsaLimitRestorer;
 
 struct Case {
     std::int64_t rows, cols;
