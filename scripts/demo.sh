@@ -4,6 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 shared=${MOEQUANT_SHARED_DIR:-$root/../shared}
+[[ -d "$shared" ]] && shared=$(cd "$shared" && pwd)
 build=${MOEQUANT_DEMO_BUILD_DIR:-$root/build-demo}
 
 "$root/scripts/install-deps.sh"
