@@ -54,6 +54,17 @@ struct Checkpoint::Impl {
         return *s.file;
     }
 
+    // The shard holding a tensor; TensorNotFound if the checkpoint has no such tensor.
+    std::size_t shard_index_of(std::string_view tensor) const {
+        auto it = shard_of.find(std::string(tensor));
+        if (it == shard_of.end())
+            throw Error(ErrorKind::input, "the checkpoint has no such tensor",
+                        {.file = (index ? *index : directory / shard_names.front()).string(),
+                         .tensor = std::string(tensor),
+                         .code = "TensorNotFound"});
+        return it->second;
+    }
+
     // A tensor's entry in the shard the index names; IndexMismatch if the shard lacks it.
     const TensorInfo& info_in_shard(std::string_view tensor, std::size_t i) {
         const SafetensorsFile& file = shard(i);
@@ -177,13 +188,7 @@ bool Checkpoint::contains(std::string_view tensor) const noexcept {
 }
 
 const std::string& Checkpoint::shard_of(std::string_view tensor) const {
-    auto it = impl_->shard_of.find(std::string(tensor));
-    if (it == impl_->shard_of.end())
-        throw Error(ErrorKind::input, "the checkpoint has no such tensor",
-                    {.file = (impl_->index ? *impl_->index : impl_->directory / impl_->shard_names.front()).string(),
-                     .tensor = std::string(tensor),
-                     .code = "TensorNotFound"});
-    return impl_->shard_names[it->second];
+    return impl_->shard_names[impl_->shard_index_of(tensor)];
 }
 
 const SafetensorsFile& Checkpoint::shard(const std::string& shard_name) const {
@@ -194,13 +199,11 @@ const SafetensorsFile& Checkpoint::shard(const std::string& shard_name) const {
 }
 
 const TensorInfo& Checkpoint::info(std::string_view tensor) const {
-    shard_of(tensor);  // a clear error when the checkpoint has no such tensor
-    return impl_->info_in_shard(tensor, impl_->shard_of.find(std::string(tensor))->second);
+    return impl_->info_in_shard(tensor, impl_->shard_index_of(tensor));
 }
 
 TensorView Checkpoint::view(std::string_view tensor) const {
-    shard_of(tensor);
-    std::size_t shard = impl_->shard_of.find(std::string(tensor))->second;
+    std::size_t shard = impl_->shard_index_of(tensor);
     return impl_->shard(shard).view(impl_->info_in_shard(tensor, shard));
 }
 
