@@ -59,7 +59,7 @@ struct Checkpoint::Impl {
         auto it = shard_of.find(std::string(tensor));
         if (it == shard_of.end())
             throw Error(ErrorKind::input, "the checkpoint has no such tensor",
-                        {.file = (index ? *index : directory / shard_names.front()).string(),
+                        {.file = (index ? *index : shard_names.empty() ? directory : directory / shard_names.front()).string(),
                          .tensor = std::string(tensor),
                          .code = "TensorNotFound"});
         return it->second;

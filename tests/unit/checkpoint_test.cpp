@@ -151,6 +151,21 @@ BOOST_AUTO_TEST_CASE(malformed_index_files_are_named) {
     BOOST_TEST(open_error(dir.path()).context().code == "InvalidIndex");
 }
 
+BOOST_AUTO_TEST_CASE(an_empty_weight_map_is_an_empty_checkpoint) {
+    TempDir dir;
+    write_index(dir.path(), "");
+    auto ckpt = Checkpoint::open(dir.path());
+    ckpt.validate_all();
+    BOOST_TEST(ckpt.tensor_count() == 0u);
+    BOOST_TEST(ckpt.shard_names().empty());
+    try {
+        ckpt.info("w");
+        BOOST_FAIL("expected an error");
+    } catch (const Error& e) {
+        BOOST_TEST(e.code() == "TensorNotFound");
+    }
+}
+
 BOOST_AUTO_TEST_CASE(a_folder_without_a_checkpoint_says_what_was_looked_for) {
     TempDir dir;
     write_file(dir / "model-00001-of-00002.safetensors", {"t"});
