@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -114,6 +115,23 @@ std::uint16_t f32_to_f16(float value) noexcept {
     const std::uint32_t half = 1u << (shift - 1);
     if (rest > half || (rest == half && (units & 1u))) ++units;  // may reach 0x400, the min normal
     return static_cast<std::uint16_t>(sign | units);
+}
+
+std::uint8_t f32_to_f8_e4m3(float value) noexcept {
+    const auto u = std::bit_cast<std::uint32_t>(value);
+    const auto sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
+    const std::uint32_t a = u & f32_abs;
+    if (a > f32_inf) return static_cast<std::uint8_t>(sign | 0x7Fu);
+    if (a < 0x3C800000u) {  // below 2^-6: subnormal codes count units of 2^-9 (a*512 is exact)
+        const float units = std::nearbyint(std::bit_cast<float>(a) * 512.0f);  // ties to even
+        return static_cast<std::uint8_t>(sign | static_cast<std::uint32_t>(units));  // 8 units = 0x08
+    }
+    // Round the F32 significand to 3 bits (nearest even); a carry moves into the exponent.
+    const std::uint32_t r = (a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20;
+    const std::int32_t exponent = static_cast<std::int32_t>(r >> 3) - 127 + 7;
+    const std::uint32_t mantissa = r & 7u;
+    if (exponent > 15 || (exponent == 15 && mantissa == 7)) return static_cast<std::uint8_t>(sign | 0x7Eu);
+    return static_cast<std::uint8_t>(sign | static_cast<std::uint32_t>(exponent) << 3 | mantissa);
 }
 
 float f8_e4m3_to_f32(std::uint8_t bits) noexcept {

@@ -20,6 +20,15 @@ std::string_view projection_name(Projection p) noexcept {
     return "?";
 }
 
+std::string_view expert_layout_name(ExpertLayout layout) noexcept {
+    switch (layout) {
+        case ExpertLayout::per_expert: return "per-expert";
+        case ExpertLayout::fused_linear: return "fused-linear";
+        case ExpertLayout::fused_bmm: return "fused-bmm";
+    }
+    return "?";
+}
+
 std::string_view tensor_role_name(TensorRole role) noexcept {
     switch (role) {
         case TensorRole::routed_expert: return "routed_expert";

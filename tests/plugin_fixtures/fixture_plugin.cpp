@@ -37,10 +37,14 @@ public:
     int match(const ModelConfig& config, const Checkpoint&) const override {
         return config.model_type() == "fixture" ? 1 : 0;
     }
+    std::vector<std::string> model_types() const override { return {"fixture"}; }
     ModelPlan plan(const ModelConfig&, const Checkpoint&, const Options&) const override {
         ModelPlan p;
         p.family = "fixture-family";
         return p;
+    }
+    void synthesize(const std::filesystem::path&, const Options&) const override {
+        throw Error(ErrorKind::plugin, "fixture-family cannot synthesize");
     }
 };
 

@@ -10,6 +10,9 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include <xmmintrin.h>
 
 #include <algorithm>
@@ -628,6 +631,35 @@ BOOST_AUTO_TEST_CASE(decode_rejects_other_dtypes_and_wrong_sizes) {
     // Empty views are fine.
     std::vector<float> none;
     decode_to_f32(view_of(DType::F16, {0, 3}, {}), none);
+}
+
+// The synth encoder: every finite E4M3 value round-trips, ties go to even, out of range
+// saturates, NaN keeps its sign.
+BOOST_AUTO_TEST_CASE(f32_to_e4m3_round_trips_and_rounds_to_nearest_even) {
+    for (int code = 0; code < 256; ++code) {
+        if ((code & 0x7F) == 0x7F) continue;  // NaN codes
+        const auto c = static_cast<std::uint8_t>(code);
+        BOOST_TEST(static_cast<int>(f32_to_f8_e4m3(f8_e4m3_to_f32(c))) == code, "code " << code);
+    }
+    // Halfway between neighbours: ties to the even code, otherwise to the nearer one.
+    for (int code = 0; code < 0x7E; ++code) {
+        const float lo = f8_e4m3_to_f32(static_cast<std::uint8_t>(code));
+        const float hi = f8_e4m3_to_f32(static_cast<std::uint8_t>(code + 1));
+        const float mid = (lo + hi) / 2;  // exact: neighbours differ by one unit of a 3-bit mantissa
+        const int even = code % 2 == 0 ? code : code + 1;
+        BOOST_TEST(static_cast<int>(f32_to_f8_e4m3(mid)) == even, "between " << code << " and " << code + 1);
+        BOOST_TEST(static_cast<int>(f32_to_f8_e4m3(std::nextafter(mid, 0.0f))) == code);
+        BOOST_TEST(static_cast<int>(f32_to_f8_e4m3(std::nextafter(mid, 1000.0f))) == code + 1);
+        BOOST_TEST(static_cast<int>(f32_to_f8_e4m3(-mid)) == (even | 0x80));
+    }
+    BOOST_TEST(f32_to_f8_e4m3(448.0f) == 0x7E);
+    BOOST_TEST(f32_to_f8_e4m3(1e9f) == 0x7E);
+    BOOST_TEST(f32_to_f8_e4m3(-std::numeric_limits<float>::infinity()) == 0xFE);
+    BOOST_TEST(f32_to_f8_e4m3(std::numeric_limits<float>::quiet_NaN()) == 0x7F);
+    BOOST_TEST(f32_to_f8_e4m3(-std::numeric_limits<float>::quiet_NaN()) == 0xFF);
+    BOOST_TEST(f32_to_f8_e4m3(1e-30f) == 0x00);  // far below half the smallest subnormal
+    BOOST_TEST(f32_to_f8_e4m3(std::ldexp(1.0f, -10)) == 0x00);  // exactly half of 2^-9: tie to even 0
+    BOOST_TEST(f32_to_f8_e4m3(std::ldexp(1.5f, -10)) == 0x01);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

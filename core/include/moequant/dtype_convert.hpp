@@ -34,6 +34,12 @@ MOEQUANT_API float f8_e8m0_to_f32(std::uint8_t bits) noexcept;
 MOEQUANT_API float f8_e4m3fnuz_to_f32(std::uint8_t bits) noexcept;
 MOEQUANT_API float f8_e5m2fnuz_to_f32(std::uint8_t bits) noexcept;
 
+// F32 -> F8_E4M3 (E4M3FN), round to nearest even, saturating: finite values and infinities
+// beyond ±448 become ±448 (the OCP "satfinite" mode; PyTorch would give NaN from 480 up, which
+// scale-based quantizers never reach); NaN -> 0x7F with the sign. Used to synthesize FP8
+// checkpoints; not vectorised.
+MOEQUANT_API std::uint8_t f32_to_f8_e4m3(float value) noexcept;
+
 // ---- bulk, vectorised ----
 MOEQUANT_API void convert_bf16_to_f32(const void* src, float* dst, std::size_t n) noexcept;
 MOEQUANT_API void convert_f32_to_bf16(const float* src, void* dst, std::size_t n) noexcept;

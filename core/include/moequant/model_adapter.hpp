@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,15 +47,26 @@ enum class TensorRole : std::uint8_t {
 };
 MOEQUANT_API std::string_view tensor_role_name(TensorRole role) noexcept;
 
+// How a checkpoint stores its routed experts (model-families.md §2.5).
+enum class ExpertLayout : std::uint8_t {
+    per_expert,   // one [out, in] tensor per expert and projection
+    fused_linear, // layout A: experts.gate_up_proj [E, 2I, H], experts.down_proj [E, H, I]
+    fused_bmm,    // layout B: experts.gate_up_proj [E, H, 2I], experts.down_proj [E, I, H]
+};
+MOEQUANT_API std::string_view expert_layout_name(ExpertLayout layout) noexcept;
+
 // Where one expert's [out, in] weight matrix comes from.
 struct ExpertWeightSource {
     std::string tensor;        // tensor name in the checkpoint
     std::string scale_tensor;  // FP8 block scale (empty when the weight is not FP8)
+    DType dtype = DType::BF16; // dtype of `tensor`
+    std::int64_t rows = 0;     // out features of the matrix this source yields
+    std::int64_t cols = 0;     // in features
     // For fused layouts: the expert's matrix is a slice of a 3-D tensor [E, a, b].
     struct FusedSlice {
         std::int64_t expert = 0;      // index along dimension 0
-        std::int64_t offset = 0;      // first row (or column) of the slice
-        std::int64_t length = 0;      // rows (or columns) in the slice
+        std::int64_t offset = 0;      // first index of the slice along the sliced dimension
+        std::int64_t length = 0;      // its length
         bool along_columns = false;   // slice dimension 2 instead of dimension 1
         bool transposed = false;      // stored as [in, out]: transpose to get [out, in]
     };
@@ -73,12 +85,17 @@ struct MoeLayerPlan {
 
 struct ModelPlan {
     std::string family;                   // adapter id
+    std::string model_type;               // from config.json (text_config first)
+    std::int64_t num_hidden_layers = 0;
     std::int64_t hidden_size = 0;
     std::int64_t expert_intermediate_size = 0;
     std::int64_t num_experts = 0;         // routed experts per MoE layer
+    std::int64_t experts_per_token = 0;
+    ExpertLayout layout = ExpertLayout::per_expert;
     std::optional<BlockSize> fp8_block;   // from quantization_config.weight_block_size
     std::vector<MoeLayerPlan> moe_layers; // ascending layer index
     std::vector<std::pair<std::string, TensorRole>> roles;  // every tensor of the checkpoint
+    std::vector<std::string> warnings;    // things a user should know (unrecognised tensors, ...)
 };
 
 class MOEQUANT_API ModelAdapter {
@@ -88,6 +105,8 @@ public:
     // Family id, e.g. "deepseek_v3" ([a-z0-9_-]+).
     virtual std::string_view id() const = 0;
     virtual std::string_view description() const = 0;
+    // The config.json model_type values this family owns, e.g. {"deepseek_v3", "kimi_k2"}.
+    virtual std::vector<std::string> model_types() const = 0;
 
     // How well this adapter fits the checkpoint: 0 = not mine; the highest score wins.
     virtual int match(const ModelConfig& config, const Checkpoint& checkpoint) const = 0;
@@ -96,6 +115,12 @@ public:
     // does not follow the family's conventions (never guesses).
     virtual ModelPlan plan(const ModelConfig& config, const Checkpoint& checkpoint,
                            const Options& options) const = 0;
+
+    // Writes a small random checkpoint in the family's exact on-disk conventions into
+    // `directory` (which exists and is empty). Options: "model_type" (one of model_types()),
+    // "preset" (tiny|small), "dtype" (bf16|fp8), "seed", "layout" (per-expert|fused-linear|
+    // fused-bmm) where the family has fused variants. Deterministic for given options.
+    virtual void synthesize(const std::filesystem::path& directory, const Options& options) const = 0;
 };
 
 }  // namespace moequant

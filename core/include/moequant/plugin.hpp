@@ -40,7 +40,9 @@
 // interface (a virtual function, a struct crossing the boundary, the descriptor), keep one
 // changelog line per bump here, and rebuild all first-party plugins with the host.
 //   1 (0.1.0): first drafts of ModelAdapter, Quantizer, OutputFormat; descriptor generation v1.
-#define MOEQUANT_PLUGIN_ABI_VERSION 1
+//   2 (0.1.0): ModelAdapter gains model_types() and synthesize(); ModelPlan gains model_type,
+//              layer counts, layout and warnings; ExpertWeightSource gains dtype and matrix shape.
+#define MOEQUANT_PLUGIN_ABI_VERSION 2
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u
