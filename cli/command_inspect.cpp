@@ -2,8 +2,10 @@
 // are read, so the time is proportional to the header bytes, not to the model size.
 
 #include "command.hpp"
+#include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "plan_report.hpp"
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/error.hpp>
@@ -70,7 +72,31 @@ json::array shape_json(const Shape& shape) {
     return a;
 }
 
-void print_json(const Checkpoint& c, const Summary& s, std::size_t top, bool all_tensors) {
+// The family and MoE plan, when the checkpoint has a config.json (or --family is given).
+struct PlanResult {
+    std::optional<ModelPlan> plan;
+    bool overridden = false;
+    std::string reason_absent;  // why there is no plan
+};
+
+PlanResult make_plan(const Registry& registry, const Checkpoint& checkpoint, const std::string& family) {
+    PlanResult r;
+    if (!checkpoint.has_config()) {
+        if (!family.empty())
+            throw Error(ErrorKind::input, "--family needs the model's config.json, which is missing",
+                        {.file = (checkpoint.directory() / "config.json").string(), .code = "MissingConfig"});
+        r.reason_absent = "no config.json next to the weights: family not detected";
+        return r;
+    }
+    ModelConfig config = checkpoint.config();
+    SelectedAdapter selected = select_adapter(registry, config, checkpoint, family);
+    r.plan = selected.adapter->plan(config, checkpoint, Options{});
+    r.overridden = selected.overridden;
+    return r;
+}
+
+void print_json(const Checkpoint& c, const Summary& s, std::size_t top, bool all_tensors, const PlanResult& plan,
+                bool full_plan) {
     json::object root;
     root["path"] = c.directory().string();
     root["index"] = c.index_path() ? json::value(c.index_path()->filename().string()) : json::value(nullptr);
@@ -106,10 +132,13 @@ void print_json(const Checkpoint& c, const Summary& s, std::size_t top, bool all
             root["metadata"] = std::move(meta);
         }
     }
+    if (plan.plan) root["plan"] = plan_json({*plan.plan, plan.overridden}, full_plan);
+    else root["plan"] = nullptr;
     std::cout << json::serialize(root) << "\n";
 }
 
-void print_text(const Checkpoint& c, const Summary& s, std::size_t top, bool all_tensors) {
+void print_text(const Checkpoint& c, const Summary& s, std::size_t top, bool all_tensors, const PlanResult& plan,
+                bool full_plan) {
     std::cout << "checkpoint: " << c.directory().string();
     if (c.index_path()) std::cout << " (index " << c.index_path()->filename().string() << ")";
     else std::cout << " (single file " << c.shard_names().front() << ")";
@@ -137,14 +166,15 @@ void print_text(const Checkpoint& c, const Summary& s, std::size_t top, bool all
         std::cout << "  " << std::left << std::setw(12) << dtype_name(dtype) << std::right << std::setw(10)
                   << with_commas(cb.first) << " tensors " << std::setw(20) << with_commas(cb.second) << " bytes\n";
     std::size_t n = all_tensors ? s.rows.size() : std::min(top, s.rows.size());
-    if (n == 0) return;
-    std::cout << "\n" << (all_tensors ? "tensors (largest first):\n" : "largest tensors:\n");
+    if (n > 0) std::cout << "\n" << (all_tensors ? "tensors (largest first):\n" : "largest tensors:\n");
     for (std::size_t i = 0; i < n; ++i) {
         const auto& r = s.rows[i];
         std::cout << "  " << std::left << std::setw(48) << r.info->name << " " << std::setw(8)
                   << dtype_name(r.info->dtype) << " " << std::setw(18) << shape_to_string(r.info->shape) << " "
                   << std::right << std::setw(12) << human_bytes(r.info->size_bytes()) << "  " << *r.shard << "\n";
     }
+    if (plan.plan) print_plan_text(std::cout, {*plan.plan, plan.overridden}, full_plan);
+    else if (!plan.reason_absent.empty()) std::cout << "\n" << plan.reason_absent << "\n";
 }
 
 }  // namespace
@@ -152,13 +182,18 @@ void print_text(const Checkpoint& c, const Summary& s, std::size_t top, bool all
 int run_inspect_command(const std::vector<std::string>& args, GlobalOptions globals) {
     std::string path;
     std::size_t top = 10;
-    bool as_json = false, all_tensors = false, help = false;
+    std::string family;
+    bool as_json = false, all_tensors = false, help = false, full_plan = false, headers_only = false;
     po::options_description options("Options");
     options.add_options()
         ("path", po::value(&path)->value_name("PATH"),
          "model folder (with model.safetensors.index.json or model.safetensors), index file, or .safetensors file")
         ("top", po::value(&top)->value_name("N")->default_value(10), "how many of the largest tensors to list")
         ("tensors", po::bool_switch(&all_tensors), "list every tensor")
+        ("family", po::value(&family)->value_name("NAME"),
+         "use this adapter (id or model_type) instead of detecting the family from config.json")
+        ("plan", po::bool_switch(&full_plan), "print the whole MoE plan: every expert's source and every tensor's role")
+        ("headers-only", po::bool_switch(&headers_only), "only summarise the safetensors headers (no family, no plan)")
         ("json", po::bool_switch(&as_json), "print JSON instead of text")
         ("help,h", po::bool_switch(&help), "show this help");
     options.add(global_option_group(globals));
@@ -166,23 +201,28 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
     positional.add("path", 1);
     parse_command_line(args, options, positional);
     if (help) {
-        print_command_help("moequant inspect PATH [--top N] [--tensors] [--json]",
+        print_command_help("moequant inspect PATH [--top N] [--tensors] [--family NAME] [--plan] [--json]",
                            "Validates every shard header (as the reference safetensors reader does, and\n"
-                           "stricter) and summarises the checkpoint. Tensor data is never read.",
+                           "stricter) and summarises the checkpoint. With a config.json next to the weights\n"
+                           "it also detects the model family and prints the MoE plan: which layers hold\n"
+                           "routed experts, their shapes and dtypes, the role of every tensor, what is\n"
+                           "skipped and why. Tensor data is never read.",
                            options);
         return 0;
     }
     if (path.empty()) throw_usage_error("inspect needs a PATH", {.hint = "moequant inspect --help"});
 
-    // Nothing here needs a plugin yet, but plugins the user names must still load.
     Registry registry;
     load_plugins(registry, globals);
 
     Checkpoint checkpoint = Checkpoint::open(path);
     Summary summary = summarise(checkpoint);
     order_rows(summary.rows, all_tensors ? summary.rows.size() : top);
-    if (as_json) print_json(checkpoint, summary, top, all_tensors);
-    else print_text(checkpoint, summary, top, all_tensors);
+    // Everything is computed before anything is printed: a failure is one error line.
+    PlanResult plan = headers_only ? PlanResult{} : make_plan(registry, checkpoint, family);
+    if (as_json) print_json(checkpoint, summary, top, all_tensors, plan, full_plan);
+    else print_text(checkpoint, summary, top, all_tensors, plan, full_plan);
+    warn_about_rejections(registry);
     return 0;
 }
 

@@ -20,8 +20,10 @@ using moequant::cli::Command;
 const Command commands[] = {
     {"plugins", "list the loaded plugins and what they provide (--all: also rejected modules)",
      &moequant::cli::run_plugins_command},
-    {"inspect", "summarise a checkpoint or safetensors file (reads headers only)",
+    {"inspect", "summarise a checkpoint: headers, detected family, MoE plan (reads no tensor data)",
      &moequant::cli::run_inspect_command},
+    {"synth", "write a small random checkpoint in a family's exact on-disk conventions",
+     &moequant::cli::run_synth_command},
 };
 
 const char* exit_code_help =

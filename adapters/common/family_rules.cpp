@@ -1,0 +1,36 @@
+#include "family_rules.hpp"
+
+#include <moequant/error.hpp>
+
+#include <algorithm>
+
+namespace moequant::adapters {
+
+std::int64_t first_int(const ModelConfig& config, const std::vector<std::string>& keys) {
+    for (const auto& key : keys)
+        if (auto v = config.find(key); v && !v->is_null()) return v->as_int();
+    std::string names;
+    for (const auto& key : keys) names += (names.empty() ? "'" : ", '") + key + "'";
+    throw Error(ErrorKind::input, "missing required key " + names,
+                {.file = config.source(), .code = "InvalidConfig"});
+}
+
+bool moe_from_first_k_dense(const ModelConfig& config, std::int64_t layer) {
+    std::int64_t first_dense = config.int_or("first_k_dense_replace", 0);
+    std::int64_t frequency = std::max<std::int64_t>(1, config.int_or("moe_layer_freq", 1));
+    return layer >= first_dense && layer % frequency == 0;
+}
+
+bool moe_from_sparse_step(const ModelConfig& config, std::int64_t layer) {
+    if (config.int_or("num_experts", 0) <= 0) return false;
+    if (auto only = config.find("mlp_only_layers"); only && only->is_array()) {
+        auto layers = only->as_int_array();
+        if (std::find(layers.begin(), layers.end(), layer) != layers.end()) return false;
+    }
+    std::int64_t step = std::max<std::int64_t>(1, config.int_or("decoder_sparse_step", 1));
+    return (layer + 1) % step == 0;
+}
+
+bool moe_every_layer(const ModelConfig&, std::int64_t) { return true; }
+
+}  // namespace moequant::adapters

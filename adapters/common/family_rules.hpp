@@ -1,0 +1,59 @@
+// What distinguishes one MoE family from another on disk, as data.
+//
+// The first-party adapters share one plan builder (plan_builder.hpp) and one role classifier
+// (tensor_roles.hpp); a family contributes only its FamilyRules: which model_type values it
+// owns, which config keys hold its sizes, which layers carry routed experts, and how its expert
+// tensors are named (model-families.md §1, §2).
+#pragma once
+
+#include <moequant/model_config.hpp>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace moequant::adapters {
+
+// How one family names its per-expert tensors, relative to a layer prefix such as
+// "model.layers.3.": "<experts>.<E>.<projection>.weight".
+struct ExpertNaming {
+    std::string experts;                     // e.g. "mlp.experts", "block_sparse_moe.experts"
+    std::array<std::string, 3> projections;  // gate, up, down, e.g. {"w1", "w3", "w2"}
+};
+
+struct FamilyRules {
+    std::string id;           // adapter id, e.g. "deepseek_v3"
+    std::string description;  // one line for `moequant plugins`
+    std::vector<std::string> model_types;    // model_type values owned (root or text_config)
+    std::vector<std::string> architectures;  // architectures entries that confirm the family
+
+    // Config keys, first present wins (looked up in text_config first, then the root).
+    std::vector<std::string> expert_count_keys;  // e.g. {"n_routed_experts", "num_local_experts"}
+    std::vector<std::string> expert_size_keys;   // e.g. {"moe_intermediate_size"}
+    std::vector<std::string> top_k_keys = {"num_experts_per_tok"};
+
+    // Whether decoder layer `layer` (< num_hidden_layers) carries routed experts.
+    std::function<bool(const ModelConfig&, std::int64_t layer)> is_moe_layer;
+
+    // Accepted per-expert namings; the first is the family's canonical one.
+    std::vector<ExpertNaming> namings;
+    // Layer prefixes in which the decoder layers may sit (before "<L>.").
+    std::vector<std::string> layer_prefixes = {"model.layers.", "model.language_model.layers.",
+                                               "language_model.model.layers."};
+};
+
+// The value of the first key of `keys` present in the config; Error(input) naming all of them
+// when none is.
+std::int64_t first_int(const ModelConfig& config, const std::vector<std::string>& keys);
+
+// MoE-layer rules used by several families.
+// DeepSeek / GLM: layer >= first_k_dense_replace and layer % moe_layer_freq == 0.
+bool moe_from_first_k_dense(const ModelConfig& config, std::int64_t layer);
+// Qwen: layer not in mlp_only_layers, num_experts > 0, (layer + 1) % decoder_sparse_step == 0.
+bool moe_from_sparse_step(const ModelConfig& config, std::int64_t layer);
+// Mixtral: every layer.
+bool moe_every_layer(const ModelConfig& config, std::int64_t layer);
+
+}  // namespace moequant::adapters

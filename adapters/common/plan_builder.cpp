@@ -1,0 +1,356 @@
+#include "plan_builder.hpp"
+
+#include "tensor_roles.hpp"
+
+#include <moequant/error.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <unordered_set>
+
+namespace moequant::adapters {
+namespace {
+
+constexpr std::array<Projection, 3> projections = {Projection::gate, Projection::up, Projection::down};
+
+std::string dims(std::int64_t a, std::int64_t b) { return shape_to_string({a, b}); }
+
+bool is_plain_expert_dtype(DType d) {
+    return d == DType::BF16 || d == DType::F16 || d == DType::F32;
+}
+
+class PlanBuilder {
+public:
+    PlanBuilder(const FamilyRules& rules, const ModelConfig& config, const Checkpoint& checkpoint)
+        : rules_(rules), config_(config), checkpoint_(checkpoint) {}
+
+    ModelPlan build() {
+        read_config();
+        find_layer_prefix();
+        for (std::int64_t layer = 0; layer < plan_.num_hidden_layers; ++layer)
+            moe_layer_[static_cast<std::size_t>(layer)] = rules_.is_moe_layer(config_, layer);
+        for (std::int64_t layer = 0; layer < plan_.num_hidden_layers; ++layer)
+            if (moe_layer_[static_cast<std::size_t>(layer)]) plan_layer(layer);
+        if (plan_.moe_layers.empty())
+            config_error("the config describes no MoE layer among its " + std::to_string(plan_.num_hidden_layers) +
+                         " decoder layers");
+        assign_roles();
+        return std::move(plan_);
+    }
+
+private:
+    // ---- config ----
+    void read_config() {
+        plan_.family = rules_.id;
+        plan_.model_type = config_.model_type();
+        plan_.num_hidden_layers = positive("num_hidden_layers", config_.require_int("num_hidden_layers"));
+        plan_.hidden_size = positive("hidden_size", config_.require_int("hidden_size"));
+        plan_.num_experts = positive(rules_.expert_count_keys.front(), first_int(config_, rules_.expert_count_keys));
+        plan_.expert_intermediate_size =
+            positive(rules_.expert_size_keys.front(), first_int(config_, rules_.expert_size_keys));
+        plan_.experts_per_token = positive(rules_.top_k_keys.front(), first_int(config_, rules_.top_k_keys));
+        if (plan_.experts_per_token > plan_.num_experts)
+            config_error(rules_.top_k_keys.front() + " (" + std::to_string(plan_.experts_per_token) +
+                         ") exceeds the number of experts (" + std::to_string(plan_.num_experts) + ")");
+        if (auto v = config_.find("quantization_config.weight_block_size"); v && !v->is_null()) {
+            auto block = v->as_int_array();
+            if (block.size() != 2 || block[0] <= 0 || block[1] <= 0)
+                config_error("'" + v->path() + "' must be two positive integers, got " + v->to_json());
+            plan_.fp8_block = BlockSize{block[0], block[1]};
+        }
+        moe_layer_.assign(static_cast<std::size_t>(plan_.num_hidden_layers), false);
+    }
+
+    std::int64_t positive(const std::string& key, std::int64_t value) {
+        if (value <= 0) config_error("'" + key + "' must be positive, got " + std::to_string(value));
+        return value;
+    }
+
+    [[noreturn]] void config_error(const std::string& message) {
+        throw Error(ErrorKind::input, message, {.file = config_.source(), .code = "InvalidConfig"});
+    }
+
+    // ---- tensors ----
+    [[noreturn]] void tensor_error(const std::string& tensor, const std::string& message, const std::string& code,
+                                   const std::string& hint = {}) {
+        std::string file = checkpoint_.contains(tensor)
+                               ? (checkpoint_.directory() / checkpoint_.shard_of(tensor)).string()
+                               : (checkpoint_.index_path() ? *checkpoint_.index_path() : checkpoint_.directory()).string();
+        throw Error(ErrorKind::input, message, {.file = file, .tensor = tensor, .code = code, .hint = hint});
+    }
+
+    void find_layer_prefix() {
+        for (const auto& p : rules_.layer_prefixes)
+            for (const auto& name : checkpoint_.tensor_names())
+                if (split_layer_name(name, {p})) {
+                    prefix_ = p;
+                    return;
+                }
+        std::string tried;
+        for (const auto& p : rules_.layer_prefixes) tried += (tried.empty() ? "'" : ", '") + p + "N.'";
+        tensor_error("", "no decoder-layer tensors found (looked for names starting with " + tried + ")",
+                     "NoLayers");
+    }
+
+    std::string layer_prefix(std::int64_t layer) const { return prefix_ + std::to_string(layer) + "."; }
+
+    // The name of a fused expert tensor, with or without a ".weight" suffix.
+    std::optional<std::string> fused_name(std::int64_t layer, const std::string& what) const {
+        std::string base = layer_prefix(layer) + "mlp.experts." + what;
+        if (checkpoint_.contains(base)) return base;
+        if (checkpoint_.contains(base + ".weight")) return base + ".weight";
+        return std::nullopt;
+    }
+
+    const ExpertNaming* per_expert_naming(std::int64_t layer) const {
+        for (const auto& n : rules_.namings)
+            if (checkpoint_.contains(layer_prefix(layer) + n.experts + ".0." + n.projections[0] + ".weight")) return &n;
+        return nullptr;
+    }
+
+    void plan_layer(std::int64_t layer) {
+        const ExpertNaming* naming = per_expert_naming(layer);
+        auto fused = fused_name(layer, "gate_up_proj");
+        if (naming && fused)
+            tensor_error(*fused, "layer " + std::to_string(layer) + " holds both per-expert and fused expert tensors",
+                         "AmbiguousExperts");
+        MoeLayerPlan layer_plan;
+        layer_plan.layer = layer;
+        if (naming) {
+            set_layout(ExpertLayout::per_expert, layer);
+            for (std::int64_t e = 0; e < plan_.num_experts; ++e) layer_plan.experts.push_back(per_expert(layer, e, *naming));
+            naming_[layer] = naming;
+        } else if (fused) {
+            plan_fused(layer, *fused, layer_plan);
+        } else {
+            const ExpertNaming& canonical = rules_.namings.front();
+            tensor_error(layer_prefix(layer) + canonical.experts + ".0." + canonical.projections[0] + ".weight",
+                         "MoE layer " + std::to_string(layer) + " has no routed-expert tensors (neither '" +
+                             canonical.experts + ".E." + canonical.projections[0] +
+                             ".weight' nor a fused 'mlp.experts.gate_up_proj')",
+                         "MissingTensor",
+                         "the config says this layer is a MoE layer; check num_hidden_layers and the MoE layer keys");
+        }
+        plan_.moe_layers.push_back(std::move(layer_plan));
+    }
+
+    void set_layout(ExpertLayout layout, std::int64_t layer) {
+        if (!plan_.moe_layers.empty() && plan_.layout != layout)
+            tensor_error(layer_prefix(layer) + "mlp.experts",
+                         "layer " + std::to_string(layer) + " stores its experts as " +
+                             std::string(expert_layout_name(layout)) + " but earlier layers as " +
+                             std::string(expert_layout_name(plan_.layout)),
+                         "MixedLayouts");
+        plan_.layout = layout;
+    }
+
+    // Expected [out, in] of a projection.
+    std::pair<std::int64_t, std::int64_t> expected_matrix(Projection p) const {
+        return p == Projection::down ? std::pair{plan_.hidden_size, plan_.expert_intermediate_size}
+                                     : std::pair{plan_.expert_intermediate_size, plan_.hidden_size};
+    }
+
+    std::string size_explanation(Projection p) const {
+        std::string i = rules_.expert_size_keys.front() + " " + std::to_string(plan_.expert_intermediate_size);
+        std::string h = "hidden_size " + std::to_string(plan_.hidden_size);
+        return p == Projection::down ? h + " x " + i : i + " x " + h;
+    }
+
+    ExpertPlan per_expert(std::int64_t layer, std::int64_t expert, const ExpertNaming& naming) {
+        ExpertPlan ep;
+        ep.expert = expert;
+        for (Projection p : projections) {
+            std::string name = layer_prefix(layer) + naming.experts + "." + std::to_string(expert) + "." +
+                               naming.projections[static_cast<int>(p)] + ".weight";
+            if (!checkpoint_.contains(name))
+                tensor_error(name, "missing routed-expert tensor (the config says " + std::to_string(plan_.num_experts) +
+                                       " experts per MoE layer)",
+                             "MissingTensor");
+            const TensorInfo& info = checkpoint_.info(name);
+            auto [rows, cols] = expected_matrix(p);
+            if (info.shape != Shape{rows, cols})
+                tensor_error(name, "has shape " + shape_to_string(info.shape) + ", but the config implies " +
+                                       dims(rows, cols) + " (" + size_explanation(p) + ")",
+                             "ShapeMismatch");
+            ExpertWeightSource& src = ep.weights[static_cast<int>(p)];
+            src.tensor = name;
+            src.dtype = info.dtype;
+            src.rows = rows;
+            src.cols = cols;
+            if (info.dtype == DType::F8_E4M3) {
+                src.scale_tensor = checked_scale(name, rows, cols);
+            } else if (!is_plain_expert_dtype(info.dtype)) {
+                tensor_error(name, "has dtype " + std::string(dtype_name(info.dtype)) +
+                                       "; routed experts must be BF16, F16, F32 or F8_E4M3 with block scales",
+                             "UnsupportedDtype");
+            }
+            planned_.insert(name);
+            if (!src.scale_tensor.empty()) planned_scales_.insert(src.scale_tensor);
+        }
+        return ep;
+    }
+
+    std::string checked_scale(const std::string& weight, std::int64_t rows, std::int64_t cols) {
+        if (!plan_.fp8_block)
+            tensor_error(weight, "is FP8 but the config has no quantization_config.weight_block_size",
+                         "MissingBlockSize", "FP8 block scales need their block size from config.json");
+        const std::string scale = weight + "_scale_inv";
+        if (!checkpoint_.contains(scale)) {
+            std::string hint = checkpoint_.contains(weight + "_scale")
+                                   ? "the checkpoint has '" + weight + "_scale' instead; per-channel FP8 scales are not supported"
+                                   : "";
+            tensor_error(weight, "is FP8 but its scale tensor '" + scale + "' is missing", "MissingScale", hint);
+        }
+        const TensorInfo& info = checkpoint_.info(scale);
+        const BlockSize b = *plan_.fp8_block;
+        const Shape expected{(rows + b.rows - 1) / b.rows, (cols + b.cols - 1) / b.cols};
+        if (info.shape != expected)
+            tensor_error(scale, "has shape " + shape_to_string(info.shape) + ", but weight " + dims(rows, cols) +
+                                    " with block " + dims(b.rows, b.cols) + " needs " + shape_to_string(expected),
+                         "ScaleShapeMismatch");
+        if (info.dtype != DType::F32 && info.dtype != DType::BF16 && info.dtype != DType::F8_E8M0)
+            tensor_error(scale, "has dtype " + std::string(dtype_name(info.dtype)) + "; block scales must be F32, BF16 or F8_E8M0",
+                         "UnsupportedDtype");
+        return scale;
+    }
+
+    void plan_fused(std::int64_t layer, const std::string& gate_up, MoeLayerPlan& layer_plan) {
+        auto down = fused_name(layer, "down_proj");
+        if (!down)
+            tensor_error(gate_up, "has no matching fused 'mlp.experts.down_proj' in layer " + std::to_string(layer),
+                         "MissingTensor");
+        const TensorInfo& gu = checkpoint_.info(gate_up);
+        const TensorInfo& dn = checkpoint_.info(*down);
+        for (const TensorInfo* t : {&gu, &dn})
+            if (!is_plain_expert_dtype(t->dtype))
+                tensor_error(t->name, "has dtype " + std::string(dtype_name(t->dtype)) +
+                                          "; fused experts are supported in BF16, F16 and F32 only",
+                             "UnsupportedDtype");
+        const std::int64_t E = plan_.num_experts, H = plan_.hidden_size, I = plan_.expert_intermediate_size;
+        const bool linear = gu.shape == Shape{E, 2 * I, H} && dn.shape == Shape{E, H, I};
+        const bool bmm = gu.shape == Shape{E, H, 2 * I} && dn.shape == Shape{E, I, H};
+        if (linear == bmm)  // neither (both cannot hold for I > 0)
+            tensor_error(gate_up,
+                         "fused experts have gate_up " + shape_to_string(gu.shape) + " and down " +
+                             shape_to_string(dn.shape) + ", which match neither layout A (" +
+                             shape_to_string({E, 2 * I, H}) + " / " + shape_to_string({E, H, I}) + ") nor layout B (" +
+                             shape_to_string({E, H, 2 * I}) + " / " + shape_to_string({E, I, H}) +
+                             ") for experts " + std::to_string(E) + ", hidden_size " + std::to_string(H) +
+                             ", expert size " + std::to_string(I),
+                         "AmbiguousFusedLayout", "refusing to guess how gate and up are packed");
+        set_layout(linear ? ExpertLayout::fused_linear : ExpertLayout::fused_bmm, layer);
+        for (std::int64_t e = 0; e < E; ++e) {
+            ExpertPlan ep;
+            ep.expert = e;
+            for (Projection p : projections) {
+                ExpertWeightSource& src = ep.weights[static_cast<int>(p)];
+                auto [rows, cols] = expected_matrix(p);
+                src.tensor = p == Projection::down ? *down : gate_up;
+                src.dtype = p == Projection::down ? dn.dtype : gu.dtype;
+                src.rows = rows;
+                src.cols = cols;
+                ExpertWeightSource::FusedSlice slice;
+                slice.expert = e;
+                slice.transposed = !linear;
+                if (p == Projection::down) {
+                    slice.length = linear ? H : I;  // the whole stored matrix
+                } else {
+                    slice.offset = p == Projection::gate ? 0 : I;  // gate first, then up
+                    slice.length = I;
+                    slice.along_columns = !linear;
+                }
+                src.slice = slice;
+            }
+            layer_plan.experts.push_back(ep);
+        }
+        planned_.insert(gate_up);
+        planned_.insert(*down);
+    }
+
+    // ---- roles ----
+    void assign_roles() {
+        RoleContext context{rules_.layer_prefixes, plan_.num_hidden_layers, moe_layer_};
+        std::vector<std::string> unknown;
+        for (const auto& name : checkpoint_.tensor_names()) {
+            TensorRole role;
+            if (planned_.count(name)) role = TensorRole::routed_expert;
+            else if (planned_scales_.count(name)) role = TensorRole::routed_expert_scale;
+            else {
+                check_not_an_unplanned_expert(name);
+                role = classify_tensor(name, context);
+            }
+            if (role == TensorRole::other) unknown.push_back(name);
+            plan_.roles.emplace_back(name, role);
+        }
+        if (!unknown.empty()) {
+            std::string examples;
+            for (std::size_t i = 0; i < std::min<std::size_t>(3, unknown.size()); ++i)
+                examples += (i ? ", " : "") + unknown[i];
+            plan_.warnings.push_back(std::to_string(unknown.size()) +
+                                     " tensor(s) have no known role and would be copied unchanged, e.g. " + examples);
+        }
+    }
+
+    // A tensor below a MoE layer's experts path that the plan does not account for (an expert
+    // index beyond the config's count, an unknown projection, a leftover scale) means the config
+    // and the checkpoint disagree; so does an expert tensor in a layer the config calls dense.
+    void check_not_an_unplanned_expert(const std::string& name) {
+        auto split = split_layer_name(name, {prefix_});
+        if (!split || split->layer >= plan_.num_hidden_layers) return;  // MTP layers are skipped anyway
+        for (const auto& naming : rules_.namings) {
+            std::string experts = naming.experts + ".";
+            if (!split->rest.starts_with(experts)) continue;
+            std::string_view tail = split->rest.substr(experts.size());
+            std::int64_t index = -1;
+            std::from_chars(tail.data(), tail.data() + tail.size(), index);
+            if (!moe_layer_[static_cast<std::size_t>(split->layer)])
+                tensor_error(name, "looks like a routed expert, but the config makes layer " +
+                                       std::to_string(split->layer) + " a dense layer",
+                             "UnexpectedExpert");
+            if (index >= plan_.num_experts)
+                tensor_error(name, "has expert index " + std::to_string(index) + ", but the config says " +
+                                       std::to_string(plan_.num_experts) + " experts",
+                             "UnexpectedExpert");
+            if (plan_.layout == ExpertLayout::per_expert && naming_.count(split->layer) &&
+                naming_.at(split->layer) == &naming && !name.ends_with("bias"))
+                tensor_error(name, "is below the experts of layer " + std::to_string(split->layer) +
+                                       " but is not a gate/up/down weight or its scale",
+                             "UnexpectedExpert");
+        }
+    }
+
+    const FamilyRules& rules_;
+    const ModelConfig& config_;
+    const Checkpoint& checkpoint_;
+    ModelPlan plan_;
+    std::string prefix_;
+    std::vector<bool> moe_layer_;
+    std::map<std::int64_t, const ExpertNaming*> naming_;
+    std::unordered_set<std::string> planned_;
+    std::unordered_set<std::string> planned_scales_;
+};
+
+bool owns(const FamilyRules& rules, const std::string& model_type) {
+    return !model_type.empty() &&
+           std::find(rules.model_types.begin(), rules.model_types.end(), model_type) != rules.model_types.end();
+}
+
+}  // namespace
+
+int match_family(const FamilyRules& rules, const ModelConfig& config) {
+    std::string root_type;
+    if (auto v = config.root().get("model_type"); v && v->is_string()) root_type = v->as_string();
+    if (!owns(rules, config.model_type()) && !owns(rules, root_type)) return 0;
+    int score = 100;
+    for (const auto& a : config.architectures())
+        if (std::find(rules.architectures.begin(), rules.architectures.end(), a) != rules.architectures.end()) score += 10;
+    return score;
+}
+
+ModelPlan build_plan(const FamilyRules& rules, const ModelConfig& config, const Checkpoint& checkpoint,
+                     const Options&) {
+    return PlanBuilder(rules, config, checkpoint).build();
+}
+
+}  // namespace moequant::adapters

@@ -1,0 +1,18 @@
+#include "synth_side_files.hpp"
+
+#include <boost/json.hpp>
+
+namespace moequant::adapters {
+
+void add_tokenizer_files(SynthModel& model, const SynthTokenizer& tokenizer) {
+    model.side_files.emplace_back("tokenizer.json", tokenizer.tokenizer_json);
+    model.side_files.emplace_back("tokenizer_config.json", tokenizer.tokenizer_config_json);
+    model.side_files.emplace_back("special_tokens_map.json", tokenizer.special_tokens_map_json);
+    boost::json::object generation{{"_from_model_config", true}};
+    if (tokenizer.bos_token_id >= 0) generation["bos_token_id"] = tokenizer.bos_token_id;
+    if (tokenizer.eos_token_id >= 0) generation["eos_token_id"] = tokenizer.eos_token_id;
+    generation["transformers_version"] = "4.57.1";
+    model.side_files.emplace_back("generation_config.json", pretty_json(generation));
+}
+
+}  // namespace moequant::adapters

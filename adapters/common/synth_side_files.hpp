@@ -1,0 +1,12 @@
+// The files next to the weights that every synthetic checkpoint carries: tokenizer.json,
+// tokenizer_config.json, special_tokens_map.json and generation_config.json.
+#pragma once
+
+#include "synth_tokenizer.hpp"
+#include "synth_writer.hpp"
+
+namespace moequant::adapters {
+
+void add_tokenizer_files(SynthModel& model, const SynthTokenizer& tokenizer);
+
+}  // namespace moequant::adapters

@@ -1,0 +1,257 @@
+#include "synth_writer.hpp"
+
+#include "synth_random.hpp"
+
+#include <moequant/dtype_convert.hpp>
+#include <moequant/error.hpp>
+#include <moequant/output_file.hpp>
+#include <moequant/sharded_writer.hpp>
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+namespace moequant::adapters {
+namespace {
+
+namespace json = boost::json;
+
+// One tensor as it lands in a shard (an FP8 weight and its scale are two of these).
+struct Placed {
+    std::size_t source;  // index into SynthModel::tensors
+    bool is_scale;
+    TensorSpec spec;
+    std::size_t shard = 0;
+};
+
+Shape scale_shape(const Shape& weight, BlockSize block) {
+    return {(weight[0] + block.rows - 1) / block.rows, (weight[1] + block.cols - 1) / block.cols};
+}
+
+std::vector<Placed> expand(const SynthModel& model) {
+    std::vector<Placed> out;
+    for (std::size_t i = 0; i < model.tensors.size(); ++i) {
+        const SynthTensor& t = model.tensors[i];
+        if (t.dtype == DType::F8_E4M3) {
+            if (t.shape.size() != 2)
+                throw Error(ErrorKind::internal, "FP8 synth tensors must be 2-D", {.tensor = t.name});
+            out.push_back({i, false, {t.name, DType::F8_E4M3, t.shape}});
+            out.push_back({i, true, {t.name + "_scale_inv", DType::F32, scale_shape(t.shape, model.fp8_block)}});
+        } else {
+            out.push_back({i, false, {t.name, t.dtype, t.shape}});
+        }
+    }
+    return out;
+}
+
+std::uint64_t bytes_of(const TensorSpec& s) {
+    return dtype_byte_size(s.dtype, shape_elements(s.shape).value_or(0)).value_or(0);
+}
+
+// Contiguous runs of roughly equal bytes, then one scale moved past its weight's shard so that
+// readers must look every tensor up on its own (as with DeepSeek-V3's published shards).
+void assign_shards(std::vector<Placed>& placed, std::size_t shards) {
+    std::uint64_t total = 0;
+    for (const auto& p : placed) total += bytes_of(p.spec);
+    std::uint64_t running = 0;
+    for (auto& p : placed) {
+        p.shard = std::min<std::size_t>(shards - 1, static_cast<std::size_t>(running * shards / std::max<std::uint64_t>(total, 1)));
+        running += bytes_of(p.spec);
+    }
+    if (shards < 2) return;
+    for (std::size_t i = 0; i + 1 < placed.size(); ++i) {
+        Placed& weight = placed[i];
+        Placed& scale = placed[i + 1];
+        if (!weight.is_scale && scale.is_scale && weight.shard == scale.shard && weight.shard + 1 < shards &&
+            weight.spec.name.find(".experts.") != std::string::npos) {
+            scale.shard = weight.shard + 1;
+            return;
+        }
+    }
+}
+
+std::vector<std::uint8_t> bf16_bytes(const std::vector<float>& values) {
+    std::vector<std::uint8_t> out(values.size() * 2);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        std::uint16_t b = f32_to_bf16(values[i]);
+        std::memcpy(out.data() + 2 * i, &b, 2);
+    }
+    return out;
+}
+
+std::vector<std::uint8_t> f32_bytes(const std::vector<float>& values) {
+    std::vector<std::uint8_t> out(values.size() * 4);
+    if (!values.empty()) std::memcpy(out.data(), values.data(), out.size());
+    return out;
+}
+
+std::vector<float> values_of(const SynthTensor& t, std::uint64_t seed) {
+    const std::size_t n = static_cast<std::size_t>(shape_elements(t.shape).value_or(0));
+    std::vector<float> v(n);
+    SynthRandom random(seed, t.name);
+    switch (t.fill) {
+        case SynthFill::normal:
+            for (auto& x : v) x = static_cast<float>(t.scale * random.normal());
+            break;
+        case SynthFill::ones:
+            for (auto& x : v) x = static_cast<float>(1.0 + t.scale * random.normal());
+            break;
+        case SynthFill::zeros:
+            break;
+        case SynthFill::inv_freq:
+            for (std::size_t i = 0; i < n; ++i)
+                v[i] = static_cast<float>(1.0 / std::pow(t.scale, static_cast<double>(2 * i) / static_cast<double>(2 * n)));
+            break;
+    }
+    return v;
+}
+
+// DeepSeek-style weight quantization: per block s = max(amax, 1e-4) / 448 in float32, codes =
+// e4m3(w / s); the stored weight_scale_inv is s (multiply to dequantize).
+std::pair<std::vector<std::uint8_t>, std::vector<float>> quantize_fp8(const std::vector<float>& w, const Shape& shape,
+                                                                      BlockSize block) {
+    const std::int64_t rows = shape[0], cols = shape[1];
+    const Shape sshape = scale_shape(shape, block);
+    std::vector<float> scales(static_cast<std::size_t>(sshape[0] * sshape[1]));
+    std::vector<std::uint8_t> codes(w.size());
+    for (std::int64_t br = 0; br < sshape[0]; ++br)
+        for (std::int64_t bc = 0; bc < sshape[1]; ++bc) {
+            const std::int64_t r0 = br * block.rows, r1 = std::min(rows, r0 + block.rows);
+            const std::int64_t c0 = bc * block.cols, c1 = std::min(cols, c0 + block.cols);
+            float amax = 0;
+            for (std::int64_t r = r0; r < r1; ++r)
+                for (std::int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(w[static_cast<std::size_t>(r * cols + c)]));
+            const float s = std::max(amax, 1e-4f) / 448.0f;
+            scales[static_cast<std::size_t>(br * sshape[1] + bc)] = s;
+            for (std::int64_t r = r0; r < r1; ++r)
+                for (std::int64_t c = c0; c < c1; ++c) {
+                    const auto i = static_cast<std::size_t>(r * cols + c);
+                    codes[i] = f32_to_f8_e4m3(w[i] / s);
+                }
+        }
+    return {std::move(codes), std::move(scales)};
+}
+
+void pretty(const json::value& v, std::string& out, int indent) {
+    const std::string pad(static_cast<std::size_t>(indent + 2), ' ');
+    switch (v.kind()) {
+        case json::kind::object: {
+            const auto& o = v.get_object();
+            if (o.empty()) {
+                out += "{}";
+                return;
+            }
+            out += "{\n";
+            bool first = true;
+            for (const auto& kv : o) {
+                if (!first) out += ",\n";
+                first = false;
+                out += pad + json::serialize(json::value(kv.key())) + ": ";
+                pretty(kv.value(), out, indent + 2);
+            }
+            out += "\n" + std::string(static_cast<std::size_t>(indent), ' ') + "}";
+            return;
+        }
+        case json::kind::array: {
+            const auto& a = v.get_array();
+            if (a.empty()) {
+                out += "[]";
+                return;
+            }
+            out += "[\n";
+            for (std::size_t i = 0; i < a.size(); ++i) {
+                if (i) out += ",\n";
+                out += pad;
+                pretty(a[i], out, indent + 2);
+            }
+            out += "\n" + std::string(static_cast<std::size_t>(indent), ' ') + "]";
+            return;
+        }
+        default:
+            out += json::serialize(v);
+    }
+}
+
+}  // namespace
+
+std::string pretty_json(const json::value& value) {
+    std::string out;
+    pretty(value, out, 0);
+    return out + "\n";
+}
+
+std::string padded_shard_name(std::size_t number, std::size_t count, int number_digits, int count_digits) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "model-%0*zu-of-%0*zu.safetensors", number_digits, number, count_digits, count);
+    return buf;
+}
+
+std::string unpadded_shard_name(std::size_t number, std::size_t count) {
+    return "model-" + std::to_string(number) + "-of-" + std::to_string(count) + ".safetensors";
+}
+
+SynthSettings read_synth_settings(const Options& options, const std::vector<std::string>& model_types,
+                                  const std::vector<std::string>& layouts) {
+    auto one_of = [](const std::string& option, const std::string& value, const std::vector<std::string>& allowed) {
+        if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
+        std::string list;
+        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+        throw_usage_error(option + " '" + value + "' is not one of: " + list);
+    };
+    SynthSettings s;
+    s.model_type = options.get_string("model_type", model_types.front());
+    one_of("model_type", s.model_type, model_types);
+    std::string preset = options.get_string("preset", "tiny");
+    one_of("--preset", preset, {"tiny", "small"});
+    s.small = preset == "small";
+    std::string dtype = options.get_string("dtype", "bf16");
+    one_of("--dtype", dtype, {"bf16", "fp8"});
+    s.fp8 = dtype == "fp8";
+    std::int64_t seed = options.get_int("seed", 42);
+    if (seed < 0) throw_usage_error("--seed must not be negative");
+    s.seed = static_cast<std::uint64_t>(seed);
+    s.layout = options.get_string("layout", layouts.front());
+    one_of("--layout", s.layout, layouts);
+    return s;
+}
+
+void write_synth_model(const SynthModel& model, const std::filesystem::path& directory, std::uint64_t seed) {
+    // Config and side files first: the index, written last, marks the checkpoint complete.
+    write_file_atomically(directory / "config.json", pretty_json(model.config));
+    for (const auto& [name, content] : model.side_files) write_file_atomically(directory / name, content);
+
+    std::vector<Placed> placed = expand(model);
+    assign_shards(placed, std::max<std::size_t>(1, model.shard_count));
+    ShardedSafetensorsWriter sharded(directory);
+    for (std::size_t shard = 0; shard < std::max<std::size_t>(1, model.shard_count); ++shard) {
+        std::vector<TensorSpec> specs;
+        for (const auto& p : placed)
+            if (p.shard == shard) specs.push_back(p.spec);
+        SafetensorsWriter writer = sharded.open_shard(model.shard_name(shard + 1, model.shard_count), specs);
+        for (const auto& p : placed) {
+            if (p.shard != shard) continue;
+            const SynthTensor& t = model.tensors[p.source];
+            std::vector<float> values = values_of(t, seed);
+            std::vector<std::uint8_t> bytes;
+            if (t.dtype == DType::F8_E4M3) {
+                auto [codes, scales] = quantize_fp8(values, t.shape, model.fp8_block);
+                bytes = p.is_scale ? f32_bytes(scales) : std::move(codes);
+            } else if (t.dtype == DType::BF16) {
+                bytes = bf16_bytes(values);
+            } else if (t.dtype == DType::F32) {
+                bytes = f32_bytes(values);
+            } else {
+                throw Error(ErrorKind::internal, "synth cannot fill dtype " + std::string(dtype_name(t.dtype)),
+                            {.tensor = t.name});
+            }
+            writer.write(p.spec.name, std::as_bytes(std::span<const std::uint8_t>(bytes)));
+        }
+        writer.finish();
+    }
+    sharded.write_index();
+}
+
+}  // namespace moequant::adapters

@@ -1,0 +1,82 @@
+// Writing a synthetic checkpoint: a family lists its tensors and config, this writes them the
+// way real checkpoints are laid out — config and side files, sharded safetensors named as the
+// real model names them, FP8 weights block-quantized with their `_scale_inv` (one of them in
+// a different shard than its weight), and model.safetensors.index.json last.
+#pragma once
+
+#include <moequant/fp8_dequant.hpp>
+#include <moequant/options.hpp>
+#include <moequant/tensor.hpp>
+
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace moequant::adapters {
+
+enum class SynthFill {
+    normal,    // N(0, scale²)
+    ones,      // 1 + N(0, scale²): RMSNorm weights
+    zeros,     // exactly 0
+    inv_freq,  // rotary inverse frequencies 1 / scale^(2i / (2n)) for n = elements (scale = theta)
+};
+
+struct SynthTensor {
+    std::string name;
+    DType dtype = DType::BF16;  // BF16, F32, or F8_E4M3: block-quantized, adds "<name>_scale_inv" (F32)
+    Shape shape;
+    SynthFill fill = SynthFill::normal;
+    double scale = 0.02;
+};
+
+struct SynthModel {
+    boost::json::value config;         // written as config.json
+    std::vector<SynthTensor> tensors;  // in checkpoint order
+    BlockSize fp8_block{128, 128};
+    std::size_t shard_count = 1;
+    // File name of shard `number` (1-based) of `count`.
+    std::function<std::string(std::size_t number, std::size_t count)> shard_name;
+    std::vector<std::pair<std::string, std::string>> side_files;  // file name -> content
+};
+
+// Shorthands for the tensors every family has.
+inline SynthTensor linear_weight(std::string name, std::int64_t out, std::int64_t in, bool fp8) {
+    return {std::move(name), fp8 ? DType::F8_E4M3 : DType::BF16, {out, in}, SynthFill::normal, 0.02};
+}
+inline SynthTensor norm_weight(std::string name, std::int64_t size) {
+    return {std::move(name), DType::BF16, {size}, SynthFill::ones, 0.02};
+}
+inline SynthTensor bf16_tensor(std::string name, Shape shape, double stddev = 0.02) {
+    return {std::move(name), DType::BF16, std::move(shape), SynthFill::normal, stddev};
+}
+
+// Writes everything into `directory` (which must exist). Deterministic for a given seed.
+void write_synth_model(const SynthModel& model, const std::filesystem::path& directory, std::uint64_t seed);
+
+// The synth options every family understands (see ModelAdapter::synthesize).
+struct SynthSettings {
+    std::string model_type;          // one of the family's model types (default: the first)
+    bool small = false;              // preset "small" instead of "tiny"
+    bool fp8 = false;                // dtype "fp8" instead of "bf16"
+    std::uint64_t seed = 42;
+    std::string layout = "per-expert";
+};
+
+// Reads and checks the options; Error(usage) naming the option and the allowed values.
+SynthSettings read_synth_settings(const Options& options, const std::vector<std::string>& model_types,
+                                  const std::vector<std::string>& layouts);
+
+// "model-00001-of-000163.safetensors": `number_digits` / `count_digits` zero-padded fields.
+std::string padded_shard_name(std::size_t number, std::size_t count, int number_digits, int count_digits);
+// "model-1-of-61.safetensors" (Kimi-K2).
+std::string unpadded_shard_name(std::size_t number, std::size_t count);
+
+// JSON text indented by two spaces, keys in insertion order (as transformers writes configs).
+std::string pretty_json(const boost::json::value& value);
+
+}  // namespace moequant::adapters

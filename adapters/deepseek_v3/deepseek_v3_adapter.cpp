@@ -1,0 +1,186 @@
+// DeepSeek-V3 / R1 / V3.1 and Kimi-K2 (model-families.md §5.1): FP8 E4M3 experts with
+// 128x128 `weight_scale_inv` blocks, dense first layers (first_k_dense_replace), one shared
+// expert, a sigmoid router with e_score_correction_bias, MLA attention, an MTP layer at index
+// num_hidden_layers (DeepSeek) and rotary_emb.inv_freq buffers (Kimi).
+
+#include "rule_based_adapter.hpp"
+#include "synth_side_files.hpp"
+
+#include <moequant/plugin.hpp>
+
+#include <boost/json.hpp>
+
+namespace {
+
+using namespace moequant;
+using namespace moequant::adapters;
+namespace json = boost::json;
+
+FamilyRules deepseek_rules() {
+    FamilyRules r;
+    r.id = "deepseek_v3";
+    r.description = "DeepSeek-V3/R1/V3.1 and Kimi-K2: FP8 block-scaled experts, MLA, shared expert, MTP";
+    r.model_types = {"deepseek_v3", "kimi_k2"};
+    r.architectures = {"DeepseekV3ForCausalLM"};
+    r.expert_count_keys = {"n_routed_experts", "num_local_experts"};
+    r.expert_size_keys = {"moe_intermediate_size"};
+    r.is_moe_layer = &moe_from_first_k_dense;
+    r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
+    return r;
+}
+
+// Sizes of one synthetic preset. Expert matrices are multiples of 128 in both directions (the
+// AMX INT4 rule with 2 threadpool parts: (I/2) % 128 == 0, H % 128 == 0, and the GPU kernels'
+// group size 128); attention and the dense MLP are not, so FP8 scales have edge blocks.
+struct Preset {
+    std::int64_t hidden, dense_intermediate, expert_intermediate, layers, first_dense, experts, top_k, groups,
+        top_groups, heads, q_lora, kv_lora, qk_nope, qk_rope, v_head, vocab;
+};
+
+constexpr Preset tiny{256, 320, 256, 3, 1, 8, 2, 2, 1, 2, 192, 128, 32, 32, 32, 512};
+constexpr Preset small{512, 704, 512, 6, 2, 16, 4, 4, 2, 4, 384, 256, 64, 32, 64, 1024};
+
+class DeepseekV3Adapter final : public RuleBasedAdapter {
+public:
+    DeepseekV3Adapter() : RuleBasedAdapter(deepseek_rules()) {}
+
+    void synthesize(const std::filesystem::path& directory, const Options& options) const override {
+        const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});
+        const bool kimi = s.model_type == "kimi_k2";
+        Preset p = s.small ? small : tiny;
+        if (kimi) {  // Kimi-K2: one dense layer, a single expert group, no MTP layer
+            p.first_dense = 1;
+            p.groups = 1;
+            p.top_groups = 1;
+        }
+        const std::int64_t mtp_layers = kimi ? 0 : 1;
+
+        TokenizerRequest request;
+        request.vocab_size = p.vocab;
+        request.special_tokens = kimi ? std::vector<std::string>{"[BOS]", "[EOS]", "[PAD]"}
+                                      : std::vector<std::string>{"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
+                                                                 "<｜▁pad▁｜>"};
+        request.bos_token = request.special_tokens[0];
+        request.eos_token = request.special_tokens[1];
+        const SynthTokenizer tokenizer = make_synth_tokenizer(request);
+
+        SynthModel model;
+        model.config = config(p, s, kimi, mtp_layers, tokenizer);
+        add_tokenizer_files(model, tokenizer);
+        const bool fp8 = s.fp8;
+        auto& t = model.tensors;
+        const std::int64_t H = p.hidden;
+        t.push_back(bf16_tensor("model.embed_tokens.weight", {tokenizer.vocab_size, H}));
+        for (std::int64_t layer = 0; layer < p.layers + mtp_layers; ++layer) {
+            const std::string l = "model.layers." + std::to_string(layer) + ".";
+            t.push_back(norm_weight(l + "input_layernorm.weight", H));
+            t.push_back(norm_weight(l + "post_attention_layernorm.weight", H));
+            t.push_back(linear_weight(l + "self_attn.q_a_proj.weight", p.q_lora, H, fp8));
+            t.push_back(norm_weight(l + "self_attn.q_a_layernorm.weight", p.q_lora));
+            t.push_back(linear_weight(l + "self_attn.q_b_proj.weight", p.heads * (p.qk_nope + p.qk_rope), p.q_lora, fp8));
+            t.push_back(linear_weight(l + "self_attn.kv_a_proj_with_mqa.weight", p.kv_lora + p.qk_rope, H, fp8));
+            t.push_back(norm_weight(l + "self_attn.kv_a_layernorm.weight", p.kv_lora));
+            t.push_back(linear_weight(l + "self_attn.kv_b_proj.weight", p.heads * (p.qk_nope + p.v_head), p.kv_lora, fp8));
+            t.push_back(linear_weight(l + "self_attn.o_proj.weight", H, p.heads * p.v_head, fp8));
+            if (kimi)
+                t.push_back({l + "self_attn.rotary_emb.inv_freq", DType::BF16, {p.qk_rope / 2}, SynthFill::inv_freq, 50000.0});
+            if (layer < p.first_dense) {
+                t.push_back(linear_weight(l + "mlp.gate_proj.weight", p.dense_intermediate, H, fp8));
+                t.push_back(linear_weight(l + "mlp.up_proj.weight", p.dense_intermediate, H, fp8));
+                t.push_back(linear_weight(l + "mlp.down_proj.weight", H, p.dense_intermediate, fp8));
+            } else {
+                t.push_back(bf16_tensor(l + "mlp.gate.weight", {p.experts, H}));
+                t.push_back({l + "mlp.gate.e_score_correction_bias", DType::F32, {p.experts}, SynthFill::normal, 0.01});
+                for (std::int64_t e = 0; e < p.experts; ++e) {
+                    const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
+                    t.push_back(linear_weight(x + "gate_proj.weight", p.expert_intermediate, H, fp8));
+                    t.push_back(linear_weight(x + "up_proj.weight", p.expert_intermediate, H, fp8));
+                    t.push_back(linear_weight(x + "down_proj.weight", H, p.expert_intermediate, fp8));
+                }
+                t.push_back(linear_weight(l + "mlp.shared_experts.gate_proj.weight", p.expert_intermediate, H, fp8));
+                t.push_back(linear_weight(l + "mlp.shared_experts.up_proj.weight", p.expert_intermediate, H, fp8));
+                t.push_back(linear_weight(l + "mlp.shared_experts.down_proj.weight", H, p.expert_intermediate, fp8));
+            }
+            if (layer >= p.layers) {  // the MTP module's own tensors (README_WEIGHTS of DeepSeek-V3)
+                t.push_back(bf16_tensor(l + "embed_tokens.weight", {tokenizer.vocab_size, H}));
+                t.push_back(norm_weight(l + "enorm.weight", H));
+                t.push_back(norm_weight(l + "hnorm.weight", H));
+                t.push_back(linear_weight(l + "eh_proj.weight", H, 2 * H, fp8));
+                t.push_back(norm_weight(l + "shared_head.norm.weight", H));
+                t.push_back(bf16_tensor(l + "shared_head.head.weight", {tokenizer.vocab_size, H}));
+            }
+        }
+        t.push_back(norm_weight("model.norm.weight", H));
+        t.push_back(bf16_tensor("lm_head.weight", {tokenizer.vocab_size, H}));
+
+        // DeepSeek pads the shard number to 5 digits and the total to 6; Kimi-K2 pads neither.
+        model.shard_count = s.small ? 7 : 5;
+        if (kimi) model.shard_name = &unpadded_shard_name;
+        else model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 6); };
+        write_synth_model(model, directory, s.seed);
+    }
+
+private:
+    static json::value config(const Preset& p, const SynthSettings& s, bool kimi, std::int64_t mtp_layers,
+                              const SynthTokenizer& tokenizer) {
+        json::object c;
+        c["architectures"] = json::array{"DeepseekV3ForCausalLM"};
+        c["attention_bias"] = false;
+        c["attention_dropout"] = 0.0;
+        c["bos_token_id"] = tokenizer.bos_token_id;
+        c["eos_token_id"] = tokenizer.eos_token_id;
+        c["first_k_dense_replace"] = p.first_dense;
+        c["hidden_act"] = "silu";
+        c["hidden_size"] = p.hidden;
+        c["initializer_range"] = 0.02;
+        c["intermediate_size"] = p.dense_intermediate;
+        c["kv_lora_rank"] = p.kv_lora;
+        c["max_position_embeddings"] = kimi ? 131072 : 163840;
+        c["model_type"] = s.model_type;
+        c["moe_intermediate_size"] = p.expert_intermediate;
+        c["moe_layer_freq"] = 1;
+        c["n_group"] = p.groups;
+        c["n_routed_experts"] = p.experts;
+        c["n_shared_experts"] = 1;
+        c["norm_topk_prob"] = true;
+        c["num_attention_heads"] = p.heads;
+        c["num_experts_per_tok"] = p.top_k;
+        c["num_hidden_layers"] = p.layers;
+        c["num_key_value_heads"] = p.heads;
+        c["num_nextn_predict_layers"] = mtp_layers;
+        c["q_lora_rank"] = p.q_lora;
+        c["qk_nope_head_dim"] = p.qk_nope;
+        c["qk_rope_head_dim"] = p.qk_rope;
+        if (s.fp8)
+            c["quantization_config"] = json::object{{"activation_scheme", "dynamic"},
+                                                    {"fmt", "e4m3"},
+                                                    {"quant_method", "fp8"},
+                                                    {"weight_block_size", json::array{128, 128}}};
+        c["rms_norm_eps"] = 1e-06;
+        c["rope_scaling"] = json::object{{"beta_fast", kimi ? 1.0 : 32.0},
+                                         {"beta_slow", 1.0},
+                                         {"factor", kimi ? 32.0 : 40.0},
+                                         {"mscale", 1.0},
+                                         {"mscale_all_dim", 1.0},
+                                         {"original_max_position_embeddings", 4096},
+                                         {"type", "yarn"}};
+        c["rope_theta"] = kimi ? 50000.0 : 10000.0;
+        c["routed_scaling_factor"] = kimi ? 2.827 : 2.5;
+        c["scoring_func"] = "sigmoid";
+        c["tie_word_embeddings"] = false;
+        c["topk_group"] = p.top_groups;
+        c["topk_method"] = "noaux_tc";
+        c["torch_dtype"] = "bfloat16";
+        c["transformers_version"] = "4.57.1";
+        c["use_cache"] = true;
+        c["v_head_dim"] = p.v_head;
+        c["vocab_size"] = tokenizer.vocab_size;
+        return c;
+    }
+};
+
+}  // namespace
+
+MOEQUANT_PLUGIN("deepseek_v3", "0.1.0", MOEQUANT_KIND_ADAPTER, "DeepSeek-V3/R1/V3.1 and Kimi-K2 family adapter") {
+    registrar.add(std::make_unique<DeepseekV3Adapter>());
+}

@@ -1,0 +1,140 @@
+// GLM-4.5 / GLM-4.5-Air (model-families.md §5.5): DeepSeek-style MoE (first_k_dense_replace
+// dense layers, n_routed_experts, one shared expert, sigmoid router with
+// e_score_correction_bias), GQA attention with q/k/v biases and partial RoPE, an MTP layer at
+// index num_hidden_layers.
+
+#include "rule_based_adapter.hpp"
+#include "synth_blocks.hpp"
+#include "synth_side_files.hpp"
+
+#include <moequant/plugin.hpp>
+
+#include <boost/json.hpp>
+
+namespace {
+
+using namespace moequant;
+using namespace moequant::adapters;
+namespace json = boost::json;
+
+FamilyRules glm4_moe_rules() {
+    FamilyRules r;
+    r.id = "glm4_moe";
+    r.description = "GLM-4.5 / GLM-4.5-Air: dense first layers, shared expert, biased GQA, MTP layer";
+    r.model_types = {"glm4_moe"};
+    r.architectures = {"Glm4MoeForCausalLM"};
+    r.expert_count_keys = {"n_routed_experts"};
+    r.expert_size_keys = {"moe_intermediate_size"};
+    r.is_moe_layer = &moe_from_first_k_dense;
+    r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
+    return r;
+}
+
+struct Preset {
+    std::int64_t hidden, intermediate, expert_intermediate, layers, first_dense, experts, top_k, heads, kv_heads,
+        head_dim, vocab;
+};
+constexpr Preset tiny{256, 320, 256, 3, 1, 8, 2, 4, 2, 64, 512};
+constexpr Preset small{512, 704, 512, 5, 1, 16, 4, 8, 2, 64, 1024};
+
+class Glm4MoeAdapter final : public RuleBasedAdapter {
+public:
+    Glm4MoeAdapter() : RuleBasedAdapter(glm4_moe_rules()) {}
+
+    void synthesize(const std::filesystem::path& directory, const Options& options) const override {
+        const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});
+        const Preset p = s.small ? small : tiny;
+
+        TokenizerRequest request;
+        request.vocab_size = p.vocab;
+        request.special_tokens = {"<|endoftext|>", "[gMASK]", "<sop>", "<|user|>", "<|assistant|>"};
+        request.eos_token = "<|endoftext|>";
+        const SynthTokenizer tokenizer = make_synth_tokenizer(request);
+
+        SynthModel model;
+        model.config = config(p, s, tokenizer);
+        add_tokenizer_files(model, tokenizer);
+        auto& t = model.tensors;
+        const std::int64_t H = p.hidden;
+        const std::array<std::string, 3> proj{"gate_proj", "up_proj", "down_proj"};
+        t.push_back(bf16_tensor("model.embed_tokens.weight", {tokenizer.vocab_size, H}));
+        for (std::int64_t layer = 0; layer <= p.layers; ++layer) {  // the last one is the MTP layer
+            const std::string l = "model.layers." + std::to_string(layer) + ".";
+            t.push_back(norm_weight(l + "input_layernorm.weight", H));
+            add_gqa_attention(t, l, {H, p.heads, p.kv_heads, p.head_dim, 0, true, false}, s.fp8);
+            t.push_back(norm_weight(l + "post_attention_layernorm.weight", H));
+            if (layer < p.first_dense) {
+                add_swiglu(t, l + "mlp.", proj, p.intermediate, H, s.fp8);
+            } else {
+                t.push_back(bf16_tensor(l + "mlp.gate.weight", {p.experts, H}));
+                t.push_back({l + "mlp.gate.e_score_correction_bias", DType::F32, {p.experts}, SynthFill::normal, 0.01});
+                for (std::int64_t e = 0; e < p.experts; ++e)
+                    add_swiglu(t, l + "mlp.experts." + std::to_string(e) + ".", proj, p.expert_intermediate, H, s.fp8);
+                add_swiglu(t, l + "mlp.shared_experts.", proj, p.expert_intermediate, H, s.fp8);
+            }
+            if (layer == p.layers) {
+                t.push_back(norm_weight(l + "enorm.weight", H));
+                t.push_back(norm_weight(l + "hnorm.weight", H));
+                t.push_back(linear_weight(l + "eh_proj.weight", H, 2 * H, s.fp8));
+                t.push_back(norm_weight(l + "shared_head.norm.weight", H));
+            }
+        }
+        t.push_back(norm_weight("model.norm.weight", H));
+        t.push_back(bf16_tensor("lm_head.weight", {tokenizer.vocab_size, H}));
+
+        model.shard_count = s.small ? 5 : 4;
+        model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
+        write_synth_model(model, directory, s.seed);
+    }
+
+private:
+    static json::value config(const Preset& p, const SynthSettings& s, const SynthTokenizer& tokenizer) {
+        json::object c;
+        c["architectures"] = json::array{"Glm4MoeForCausalLM"};
+        c["attention_bias"] = true;
+        c["attention_dropout"] = 0.0;
+        c["eos_token_id"] = tokenizer.eos_token_id;
+        c["first_k_dense_replace"] = p.first_dense;
+        c["head_dim"] = p.head_dim;
+        c["hidden_act"] = "silu";
+        c["hidden_size"] = p.hidden;
+        c["initializer_range"] = 0.02;
+        c["intermediate_size"] = p.intermediate;
+        c["max_position_embeddings"] = 131072;
+        c["model_type"] = "glm4_moe";
+        c["moe_intermediate_size"] = p.expert_intermediate;
+        c["n_group"] = 1;
+        c["n_routed_experts"] = p.experts;
+        c["n_shared_experts"] = 1;
+        c["norm_topk_prob"] = true;
+        c["num_attention_heads"] = p.heads;
+        c["num_experts_per_tok"] = p.top_k;
+        c["num_hidden_layers"] = p.layers;
+        c["num_key_value_heads"] = p.kv_heads;
+        c["num_nextn_predict_layers"] = 1;
+        c["partial_rotary_factor"] = 0.5;
+        if (s.fp8)
+            c["quantization_config"] = json::object{{"activation_scheme", "dynamic"},
+                                                    {"fmt", "e4m3"},
+                                                    {"quant_method", "fp8"},
+                                                    {"weight_block_size", json::array{128, 128}}};
+        c["rms_norm_eps"] = 1e-05;
+        c["rope_scaling"] = nullptr;
+        c["rope_theta"] = 1000000.0;
+        c["routed_scaling_factor"] = 1.0;
+        c["tie_word_embeddings"] = false;
+        c["topk_group"] = 1;
+        c["torch_dtype"] = "bfloat16";
+        c["transformers_version"] = "4.57.1";
+        c["use_cache"] = true;
+        c["use_qk_norm"] = false;
+        c["vocab_size"] = tokenizer.vocab_size;
+        return c;
+    }
+};
+
+}  // namespace
+
+MOEQUANT_PLUGIN("glm4_moe", "0.1.0", MOEQUANT_KIND_ADAPTER, "GLM-4.5 / GLM-4.5-Air family adapter") {
+    registrar.add(std::make_unique<Glm4MoeAdapter>());
+}

@@ -1,0 +1,112 @@
+// `moequant synth --family F --out DIR`: a small random checkpoint in a family's exact on-disk
+// conventions, written by the family's adapter. The folder appears under its final name only
+// when complete.
+
+#include "command.hpp"
+#include "family_selection.hpp"
+#include "global_options.hpp"
+#include "human_format.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/error.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+namespace moequant::cli {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+// "<parent>/.<name>.partial": a sibling, so the final rename stays on one filesystem.
+fs::path staging_folder(const fs::path& out) {
+    return out.parent_path() / ("." + out.filename().string() + ".partial");
+}
+
+void prepare_staging(const fs::path& staging) {
+    std::error_code ec;
+    fs::remove_all(staging, ec);  // a leftover of an interrupted run
+    if (!fs::create_directories(staging, ec) || ec)
+        throw Error(ErrorKind::io, "cannot create the output folder: " + ec.message(),
+                    {.file = staging.string(), .code = "WriteFailed"});
+}
+
+}  // namespace
+
+int run_synth_command(const std::vector<std::string>& args, GlobalOptions globals) {
+    std::string family, preset = "tiny", dtype = "bf16", layout, out;
+    std::int64_t seed = 42;
+    bool overwrite = false, help = false;
+    po::options_description options("Options");
+    options.add_options()
+        ("family", po::value(&family)->value_name("F"), "family adapter id or model_type (e.g. deepseek_v3, kimi_k2, mixtral)")
+        ("preset", po::value(&preset)->value_name("tiny|small")->default_value("tiny"), "model size")
+        ("dtype", po::value(&dtype)->value_name("bf16|fp8")->default_value("bf16"),
+         "weights in BF16, or FP8 E4M3 with 128x128 block scales (weight_scale_inv)")
+        ("layout", po::value(&layout)->value_name("L"),
+         "expert layout where the family has variants: per-expert (default), fused-linear, fused-bmm, mistral-native")
+        ("seed", po::value(&seed)->default_value(42), "random seed (the output is deterministic for a seed)")
+        ("out", po::value(&out)->value_name("DIR"), "output folder (must not exist, unless --overwrite)")
+        ("overwrite", po::bool_switch(&overwrite), "replace an existing output folder")
+        ("help,h", po::bool_switch(&help), "show this help");
+    options.add(global_option_group(globals));
+    parse_command_line(args, options, {});
+    if (help) {
+        print_command_help("moequant synth --family F [--preset tiny|small] [--dtype bf16|fp8] [--seed N] --out DIR",
+                           "Writes a random checkpoint in the family's exact on-disk conventions: config.json\n"
+                           "with the real field names, shards named as the real model names them, an index,\n"
+                           "FP8 block scales (edge blocks included, one scale in another shard than its\n"
+                           "weight), MTP layers, buffers, dense and shared-expert layers, a working\n"
+                           "tokenizer.json. Sizes are small but meet the AMX and GPU kernels' rules.",
+                           options);
+        return 0;
+    }
+    if (family.empty()) throw_usage_error("synth needs --family", {.hint = "moequant synth --help"});
+    if (out.empty()) throw_usage_error("synth needs --out DIR");
+
+    Registry registry;
+    load_plugins(registry, globals);
+    const ModelAdapter* adapter = find_adapter(registry, family);
+    if (!adapter)
+        throw_usage_error("--family '" + family + "' names no installed adapter; installed: " + installed_adapters(registry));
+
+    Options synth_options;
+    auto types = adapter->model_types();
+    synth_options.set("model_type", std::find(types.begin(), types.end(), family) != types.end() ? family : types.front());
+    synth_options.set("preset", preset);
+    synth_options.set("dtype", dtype);
+    synth_options.set("seed", std::to_string(seed));
+    if (!layout.empty()) synth_options.set("layout", layout);
+
+    const fs::path target = fs::absolute(fs::path(out)).lexically_normal();
+    std::error_code ec;
+    if (fs::exists(target, ec) && !overwrite)
+        throw Error(ErrorKind::io, "the output folder already exists", {.file = target.string(), .code = "OutputExists",
+                                                                        .hint = "choose another --out or pass --overwrite"});
+    const fs::path staging = staging_folder(target);
+    prepare_staging(staging);
+    try {
+        adapter->synthesize(staging, synth_options);
+    } catch (...) {
+        fs::remove_all(staging, ec);
+        throw;
+    }
+    if (fs::exists(target, ec)) fs::remove_all(target, ec);
+    fs::rename(staging, target, ec);
+    if (ec)
+        throw Error(ErrorKind::io, "cannot move the finished checkpoint into place: " + ec.message(),
+                    {.file = target.string(), .code = "WriteFailed"});
+
+    Checkpoint written = Checkpoint::open(target);
+    std::uint64_t bytes = 0;
+    for (const auto& s : written.shard_names()) bytes += written.shard(s).file_size();
+    std::cout << "wrote " << target.string() << ": " << adapter->id() << " (" << synth_options.get("model_type").value_or("")
+              << ", " << preset << ", " << dtype << "), " << written.shard_names().size() << " shards, "
+              << with_commas(written.tensor_count()) << " tensors, " << human_bytes(bytes) << "\n";
+    return 0;
+}
+
+}  // namespace moequant::cli

@@ -1,0 +1,29 @@
+// Choosing the model-family adapter for a checkpoint: the best match() score wins, or the
+// user's --family override; otherwise a clear error listing what is installed.
+#pragma once
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/model_config.hpp>
+#include <moequant/plugin_registry.hpp>
+
+#include <string>
+
+namespace moequant::cli {
+
+struct SelectedAdapter {
+    const ModelAdapter* adapter = nullptr;
+    bool overridden = false;  // chosen by --family rather than by match()
+};
+
+// An adapter by id or by one of the model types it owns; nullptr if none.
+const ModelAdapter* find_adapter(const Registry& registry, const std::string& family);
+
+// Throws Error(usage) for an unknown --family and Error(input, code "UnknownFamily") when no
+// adapter recognises the checkpoint.
+SelectedAdapter select_adapter(const Registry& registry, const ModelConfig& config, const Checkpoint& checkpoint,
+                               const std::string& family_override);
+
+// "deepseek_v3 (deepseek_v3, kimi_k2), mixtral (mixtral)" or "none".
+std::string installed_adapters(const Registry& registry);
+
+}  // namespace moequant::cli
