@@ -35,8 +35,8 @@ FamilyRules mixtral_rules() {
 struct Preset {
     std::int64_t hidden, intermediate, layers, experts, top_k, heads, kv_heads, vocab;
 };
-constexpr Preset tiny{256, 256, 2, 4, 2, 4, 2, 512};
-constexpr Preset small{512, 512, 4, 8, 2, 8, 4, 1024};
+constexpr Preset tiny{256, 256, 2, 4, 2, 4, 1, 512};  // one KV head: k/v [64, H] give FP8 edge blocks
+constexpr Preset small{512, 512, 4, 8, 2, 8, 1, 1024};
 
 class MixtralAdapter final : public RuleBasedAdapter {
 public:

@@ -652,6 +652,7 @@ BOOST_AUTO_TEST_CASE(larger_vocabularies_compress_the_training_text) {
     for (std::int64_t vocab_size : {300, 512, 1024}) {
         const LoadedTokenizer loaded = load(make_synth_tokenizer(byte_level_request(vocab_size)));
         const std::vector<std::int64_t> ids = encode_byte_level(loaded, embedded_text());
+        BOOST_TEST_MESSAGE("byte_level_bpe " << vocab_size << ": embedded text in " << ids.size() << " tokens");
         BOOST_TEST(decode_byte_level(loaded, ids) == embedded_text());
         BOOST_TEST(ids.size() < previous);
         previous = ids.size();
@@ -661,6 +662,7 @@ BOOST_AUTO_TEST_CASE(larger_vocabularies_compress_the_training_text) {
     for (std::int64_t vocab_size : {400, 512, 1024}) {
         const LoadedTokenizer loaded = load(make_synth_tokenizer(sentencepiece_request(vocab_size)));
         const std::vector<std::int64_t> ids = encode_sentencepiece(loaded, embedded_text());
+        BOOST_TEST_MESSAGE("sentencepiece_bpe " << vocab_size << ": embedded text in " << ids.size() << " tokens");
         BOOST_TEST(decode_sentencepiece(loaded, ids) == embedded_text());
         BOOST_TEST(ids.size() < previous);
         previous = ids.size();

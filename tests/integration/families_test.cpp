@@ -1,0 +1,319 @@
+// Every family: `moequant synth` then `moequant inspect --json --plan --tensors`, and the plan
+// checked against the family's rules as model-families.md states them — recomputed here from
+// the written config.json, never taken from the adapter's own output.
+
+#include "test_support.hpp"
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <regex>
+#include <set>
+
+using namespace moequant::test;
+namespace json = boost::json;
+
+namespace {
+
+CommandResult run_moequant(std::vector<std::string> args) {
+    args.insert(args.begin(), host_executable().string());
+    return run_command(args);
+}
+
+struct Case {
+    std::string family;   // --family
+    std::string dtype;    // bf16 | fp8
+    std::string layout;   // per-expert | fused-linear | fused-bmm | mistral-native
+    std::string shard_pattern;
+};
+
+// The family's naming of routed experts: where projection p of expert e in layer l lives.
+struct Naming {
+    std::string layer_prefix;                // "model.layers."
+    std::string experts;                     // "mlp.experts"
+    std::array<std::string, 3> projections;  // gate, up, down
+    std::string router;                      // relative to the layer prefix
+};
+
+Naming naming_for(const Case& c) {
+    if (c.family == "mixtral" && c.layout == "mistral-native") return {"layers.", "experts", {"w1", "w3", "w2"}, "gate.weight"};
+    if (c.family == "mixtral" && c.layout == "per-expert")
+        return {"model.layers.", "block_sparse_moe.experts", {"w1", "w3", "w2"}, "block_sparse_moe.gate.weight"};
+    if (c.family == "qwen3_vl_moe")
+        return {"model.language_model.layers.", "mlp.experts", {"gate_proj", "up_proj", "down_proj"}, "mlp.gate.weight"};
+    return {"model.layers.", "mlp.experts", {"gate_proj", "up_proj", "down_proj"}, "mlp.gate.weight"};
+}
+
+// The language model's settings (Qwen3-VL-MoE nests them under text_config).
+const json::object& text_config(const json::object& config) {
+    if (auto* t = config.if_contains("text_config")) return t->as_object();
+    return config;
+}
+
+std::int64_t get(const json::object& o, const char* key) { return o.at(key).to_number<std::int64_t>(); }
+
+// model-families.md §1: which decoder layers carry routed experts.
+std::vector<std::int64_t> expected_moe_layers(const std::string& family, const json::object& cfg) {
+    std::vector<std::int64_t> layers;
+    const std::int64_t n = get(cfg, "num_hidden_layers");
+    for (std::int64_t l = 0; l < n; ++l) {
+        bool moe = true;
+        if (family == "deepseek_v3" || family == "kimi_k2" || family == "glm4_moe") moe = l >= get(cfg, "first_k_dense_replace");
+        if (family == "qwen3_next" || family == "qwen3_moe" || family == "qwen3_vl_moe") {
+            for (const auto& v : cfg.at("mlp_only_layers").as_array())
+                if (v.to_number<std::int64_t>() == l) moe = false;
+            moe = moe && (l + 1) % get(cfg, "decoder_sparse_step") == 0;
+        }
+        if (moe) layers.push_back(l);
+    }
+    return layers;
+}
+
+std::int64_t expected_experts(const std::string& family, const json::object& cfg) {
+    if (family == "mixtral") return get(cfg, "num_local_experts");
+    if (family == "qwen3_next" || family == "qwen3_moe" || family == "qwen3_vl_moe") return get(cfg, "num_experts");
+    return get(cfg, "n_routed_experts");
+}
+
+std::int64_t expected_expert_size(const std::string& family, const json::object& cfg) {
+    return family == "mixtral" ? get(cfg, "intermediate_size") : get(cfg, "moe_intermediate_size");
+}
+
+std::int64_t vocabulary_of(const fs::path& tokenizer_json) {
+    auto doc = json::parse(read_text(tokenizer_json)).as_object();
+    std::set<std::int64_t> ids;
+    for (const auto& kv : doc.at("model").at("vocab").as_object()) ids.insert(kv.value().to_number<std::int64_t>());
+    for (const auto& t : doc.at("added_tokens").as_array()) ids.insert(t.at("id").to_number<std::int64_t>());
+    BOOST_TEST(*ids.rbegin() + 1 == static_cast<std::int64_t>(ids.size()));  // ids 0..V-1, no gaps
+    return static_cast<std::int64_t>(ids.size());
+}
+
+std::vector<std::int64_t> shape_of(const json::value& v) {
+    std::vector<std::int64_t> s;
+    for (const auto& d : v.as_array()) s.push_back(d.to_number<std::int64_t>());
+    return s;
+}
+
+void check_family(const Case& c) {
+    TempDir dir;
+    const fs::path out = dir / "ckpt";
+    auto synth = run_moequant({"synth", "--family", c.family, "--dtype", c.dtype, "--layout", c.layout, "--out", out.string()});
+    BOOST_REQUIRE_MESSAGE(synth.exit_code == 0, synth.err);
+    auto inspected = run_moequant({"inspect", "--json", "--plan", "--tensors", out.string()});
+    BOOST_REQUIRE_MESSAGE(inspected.exit_code == 0, inspected.err);
+    const auto report = json::parse(inspected.out).as_object();
+    const auto& plan = report.at("plan").as_object();
+    const auto config_doc = json::parse(read_text(out / "config.json")).as_object();
+    const auto& cfg = text_config(config_doc);
+    const bool fp8 = c.dtype == "fp8";
+    const Naming naming = naming_for(c);
+    const std::int64_t H = get(cfg, "hidden_size"), I = expected_expert_size(c.family, cfg),
+                       E = expected_experts(c.family, cfg), layers = get(cfg, "num_hidden_layers");
+
+    // Side files, tokenizer size and the shard naming of the real models.
+    for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                          "generation_config.json", "model.safetensors.index.json"})
+        BOOST_TEST(fs::exists(out / f), f);
+    BOOST_TEST(vocabulary_of(out / "tokenizer.json") == get(cfg, "vocab_size"));
+    const auto index = json::parse(read_text(out / "model.safetensors.index.json")).as_object();
+    std::set<std::string> shards;
+    for (const auto& kv : index.at("weight_map").as_object()) shards.insert(std::string(kv.value().as_string()));
+    for (const auto& s : shards) BOOST_TEST(std::regex_match(s, std::regex(c.shard_pattern)), s);
+
+    // Every tensor, with its shape, dtype and role.
+    std::map<std::string, json::object> tensors;
+    for (const auto& t : report.at("tensor_list").as_array()) tensors[std::string(t.at("name").as_string())] = t.as_object();
+    std::map<std::string, std::string> roles;
+    for (const auto& kv : plan.at("tensor_roles").as_object()) roles[std::string(kv.key())] = std::string(kv.value().as_string());
+    BOOST_TEST(roles.size() == tensors.size());
+    auto role = [&](const std::string& name) { return roles.count(name) ? roles[name] : std::string("(absent)"); };
+    auto shape = [&](const std::string& name) {
+        BOOST_REQUIRE_MESSAGE(tensors.count(name), "missing tensor " << name);
+        return shape_of(tensors[name].at("shape"));
+    };
+    auto dtype = [&](const std::string& name) { return std::string(tensors.at(name).at("dtype").as_string()); };
+
+    // The MoE layers, experts and their sources.
+    auto moe_layers = expected_moe_layers(c.family, cfg);
+    BOOST_TEST(shape_of(plan.at("moe_layers")) == moe_layers, boost::test_tools::per_element());
+    BOOST_TEST(get(plan, "num_experts") == E);
+    BOOST_TEST(get(plan, "expert_intermediate_size") == I);
+    BOOST_TEST(get(plan, "hidden_size") == H);
+    const auto& planned = plan.at("layers").as_array();
+    BOOST_REQUIRE(planned.size() == moe_layers.size());
+    std::size_t layer_index = 0;
+    for (std::int64_t l : moe_layers) {
+        const auto& layer = planned[layer_index++].as_object();
+        BOOST_TEST(get(layer, "layer") == l);
+        const auto& experts = layer.at("experts").as_array();
+        BOOST_REQUIRE(static_cast<std::int64_t>(experts.size()) == E);
+        const std::string lp = naming.layer_prefix + std::to_string(l) + ".";
+        BOOST_TEST(role(lp + naming.router) == "router");
+        BOOST_TEST(shape(lp + naming.router) == std::vector<std::int64_t>({E, H}), boost::test_tools::per_element());
+        for (std::int64_t e = 0; e < E; ++e) {
+            const auto& ep = experts[static_cast<std::size_t>(e)].as_object();
+            const char* proj_keys[3] = {"gate", "up", "down"};
+            for (int p = 0; p < 3; ++p) {
+                const auto& src = ep.at(proj_keys[p]).as_object();
+                const std::vector<std::int64_t> matrix = p == 2 ? std::vector<std::int64_t>{H, I} : std::vector<std::int64_t>{I, H};
+                BOOST_TEST(shape_of(src.at("shape")) == matrix, boost::test_tools::per_element());
+                const std::string tensor(src.at("tensor").as_string());
+                if (c.layout == "fused-linear" || c.layout == "fused-bmm" || c.family == "qwen3_vl_moe") {
+                    const bool b = c.layout == "fused-bmm" || c.family == "qwen3_vl_moe";
+                    BOOST_TEST(tensor == lp + "mlp.experts." + (p == 2 ? "down_proj" : "gate_up_proj"));
+                    const auto& slice = src.at("slice").as_object();
+                    BOOST_TEST(get(slice, "expert") == e);
+                    BOOST_TEST(slice.at("transposed").as_bool() == b);
+                    if (p < 2) {
+                        BOOST_TEST(get(slice, "offset") == (p == 0 ? 0 : I));  // gate first, then up
+                        BOOST_TEST(get(slice, "length") == I);
+                        BOOST_TEST(slice.at("along_columns").as_bool() == b);
+                    }
+                    const auto stored = shape(tensor);
+                    const std::vector<std::int64_t> want =
+                        p == 2 ? (b ? std::vector<std::int64_t>{E, I, H} : std::vector<std::int64_t>{E, H, I})
+                               : (b ? std::vector<std::int64_t>{E, H, 2 * I} : std::vector<std::int64_t>{E, 2 * I, H});
+                    BOOST_TEST(stored == want, boost::test_tools::per_element());
+                } else {
+                    BOOST_TEST(tensor == lp + naming.experts + "." + std::to_string(e) + "." + naming.projections[p] + ".weight");
+                    BOOST_TEST(shape(tensor) == matrix, boost::test_tools::per_element());
+                    BOOST_TEST(dtype(tensor) == (fp8 ? "F8_E4M3" : "BF16"));
+                    if (fp8) {
+                        BOOST_TEST(std::string(src.at("scale_tensor").as_string()) == tensor + "_scale_inv");
+                        BOOST_TEST(role(tensor + "_scale_inv") == "routed_expert_scale");
+                    }
+                }
+                BOOST_TEST(role(tensor) == "routed_expert");
+            }
+        }
+    }
+
+    // Dense first layers, shared experts, router bias, MTP, buffers.
+    for (std::int64_t l = 0; l < layers; ++l) {
+        const std::string lp = naming.layer_prefix + std::to_string(l) + ".";
+        const bool moe = std::find(moe_layers.begin(), moe_layers.end(), l) != moe_layers.end();
+        if (!moe) BOOST_TEST(role(lp + "mlp.gate_proj.weight") == "dense_mlp");
+        if (moe && (c.family == "deepseek_v3" || c.family == "kimi_k2" || c.family == "glm4_moe")) {
+            BOOST_TEST(role(lp + "mlp.gate.e_score_correction_bias") == "router_bias");
+            BOOST_TEST(dtype(lp + "mlp.gate.e_score_correction_bias") == "F32");
+            BOOST_TEST(role(lp + "mlp.shared_experts.down_proj.weight") == "shared_expert");
+        }
+        if (c.family == "qwen3_next") {
+            BOOST_TEST(role(lp + "mlp.shared_expert.gate_proj.weight") == "shared_expert");
+            BOOST_TEST(role(lp + "mlp.shared_expert_gate.weight") == "shared_expert_gate");
+            BOOST_TEST(shape(lp + "mlp.shared_expert_gate.weight") == std::vector<std::int64_t>({1, H}), boost::test_tools::per_element());
+            const bool full = (l + 1) % get(cfg, "full_attention_interval") == 0;
+            BOOST_TEST(role(lp + (full ? "self_attn.q_proj.weight" : "linear_attn.in_proj_qkvz.weight")) == "attention");
+        }
+        if (c.family == "kimi_k2") BOOST_TEST(role(lp + "self_attn.rotary_emb.inv_freq") == "skipped_buffer");
+    }
+    std::size_t mtp = 0;
+    for (const auto& [name, r] : roles) {
+        const bool deepseek_mtp = name.rfind(naming.layer_prefix + std::to_string(layers) + ".", 0) == 0;
+        const bool qwen_mtp = name.rfind("mtp.", 0) == 0;
+        if (deepseek_mtp || qwen_mtp) {
+            BOOST_TEST(r == "skipped_mtp", name);
+            ++mtp;
+        }
+        if (c.family != "qwen3_vl_moe") BOOST_TEST(r != "other", name);
+    }
+    const bool has_mtp = c.family == "deepseek_v3" || c.family == "glm4_moe" || c.family == "qwen3_next";
+    BOOST_TEST((mtp > 0) == has_mtp);
+    BOOST_TEST(report.at("plan").at("role_counts").as_object().contains("skipped_mtp") == has_mtp);
+
+    // FP8: every FP8 weight has a scale of ceil(shape / 128); some blocks are partial; some scale
+    // sits in another shard than its weight.
+    if (fp8) {
+        bool edge = false, split = false;
+        for (const auto& [name, t] : tensors) {
+            if (t.at("dtype").as_string() != "F8_E4M3") continue;
+            auto w = shape(name), s = shape(name + "_scale_inv");
+            BOOST_TEST(s == std::vector<std::int64_t>({(w[0] + 127) / 128, (w[1] + 127) / 128}), boost::test_tools::per_element());
+            edge = edge || w[0] % 128 != 0 || w[1] % 128 != 0;
+            split = split || tensors.at(name).at("shard") != tensors.at(name + "_scale_inv").at("shard");
+        }
+        BOOST_TEST(edge);
+        BOOST_TEST((split || shards.size() == 1));  // a single-file checkpoint cannot split a pair
+        BOOST_TEST(shape_of(config_doc.at("quantization_config").at("weight_block_size")) ==
+                   std::vector<std::int64_t>({128, 128}), boost::test_tools::per_element());
+    }
+
+    // Sizes meet the AMX rules with 2 threadpool parts (kt-cpu-format.md §4.2, §5) and the GPU
+    // kernels' (gptq-compressed-tensors.md §8: group 128, N % 64, K % 128).
+    BOOST_TEST(I % 2 == 0);
+    BOOST_TEST((I / 2) % 128 == 0);
+    BOOST_TEST(H % 128 == 0);
+    BOOST_TEST(I % 128 == 0);
+}
+
+const std::vector<Case> cases = {
+    {"deepseek_v3", "fp8", "per-expert", R"(model-\d{5}-of-\d{6}\.safetensors)"},
+    {"deepseek_v3", "bf16", "per-expert", R"(model-\d{5}-of-\d{6}\.safetensors)"},
+    {"kimi_k2", "fp8", "per-expert", R"(model-[1-9]\d*-of-[1-9]\d*\.safetensors)"},
+    {"qwen3_next", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"qwen3_next", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"mixtral", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"mixtral", "bf16", "fused-linear", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"mixtral", "fp8", "mistral-native", R"(consolidated\.safetensors)"},
+    {"qwen3_moe", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"qwen3_moe", "bf16", "fused-bmm", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"qwen3_vl_moe", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"glm4_moe", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(families)
+
+BOOST_AUTO_TEST_CASE(synth_then_inspect_reports_each_familys_plan) {
+    for (const auto& c : cases) BOOST_TEST_CONTEXT(c.family << " " << c.dtype << " " << c.layout) { check_family(c); }
+}
+
+BOOST_AUTO_TEST_CASE(synth_is_deterministic_per_seed) {
+    TempDir dir;
+    const std::pair<const char*, const char*> runs[] = {{"7", "first"}, {"7", "second"}, {"8", "other"}};
+    for (auto [seed, name] : runs) {
+        auto r = run_moequant({"synth", "--family", "glm4_moe", "--dtype", "fp8", "--seed", seed, "--out", (dir / name).string()});
+        BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    }
+    auto files = [&](const fs::path& d) {
+        std::map<std::string, std::string> out;
+        for (const auto& e : fs::directory_iterator(d)) out[e.path().filename().string()] = sha256_file(e.path());
+        return out;
+    };
+    BOOST_TEST((files(dir / "first") == files(dir / "second")));
+    BOOST_TEST((files(dir / "first") != files(dir / "other")));
+}
+
+BOOST_AUTO_TEST_CASE(small_preset_is_larger_and_still_consistent) {
+    TempDir dir;
+    auto r = run_moequant({"synth", "--family", "deepseek_v3", "--preset", "small", "--dtype", "fp8", "--out", (dir / "s").string()});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto inspected = run_moequant({"inspect", "--json", (dir / "s").string()});
+    BOOST_REQUIRE_MESSAGE(inspected.exit_code == 0, inspected.err);
+    auto plan = json::parse(inspected.out).at("plan").as_object();
+    BOOST_TEST(plan.at("num_experts").to_number<int>() == 16);
+    BOOST_TEST(plan.at("moe_layers").as_array().size() == 4u);  // 6 layers, 2 dense
+}
+
+BOOST_AUTO_TEST_CASE(synth_refuses_bad_options_and_existing_output) {
+    TempDir dir;
+    auto unknown = run_moequant({"synth", "--family", "llama", "--out", (dir / "x").string()});
+    BOOST_TEST(unknown.exit_code == 2);
+    BOOST_TEST(unknown.err.find("installed") != std::string::npos);
+    auto preset = run_moequant({"synth", "--family", "mixtral", "--preset", "huge", "--out", (dir / "x").string()});
+    BOOST_TEST(preset.exit_code == 2);
+    BOOST_TEST(preset.err.find("tiny, small") != std::string::npos);
+    auto layout = run_moequant({"synth", "--family", "deepseek_v3", "--layout", "fused-bmm", "--out", (dir / "x").string()});
+    BOOST_TEST(layout.exit_code == 2);
+    BOOST_TEST(!fs::exists(dir / "x"));
+    BOOST_TEST(!fs::exists(dir / ".x.partial"));
+    BOOST_REQUIRE(run_moequant({"synth", "--family", "mixtral", "--out", (dir / "x").string()}).exit_code == 0);
+    auto again = run_moequant({"synth", "--family", "mixtral", "--out", (dir / "x").string()});
+    BOOST_TEST(again.exit_code == 5);
+    BOOST_TEST(again.err.find("--overwrite") != std::string::npos);
+    BOOST_TEST(run_moequant({"synth", "--family", "mixtral", "--overwrite", "--out", (dir / "x").string()}).exit_code == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

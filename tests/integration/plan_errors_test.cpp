@@ -1,0 +1,185 @@
+// Checkpoints that break a family's conventions: each is one clear error naming the tensor or
+// config key, with exit code 3. They are made by synthesizing a good checkpoint and rewriting
+// it with one defect.
+
+#include "test_support.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/sharded_writer.hpp>
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <functional>
+#include <map>
+
+using namespace moequant;
+using namespace moequant::test;
+namespace json = boost::json;
+
+namespace {
+
+CommandResult run_moequant(std::vector<std::string> args) {
+    args.insert(args.begin(), host_executable().string());
+    return run_command(args);
+}
+
+void synth(const fs::path& out, const std::string& family, const std::string& dtype, const std::string& layout = "per-expert") {
+    auto r = run_moequant({"synth", "--family", family, "--dtype", dtype, "--layout", layout, "--out", out.string()});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+}
+
+// A tensor to write instead of (or in addition to) the original: spec plus bytes.
+struct Replacement {
+    TensorSpec spec;
+    std::vector<std::uint8_t> bytes;
+};
+
+// Copies `from` into `to` shard by shard; `edit` may drop a tensor (return false) or replace
+// it. `config_edit` changes config.json.
+void rewrite(const fs::path& from, const fs::path& to,
+             const std::function<bool(const std::string&, std::optional<Replacement>&)>& edit,
+             const std::function<void(json::object&)>& config_edit = {}) {
+    fs::create_directories(to);
+    for (const auto& e : fs::directory_iterator(from))
+        if (e.path().extension() != ".safetensors" && e.path().filename() != "model.safetensors.index.json")
+            fs::copy_file(e.path(), to / e.path().filename());
+    if (config_edit) {
+        auto config = json::parse(read_text(to / "config.json")).as_object();
+        config_edit(config);
+        write_text(to / "config.json", json::serialize(config));
+    }
+    Checkpoint source = Checkpoint::open(from);
+    ShardedSafetensorsWriter out(to);
+    for (const auto& shard_name : source.shard_names()) {
+        const SafetensorsFile& shard = source.shard(shard_name);
+        std::vector<TensorSpec> specs;
+        std::map<std::string, std::vector<std::uint8_t>> data;
+        for (const auto& t : shard.tensors()) {
+            std::optional<Replacement> replacement;
+            if (!edit(t.name, replacement)) continue;
+            if (replacement) {
+                specs.push_back(replacement->spec);
+                data[replacement->spec.name] = replacement->bytes;
+            } else {
+                specs.push_back({t.name, t.dtype, t.shape});
+                auto v = shard.view(t);
+                data[t.name].assign(reinterpret_cast<const std::uint8_t*>(v.data()),
+                                    reinterpret_cast<const std::uint8_t*>(v.data()) + v.size_bytes());
+            }
+        }
+        SafetensorsWriter w = out.open_shard(shard_name, specs);
+        for (const auto& s : specs) w.write(s.name, std::as_bytes(std::span<const std::uint8_t>(data[s.name])));
+        w.finish();
+    }
+    out.write_index();
+}
+
+void expect_plan_error(const fs::path& ckpt, const std::vector<std::string>& parts, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"inspect", ckpt.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = run_moequant(args);
+    BOOST_TEST(r.exit_code == 3, "exit " << r.exit_code << ": " << r.err);
+    BOOST_TEST(r.out.empty());
+    BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+    for (const auto& p : parts) BOOST_TEST(r.err.find(p) != std::string::npos, "missing '" << p << "' in: " << r.err);
+}
+
+const std::string expert0 = "model.layers.1.mlp.experts.0.";
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(plan_errors)
+
+BOOST_AUTO_TEST_CASE(missing_scale_tensor) {
+    TempDir dir;
+    synth(dir / "good", "deepseek_v3", "fp8");
+    rewrite(dir / "good", dir / "bad", [](const std::string& name, auto&) { return name != expert0 + "gate_proj.weight_scale_inv"; });
+    expect_plan_error(dir / "bad", {expert0 + "gate_proj.weight", "scale tensor", "MissingScale"});
+}
+
+BOOST_AUTO_TEST_CASE(scale_with_the_wrong_shape) {
+    TempDir dir;
+    synth(dir / "good", "deepseek_v3", "fp8");
+    rewrite(dir / "good", dir / "bad", [](const std::string& name, std::optional<Replacement>& r) {
+        if (name == expert0 + "down_proj.weight_scale_inv") r = Replacement{{name, DType::F32, {1, 2}}, std::vector<std::uint8_t>(8, 0)};
+        return true;
+    });
+    expect_plan_error(dir / "bad", {expert0 + "down_proj.weight_scale_inv", "[1,2]", "needs [2,2]", "ScaleShapeMismatch"});
+}
+
+BOOST_AUTO_TEST_CASE(missing_expert_tensor) {
+    TempDir dir;
+    synth(dir / "good", "glm4_moe", "bf16");
+    rewrite(dir / "good", dir / "bad", [](const std::string& name, auto&) { return name != "model.layers.2.mlp.experts.5.up_proj.weight"; });
+    expect_plan_error(dir / "bad", {"model.layers.2.mlp.experts.5.up_proj.weight", "MissingTensor", "8 experts"});
+}
+
+BOOST_AUTO_TEST_CASE(config_missing_required_fields) {
+    TempDir dir;
+    synth(dir / "good", "deepseek_v3", "bf16");
+    rewrite(dir / "good", dir / "no_experts", [](const std::string&, auto&) { return true; },
+            [](json::object& c) { c.erase("n_routed_experts"); });
+    expect_plan_error(dir / "no_experts", {"config.json", "n_routed_experts", "InvalidConfig"});
+    rewrite(dir / "good", dir / "no_layers", [](const std::string&, auto&) { return true; },
+            [](json::object& c) { c.erase("num_hidden_layers"); });
+    expect_plan_error(dir / "no_layers", {"num_hidden_layers", "InvalidConfig"});
+}
+
+BOOST_AUTO_TEST_CASE(fp8_without_a_block_size) {
+    TempDir dir;
+    synth(dir / "good", "qwen3_next", "fp8");
+    rewrite(dir / "good", dir / "bad", [](const std::string&, auto&) { return true; },
+            [](json::object& c) { c.erase("quantization_config"); });
+    expect_plan_error(dir / "bad", {"weight_block_size", "MissingBlockSize"});
+}
+
+BOOST_AUTO_TEST_CASE(config_and_tensors_disagree) {
+    TempDir dir;
+    synth(dir / "good", "deepseek_v3", "bf16");
+    rewrite(dir / "good", dir / "size", [](const std::string&, auto&) { return true; },
+            [](json::object& c) { c["moe_intermediate_size"] = 128; });
+    expect_plan_error(dir / "size", {expert0 + "gate_proj.weight", "[256,256]", "implies [128,256]", "ShapeMismatch"});
+    rewrite(dir / "good", dir / "count", [](const std::string&, auto&) { return true; },
+            [](json::object& c) {
+                c["n_routed_experts"] = 4;
+                c["n_group"] = 1;
+            });
+    expect_plan_error(dir / "count", {"expert index 4", "4 experts", "UnexpectedExpert"});
+}
+
+BOOST_AUTO_TEST_CASE(ambiguous_fused_shapes_are_refused) {
+    TempDir dir;
+    synth(dir / "good", "qwen3_moe", "bf16", "fused-bmm");
+    // A gate_up of [E, H, I] holds only one of the two projections: neither layout fits, and
+    // guessing which half is missing would silently mis-split.
+    rewrite(dir / "good", dir / "bad", [](const std::string& name, std::optional<Replacement>& r) {
+        if (name == "model.layers.0.mlp.experts.gate_up_proj")
+            r = Replacement{{name, DType::BF16, {8, 256, 256}}, std::vector<std::uint8_t>(8 * 256 * 256 * 2, 0)};
+        return true;
+    });
+    expect_plan_error(dir / "bad", {"model.layers.0.mlp.experts.gate_up_proj", "neither layout A", "AmbiguousFusedLayout"});
+}
+
+BOOST_AUTO_TEST_CASE(unknown_model_type_lists_the_installed_adapters_and_family_overrides) {
+    TempDir dir;
+    synth(dir / "good", "deepseek_v3", "bf16");
+    rewrite(dir / "good", dir / "odd", [](const std::string&, auto&) { return true; },
+            [](json::object& c) { c["model_type"] = "deepseek_v9_custom"; });
+    expect_plan_error(dir / "odd", {"deepseek_v9_custom", "UnknownFamily", "deepseek_v3 (deepseek_v3, kimi_k2)",
+                                    "mixtral (mixtral)", "--family"});
+    auto overridden = run_moequant({"inspect", "--family", "deepseek_v3", (dir / "odd").string()});
+    BOOST_TEST(overridden.exit_code == 0, overridden.err);
+    BOOST_TEST(overridden.out.find("chosen with --family") != std::string::npos);
+    auto unknown = run_moequant({"inspect", "--family", "gpt_oss", (dir / "odd").string()});
+    BOOST_TEST(unknown.exit_code == 2);
+    BOOST_TEST(unknown.err.find("installed") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(checkpoints_without_config_are_summarised_without_a_plan) {
+    auto r = run_moequant({"inspect", (fixtures_dir() / "safetensors_jl_testdata/sharded").string()});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(r.out.find("family not detected") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
