@@ -21,7 +21,6 @@ function(hash_host out_var)
 endfunction()
 
 set(PREFIX "${WORK_DIR}/prefix")
-set(EXT_BUILD "${WORK_DIR}/external-build")
 file(REMOVE_RECURSE "${WORK_DIR}")
 
 # 1. Install the SDK and the host.
@@ -37,33 +36,52 @@ if(before STREQUAL "")
   message(FATAL_ERROR "sdk test: nothing to hash in ${PREFIX}")
 endif()
 
-# 2. Build the example out of tree, knowing only the install prefix.
+# 2. Build both examples out of tree, knowing only the install prefix.
 set(launcher_arg "")
 if(LAUNCHER)
   set(launcher_arg "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}")
 endif()
-run("configure the example" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples/third_party_quantizer" -B "${EXT_BUILD}"
-    -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${PREFIX}"
-    "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" ${launcher_arg})
-run("build the example" ${CMAKE_COMMAND} --build "${EXT_BUILD}")
-set(module "${EXT_BUILD}/moequant-plugins/moequant-quantizer-example_absmax_int8.so")
-if(NOT EXISTS "${module}")
-  message(FATAL_ERROR "sdk test: the example build did not produce ${module}")
-endif()
+foreach(example third_party_quantizer third_party_adapter)
+  run("configure ${example}" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples/${example}" -B "${WORK_DIR}/${example}"
+      -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${PREFIX}"
+      "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" ${launcher_arg})
+  run("build ${example}" ${CMAKE_COMMAND} --build "${WORK_DIR}/${example}")
+endforeach()
+set(quantizer_dir "${WORK_DIR}/third_party_quantizer/moequant-plugins")
+set(adapter_dir "${WORK_DIR}/third_party_adapter/moequant-plugins")
+foreach(module "${quantizer_dir}/moequant-quantizer-example_absmax_int8.so" "${adapter_dir}/moequant-adapter-example_toy_moe.so")
+  if(NOT EXISTS "${module}")
+    message(FATAL_ERROR "sdk test: the example build did not produce ${module}")
+  endif()
+endforeach()
+set(host ${CMAKE_COMMAND} -E env --unset=MOEQUANT_PLUGIN_PATH "${PREFIX}/bin/moequant")
 
-# 3. The installed host lists it from --plugin-dir ...
-run("list with --plugin-dir" ${CMAKE_COMMAND} -E env --unset=MOEQUANT_PLUGIN_PATH
-    "${PREFIX}/bin/moequant" plugins --no-default-plugins --plugin-dir "${EXT_BUILD}/moequant-plugins")
+# 3. The installed host lists the quantizer from --plugin-dir ...
+run("list with --plugin-dir" ${host} plugins --no-default-plugins --plugin-dir "${quantizer_dir}")
 if(NOT LAST_OUTPUT MATCHES "example_absmax_int8 +quantizer +1\\.0\\.0" OR NOT LAST_OUTPUT MATCHES "example-absmax-int8")
   message(FATAL_ERROR "sdk test: the host did not list the example plugin:\n${LAST_OUTPUT}")
 endif()
 
-# 4. ... and, once the plugin is installed into the prefix, from its own plugin folder.
-run("install the example" ${CMAKE_COMMAND} --install "${EXT_BUILD}" --prefix "${PREFIX}")
-run("list from the plugin folder" ${CMAKE_COMMAND} -E env --unset=MOEQUANT_PLUGIN_PATH
-    "${PREFIX}/bin/moequant" plugins)
-if(NOT LAST_OUTPUT MATCHES "example_absmax_int8" OR NOT LAST_OUTPUT MATCHES "lib/moequant/plugins/moequant-quantizer-example_absmax_int8.so")
-  message(FATAL_ERROR "sdk test: the installed host did not find the installed plugin:\n${LAST_OUTPUT}")
+# ... uses the adapter for a checkpoint of its family (synthesized by the adapter itself) ...
+run("synth a toy_moe checkpoint" ${host} --plugin-dir "${adapter_dir}" synth --family toy_moe --out "${WORK_DIR}/toy")
+run("inspect the toy_moe checkpoint" ${host} --plugin-dir "${adapter_dir}" inspect "${WORK_DIR}/toy")
+if(NOT LAST_OUTPUT MATCHES "family: toy_moe" OR NOT LAST_OUTPUT MATCHES "2 of 2 decoder layers carry routed experts"
+   OR NOT LAST_OUTPUT MATCHES "4 routed experts per layer")
+  message(FATAL_ERROR "sdk test: the host did not plan the toy_moe checkpoint with the example adapter:\n${LAST_OUTPUT}")
+endif()
+
+# 4. ... and, once both are installed into the prefix, finds them in its own plugin folder.
+foreach(example third_party_quantizer third_party_adapter)
+  run("install ${example}" ${CMAKE_COMMAND} --install "${WORK_DIR}/${example}" --prefix "${PREFIX}")
+endforeach()
+run("list from the plugin folder" ${host} plugins)
+if(NOT LAST_OUTPUT MATCHES "lib/moequant/plugins/moequant-quantizer-example_absmax_int8.so"
+   OR NOT LAST_OUTPUT MATCHES "lib/moequant/plugins/moequant-adapter-example_toy_moe.so")
+  message(FATAL_ERROR "sdk test: the installed host did not find the installed plugins:\n${LAST_OUTPUT}")
+endif()
+run("inspect with installed plugins" ${host} inspect "${WORK_DIR}/toy")
+if(NOT LAST_OUTPUT MATCHES "family: toy_moe")
+  message(FATAL_ERROR "sdk test: the installed adapter was not used:\n${LAST_OUTPUT}")
 endif()
 
 # 5. The host was not touched.

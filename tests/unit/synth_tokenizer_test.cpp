@@ -10,12 +10,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -136,8 +138,13 @@ struct LoadedTokenizer {
     std::vector<std::pair<std::string, std::string>> merges;
     std::vector<std::pair<std::int64_t, std::string>> added;  // in file order
     std::map<std::int64_t, std::string> content_of_id;        // model vocab and added tokens
-    std::map<std::pair<std::string, std::string>, std::size_t> rank;
+    // (left id, right id) -> (rank, merged id), for merges whose tokens all exist.
+    std::unordered_map<std::uint64_t, std::pair<std::size_t, std::int64_t>> merge_of_pair;
 };
+
+std::uint64_t pair_key(std::int64_t left, std::int64_t right) {
+    return (static_cast<std::uint64_t>(left) << 32) | static_cast<std::uint64_t>(right);
+}
 
 LoadedTokenizer load(const SynthTokenizer& tokenizer) {
     LoadedTokenizer out;
@@ -155,7 +162,12 @@ LoadedTokenizer load(const SynthTokenizer& tokenizer) {
         BOOST_TEST_REQUIRE((space != std::string::npos && text.find(' ', space + 1) == std::string::npos),
                            "merge '" << text << "' is not 'a b'");
         out.merges.emplace_back(text.substr(0, space), text.substr(space + 1));
-        out.rank.emplace(out.merges.back(), out.merges.size() - 1);
+    }
+    for (std::size_t rank = 0; rank < out.merges.size(); ++rank) {
+        const auto& [left, right] = out.merges[rank];
+        const auto l = out.model_vocab.find(left), r = out.model_vocab.find(right), m = out.model_vocab.find(left + right);
+        if (l != out.model_vocab.end() && r != out.model_vocab.end() && m != out.model_vocab.end())
+            out.merge_of_pair.emplace(pair_key(l->second, r->second), std::pair{rank, m->second});
     }
     for (const json::value& entry : out.root.at("added_tokens").as_array()) {
         const json::object& token = entry.as_object();
@@ -202,29 +214,34 @@ void check_merges(const LoadedTokenizer& loaded, std::int64_t first_merge_id) {
 
 // ---- Reference encoders and decoders
 
-// Textbook BPE: merge the lowest-ranked adjacent pair (all its occurrences, left to right)
-// until no adjacent pair has a rank.
-std::vector<std::string> apply_merges(const LoadedTokenizer& loaded, std::vector<std::string> symbols) {
-    while (symbols.size() > 1) {
+// Textbook BPE on token ids: merge the lowest-ranked adjacent pair (all its occurrences, left
+// to right) until no adjacent pair has a rank.
+std::vector<std::int64_t> apply_merges(const LoadedTokenizer& loaded, std::vector<std::int64_t> ids) {
+    while (ids.size() > 1) {
         std::size_t best_rank = loaded.merges.size();
-        for (std::size_t k = 0; k + 1 < symbols.size(); ++k) {
-            const auto found = loaded.rank.find({symbols[k], symbols[k + 1]});
-            if (found != loaded.rank.end()) best_rank = std::min(best_rank, found->second);
-        }
-        if (best_rank == loaded.merges.size()) break;
-        const auto& [left, right] = loaded.merges[best_rank];
-        std::vector<std::string> next;
-        for (std::size_t k = 0; k < symbols.size(); ++k) {
-            if (k + 1 < symbols.size() && symbols[k] == left && symbols[k + 1] == right) {
-                next.push_back(left + right);
-                ++k;
-            } else {
-                next.push_back(symbols[k]);
+        std::uint64_t best_pair = 0;
+        std::int64_t merged = -1;
+        for (std::size_t k = 0; k + 1 < ids.size(); ++k) {
+            const auto found = loaded.merge_of_pair.find(pair_key(ids[k], ids[k + 1]));
+            if (found != loaded.merge_of_pair.end() && found->second.first < best_rank) {
+                best_rank = found->second.first;
+                best_pair = found->first;
+                merged = found->second.second;
             }
         }
-        symbols = std::move(next);
+        if (merged < 0) break;
+        std::vector<std::int64_t> next;
+        for (std::size_t k = 0; k < ids.size(); ++k) {
+            if (k + 1 < ids.size() && pair_key(ids[k], ids[k + 1]) == best_pair) {
+                next.push_back(merged);
+                ++k;
+            } else {
+                next.push_back(ids[k]);
+            }
+        }
+        ids = std::move(next);
     }
-    return symbols;
+    return ids;
 }
 
 enum class CharClass { letter, number, space, other };
@@ -294,9 +311,10 @@ std::vector<std::int64_t> encode_byte_level(const LoadedTokenizer& loaded, std::
     const std::array<std::string, 256> symbol_of_byte = gpt2_byte_symbols();
     std::vector<std::int64_t> ids;
     for (const std::string& piece : qwen2_pieces(text)) {
-        std::vector<std::string> symbols;
-        for (char c : piece) symbols.push_back(symbol_of_byte[static_cast<unsigned char>(c)]);
-        for (const std::string& token : apply_merges(loaded, symbols)) ids.push_back(loaded.model_vocab.at(token));
+        std::vector<std::int64_t> symbols;
+        for (char c : piece) symbols.push_back(loaded.model_vocab.at(symbol_of_byte[static_cast<unsigned char>(c)]));
+        const std::vector<std::int64_t> merged = apply_merges(loaded, symbols);
+        ids.insert(ids.end(), merged.begin(), merged.end());
     }
     return ids;
 }
@@ -322,16 +340,14 @@ std::string byte_token(unsigned char b) {
 std::vector<std::int64_t> encode_sentencepiece(const LoadedTokenizer& loaded, std::string_view text) {
     std::string normalized = metaspace;
     for (char c : text) normalized += c == ' ' ? metaspace : std::string(1, c);
-    std::vector<std::string> symbols;
+    std::vector<std::int64_t> symbols;
     for (const std::string& character : utf8_characters(normalized)) {
-        if (loaded.model_vocab.contains(character))
-            symbols.push_back(character);
+        if (const auto found = loaded.model_vocab.find(character); found != loaded.model_vocab.end())
+            symbols.push_back(found->second);
         else
-            for (char b : character) symbols.push_back(byte_token(static_cast<unsigned char>(b)));
+            for (char b : character) symbols.push_back(loaded.model_vocab.at(byte_token(static_cast<unsigned char>(b))));
     }
-    std::vector<std::int64_t> ids;
-    for (const std::string& token : apply_merges(loaded, symbols)) ids.push_back(loaded.model_vocab.at(token));
-    return ids;
+    return apply_merges(loaded, symbols);
 }
 
 // The decoder chain: Replace("▁" -> " "), ByteFallback, Fuse, Strip(1 leading space).
