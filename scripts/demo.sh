@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds moequant and shows it working: the plugin registry and `inspect` on the sharded
-# safetensors fixture shipped in ../shared (header-only inspection, index-driven shard lookup).
+# Builds moequant and shows it working on its embedded default: `synth` writes a tiny
+# checkpoint in a real family's on-disk conventions, `inspect` reads it back (headers, detected
+# family, MoE plan). Nothing is downloaded.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 shared=${MOEQUANT_SHARED_DIR:-$root/../shared}
@@ -15,22 +16,27 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
 cmake --build "$build" --parallel "$(nproc)"
 moequant="$build/bin/moequant"
 
-fixture="$shared/fixtures/third_party/safetensors_jl_testdata/sharded"
-if [[ ! -d "$fixture" ]]; then
-  echo "demo: the shared fixtures are not at $shared (set MOEQUANT_SHARED_DIR)" >&2
-  exit 1
-fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/moequant-demo.XXXXXX")
+trap 'rm -rf "$work"' EXIT
 
 run() { echo; echo "\$ moequant $*"; "$moequant" "$@"; }
 run --version
-run plugins --all
-run inspect "$fixture"
-run inspect --top 3 "$shared/fixtures/third_party/safetensors_jl_testdata/non_sharded/model.with_metadata.safetensors"
-echo
-echo "\$ moequant inspect <the 88-byte abuse file>   (must be refused with one clear line)"
-if "$moequant" inspect "$shared/fixtures/third_party/safetensors_cpp_testdata/test/safetensors_abuse_attempt_1.safetensors"; then
-  echo "demo: the abuse file was accepted" >&2
-  exit 1
-else
-  echo "(exit code $?)"
+run plugins
+# The embedded default: a tiny DeepSeek-V3-style checkpoint with FP8 block-scaled experts,
+# synthesized by the deepseek_v3 adapter, then inspected (headers, family, MoE plan).
+run synth --family deepseek_v3 --dtype fp8 --out "$work/deepseek-v3-tiny"
+run inspect --top 5 "$work/deepseek-v3-tiny"
+run synth --family qwen3_next --out "$work/qwen3-next-tiny"
+run inspect --top 3 "$work/qwen3-next-tiny"
+
+fixture="$shared/fixtures/third_party/safetensors_cpp_testdata/test/safetensors_abuse_attempt_1.safetensors"
+if [[ -f "$fixture" ]]; then
+  echo
+  echo "\$ moequant inspect <the 88-byte abuse file of the safetensors project>   (refused with one clear line)"
+  if "$moequant" inspect "$fixture"; then
+    echo "demo: the abuse file was accepted" >&2
+    exit 1
+  else
+    echo "(exit code $?)"
+  fi
 fi
