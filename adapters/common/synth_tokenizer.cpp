@@ -44,19 +44,26 @@ struct CodePoint {
     std::string_view bytes;
 };
 
+// Bytes in the UTF-8 sequence that `lead` starts; 0 for a byte that cannot start one.
+std::size_t sequence_length(unsigned char lead) {
+    if (lead < 0x80) return 1;
+    if (lead >= 0xC2 && lead <= 0xDF) return 2;
+    if (lead >= 0xE0 && lead <= 0xEF) return 3;
+    if (lead >= 0xF0 && lead <= 0xF4) return 4;
+    return 0;
+}
+
 // A malformed byte becomes a code point of its own (value U+FFFD) so that no input byte is lost;
-// the embedded text is valid UTF-8, so this only guards against a bad edit of it.
+// the embedded text is valid UTF-8 (a unit test checks it), so this only guards against a bad
+// edit of it.
 std::vector<CodePoint> code_points(std::string_view text) {
     std::vector<CodePoint> out;
     out.reserve(text.size());
-    std::size_t i = 0;
-    while (i < text.size()) {
+    for (std::size_t i = 0; i < text.size();) {
         const auto lead = static_cast<unsigned char>(text[i]);
-        std::size_t length = lead < 0x80 ? 1 : lead >= 0xF0 && lead < 0xF5 ? 4 : lead >= 0xE0 ? 3
-                                             : lead >= 0xC2                  ? 2
-                                                                             : 0;
-        char32_t value = lead < 0x80 ? lead : lead >= 0xF0 ? lead & 0x07u : lead >= 0xE0 ? lead & 0x0Fu : lead & 0x1Fu;
-        if (length == 0 || i + length > text.size()) length = 0;
+        std::size_t length = sequence_length(lead);
+        if (i + length > text.size()) length = 0;
+        char32_t value = length <= 1 ? lead : lead & (0x7Fu >> length);
         for (std::size_t k = 1; k < length; ++k) {
             const auto next = static_cast<unsigned char>(text[i + k]);
             if ((next & 0xC0u) != 0x80u) {
@@ -68,10 +75,10 @@ std::vector<CodePoint> code_points(std::string_view text) {
         if (length == 0) {
             out.push_back({U'\uFFFD', text.substr(i, 1)});
             ++i;
-            continue;
+        } else {
+            out.push_back({value, text.substr(i, length)});
+            i += length;
         }
-        out.push_back({value, text.substr(i, length)});
-        i += length;
     }
     return out;
 }
@@ -123,9 +130,11 @@ ByteAlphabet make_byte_alphabet() {
 // ---------------------------------------------------------------------------------------------
 // Pre-tokenization for training
 
-// Stand-ins for the regex classes \p{L}, \p{N} and \s: exact for Latin, Greek, Cyrillic, CJK,
-// kana and Hangul letters, ASCII/Latin-1 digits and Unicode White_Space, which covers every
-// character of the embedded text. Anything else counts as "other" (punctuation, symbols, emoji).
+// Stand-ins for the regex classes \p{L}, \p{N} and \s, without a Unicode database: the main
+// blocks of Latin, Greek, Cyrillic, CJK, kana and Hangul letters, ASCII/Latin-1 digits and the
+// White_Space characters. That is right for every character of the embedded text (the split
+// below was compared with a Unicode-aware regex engine on it); anything unknown counts as
+// "other", like punctuation, symbols and emoji.
 bool is_letter(char32_t c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == 0xAA || c == 0xB5 || c == 0xBA ||
            (c >= 0xC0 && c <= 0x24F && c != 0xD7 && c != 0xF7) || (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) ||
@@ -159,7 +168,7 @@ std::size_t qwen2_match_end(const std::vector<CodePoint>& cps, std::size_t i) {
     const auto space = [&](std::size_t k) { return k < n && is_whitespace(cps[k].value); };
     const auto other = [&](std::size_t k) { return k < n && !letter(k) && !number(k) && !space(k); };
 
-    // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+    // (?i:'s|'t|'re|'ve|'m|'ll|'d), with ASCII case folding
     if (at(i) == '\'') {
         for (std::u32string_view suffix : {U"s", U"t", U"re", U"ve", U"m", U"ll", U"d"}) {
             bool matches = true;
@@ -189,10 +198,9 @@ std::size_t qwen2_match_end(const std::vector<CodePoint>& cps, std::size_t i) {
     while (space(run_end)) ++run_end;
     for (std::size_t k = run_end; k > i; --k)
         if (is_line_break(at(k - 1))) return k;
-    // \s+(?!\S): the whole run at the end of the text, else all but its last character.
-    if (run_end == n || run_end - i >= 2) return run_end == n ? run_end : run_end - 1;
-    // \s+
-    return run_end;
+    if (run_end == n) return run_end;          // \s+(?!\S) at the end of the text
+    if (run_end - i >= 2) return run_end - 1;  // \s+(?!\S) leaves the last space to the next piece
+    return run_end;                            // \s+
 }
 
 // Splits `text` as the Split pre-tokenizer (qwen2_split_regex, Isolated) does. std::regex has
@@ -254,66 +262,94 @@ struct WeightedWord {
     std::int64_t count = 0;
 };
 
+// Merges every occurrence of (left, right) in `symbols`, left to right; false if there is none.
+bool merge_pair(std::vector<std::int32_t>& symbols, std::int32_t left, std::int32_t right, std::int32_t merged) {
+    std::size_t out = 0;
+    for (std::size_t k = 0; k < symbols.size();) {
+        if (k + 1 < symbols.size() && symbols[k] == left && symbols[k + 1] == right) {
+            symbols[out++] = merged;
+            k += 2;
+        } else {
+            symbols[out++] = symbols[k++];
+        }
+    }
+    const bool changed = out != symbols.size();
+    symbols.resize(out);
+    return changed;
+}
+
 // Greedy BPE training. Each round merges the most frequent adjacent pair, counted over the words
 // with their weights; ties go to the pair whose (left, right) strings are bytewise smallest. A
 // pair whose concatenation is already a token (a base symbol, an earlier result, or one of
 // `reserved`) is never chosen, so every merge adds exactly one token and ids stay dense. Stops
 // after `wanted` merges or when no pair is left (then fewer are returned).
+//
+// Pair counts are kept up to date incrementally (only the words holding the merged pair are
+// recounted), so training to exhaustion, which every "too large" request does, stays fast.
 std::vector<Merge> train_bpe(std::vector<std::string> symbols, std::vector<WeightedWord> words,
                              std::size_t wanted, const std::set<std::string>& reserved) {
     std::unordered_set<std::string> taken(symbols.begin(), symbols.end());
     taken.insert(reserved.begin(), reserved.end());
-    const auto pair_key = [](std::int32_t a, std::int32_t b) {
-        return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+    const auto pair_key = [](std::int32_t left, std::int32_t right) {
+        return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) | static_cast<std::uint32_t>(right);
     };
 
+    struct Candidate {
+        std::int64_t count;
+        std::int32_t left, right;
+    };
+    // Best first: larger count, then bytewise smaller (left, right). Token strings are unique,
+    // so this is a strict total order over distinct pairs.
+    const auto better = [&symbols](const Candidate& a, const Candidate& b) {
+        if (a.count != b.count) return a.count > b.count;
+        return std::tie(symbols[a.left], symbols[a.right]) < std::tie(symbols[b.left], symbols[b.right]);
+    };
+    std::set<Candidate, decltype(better)> candidates(better);
+    std::unordered_map<std::uint64_t, std::int64_t> counts;
+    std::unordered_map<std::uint64_t, std::vector<std::size_t>> words_with;  // may hold stale entries
+    std::unordered_set<std::uint64_t> excluded;  // pairs whose concatenation is already a token
+
+    const auto count_pairs = [&](std::size_t word_index, std::int64_t sign) {
+        const WeightedWord& word = words[word_index];
+        for (std::size_t k = 0; k + 1 < word.symbols.size(); ++k) {
+            const std::int32_t left = word.symbols[k], right = word.symbols[k + 1];
+            const std::uint64_t key = pair_key(left, right);
+            if (excluded.contains(key)) continue;
+            std::int64_t& count = counts[key];
+            if (count > 0) candidates.erase({count, left, right});
+            count += sign * word.count;
+            if (count > 0) candidates.insert({count, left, right});
+            if (sign > 0) words_with[key].push_back(word_index);
+        }
+    };
+    for (std::size_t w = 0; w < words.size(); ++w) count_pairs(w, +1);
+
     std::vector<Merge> merges;
-    std::unordered_map<std::uint64_t, std::int64_t> pair_counts;
-    while (merges.size() < wanted) {
-        // Recounting from scratch each round is cheap at this size (a few thousand symbols).
-        pair_counts.clear();
-        for (const WeightedWord& word : words)
-            for (std::size_t k = 0; k + 1 < word.symbols.size(); ++k)
-                pair_counts[pair_key(word.symbols[k], word.symbols[k + 1])] += word.count;
-
-        bool found = false;
-        std::int32_t best_left = 0, best_right = 0;
-        std::int64_t best_count = 0;
-        for (const auto& [key, count] : pair_counts) {
-            const auto left = static_cast<std::int32_t>(key >> 32);
-            const auto right = static_cast<std::int32_t>(key & 0xFFFFFFFFu);
-            if (found) {
-                if (count < best_count) continue;
-                if (count == best_count &&
-                    std::tie(symbols[left], symbols[right]) > std::tie(symbols[best_left], symbols[best_right]))
-                    continue;
-            }
-            if (taken.contains(symbols[left] + symbols[right])) continue;
-            found = true;
-            best_left = left;
-            best_right = right;
-            best_count = count;
+    while (merges.size() < wanted && !candidates.empty()) {
+        const Candidate best = *candidates.begin();
+        const std::uint64_t key = pair_key(best.left, best.right);
+        std::string joined = symbols[best.left] + symbols[best.right];
+        if (taken.contains(joined)) {
+            candidates.erase(candidates.begin());
+            excluded.insert(key);
+            continue;
         }
-        if (!found) break;
-
         const auto merged = static_cast<std::int32_t>(symbols.size());
-        symbols.push_back(symbols[best_left] + symbols[best_right]);
-        taken.insert(symbols.back());
-        merges.push_back({symbols[best_left], symbols[best_right]});
-        for (WeightedWord& word : words) {
-            std::vector<std::int32_t>& s = word.symbols;
-            std::size_t out = 0;
-            for (std::size_t k = 0; k < s.size();) {
-                if (k + 1 < s.size() && s[k] == best_left && s[k + 1] == best_right) {
-                    s[out++] = merged;
-                    k += 2;
-                } else {
-                    s[out++] = s[k++];
-                }
-            }
-            s.resize(out);
+        merges.push_back({symbols[best.left], symbols[best.right]});
+        taken.insert(joined);
+        symbols.push_back(std::move(joined));
+
+        std::vector<std::size_t> affected = std::move(words_with[key]);
+        words_with.erase(key);
+        std::sort(affected.begin(), affected.end());
+        affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
+        for (std::size_t w : affected) {
+            std::vector<std::int32_t> after = words[w].symbols;
+            if (!merge_pair(after, best.left, best.right, merged)) continue;
+            count_pairs(w, -1);
+            words[w].symbols = std::move(after);
+            count_pairs(w, +1);
         }
-        std::erase_if(words, [](const WeightedWord& w) { return w.symbols.size() < 2; });
     }
     return merges;
 }
@@ -470,6 +506,8 @@ json::object bpe_model(const std::vector<std::string>& vocab, const std::vector<
     json::object vocab_json;
     vocab_json.reserve(vocab.size());
     for (std::size_t id = 0; id < vocab.size(); ++id) vocab_json.emplace(vocab[id], static_cast<std::int64_t>(id));
+    // The "left right" string form, which every tokenizers version reads; no token holds a
+    // ' ' (spaces are "Ġ" or "▁" here), so it is unambiguous.
     json::array merges_json;
     merges_json.reserve(merges.size());
     for (const Merge& merge : merges) merges_json.emplace_back(merge.left + " " + merge.right);
