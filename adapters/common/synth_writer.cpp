@@ -177,6 +177,13 @@ void pretty(const json::value& v, std::string& out, int indent) {
 
 }  // namespace
 
+json::value fp8_quantization_config() {
+    return json::object{{"activation_scheme", "dynamic"},
+                        {"fmt", "e4m3"},
+                        {"quant_method", "fp8"},
+                        {"weight_block_size", json::array{128, 128}}};
+}
+
 std::string pretty_json(const json::value& value) {
     std::string out;
     pretty(value, out, 0);

@@ -76,6 +76,9 @@ std::string padded_shard_name(std::size_t number, std::size_t count, int number_
 // "model-1-of-61.safetensors" (Kimi-K2).
 std::string unpadded_shard_name(std::size_t number, std::size_t count);
 
+// The quantization_config of DeepSeek-style FP8 checkpoints (model-families.md §4.2).
+boost::json::value fp8_quantization_config();
+
 // JSON text indented by two spaces, keys in insertion order (as transformers writes configs).
 std::string pretty_json(const boost::json::value& value);
 

@@ -152,10 +152,7 @@ private:
         c["qk_nope_head_dim"] = p.qk_nope;
         c["qk_rope_head_dim"] = p.qk_rope;
         if (s.fp8)
-            c["quantization_config"] = json::object{{"activation_scheme", "dynamic"},
-                                                    {"fmt", "e4m3"},
-                                                    {"quant_method", "fp8"},
-                                                    {"weight_block_size", json::array{128, 128}}};
+            c["quantization_config"] = fp8_quantization_config();
         c["rms_norm_eps"] = 1e-06;
         c["rope_scaling"] = json::object{{"beta_fast", kimi ? 1.0 : 32.0},
                                          {"beta_slow", 1.0},

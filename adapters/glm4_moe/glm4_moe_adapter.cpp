@@ -114,10 +114,7 @@ private:
         c["num_nextn_predict_layers"] = 1;
         c["partial_rotary_factor"] = 0.5;
         if (s.fp8)
-            c["quantization_config"] = json::object{{"activation_scheme", "dynamic"},
-                                                    {"fmt", "e4m3"},
-                                                    {"quant_method", "fp8"},
-                                                    {"weight_block_size", json::array{128, 128}}};
+            c["quantization_config"] = fp8_quantization_config();
         c["rms_norm_eps"] = 1e-05;
         c["rope_scaling"] = nullptr;
         c["rope_theta"] = 1000000.0;

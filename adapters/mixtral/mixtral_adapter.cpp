@@ -120,10 +120,7 @@ private:
         c["num_local_experts"] = p.experts;
         c["output_router_logits"] = false;
         if (s.fp8)
-            c["quantization_config"] = json::object{{"activation_scheme", "dynamic"},
-                                                    {"fmt", "e4m3"},
-                                                    {"quant_method", "fp8"},
-                                                    {"weight_block_size", json::array{128, 128}}};
+            c["quantization_config"] = fp8_quantization_config();
         c["rms_norm_eps"] = 1e-05;
         c["rope_theta"] = 1000000.0;
         c["router_aux_loss_coef"] = 0.02;

@@ -114,10 +114,7 @@ private:
         c["num_key_value_heads"] = p.kv_heads;
         c["output_router_logits"] = false;
         if (s.fp8)
-            c["quantization_config"] = json::object{{"activation_scheme", "dynamic"},
-                                                    {"fmt", "e4m3"},
-                                                    {"quant_method", "fp8"},
-                                                    {"weight_block_size", json::array{128, 128}}};
+            c["quantization_config"] = fp8_quantization_config();
         c["rms_norm_eps"] = 1e-06;
         c["rope_theta"] = 1000000.0;
         c["router_aux_loss_coef"] = 0.001;

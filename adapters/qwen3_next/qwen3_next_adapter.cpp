@@ -132,10 +132,7 @@ private:
         c["output_router_logits"] = false;
         c["partial_rotary_factor"] = 0.25;
         if (s.fp8)
-            c["quantization_config"] = json::object{{"activation_scheme", "dynamic"},
-                                                    {"fmt", "e4m3"},
-                                                    {"quant_method", "fp8"},
-                                                    {"weight_block_size", json::array{128, 128}}};
+            c["quantization_config"] = fp8_quantization_config();
         c["rms_norm_eps"] = 1e-06;
         c["rope_scaling"] = nullptr;
         c["rope_theta"] = 10000000.0;

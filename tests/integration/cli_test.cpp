@@ -12,11 +12,6 @@ using namespace moequant::test;
 
 namespace {
 
-CommandResult run_moequant(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
-    args.insert(args.begin(), host_executable().string());
-    return run_command(args, env);
-}
-
 std::string fixture_plugin(const std::string& variant) {
     return (fs::path(MOEQUANT_TEST_PLUGIN_DIR) / ("moequant-quantizer-fixture_" + variant + ".so")).string();
 }

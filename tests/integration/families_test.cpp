@@ -16,11 +16,6 @@ namespace json = boost::json;
 
 namespace {
 
-CommandResult run_moequant(std::vector<std::string> args) {
-    args.insert(args.begin(), host_executable().string());
-    return run_command(args);
-}
-
 struct Case {
     std::string family;   // --family
     std::string dtype;    // bf16 | fp8

@@ -19,11 +19,6 @@ namespace json = boost::json;
 
 namespace {
 
-CommandResult run_moequant(std::vector<std::string> args) {
-    args.insert(args.begin(), host_executable().string());
-    return run_command(args);
-}
-
 void synth(const fs::path& out, const std::string& family, const std::string& dtype, const std::string& layout = "per-expert") {
     auto r = run_moequant({"synth", "--family", family, "--dtype", dtype, "--layout", layout, "--out", out.string()});
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);

@@ -135,6 +135,11 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::vecto
     return result;
 }
 
+CommandResult run_moequant(std::vector<std::string> args, const std::vector<std::string>& env) {
+    args.insert(args.begin(), host_executable().string());
+    return run_command(args, env);
+}
+
 std::string sha256_file(const fs::path& file) {
     auto r = run_command({"/usr/bin/sha256sum", file.string()});
     if (r.exit_code != 0) throw std::runtime_error("sha256sum failed for " + file.string());

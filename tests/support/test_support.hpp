@@ -54,6 +54,9 @@ CommandResult run_command(const std::vector<std::string>& argv,
 // The moequant host of this build.
 fs::path host_executable();
 
+// Runs the host with `args` (and extra environment entries).
+CommandResult run_moequant(std::vector<std::string> args, const std::vector<std::string>& env = {});
+
 // SHA-256 of a file, lowercase hex.
 std::string sha256_file(const fs::path& file);
 
