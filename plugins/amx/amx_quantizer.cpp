@@ -1,0 +1,128 @@
+#include "amx_quantizer.hpp"
+
+#include "row_kernels.hpp"
+
+#include <moequant/dtype_convert.hpp>
+#include <moequant/error.hpp>
+#include <moequant/parallel.hpp>
+
+#include <bit>
+#include <cstring>
+#include <vector>
+
+namespace moequant::amx {
+namespace {
+
+// fl32(1/127): kt-kernel divides by 127 but is built with -ffast-math, which turns the
+// division into this multiplication (kt-cpu-format.md §3.1).
+constexpr std::uint32_t one_over_127_bits = 0x3C010204u;
+
+float row_scale(Method m, float amax) noexcept {
+    if (m == Method::int8) return amax * std::bit_cast<float>(one_over_127_bits);
+    return static_cast<float>(static_cast<double>(amax) / 112.0);  // correctly rounded for every BF16 amax
+}
+
+// Places a row's packed tile rows (64 bytes per tile, in column order) into the layout.
+void scatter_row(Method m, std::int64_t n, std::int64_t k, std::int64_t r, const std::uint8_t* row_bytes,
+                 std::uint8_t* codes) {
+    const std::int64_t tiles = k / constants(m).tile_k;
+    for (std::int64_t t = 0; t < tiles; ++t) {
+        const std::int64_t base = tile_word_offset(m, n, k, r, t, 0);
+        const std::uint8_t* src = row_bytes + t * 64;
+        for (std::int64_t g = 0; g < 16; ++g) std::memcpy(codes + base + g * 64, src + g * 4, 4);
+    }
+}
+
+}  // namespace
+
+std::string_view AmxQuantizer::id() const { return method_ == Method::int8 ? "amx-int8" : "amx-int4"; }
+
+std::string_view AmxQuantizer::description() const {
+    return method_ == Method::int8 ? "kt-kernel AMXINT8: per-row symmetric INT8 in the AMX tile layout"
+                                   : "kt-kernel AMXINT4: per-row symmetric INT4 (amax/112) in the AMX tile layout";
+}
+
+QuantizedTensor AmxQuantizer::quantize(const TensorView& weight, const Options&) const {
+    if (weight.shape.size() != 2)
+        throw Error(ErrorKind::input, "expected a 2-D weight, got shape " + shape_to_string(weight.shape),
+                    {.code = "ShapeMismatch"});
+    const std::int64_t n = weight.shape[0], k = weight.shape[1];
+    if (auto problem = shape_problem(method_, n, k); !problem.empty())
+        throw Error(ErrorKind::input, problem, {.code = "UnpackableShape"});
+
+    // BF16 input is used in place; other float types are rounded to BF16 first.
+    std::vector<std::uint16_t> converted;
+    const std::byte* source = weight.data();
+    if (weight.dtype != DType::BF16) {
+        converted.resize(static_cast<std::size_t>(n * k));
+        decode_to_bf16(weight, converted);
+        source = reinterpret_cast<const std::byte*>(converted.data());
+    }
+
+    QuantizedTensor out;
+    out.method = method_ == Method::int8 ? "AMXINT8" : "AMXINT4";
+    Tensor codes(DType::I8, {code_bytes(method_, n, k)});
+    Tensor scales(DType::F32, {n});
+    const RowKernels& kernels = row_kernels(active_isa());
+    auto* code_ptr = codes.data_as<std::uint8_t>();
+    auto* scale_ptr = scales.data_as<float>();
+    const std::int64_t row_bytes = method_ == Method::int8 ? k : k / 2;
+    const std::int64_t n_block = constants(method_).n_block;
+    // N-blocks are independent (their own code range and scales): quantize them in parallel.
+    const auto blocks = static_cast<std::size_t>((n + n_block - 1) / n_block);
+    parallel_for(0, blocks, 1, [&](std::size_t first, std::size_t last) {
+        std::vector<std::uint8_t> row_buffer(static_cast<std::size_t>(row_bytes));
+        for (std::size_t b = first; b < last; ++b)
+            for (std::int64_t r = static_cast<std::int64_t>(b) * n_block;
+                 r < std::min(n, static_cast<std::int64_t>(b + 1) * n_block); ++r) {
+                const std::byte* row = source + 2 * r * k;
+                const float d = row_scale(method_, kernels.amax(row, static_cast<std::size_t>(k)));
+                const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+                scale_ptr[r] = d;
+                if (method_ == Method::int8)
+                    kernels.quantize_int8(row, static_cast<std::size_t>(k), inv,
+                                          reinterpret_cast<std::int8_t*>(row_buffer.data()));
+                else
+                    kernels.quantize_int4(row, static_cast<std::size_t>(k), inv, row_buffer.data());
+                scatter_row(method_, n, k, r, row_buffer.data(), code_ptr);
+            }
+    });
+    out.parts.emplace_back("weight", std::move(codes));
+    out.parts.emplace_back("scale", std::move(scales));
+    return out;
+}
+
+Tensor AmxQuantizer::dequantize(const QuantizedTensor& quantized, const Shape& shape) const {
+    const Tensor* codes = quantized.part("weight");
+    const Tensor* scales = quantized.part("scale");
+    if (shape.size() != 2 || !codes || !scales)
+        throw Error(ErrorKind::input, "not an AMX quantized tensor (needs 'weight' and 'scale' parts and a 2-D shape)");
+    const std::int64_t n = shape[0], k = shape[1];
+    if (auto problem = shape_problem(method_, n, k); !problem.empty()) throw Error(ErrorKind::input, problem);
+    if (codes->size_bytes() != static_cast<std::size_t>(code_bytes(method_, n, k)) ||
+        scales->size_bytes() != static_cast<std::size_t>(4 * n))
+        throw Error(ErrorKind::input, "part sizes do not match shape " + shape_to_string(shape), {.code = "SizeMismatch"});
+    Tensor out(DType::F32, shape);
+    auto* values = out.data_as<float>();
+    const auto* c = codes->data_as<std::uint8_t>();
+    const auto* d = scales->data_as<float>();
+    const std::int64_t tile_k = constants(method_).tile_k;
+    for (std::int64_t r = 0; r < n; ++r)
+        for (std::int64_t t = 0; t < k / tile_k; ++t)
+            for (std::int64_t g = 0; g < 16; ++g) {
+                const std::uint8_t* word = c + tile_word_offset(method_, n, k, r, t, g);
+                for (std::int64_t b = 0; b < 4; ++b) {
+                    const std::int64_t j = g * 4 + b;  // byte within the row's 64-byte tile row
+                    if (method_ == Method::int8) {
+                        values[r * k + t * 64 + j] = static_cast<float>(static_cast<std::int8_t>(word[b])) * d[r];
+                    } else {
+                        auto nibble = [](int v) { return v >= 8 ? v - 16 : v; };
+                        values[r * k + t * 128 + j] = static_cast<float>(nibble(word[b] & 0xF) * 16) * d[r];
+                        values[r * k + t * 128 + 64 + j] = static_cast<float>(nibble(word[b] >> 4) * 16) * d[r];
+                    }
+                }
+            }
+    return out;
+}
+
+}  // namespace moequant::amx

@@ -1,0 +1,30 @@
+// The AMX quantizers `amx-int8` (kt-kernel AMXINT8) and `amx-int4` (AMXINT4): per-row
+// symmetric scales and kt-kernel's tile layout, byte for byte (kt-cpu-format.md §3–§4).
+#pragma once
+
+#include "amx_layout.hpp"
+
+#include <moequant/quantizer.hpp>
+
+namespace moequant::amx {
+
+class AmxQuantizer final : public Quantizer {
+public:
+    explicit AmxQuantizer(Method method) : method_(method) {}
+
+    std::string_view id() const override;
+    std::string_view description() const override;
+
+    // weight: [n, k] BF16 (F16 and F32 are first rounded to BF16, as the reference converter
+    // does). Returns parts "weight" (I8, 1-D, the code bytes of the `_quant_` file) and "scale"
+    // (F32, 1-D, n row scales). Rows are quantized in parallel; the bytes do not depend on it.
+    QuantizedTensor quantize(const TensorView& weight, const Options& options) const override;
+
+    // Unpacks the codes and returns q*d (INT8) or q*16*d (INT4) as F32 [n, k].
+    Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override;
+
+private:
+    Method method_;
+};
+
+}  // namespace moequant::amx

@@ -1,0 +1,30 @@
+// Per-row arithmetic of the AMX quantizers (kt-cpu-format.md §3), in a scalar and vector
+// versions chosen at run time; every version produces the same bytes.
+#pragma once
+
+#include <moequant/cpu_isa.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace moequant::amx {
+
+struct RowKernels {
+    // max |x| over the k BF16 values of a row (exact). `row` may be unaligned.
+    float (*amax)(const std::byte* row, std::size_t k) noexcept;
+    // INT8 codes in column order: clamp(rne(fl32(x * inv)), -128, 127), with x86 conversion
+    // semantics (values out of int32 range, and NaN, become -128).
+    void (*quantize_int8)(const std::byte* row, std::size_t k, float inv, std::int8_t* codes) noexcept;
+    // INT4 in tile order: t as for INT8, rounded to a multiple of 16 with ties away from zero,
+    // q = t / 16 in [-8, 7]; byte j of 128-column tile T holds column T*128 + j in its low
+    // nibble and column T*128 + 64 + j in its high nibble (k/2 bytes in all).
+    void (*quantize_int4)(const std::byte* row, std::size_t k, float inv, std::uint8_t* bytes) noexcept;
+};
+
+const RowKernels& row_kernels(Isa isa) noexcept;
+
+// Defined in row_kernels_scalar.cpp / row_kernels_avx2.cpp (the latter compiled with AVX2 flags).
+extern const RowKernels scalar_row_kernels;
+extern const RowKernels avx2_row_kernels;
+
+}  // namespace moequant::amx
