@@ -27,7 +27,11 @@ std::string shape_to_string(const Shape& shape) {
 
 void Tensor::AlignedFree::operator()(std::byte* p) const noexcept { std::free(p); }
 
-Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+Tensor::Tensor(DType dtype, Shape shape) : Tensor(dtype, std::move(shape), true) {}
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) { return Tensor(dtype, std::move(shape), false); }
+
+Tensor::Tensor(DType dtype, Shape shape, bool zero) : dtype_(dtype), shape_(std::move(shape)) {
     auto elements = shape_elements(shape_);
     auto bytes = elements ? dtype_byte_size(dtype_, *elements) : std::nullopt;
     if (!bytes)
@@ -39,7 +43,8 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
     if (padded == 0) padded = alignment;
     auto* p = static_cast<std::byte*>(std::aligned_alloc(alignment, padded));
     if (!p) throw std::bad_alloc();
-    std::memset(p, 0, padded);
+    if (zero) std::memset(p, 0, padded);
+    else if (padded > size_) std::memset(p + size_, 0, padded - size_);  // keep the padding defined
     data_.reset(p);
 }
 

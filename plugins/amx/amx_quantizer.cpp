@@ -22,16 +22,7 @@ float row_scale(Method m, float amax) noexcept {
     return static_cast<float>(static_cast<double>(amax) / 112.0);  // correctly rounded for every BF16 amax
 }
 
-// Places a row's packed tile rows (64 bytes per tile, in column order) into the layout.
-void scatter_row(Method m, std::int64_t n, std::int64_t k, std::int64_t r, const std::uint8_t* row_bytes,
-                 std::uint8_t* codes) {
-    const std::int64_t tiles = k / constants(m).tile_k;
-    for (std::int64_t t = 0; t < tiles; ++t) {
-        const std::int64_t base = tile_word_offset(m, n, k, r, t, 0);
-        const std::uint8_t* src = row_bytes + t * 64;
-        for (std::int64_t g = 0; g < 16; ++g) std::memcpy(codes + base + g * 64, src + g * 4, 4);
-    }
-}
+constexpr std::int64_t panel_rows = 16;  // a tile is two panels of 16 rows
 
 }  // namespace
 
@@ -61,31 +52,39 @@ QuantizedTensor AmxQuantizer::quantize(const TensorView& weight, const Options&)
 
     QuantizedTensor out;
     out.method = method_ == Method::int8 ? "AMXINT8" : "AMXINT4";
-    Tensor codes(DType::I8, {code_bytes(method_, n, k)});
+    Tensor codes = Tensor::uninitialized(DType::I8, {code_bytes(method_, n, k)});  // every byte is written below
     Tensor scales(DType::F32, {n});
     const RowKernels& kernels = row_kernels(active_isa());
     auto* code_ptr = codes.data_as<std::uint8_t>();
     auto* scale_ptr = scales.data_as<float>();
     const std::int64_t row_bytes = method_ == Method::int8 ? k : k / 2;
+    const std::int64_t tiles = k / constants(method_).tile_k;
     const std::int64_t n_block = constants(method_).n_block;
     // N-blocks are independent (their own code range and scales): quantize them in parallel.
+    // Within a block, 16 rows at a time are quantized into a small buffer and each of their
+    // 64-byte tile rows is transposed into place as one 1024-byte panel.
     const auto blocks = static_cast<std::size_t>((n + n_block - 1) / n_block);
     parallel_for(0, blocks, 1, [&](std::size_t first, std::size_t last) {
-        std::vector<std::uint8_t> row_buffer(static_cast<std::size_t>(row_bytes));
-        for (std::size_t b = first; b < last; ++b)
-            for (std::int64_t r = static_cast<std::int64_t>(b) * n_block;
-                 r < std::min(n, static_cast<std::int64_t>(b + 1) * n_block); ++r) {
+        std::vector<std::uint8_t> panel(static_cast<std::size_t>(panel_rows * row_bytes));
+        for (std::int64_t r0 = static_cast<std::int64_t>(first) * n_block;
+             r0 < std::min(n, static_cast<std::int64_t>(last) * n_block); r0 += panel_rows) {
+            for (std::int64_t i = 0; i < panel_rows; ++i) {
+                const std::int64_t r = r0 + i;
                 const std::byte* row = source + 2 * r * k;
                 const float d = row_scale(method_, kernels.amax(row, static_cast<std::size_t>(k)));
                 const float inv = d != 0.0f ? 1.0f / d : 0.0f;
                 scale_ptr[r] = d;
+                std::uint8_t* dst = panel.data() + i * row_bytes;
                 if (method_ == Method::int8)
-                    kernels.quantize_int8(row, static_cast<std::size_t>(k), inv,
-                                          reinterpret_cast<std::int8_t*>(row_buffer.data()));
+                    kernels.quantize_int8(row, static_cast<std::size_t>(k), inv, reinterpret_cast<std::int8_t*>(dst));
                 else
-                    kernels.quantize_int4(row, static_cast<std::size_t>(k), inv, row_buffer.data());
-                scatter_row(method_, n, k, r, row_buffer.data(), code_ptr);
+                    kernels.quantize_int4(row, static_cast<std::size_t>(k), inv, dst);
             }
+            for (std::int64_t t = 0; t < tiles; ++t)
+                kernels.transpose_panel(panel.data() + t * 64, static_cast<std::size_t>(row_bytes),
+                                        code_ptr + tile_word_offset(method_, n, k, r0, t, 0));
+        }
+        kernels.finish_panels();
     });
     out.parts.emplace_back("weight", std::move(codes));
     out.parts.emplace_back("scale", std::move(scales));

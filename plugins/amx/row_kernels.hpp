@@ -10,7 +10,8 @@
 namespace moequant::amx {
 
 struct RowKernels {
-    // max |x| over the k BF16 values of a row (exact). `row` may be unaligned.
+    // max |x| over the k BF16 values of a row (exact), taken on the 15 magnitude bits, which
+    // order like the values do. `row` may be unaligned.
     float (*amax)(const std::byte* row, std::size_t k) noexcept;
     // INT8 codes in column order: clamp(rne(fl32(x * inv)), -128, 127), with x86 conversion
     // semantics (values out of int32 range, and NaN, become -128).
@@ -19,6 +20,13 @@ struct RowKernels {
     // q = t / 16 in [-8, 7]; byte j of 128-column tile T holds column T*128 + j in its low
     // nibble and column T*128 + 64 + j in its high nibble (k/2 bytes in all).
     void (*quantize_int4)(const std::byte* row, std::size_t k, float inv, std::uint8_t* bytes) noexcept;
+    // One 1024-byte tile panel: 16 rows of 64 bytes (row i at rows + i * row_stride) become 16
+    // lines of 64 bytes where line g holds the 4-byte word g of each row in row order (the
+    // 16x16 transpose of 32-bit words that gives the AMX B-tile order).
+    // Panels are written with streaming stores where the ISA has them (the output is written
+    // once and not read back soon); call this once after the last panel of a thread.
+    void (*transpose_panel)(const std::uint8_t* rows, std::size_t row_stride, std::uint8_t* panel) noexcept;
+    void (*finish_panels)() noexcept;
 };
 
 const RowKernels& row_kernels(Isa isa) noexcept;

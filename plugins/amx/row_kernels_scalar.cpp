@@ -1,5 +1,6 @@
 #include "row_kernels.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -29,12 +30,13 @@ std::uint8_t int4_nibble(std::int8_t t) noexcept {
 }
 
 float amax(const std::byte* row, std::size_t k) noexcept {
-    float m = 0.0f;
+    std::uint16_t m = 0;
     for (std::size_t c = 0; c < k; ++c) {
-        const float a = std::fabs(load_bf16(row, c));
-        m = a > m ? a : m;
+        std::uint16_t bits;
+        std::memcpy(&bits, row + 2 * c, 2);
+        m = std::max<std::uint16_t>(m, bits & 0x7FFF);
     }
-    return m;
+    return std::bit_cast<float>(static_cast<std::uint32_t>(m) << 16);
 }
 
 void quantize_int8(const std::byte* row, std::size_t k, float inv, std::int8_t* codes) noexcept {
@@ -51,9 +53,16 @@ void quantize_int4(const std::byte* row, std::size_t k, float inv, std::uint8_t*
         }
 }
 
+void transpose_panel(const std::uint8_t* rows, std::size_t row_stride, std::uint8_t* panel) noexcept {
+    for (std::size_t g = 0; g < 16; ++g)
+        for (std::size_t i = 0; i < 16; ++i) std::memcpy(panel + (g * 16 + i) * 4, rows + i * row_stride + g * 4, 4);
+}
+
+void finish_panels() noexcept {}
+
 }  // namespace
 
-const RowKernels scalar_row_kernels{&amax, &quantize_int8, &quantize_int4};
+const RowKernels scalar_row_kernels{&amax, &quantize_int8, &quantize_int4, &transpose_panel, &finish_panels};
 
 const RowKernels& row_kernels(Isa isa) noexcept {
     return isa >= Isa::avx2 ? avx2_row_kernels : scalar_row_kernels;

@@ -47,6 +47,13 @@ BOOST_AUTO_TEST_CASE(invalid_shapes_are_refused) {
     BOOST_CHECK_THROW(Tensor::copy_of(bad), Error);
 }
 
+BOOST_AUTO_TEST_CASE(uninitialized_tensor_has_the_same_geometry) {
+    Tensor t = Tensor::uninitialized(DType::I8, {1000});
+    BOOST_TEST(t.size_bytes() == 1000u);
+    BOOST_TEST(reinterpret_cast<std::uintptr_t>(t.data()) % Tensor::alignment == 0u);
+    BOOST_TEST((t.shape() == Shape{1000}));
+}
+
 BOOST_AUTO_TEST_CASE(empty_tensor_has_no_bytes) {
     Tensor t(DType::F32, {0, 4});
     BOOST_TEST(t.size_bytes() == 0u);

@@ -42,7 +42,8 @@
 //   1 (0.1.0): first drafts of ModelAdapter, Quantizer, OutputFormat; descriptor generation v1.
 //   2 (0.1.0): ModelAdapter gains model_types() and synthesize(); ModelPlan gains model_type,
 //              layer counts, layout and warnings; ExpertWeightSource gains dtype and matrix shape.
-#define MOEQUANT_PLUGIN_ABI_VERSION 2
+//   3 (0.1.0): Tensor::uninitialized().
+#define MOEQUANT_PLUGIN_ABI_VERSION 3
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

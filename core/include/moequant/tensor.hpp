@@ -51,6 +51,9 @@ public:
     Tensor(DType dtype, Shape shape);
     // A deep copy of a view.
     static Tensor copy_of(const TensorView& view);
+    // Like the constructor, but the bytes are left unwritten (for producers that overwrite every
+    // byte; saves a pass over freshly allocated, page-faulting memory).
+    static Tensor uninitialized(DType dtype, Shape shape);
 
     DType dtype() const noexcept { return dtype_; }
     const Shape& shape() const noexcept { return shape_; }
@@ -69,6 +72,7 @@ public:
     TensorView view() const { return TensorView{dtype_, shape_, bytes()}; }
 
 private:
+    Tensor(DType dtype, Shape shape, bool zero);
     struct AlignedFree {
         void operator()(std::byte* p) const noexcept;
     };
