@@ -18,6 +18,7 @@ struct Command {
 
 int run_plugins_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_inspect_command(const std::vector<std::string>& args, GlobalOptions globals);
+int run_convert_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_synth_command(const std::vector<std::string>& args, GlobalOptions globals);
 
 }  // namespace moequant::cli

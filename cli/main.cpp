@@ -24,6 +24,8 @@ const Command commands[] = {
      &moequant::cli::run_inspect_command},
     {"synth", "write a small random checkpoint in a family's exact on-disk conventions",
      &moequant::cli::run_synth_command},
+    {"convert", "quantize the routed experts into kt-kernel's AMX INT4/INT8 format (or another format)",
+     &moequant::cli::run_convert_command},
 };
 
 const char* exit_code_help =

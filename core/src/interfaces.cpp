@@ -8,6 +8,7 @@ namespace moequant {
 
 ModelAdapter::~ModelAdapter() = default;
 Quantizer::~Quantizer() = default;
+LayerSink::~LayerSink() = default;
 OutputWriter::~OutputWriter() = default;
 OutputFormat::~OutputFormat() = default;
 

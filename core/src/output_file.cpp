@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 
 namespace moequant {
@@ -74,19 +75,28 @@ void OutputFile::fail(int error_number, const char* action) {
     std::string hint = error_number == ENOSPC ? "free disk space and rerun the same command; completed work is kept"
                      : error_number == EFBIG ? "the file size limit (ulimit -f) or the filesystem's limit was reached"
                                              : "";
-    // The partial file is useless now; remove it at once rather than when the owner unwinds.
-    if (fd_ >= 0) {
-        ::close(fd_);
-        fd_ = -1;
+    {
+        std::lock_guard lock(failure_mutex_);
+        if (!failure_) {
+            failure_ = std::make_unique<Error>(ErrorKind::io, std::string(action) + " the file: " + std::strerror(error_number),
+                                               ErrorContext{.file = final_path_.string(), .code = code, .hint = hint});
+            // The partial file is useless now; its name goes at once, the descriptor at destruction.
+            std::error_code ec;
+            std::filesystem::remove(partial_path_, ec);
+            failed_ = true;
+        }
     }
-    std::error_code ec;
-    std::filesystem::remove(partial_path_, ec);
-    throw Error(ErrorKind::io, std::string(action) + " the file: " + std::strerror(error_number),
-                {.file = final_path_.string(), .code = code, .hint = hint});
+    rethrow_failure();
+}
+
+void OutputFile::rethrow_failure() const {
+    std::lock_guard lock(failure_mutex_);
+    throw *failure_;
 }
 
 void OutputFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes) {
-    if (fd_ < 0) throw Error(ErrorKind::internal, "write after commit or failure", {.file = final_path_.string()});
+    if (failed_) rethrow_failure();
+    if (fd_ < 0) throw Error(ErrorKind::internal, "write after commit", {.file = final_path_.string()});
     const auto* p = reinterpret_cast<const char*>(bytes.data());
     std::size_t left = bytes.size();
     while (left > 0) {
@@ -114,16 +124,26 @@ void OutputFile::append(std::string_view text) {
 }
 
 void OutputFile::commit() {
-    if (fd_ < 0) throw Error(ErrorKind::internal, "commit after commit or failure", {.file = final_path_.string()});
+    if (failed_) rethrow_failure();
+    if (fd_ < 0) throw Error(ErrorKind::internal, "commit after commit", {.file = final_path_.string()});
     if (::fdatasync(fd_) != 0) fail(errno, "cannot flush");
-    if (::close(fd_) != 0) {
-        fd_ = -1;
-        fail(errno, "cannot close");
-    }
+    const int fd = fd_;
     fd_ = -1;
+    if (::close(fd) != 0) fail(errno, "cannot close");
     if (::rename(partial_path_.c_str(), final_path_.c_str()) != 0) fail(errno, "cannot rename into place");
     committed_ = true;
     sync_directory(final_path_.parent_path());
+}
+
+void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to) {
+    std::FILE* f = std::fopen(from.c_str(), "rb");
+    if (!f) throw Error(ErrorKind::input, "cannot read the file to copy", {.file = from.string(), .code = "ReadFailed"});
+    std::string content;
+    char buffer[65536];
+    std::size_t n;
+    while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) content.append(buffer, n);
+    std::fclose(f);
+    write_file_atomically(to, content);
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view content) {

@@ -1,3 +1,4 @@
+#include <moequant/digest.hpp>
 #include <moequant/error.hpp>
 #include <moequant/safetensors_reader.hpp>
 
@@ -65,6 +66,7 @@ struct SafetensorsFile::Impl {
     std::uint64_t header_length = 0;
     std::uint64_t file_size = 0;
     std::unordered_map<std::string_view, std::size_t> by_name;
+    std::string header_digest;
 
     // Data access: either an image given by the caller or a lazily created mapping.
     int fd = -1;
@@ -126,6 +128,7 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
     if (!pread_all(impl->fd, header_text.data(), header_text.size(), 8))
         throw Error(ErrorKind::input, "cannot read the header", {.file = name});
     impl->header = parse_safetensors_header(header_text, impl->file_size - 8 - impl->header_length, name);
+    impl->header_digest = digest_hex(std::as_bytes(std::span<const char>(header_text.data(), header_text.size())));
     impl->index_names();
     return SafetensorsFile(std::move(impl));
 }
@@ -141,6 +144,7 @@ SafetensorsFile SafetensorsFile::from_bytes(std::span<const std::byte> bytes, co
                                  static_cast<std::size_t>(impl->header_length));
     impl->header = parse_safetensors_header(header_text, impl->file_size - 8 - impl->header_length, name);
     impl->image = bytes;
+    impl->header_digest = digest_hex(std::as_bytes(std::span<const char>(header_text.data(), header_text.size())));
     impl->index_names();
     return SafetensorsFile(std::move(impl));
 }
@@ -149,6 +153,7 @@ const std::filesystem::path& SafetensorsFile::path() const noexcept { return imp
 const SafetensorsHeader& SafetensorsFile::header() const noexcept { return impl_->header; }
 std::uint64_t SafetensorsFile::header_length() const noexcept { return impl_->header_length; }
 std::uint64_t SafetensorsFile::file_size() const noexcept { return impl_->file_size; }
+std::string SafetensorsFile::header_digest() const { return impl_->header_digest; }
 
 const TensorInfo* SafetensorsFile::find(std::string_view name) const noexcept {
     auto it = impl_->by_name.find(name);

@@ -46,8 +46,9 @@ ShardedSafetensorsWriter::ShardedSafetensorsWriter(std::filesystem::path directo
 
 ShardedSafetensorsWriter::~ShardedSafetensorsWriter() = default;
 
-SafetensorsWriter ShardedSafetensorsWriter::open_shard(const std::string& file_name, std::vector<TensorSpec> tensors) {
-    SafetensorsWriter writer(impl_->directory / file_name, std::move(tensors), impl_->metadata);
+SafetensorsWriter ShardedSafetensorsWriter::open_shard(const std::string& file_name, std::vector<TensorSpec> tensors,
+                                                       std::optional<Metadata> metadata) {
+    SafetensorsWriter writer(impl_->directory / file_name, std::move(tensors), metadata ? *metadata : impl_->metadata);
     impl_->record(file_name, writer.layout());
     return writer;
 }

@@ -20,9 +20,13 @@ public:
     std::string_view id() const override { return "example-absmax-int8"; }
     std::string_view description() const override { return "example plugin: per-row symmetric INT8 (amax/127)"; }
 
+    std::vector<TensorSpec> output_layout(const Shape& matrix) const override {
+        if (matrix.size() != 2) throw Error(ErrorKind::input, "expected a 2-D weight, got shape " + shape_to_string(matrix));
+        return {{"weight", DType::I8, matrix}, {"scale", DType::F32, {matrix[0]}}};
+    }
+
     QuantizedTensor quantize(const TensorView& weight, const Options&) const override {
-        if (weight.shape.size() != 2)
-            throw Error(ErrorKind::input, "expected a 2-D weight, got shape " + shape_to_string(weight.shape));
+        output_layout(weight.shape);
         const std::int64_t rows = weight.shape[0], cols = weight.shape[1];
         std::vector<float> values(static_cast<std::size_t>(rows * cols));
         decode_to_f32(weight, values);

@@ -33,13 +33,17 @@ std::string_view AmxQuantizer::description() const {
                                    : "kt-kernel AMXINT4: per-row symmetric INT4 (amax/112) in the AMX tile layout";
 }
 
-QuantizedTensor AmxQuantizer::quantize(const TensorView& weight, const Options&) const {
-    if (weight.shape.size() != 2)
-        throw Error(ErrorKind::input, "expected a 2-D weight, got shape " + shape_to_string(weight.shape),
-                    {.code = "ShapeMismatch"});
-    const std::int64_t n = weight.shape[0], k = weight.shape[1];
-    if (auto problem = shape_problem(method_, n, k); !problem.empty())
+std::vector<TensorSpec> AmxQuantizer::output_layout(const Shape& matrix) const {
+    if (matrix.size() != 2)
+        throw Error(ErrorKind::input, "expected a 2-D weight, got shape " + shape_to_string(matrix), {.code = "ShapeMismatch"});
+    if (auto problem = shape_problem(method_, matrix[0], matrix[1]); !problem.empty())
         throw Error(ErrorKind::input, problem, {.code = "UnpackableShape"});
+    return {{"weight", DType::I8, {code_bytes(method_, matrix[0], matrix[1])}}, {"scale", DType::F32, {matrix[0]}}};
+}
+
+QuantizedTensor AmxQuantizer::quantize(const TensorView& weight, const Options&) const {
+    output_layout(weight.shape);  // checks the shape rules
+    const std::int64_t n = weight.shape[0], k = weight.shape[1];
 
     // BF16 input is used in place; other float types are rounded to BF16 first.
     std::vector<std::uint16_t> converted;

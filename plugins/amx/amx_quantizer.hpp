@@ -15,6 +15,9 @@ public:
     std::string_view id() const override;
     std::string_view description() const override;
 
+    // "weight" I8 [code bytes], "scale" F32 [n].
+    std::vector<TensorSpec> output_layout(const Shape& matrix) const override;
+
     // weight: [n, k] BF16 (F16 and F32 are first rounded to BF16, as the reference converter
     // does). Returns parts "weight" (I8, 1-D, the code bytes of the `_quant_` file) and "scale"
     // (F32, 1-D, n row scales). Rows are quantized in parallel; the bytes do not depend on it.

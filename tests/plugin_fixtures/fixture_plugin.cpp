@@ -16,6 +16,7 @@ public:
     explicit FixtureQuantizer(std::string id) : id_(std::move(id)) {}
     std::string_view id() const override { return id_; }
     std::string_view description() const override { return "test fixture: copies the weight"; }
+    std::vector<TensorSpec> output_layout(const Shape& matrix) const override { return {{"weight", DType::F32, matrix}}; }
     QuantizedTensor quantize(const TensorView& weight, const Options&) const override {
         QuantizedTensor q;
         q.method = "IDENTITY";

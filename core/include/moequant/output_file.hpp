@@ -12,11 +12,15 @@
 // write after N bytes in total (across all OutputFiles of the process) fails with ENOSPC.
 #pragma once
 
+#include <moequant/error.hpp>
 #include <moequant/export.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string_view>
 
@@ -35,7 +39,8 @@ public:
     OutputFile(const OutputFile&) = delete;
     OutputFile& operator=(const OutputFile&) = delete;
 
-    // Writes all bytes at `offset` (the file grows as needed).
+    // Writes all bytes at `offset` (the file grows as needed). Safe to call from several threads
+    // for disjoint ranges.
     void write_at(std::uint64_t offset, std::span<const std::byte> bytes);
     // Writes at the end of what append() wrote so far.
     void append(std::span<const std::byte> bytes);
@@ -50,15 +55,24 @@ public:
 
 private:
     [[noreturn]] void fail(int error_number, const char* action);
+    [[noreturn]] void rethrow_failure() const;
 
     std::filesystem::path final_path_;
     std::filesystem::path partial_path_;
     int fd_ = -1;
     std::uint64_t append_offset_ = 0;
     bool committed_ = false;
+    // The first failure; writes from other threads after it report the same error. The
+    // descriptor stays open until destruction so no thread ever writes to a reused number.
+    std::atomic<bool> failed_{false};
+    mutable std::mutex failure_mutex_;
+    std::unique_ptr<Error> failure_;
 };
 
 // Writes a whole small file (JSON, a copied config) through an OutputFile.
 MOEQUANT_API void write_file_atomically(const std::filesystem::path& path, std::string_view content);
+
+// Copies a small side file (config.json, tokenizer.json) through an OutputFile.
+MOEQUANT_API void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to);
 
 }  // namespace moequant

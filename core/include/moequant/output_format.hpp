@@ -1,15 +1,17 @@
-// OutputFormat: how converted experts and pass-through tensors are laid out on disk (first
-// draft).
+// OutputFormat: how converted experts and the other tensors are laid out on disk.
 //
-// A format creates an OutputWriter for one conversion. The host calls write_layer() once per
-// MoE layer with every quantized (expert, projection, part), in any layer order when resuming,
-// then write_passthrough() for the tensors the plan keeps, then finish(). Writers write files
-// through OutputFile / SafetensorsWriter so nothing half-written carries a final name.
+// A format creates an OutputWriter for one conversion. The host then, for every MoE layer of
+// the plan that an earlier run did not complete, opens a LayerSink, hands it every quantized
+// (expert, projection, part) — from several threads at once and in any order — and commits it;
+// layers an earlier run completed are adopted instead. finish() writes everything else and the
+// index, last. Writers write through OutputFile / SafetensorsWriter or under a temporary folder
+// name, so nothing half-written carries a final name.
 #pragma once
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
+#include <moequant/model_config.hpp>
 #include <moequant/options.hpp>
 #include <moequant/quantizer.hpp>
 
@@ -25,25 +27,47 @@ namespace moequant {
 struct QuantizedExpert {
     std::int64_t expert = 0;
     Projection projection = Projection::gate;
-    int part = 0;  // NUMA part (0 when the format does not split)
+    int part = 0;  // threadpool ("NUMA") part, 0 .. parts-1
     QuantizedTensor tensor;
 };
 
+// A file a writer produced, for the run manifest.
+struct WrittenFile {
+    std::string name;  // relative to the output folder
+    std::uint64_t bytes = 0;
+    std::string digest;  // Digest64 hex of the file's bytes
+};
+
 struct OutputContext {
-    std::filesystem::path directory;     // output folder (exists)
-    const Checkpoint* source = nullptr;  // the input checkpoint
+    std::filesystem::path directory;       // output folder (exists)
+    const Checkpoint* source = nullptr;    // the input checkpoint
+    const ModelConfig* config = nullptr;   // its config.json
     const ModelPlan* plan = nullptr;
-    std::string quantizer;               // quantizer object id
+    const Quantizer* quantizer = nullptr;  // null for formats that need none
+    int parts = 1;                         // threadpool parts of every expert matrix
     Options options;
+};
+
+class MOEQUANT_API LayerSink {
+public:
+    virtual ~LayerSink();
+    // Stores one quantized part. Thread-safe for distinct (expert, projection, part).
+    virtual void write(const QuantizedExpert& expert) = 0;
+    // Completes the layer's files (they carry their final names only after this).
+    virtual std::vector<WrittenFile> commit() = 0;
 };
 
 class MOEQUANT_API OutputWriter {
 public:
     virtual ~OutputWriter();
-    virtual void write_layer(std::int64_t layer, const std::vector<QuantizedExpert>& experts) = 0;
-    virtual void write_passthrough(const std::vector<std::string>& tensors) = 0;
-    // Completes the output (index last). Without it the output is not complete.
-    virtual void finish() = 0;
+    virtual std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) = 0;
+    // The files a completed layer consists of (relative names), to check an earlier run's work.
+    virtual std::vector<std::string> layer_files(std::int64_t layer) const = 0;
+    // A layer completed by an earlier run: its files are on disk and are kept.
+    virtual void adopt_layer(std::int64_t layer) = 0;
+    // Writes the remaining tensors and side files, then the index (last). Without it the
+    // output is not complete.
+    virtual std::vector<WrittenFile> finish() = 0;
 };
 
 class MOEQUANT_API OutputFormat {
@@ -54,8 +78,8 @@ public:
     virtual std::string_view id() const = 0;
     virtual std::string_view description() const = 0;
 
-    // How many parts each expert matrix is split into (NUMA parts); 1 = no split.
-    virtual int parts(const Options& options) const { return 1; }
+    // False for formats that copy or convert tensors without a quantizer (bf16-safetensors).
+    virtual bool needs_quantizer() const { return true; }
 
     virtual std::unique_ptr<OutputWriter> create(const OutputContext& context) const = 0;
 };

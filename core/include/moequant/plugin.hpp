@@ -43,7 +43,9 @@
 //   2 (0.1.0): ModelAdapter gains model_types() and synthesize(); ModelPlan gains model_type,
 //              layer counts, layout and warnings; ExpertWeightSource gains dtype and matrix shape.
 //   3 (0.1.0): Tensor::uninitialized().
-#define MOEQUANT_PLUGIN_ABI_VERSION 3
+//   4 (0.1.0): Quantizer::output_layout(); OutputFormat writes layers through LayerSink
+//              (thread-safe, committed per layer), adopts completed layers, finish() returns files.
+#define MOEQUANT_PLUGIN_ABI_VERSION 4
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

@@ -8,6 +8,7 @@
 
 #include <moequant/export.hpp>
 #include <moequant/options.hpp>
+#include <moequant/safetensors_writer.hpp>
 #include <moequant/tensor.hpp>
 
 #include <string>
@@ -38,6 +39,11 @@ public:
 
     // Empty when usable on this machine, otherwise why not.
     virtual std::string unusable_reason() const { return {}; }
+
+    // The parts quantize() returns for a [rows, cols] matrix: names, dtypes and shapes, known
+    // before any data is quantized (so output files can be laid out up front). Throws
+    // Error(input) naming the rule when the shape cannot be quantized.
+    virtual std::vector<TensorSpec> output_layout(const Shape& matrix) const = 0;
 
     // Quantizes a [rows, cols] BF16 or F32 matrix. Throws Error(input) naming the rule when the
     // shape cannot be quantized (the caller adds the tensor name).

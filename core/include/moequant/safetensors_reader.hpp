@@ -90,6 +90,7 @@ public:
     std::optional<std::string> metadata(std::string_view key) const;
 
     std::uint64_t header_length() const noexcept;  // N, the header's byte length
+    std::string header_digest() const;             // Digest64 of the header bytes (hex)
     std::uint64_t data_start() const noexcept { return 8 + header_length(); }
     std::uint64_t file_size() const noexcept;
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,9 @@ public:
     ~ShardedSafetensorsWriter();
 
     // Starts a shard; the caller writes its tensors and calls finish() on it. Tensor names must
-    // be unique across all shards.
-    SafetensorsWriter open_shard(const std::string& file_name, std::vector<TensorSpec> tensors);
+    // be unique across all shards. `metadata` replaces the writer's shard metadata for this one.
+    SafetensorsWriter open_shard(const std::string& file_name, std::vector<TensorSpec> tensors,
+                                 std::optional<Metadata> metadata = std::nullopt);
 
     // Records a shard that is already complete on disk (validated by reading its header).
     void adopt_shard(const std::string& file_name);

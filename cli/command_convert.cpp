@@ -1,0 +1,119 @@
+// `moequant convert`: the checkpoint's routed experts into kt-kernel's CPU format (or another
+// output format), one layer in flight, resumable. The flags mirror kt-kernel's
+// convert_cpu_weights.py so existing command lines work unchanged.
+
+#include "command.hpp"
+#include "family_selection.hpp"
+#include "global_options.hpp"
+#include "human_format.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/conversion.hpp>
+#include <moequant/error.hpp>
+#include <moequant/parallel.hpp>
+
+#include <iostream>
+
+namespace moequant::cli {
+
+namespace po = boost::program_options;
+
+int run_convert_command(const std::vector<std::string>& args, GlobalOptions globals) {
+    std::string input, output, input_type, quant_method = "int4", quantizer_id, format_id, family;
+    int parts = 2;
+    std::size_t threads = 0, cpuinfer_threads = 0;
+    std::int64_t resume_layer = -1;
+    bool no_merge = false, overwrite = false, quiet = false, help = false;
+    po::options_description options("Options");
+    options.add_options()
+        ("input-path,i", po::value(&input)->value_name("PATH"), "model folder (index or model.safetensors), or an index file")
+        ("output,o", po::value(&output)->value_name("DIR"), "output folder")
+        ("input-type", po::value(&input_type)->value_name("bf16|fp16|fp8"),
+         "declared dtype of the routed experts; checked against the data (default: taken from the data)")
+        ("quant-method", po::value(&quant_method)->value_name("int4|int8")->default_value("int4"),
+         "kt-kernel method: int4 = AMXINT4 (amx-int4), int8 = AMXINT8 (amx-int8)")
+        ("quantizer", po::value(&quantizer_id)->value_name("ID"), "quantizer object id (overrides --quant-method)")
+        ("format", po::value(&format_id)->value_name("ID"),
+         "output format: kt-safetensors (default), kt-tree, bf16-safetensors, or a plugin's")
+        ("no-merge-safetensor", po::bool_switch(&no_merge), "write the .kt file tree (format kt-tree)")
+        ("threadpool-count", po::value(&parts)->default_value(2), "threadpool parts T (kt-kernel's NUMA sub-pools)")
+        ("cpuinfer-threads", po::value(&cpuinfer_threads), "worker threads for the conversion (default: all cores)")
+        ("threads", po::value(&threads), "same as --cpuinfer-threads")
+        ("resume-layer", po::value(&resume_layer), "redo layers from this one on; earlier ones must be complete")
+        ("overwrite", po::bool_switch(&overwrite), "empty an output folder that holds other files first")
+        ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
+        ("quiet,q", po::bool_switch(&quiet), "no progress output")
+        ("help,h", po::bool_switch(&help), "show this help");
+    options.add(global_option_group(globals));
+    parse_command_line(args, options, {});
+    if (help) {
+        print_command_help(
+            "moequant convert -i MODEL -o OUT [--quant-method int4|int8] [--threadpool-count T] [--no-merge-safetensor]",
+            "Quantizes the routed experts of a BF16, FP16 or FP8 checkpoint into kt-kernel's AMX INT4/INT8\n"
+            "layout (merged safetensors, or the .kt tree), one layer in flight; FP8 is dequantized on the\n"
+            "CPU with the config's block size. Rerunning the same command continues an interrupted\n"
+            "conversion (moequant-run.json) and gives the same bytes as one clean run.",
+            options);
+        return 0;
+    }
+    if (input.empty()) throw_usage_error("convert needs --input-path", {.hint = "moequant convert --help"});
+    if (output.empty()) throw_usage_error("convert needs --output");
+    if (parts < 1) throw_usage_error("--threadpool-count must be at least 1");
+    if (no_merge && !format_id.empty() && format_id != "kt-tree")
+        throw_usage_error("--no-merge-safetensor conflicts with --format " + format_id);
+    if (format_id.empty()) format_id = no_merge ? "kt-tree" : "kt-safetensors";
+    if (quantizer_id.empty()) {
+        if (quant_method != "int4" && quant_method != "int8")
+            throw_usage_error("--quant-method must be int4 or int8, got '" + quant_method + "'");
+        quantizer_id = "amx-" + quant_method;
+    }
+    std::optional<DType> declared;
+    if (!input_type.empty()) {
+        if (input_type == "bf16") declared = DType::BF16;
+        else if (input_type == "fp16") declared = DType::F16;
+        else if (input_type == "fp8") declared = DType::F8_E4M3;
+        else throw_usage_error("--input-type must be bf16, fp16 or fp8, got '" + input_type + "'");
+    }
+    if (threads == 0) threads = cpuinfer_threads;
+    if (threads > 0) set_max_threads(threads);
+
+    Registry registry;
+    load_plugins(registry, globals);
+    const OutputFormat* format = registry.format(format_id);
+    if (!format) throw Error(ErrorKind::plugin, "no installed output format '" + format_id + "'", {.hint = "see 'moequant plugins'"});
+    const Quantizer* quantizer = nullptr;
+    if (format->needs_quantizer()) {
+        quantizer = registry.quantizer(quantizer_id);
+        if (!quantizer)
+            throw Error(ErrorKind::plugin, "no installed quantizer '" + quantizer_id + "'", {.hint = "see 'moequant plugins'"});
+    }
+
+    Checkpoint checkpoint = Checkpoint::open(input);
+    ModelConfig config = checkpoint.config();
+    SelectedAdapter adapter = select_adapter(registry, config, checkpoint, family);
+    ModelPlan plan = adapter.adapter->plan(config, checkpoint, Options{});
+
+    ConversionJob job;
+    job.source = &checkpoint;
+    job.config = &config;
+    job.plan = &plan;
+    job.quantizer = quantizer;
+    job.format = format;
+    job.output = output;
+    job.parts = parts;
+    job.input_type = declared;
+    if (resume_layer >= 0) job.resume_layer = resume_layer;
+    job.overwrite = overwrite;
+
+    StreamProgress progress(stderr);
+    SilentProgress silent;
+    ConversionResult result = run_conversion(job, quiet ? static_cast<ProgressSink&>(silent) : progress);
+    std::cout << "converted " << result.layers_written << " layer(s)";
+    if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
+    std::cout << " of " << plan.family << " with " << (quantizer ? quantizer->id() : std::string_view("no quantizer"))
+              << " into " << format->id() << " (" << output << "): " << human_bytes(result.input_bytes) << " of experts in, "
+              << human_bytes(result.output_bytes) << " written, " << result.seconds << " s\n";
+    return 0;
+}
+
+}  // namespace moequant::cli

@@ -1,0 +1,56 @@
+// The conversion pipeline (architecture.md §3): for each MoE layer of the plan, one layer in
+// flight — every (expert x projection) is read from its mmapped shard, brought to BF16 (FP8 is
+// block-dequantized on the CPU), split into the threadpool parts and quantized, in parallel,
+// and streamed into the output format's layer sink, which commits the layer atomically. Then
+// the format writes everything else and its index. Memory stays bounded by the experts in
+// flight, whatever the model size; the bytes do not depend on the number of threads.
+//
+// Reruns: the output folder's moequant-run.json records the job and its completed layers. A
+// rerun of the same job adopts the completed layers and continues; --resume-layer R redoes
+// every layer >= R (the layers before R must be complete). A folder with another job's files,
+// or files moequant did not write, is refused unless `overwrite` is set, which empties it.
+#pragma once
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/export.hpp>
+#include <moequant/model_adapter.hpp>
+#include <moequant/model_config.hpp>
+#include <moequant/options.hpp>
+#include <moequant/output_format.hpp>
+#include <moequant/progress.hpp>
+#include <moequant/quantizer.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moequant {
+
+struct ConversionJob {
+    const Checkpoint* source = nullptr;
+    const ModelConfig* config = nullptr;
+    const ModelPlan* plan = nullptr;
+    const Quantizer* quantizer = nullptr;  // may be null when the format needs none
+    const OutputFormat* format = nullptr;
+    std::filesystem::path output;
+    int parts = 2;                          // threadpool parts (kt "NUMA" sub-pools)
+    std::optional<DType> input_type;        // declared expert dtype, checked against the data
+    std::optional<std::int64_t> resume_layer;
+    bool overwrite = false;
+    Options quantizer_options;
+    Options format_options;
+};
+
+struct ConversionResult {
+    std::size_t layers_written = 0;
+    std::size_t layers_adopted = 0;
+    std::uint64_t input_bytes = 0;   // expert bytes read this run
+    std::uint64_t output_bytes = 0;  // bytes of the files written this run
+    double seconds = 0;
+};
+
+MOEQUANT_API ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress);
+
+}  // namespace moequant

@@ -1,0 +1,47 @@
+// Progress of a long job: layer i/N, bytes, rate and ETA. On a terminal one status line is
+// rewritten in place; otherwise one plain line per step (for logs).
+#pragma once
+
+#include <moequant/export.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace moequant {
+
+class MOEQUANT_API ProgressSink {
+public:
+    virtual ~ProgressSink();
+    // Step `done` of `total` finished (`label` names it); `bytes_done` of `bytes_total` input.
+    virtual void step(std::size_t done, std::size_t total, const std::string& label, std::uint64_t bytes_done,
+                      std::uint64_t bytes_total) = 0;
+    virtual void note(const std::string& line) = 0;
+    virtual void finish() = 0;
+};
+
+// Writes to a stdio stream: live updates when it is a terminal, plain lines otherwise.
+class MOEQUANT_API StreamProgress final : public ProgressSink {
+public:
+    explicit StreamProgress(std::FILE* stream);
+    void step(std::size_t done, std::size_t total, const std::string& label, std::uint64_t bytes_done,
+              std::uint64_t bytes_total) override;
+    void note(const std::string& line) override;
+    void finish() override;
+
+private:
+    std::FILE* stream_;
+    bool terminal_;
+    bool line_open_ = false;
+    double start_;
+};
+
+// Discards everything.
+class MOEQUANT_API SilentProgress final : public ProgressSink {
+public:
+    void step(std::size_t, std::size_t, const std::string&, std::uint64_t, std::uint64_t) override {}
+    void note(const std::string&) override {}
+    void finish() override {}
+};
+
+}  // namespace moequant

@@ -1,0 +1,252 @@
+#include <moequant/conversion.hpp>
+#include <moequant/error.hpp>
+#include <moequant/expert_matrix.hpp>
+#include <moequant/parallel.hpp>
+#include <moequant/run_manifest.hpp>
+#include <moequant/version.hpp>
+
+#include <chrono>
+#include <filesystem>
+
+namespace moequant {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::array<Projection, 3> projections = {Projection::gate, Projection::up, Projection::down};
+
+std::string input_type_name(DType d) {
+    switch (d) {
+        case DType::BF16: return "bf16";
+        case DType::F16: return "fp16";
+        case DType::F8_E4M3: return "fp8";
+        default: return std::string(dtype_name(d));
+    }
+}
+
+// Every routed expert must have the dtype the user declared (--input-type).
+void check_input_type(const ConversionJob& job) {
+    if (!job.input_type) return;
+    for (const auto& layer : job.plan->moe_layers)
+        for (const auto& e : layer.experts)
+            for (const auto& s : e.weights)
+                if (s.dtype != *job.input_type)
+                    throw Error(ErrorKind::input,
+                                "--input-type " + input_type_name(*job.input_type) + " was given, but the expert is " +
+                                    std::string(dtype_name(s.dtype)),
+                                {.tensor = s.tensor,
+                                 .code = "InputTypeMismatch",
+                                 .hint = "use --input-type " + input_type_name(s.dtype) + ", or leave it out"});
+}
+
+RunManifest describe_job(const ConversionJob& job) {
+    RunManifest m;
+    m.tool_version = MOEQUANT_VERSION_STRING;
+    m.command = "convert";
+    m.settings = {{"format", std::string(job.format->id())},
+                  {"quantizer", job.quantizer ? std::string(job.quantizer->id()) : ""},
+                  {"parts", std::to_string(job.parts)},
+                  {"family", job.plan->family}};
+    for (const auto& [k, v] : job.quantizer_options.items()) m.settings.emplace_back("quantizer." + k, v);
+    for (const auto& [k, v] : job.format_options.items()) m.settings.emplace_back("format." + k, v);
+    m.source_fingerprint = source_fingerprint(*job.source);
+    m.plan_digest = plan_digest(*job.plan);
+    return m;
+}
+
+bool folder_is_empty(const fs::path& dir) {
+    std::error_code ec;
+    return fs::is_empty(dir, ec);
+}
+
+void empty_folder(const fs::path& dir) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
+        std::error_code ec;
+        fs::remove_all(entry.path(), ec);
+        if (ec)
+            throw Error(ErrorKind::io, "cannot clear the output folder for --overwrite: " + ec.message(),
+                        {.file = entry.path().string(), .code = "WriteFailed"});
+    }
+}
+
+// Creates or checks the output folder; returns the manifest to continue from.
+RunManifest prepare_output(const ConversionJob& job) {
+    RunManifest fresh = describe_job(job);
+    std::error_code ec;
+    if (!fs::exists(job.output, ec)) {
+        if (!fs::create_directories(job.output, ec) || ec)
+            throw Error(ErrorKind::io, "cannot create the output folder: " + ec.message(),
+                        {.file = job.output.string(), .code = "WriteFailed"});
+        return fresh;
+    }
+    if (!fs::is_directory(job.output, ec))
+        throw Error(ErrorKind::io, "the output path exists and is not a folder", {.file = job.output.string(), .code = "OutputExists"});
+    std::optional<RunManifest> earlier;
+    try {
+        earlier = RunManifest::load(job.output);
+    } catch (const Error&) {
+        if (!job.overwrite) throw;
+    }
+    if (earlier && earlier->same_job(fresh) && !job.overwrite) {
+        fresh.completed_layers = earlier->completed_layers;
+        return fresh;
+    }
+    if (folder_is_empty(job.output)) return fresh;
+    if (!job.overwrite)
+        throw Error(ErrorKind::io,
+                    earlier ? "the output folder holds the output of another conversion (different source, plan or settings)"
+                            : "the output folder is not empty and holds no moequant-run.json",
+                    {.file = job.output.string(), .code = "OutputExists", .hint = "choose another --output or pass --overwrite"});
+    empty_folder(job.output);
+    return fresh;
+}
+
+// A layer an earlier run completed counts only if every file it recorded is still there with
+// its size, and the format names the same files.
+bool still_complete(const ConversionJob& job, const OutputWriter& writer, const ManifestLayer& done) {
+    auto expected = writer.layer_files(done.layer);
+    if (expected.size() != done.files.size()) return false;
+    for (const auto& f : done.files) {
+        if (std::find(expected.begin(), expected.end(), f.name) == expected.end()) return false;
+        std::error_code ec;
+        if (fs::file_size(job.output / f.name, ec) != f.bytes || ec) return false;
+    }
+    return true;
+}
+
+std::uint64_t layer_input_bytes(const Checkpoint& source, const MoeLayerPlan& layer) {
+    std::uint64_t bytes = 0;
+    for (const auto& e : layer.experts)
+        for (const auto& s : e.weights)
+            bytes += static_cast<std::uint64_t>(s.rows * s.cols) * dtype_bits(s.dtype) / 8;
+    (void)source;
+    return bytes;
+}
+
+void convert_layer(const ConversionJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
+    const std::size_t tasks = layer.experts.size() * projections.size();
+    parallel_for(0, tasks, 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t t = first; t < last; ++t) {
+            const ExpertPlan& expert = layer.experts[t / 3];
+            const Projection projection = projections[t % 3];
+            const ExpertWeightSource& source = expert.weights[static_cast<int>(projection)];
+            try {
+                Tensor matrix = load_expert_matrix(*job.source, source, job.plan->fp8_block);
+                for (int part = 0; part < job.parts; ++part) {
+                    Tensor piece = split_expert_part(matrix, projection, part, job.parts);
+                    sink.write({expert.expert, projection, part, job.quantizer->quantize(piece.view(), job.quantizer_options)});
+                }
+            } catch (const Error& e) {
+                throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
+            }
+        }
+    });
+}
+
+std::uint64_t total_bytes(const std::vector<WrittenFile>& files) {
+    std::uint64_t n = 0;
+    for (const auto& f : files) n += f.bytes;
+    return n;
+}
+
+std::vector<ManifestFile> manifest_files(const std::vector<WrittenFile>& files) {
+    std::vector<ManifestFile> out;
+    for (const auto& f : files) out.push_back({f.name, f.bytes, f.digest});
+    return out;
+}
+
+}  // namespace
+
+ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress) {
+    const auto start = std::chrono::steady_clock::now();
+    if (!job.source || !job.config || !job.plan || !job.format)
+        throw Error(ErrorKind::internal, "incomplete conversion job");
+    if (job.format->needs_quantizer() && !job.quantizer)
+        throw Error(ErrorKind::usage, "format '" + std::string(job.format->id()) + "' needs a quantizer");
+    check_input_type(job);
+    // Refuse unsplittable or unpackable shapes before any file is touched.
+    if (job.quantizer && !job.plan->moe_layers.empty()) {
+        const ExpertPlan& e = job.plan->moe_layers.front().experts.front();
+        for (Projection p : projections) {
+            const auto& s = e.weights[static_cast<int>(p)];
+            const std::int64_t split = p == Projection::down ? s.cols : s.rows;
+            if (job.parts <= 0 || split % job.parts != 0)
+                throw Error(ErrorKind::input,
+                            "the expert size " + std::to_string(split) + " is not divisible by " +
+                                std::to_string(job.parts) + " threadpool parts",
+                            {.tensor = s.tensor, .code = "UnsplittableExpert"});
+            const Shape part_shape = p == Projection::down ? Shape{s.rows, s.cols / job.parts}
+                                                           : Shape{s.rows / job.parts, s.cols};
+            try {
+                job.quantizer->output_layout(part_shape);
+            } catch (const Error& err) {
+                throw err.with_context({.tensor = s.tensor, .hint = "each of the " + std::to_string(job.parts) +
+                                                                     " parts is " + shape_to_string(part_shape)});
+            }
+        }
+    }
+
+    RunManifest manifest = prepare_output(job);
+    if (job.resume_layer) {
+        for (const auto& layer : job.plan->moe_layers)
+            if (layer.layer < *job.resume_layer && !manifest.completed(layer.layer))
+                throw Error(ErrorKind::usage,
+                            "--resume-layer " + std::to_string(*job.resume_layer) + ": layer " + std::to_string(layer.layer) +
+                                " before it was not completed by an earlier run in this folder",
+                            {.file = job.output.string(), .code = "ResumeGap"});
+        std::erase_if(manifest.completed_layers, [&](const ManifestLayer& l) { return l.layer >= *job.resume_layer; });
+    }
+    manifest.complete = false;
+    manifest.final_files.clear();
+
+    OutputContext context;
+    context.directory = job.output;
+    context.source = job.source;
+    context.config = job.config;
+    context.plan = job.plan;
+    context.quantizer = job.quantizer;
+    context.parts = job.parts;
+    context.options = job.format_options;
+    std::unique_ptr<OutputWriter> writer = job.format->create(context);
+
+    ConversionResult result;
+    std::uint64_t bytes_total = 0, bytes_done = 0;
+    for (const auto& layer : job.plan->moe_layers) bytes_total += layer_input_bytes(*job.source, layer);
+    std::size_t index = 0;
+    std::vector<ManifestLayer> kept;
+    for (const auto& layer : job.plan->moe_layers) {
+        ++index;
+        const ManifestLayer* done = manifest.completed(layer.layer);
+        if (done && still_complete(job, *writer, *done)) {
+            writer->adopt_layer(layer.layer);
+            kept.push_back(*done);
+            ++result.layers_adopted;
+            bytes_done += layer_input_bytes(*job.source, layer);
+            continue;
+        }
+        std::unique_ptr<LayerSink> sink = writer->begin_layer(layer.layer);
+        if (job.format->needs_quantizer()) convert_layer(job, layer, *sink);
+        std::vector<WrittenFile> files = sink->commit();
+        result.output_bytes += total_bytes(files);
+        kept.push_back({layer.layer, manifest_files(files)});
+        manifest.completed_layers = kept;
+        manifest.save(job.output);  // after every layer: an interrupted run resumes from here
+        ++result.layers_written;
+        const std::uint64_t bytes = layer_input_bytes(*job.source, layer);
+        bytes_done += bytes;
+        result.input_bytes += bytes;
+        progress.step(index, job.plan->moe_layers.size(), "layer", bytes_done, bytes_total);
+    }
+    manifest.completed_layers = kept;
+    std::vector<WrittenFile> final_files = writer->finish();
+    result.output_bytes += total_bytes(final_files);
+    manifest.final_files = manifest_files(final_files);
+    manifest.complete = true;
+    manifest.save(job.output);
+    progress.finish();
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+}
+
+}  // namespace moequant

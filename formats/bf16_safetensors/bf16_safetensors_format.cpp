@@ -1,0 +1,179 @@
+// `bf16-safetensors`: the checkpoint with every FP8 block-scaled weight dequantized to BF16
+// (the seed workflow's convert-to-BF16 step, without a GPU). Every tensor keeps its name;
+// `*_scale_inv` tensors of FP8 weights are dropped; MTP layers and rotary buffers are not
+// copied (conventions.md §4); other dtypes are copied unchanged. One shard per MoE layer (all
+// of that layer's tensors), then one shard with everything else, config.json without
+// `quantization_config`, tokenizer files, and the index last. Tensors are streamed one at a
+// time, so memory stays bounded by the largest tensor.
+
+#include <moequant/digest.hpp>
+#include <moequant/error.hpp>
+#include <moequant/fp8_dequant.hpp>
+#include <moequant/output_file.hpp>
+#include <moequant/plugin.hpp>
+#include <moequant/sharded_writer.hpp>
+
+#include <boost/json.hpp>
+
+#include <charconv>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace {
+
+using namespace moequant;
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+const char* side_files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"};
+
+WrittenFile describe(const fs::path& dir, const std::string& name) {
+    return {name, fs::file_size(dir / name), file_digest(dir / name)};
+}
+
+// The decoder layer a tensor belongs to ("...layers.{L}." anywhere in the name), or -1.
+std::int64_t layer_of(const std::string& name) {
+    for (std::size_t p = name.find("layers."); p != std::string::npos; p = name.find("layers.", p + 1)) {
+        if (p > 0 && name[p - 1] != '.') continue;
+        const char* begin = name.data() + p + 7;
+        std::int64_t layer = -1;
+        auto [end, ec] = std::from_chars(begin, name.data() + name.size(), layer);
+        if (ec == std::errc() && end != begin && *end == '.') return layer;
+    }
+    return -1;
+}
+
+class Bf16Writer;
+
+class Bf16LayerSink final : public LayerSink {
+public:
+    Bf16LayerSink(Bf16Writer& writer, std::int64_t layer) : writer_(writer), layer_(layer) {}
+    void write(const QuantizedExpert&) override {
+        throw Error(ErrorKind::internal, "bf16-safetensors takes no quantized experts");
+    }
+    std::vector<WrittenFile> commit() override;
+
+private:
+    Bf16Writer& writer_;
+    std::int64_t layer_;
+};
+
+class Bf16Writer final : public OutputWriter {
+public:
+    explicit Bf16Writer(const OutputContext& c) : c_(c), sharded_(c.directory) {
+        std::set<std::string> names;
+        for (const auto& [name, role] : c.plan->roles) names.insert(name);
+        std::set<std::int64_t> moe;
+        for (const auto& l : c.plan->moe_layers) moe.insert(l.layer);
+        for (const auto& [name, role] : c.plan->roles) {
+            if (role == TensorRole::skipped_mtp || role == TensorRole::skipped_buffer) continue;
+            const TensorInfo& info = c.source->info(name);
+            if (name.ends_with("_scale_inv")) {
+                const std::string weight = name.substr(0, name.size() - 10);
+                if (names.count(weight) && c.source->info(weight).dtype == DType::F8_E4M3) continue;  // folded in
+            }
+            const std::int64_t layer = layer_of(name);
+            (moe.count(layer) ? by_layer_[layer] : rest_).push_back(name);
+            (void)info;
+        }
+        const std::size_t shards = moe.size() + (rest_.empty() ? 0 : 1);
+        std::size_t i = 0;
+        for (std::int64_t layer : moe) shard_of_layer_[layer] = shard_file_name(++i, shards);
+        if (!rest_.empty()) rest_shard_ = shard_file_name(shards, shards);
+    }
+
+    std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
+        return std::make_unique<Bf16LayerSink>(*this, layer);
+    }
+    std::vector<std::string> layer_files(std::int64_t layer) const override { return {shard_of_layer_.at(layer)}; }
+    void adopt_layer(std::int64_t layer) override { sharded_.adopt_shard(shard_of_layer_.at(layer)); }
+
+    std::vector<WrittenFile> finish() override {
+        std::vector<WrittenFile> written;
+        if (!rest_.empty()) written.push_back(write_shard(rest_shard_, rest_));
+        write_config();
+        written.push_back(describe(c_.directory, "config.json"));
+        for (const char* side : side_files)
+            if (fs::exists(c_.source->directory() / side)) {
+                copy_file_atomically(c_.source->directory() / side, c_.directory / side);
+                written.push_back(describe(c_.directory, side));
+            }
+        sharded_.write_index();
+        written.push_back(describe(c_.directory, safetensors_index_name));
+        return written;
+    }
+
+    std::vector<WrittenFile> write_layer(std::int64_t layer) {
+        return {write_shard(shard_of_layer_.at(layer), by_layer_[layer])};
+    }
+
+private:
+    bool is_fp8_weight(const std::string& name) const {
+        return c_.source->info(name).dtype == DType::F8_E4M3 && c_.source->contains(name + "_scale_inv");
+    }
+
+    WrittenFile write_shard(const std::string& file, const std::vector<std::string>& names) {
+        std::vector<TensorSpec> specs;
+        for (const auto& name : names) {
+            const TensorInfo& info = c_.source->info(name);
+            specs.push_back({name, is_fp8_weight(name) ? DType::BF16 : info.dtype, info.shape});
+        }
+        SafetensorsWriter writer = sharded_.open_shard(file, specs);
+        for (const auto& name : names) {
+            if (!is_fp8_weight(name)) {
+                writer.write(name, c_.source->view(name));
+                continue;
+            }
+            if (!c_.plan->fp8_block)
+                throw Error(ErrorKind::input, "is FP8 but the config has no quantization_config.weight_block_size",
+                            {.tensor = name, .code = "MissingBlockSize"});
+            Tensor bf16 = dequantize_fp8_block(c_.source->view(name), c_.source->view(name + "_scale_inv"),
+                                               *c_.plan->fp8_block, {.tensor = name});
+            writer.write(name, bf16.view());
+        }
+        writer.finish();
+        return describe(c_.directory, file);
+    }
+
+    // config.json without quantization_config (at the top level and in text_config).
+    void write_config() {
+        std::ifstream in(c_.source->directory() / "config.json", std::ios::binary);
+        std::ostringstream text;
+        text << in.rdbuf();
+        json::value config = json::parse(text.str());
+        if (auto* o = config.if_object()) {
+            o->erase("quantization_config");
+            if (auto* t = o->if_contains("text_config"); t && t->is_object()) t->as_object().erase("quantization_config");
+        }
+        write_file_atomically(c_.directory / "config.json", json::serialize(config) + "\n");
+    }
+
+    OutputContext c_;
+    ShardedSafetensorsWriter sharded_;
+    std::map<std::int64_t, std::vector<std::string>> by_layer_;
+    std::vector<std::string> rest_;
+    std::map<std::int64_t, std::string> shard_of_layer_;
+    std::string rest_shard_;
+};
+
+std::vector<WrittenFile> Bf16LayerSink::commit() { return writer_.write_layer(layer_); }
+
+class Bf16Format final : public OutputFormat {
+public:
+    std::string_view id() const override { return "bf16-safetensors"; }
+    std::string_view description() const override {
+        return "the checkpoint in BF16: FP8 block-scaled weights dequantized on the CPU, names kept";
+    }
+    bool needs_quantizer() const override { return false; }
+    std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
+        return std::make_unique<Bf16Writer>(context);
+    }
+};
+
+}  // namespace
+
+MOEQUANT_PLUGIN("bf16_safetensors", "0.1.0", MOEQUANT_KIND_FORMAT, "BF16 export (FP8 dequantized on the CPU)") {
+    registrar.add(std::make_unique<Bf16Format>());
+}

@@ -1,0 +1,168 @@
+// `kt-safetensors`: the merged safetensors output kt-kernel's CPU runtime loads
+// (kt-cpu-format.md §7). One shard per converted MoE layer holding
+// `blk.{L}.ffn_{gate,up,down}_exps.{E}.numa.{i}.{weight,scale}` (1-D I8 codes and F32 row
+// scales, the bytes of the `.kt` files), then one shard with every non-expert tensor renamed
+// as §7.3 (MTP layers and rotary buffers are never copied), config and tokenizer files, and
+// model.safetensors.index.json last. Shard names are fixed by the plan up front, so a resumed
+// run never renumbers them. `__metadata__` records the method, part count, expert count and
+// source, which the runtime ignores and `moequant verify` reads.
+
+#include "kt_naming.hpp"
+
+#include <moequant/digest.hpp>
+#include <moequant/error.hpp>
+#include <moequant/output_file.hpp>
+#include <moequant/plugin.hpp>
+#include <moequant/sharded_writer.hpp>
+
+#include <algorithm>
+#include <map>
+
+namespace {
+
+using namespace moequant;
+using namespace moequant::formats;
+namespace fs = std::filesystem;
+
+const char* side_files[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+
+// §7.3: drop every "language_model." (as kt-kernel does on reading), then, for names that start
+// with "model.", "model.layers." becomes "blk." and any other "model." is removed.
+std::string kt_rename(std::string name) {
+    for (std::size_t p; (p = name.find("language_model.")) != std::string::npos;) name.erase(p, 15);
+    if (!name.starts_with("model.")) return name;
+    for (std::size_t p; (p = name.find("model.layers.")) != std::string::npos;) name.replace(p, 13, "blk.");
+    for (std::size_t p; (p = name.find("model.")) != std::string::npos;) name.erase(p, 6);
+    return name;
+}
+
+bool is_copied(TensorRole role) {
+    return role != TensorRole::routed_expert && role != TensorRole::routed_expert_scale &&
+           role != TensorRole::skipped_mtp && role != TensorRole::skipped_buffer;
+}
+
+WrittenFile describe(const fs::path& dir, const std::string& name) {
+    return {name, fs::file_size(dir / name), file_digest(dir / name)};
+}
+
+class KtSafetensorsSink final : public LayerSink {
+public:
+    KtSafetensorsSink(SafetensorsWriter writer, std::int64_t layer, fs::path dir, std::string file)
+        : writer_(std::move(writer)), layer_(layer), dir_(std::move(dir)), file_(std::move(file)) {}
+
+    void write(const QuantizedExpert& q) override {
+        const std::string base = "blk." + std::to_string(layer_) + "." + kt_projection_name(q.projection) + "." +
+                                 std::to_string(q.expert) + ".numa." + std::to_string(q.part) + ".";
+        for (const auto& [part, tensor] : q.tensor.parts) writer_.write(base + part, tensor.view());
+    }
+
+    std::vector<WrittenFile> commit() override {
+        writer_.finish();
+        return {describe(dir_, file_)};
+    }
+
+private:
+    SafetensorsWriter writer_;
+    std::int64_t layer_;
+    fs::path dir_;
+    std::string file_;
+};
+
+class KtSafetensorsWriter final : public OutputWriter {
+public:
+    explicit KtSafetensorsWriter(const OutputContext& c) : c_(c), sharded_(c.directory) {
+        for (const auto& [name, role] : c.plan->roles)
+            if (is_copied(role)) rest_.push_back(name);
+        const std::size_t shards = c.plan->moe_layers.size() + (rest_.empty() ? 0 : 1);
+        for (std::size_t i = 0; i < c.plan->moe_layers.size(); ++i)
+            layer_shard_[c.plan->moe_layers[i].layer] = shard_file_name(i + 1, shards);
+        if (!rest_.empty()) rest_shard_ = shard_file_name(shards, shards);
+    }
+
+    std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
+        const MoeLayerPlan& plan = layer_plan(layer);
+        std::vector<TensorSpec> specs;
+        for (const auto& e : plan.experts)
+            for (Projection p : kt_projection_order)
+                for (int i = 0; i < c_.parts; ++i) {
+                    const std::string base = "blk." + std::to_string(layer) + "." + kt_projection_name(p) + "." +
+                                             std::to_string(e.expert) + ".numa." + std::to_string(i) + ".";
+                    for (auto spec : c_.quantizer->output_layout(part_shape(e.weights[static_cast<int>(p)], p, c_.parts))) {
+                        spec.name = base + spec.name;
+                        specs.push_back(std::move(spec));
+                    }
+                }
+        const std::string& file = layer_shard_.at(layer);
+        Metadata metadata = default_safetensors_metadata();
+        metadata.emplace_back("moequant.method", kt_method(*c_.quantizer));
+        metadata.emplace_back("moequant.quantizer", std::string(c_.quantizer->id()));
+        metadata.emplace_back("moequant.parts", std::to_string(c_.parts));
+        metadata.emplace_back("moequant.experts", std::to_string(plan.experts.size()));
+        metadata.emplace_back("moequant.layer", std::to_string(layer));
+        metadata.emplace_back("moequant.source", c_.plan->family + ":" + c_.plan->model_type);
+        SafetensorsWriter writer = sharded_.open_shard(file, std::move(specs), std::move(metadata));
+        return std::make_unique<KtSafetensorsSink>(std::move(writer), layer, c_.directory, file);
+    }
+
+    std::vector<std::string> layer_files(std::int64_t layer) const override { return {layer_shard_.at(layer)}; }
+
+    void adopt_layer(std::int64_t layer) override { sharded_.adopt_shard(layer_shard_.at(layer)); }
+
+    std::vector<WrittenFile> finish() override {
+        std::vector<WrittenFile> written;
+        if (!rest_.empty()) {
+            std::vector<TensorSpec> specs;
+            std::map<std::string, std::string> source_of;  // new name -> checkpoint name
+            for (const auto& name : rest_) {
+                const TensorInfo& info = c_.source->info(name);
+                const std::string renamed = kt_rename(name);
+                if (!source_of.emplace(renamed, name).second)
+                    throw Error(ErrorKind::input, "two tensors get the kt name '" + renamed + "'", {.tensor = name});
+                specs.push_back({renamed, info.dtype, info.shape});
+            }
+            SafetensorsWriter writer = sharded_.open_shard(rest_shard_, specs);
+            for (const auto& [renamed, name] : source_of) writer.write(renamed, c_.source->view(name));  // from the mmap
+            writer.finish();
+            written.push_back(describe(c_.directory, rest_shard_));
+        }
+        for (const char* side : side_files)
+            if (fs::exists(c_.source->directory() / side)) {
+                copy_file_atomically(c_.source->directory() / side, c_.directory / side);
+                written.push_back(describe(c_.directory, side));
+            }
+        sharded_.write_index();
+        written.push_back(describe(c_.directory, safetensors_index_name));
+        return written;
+    }
+
+private:
+    const MoeLayerPlan& layer_plan(std::int64_t layer) const {
+        for (const auto& l : c_.plan->moe_layers)
+            if (l.layer == layer) return l;
+        throw Error(ErrorKind::internal, "layer " + std::to_string(layer) + " is not a MoE layer of the plan");
+    }
+
+    OutputContext c_;
+    ShardedSafetensorsWriter sharded_;
+    std::vector<std::string> rest_;
+    std::map<std::int64_t, std::string> layer_shard_;
+    std::string rest_shard_;
+};
+
+class KtSafetensorsFormat final : public OutputFormat {
+public:
+    std::string_view id() const override { return "kt-safetensors"; }
+    std::string_view description() const override {
+        return "kt-kernel merged safetensors: blk.L.ffn_*_exps.E.numa.i.{weight,scale}, one shard per layer";
+    }
+    std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
+        if (!context.quantizer) throw Error(ErrorKind::usage, "kt-safetensors needs a quantizer");
+        return std::make_unique<KtSafetensorsWriter>(context);
+    }
+};
+
+}  // namespace
+
+MOEQUANT_PLUGIN("kt_safetensors", "0.1.0", MOEQUANT_KIND_FORMAT, "kt-kernel merged safetensors output") {
+    registrar.add(std::make_unique<KtSafetensorsFormat>());
+}

@@ -1,0 +1,160 @@
+// `kt-tree` (`--no-merge-safetensor`): kt-kernel's `.kt` file tree (kt-cpu-format.md §6):
+// `_layer_{L}/_numa_{i}/{P}_{proj}_{e}_{B}Byte_quant_.kt` (the code bytes) and
+// `..._{S}Byte_scale_.kt` (the float32 row scales), P = INT4 / INT8, and nothing else. A layer
+// is written into `._layer_{L}.partial/` and renamed when complete, so a layer folder under
+// its final name is always whole.
+
+#include "kt_naming.hpp"
+
+#include <moequant/digest.hpp>
+#include <moequant/error.hpp>
+#include <moequant/output_file.hpp>
+#include <moequant/plugin.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+
+namespace {
+
+using namespace moequant;
+using namespace moequant::formats;
+namespace fs = std::filesystem;
+
+std::string layer_folder(std::int64_t layer) { return "_layer_" + std::to_string(layer); }
+
+// "{P}_{proj}_{e}_{bytes}Byte_{quant|scale}_.kt"
+std::string kt_file(const std::string& prefix, Projection p, std::int64_t expert, std::uint64_t bytes, bool scale) {
+    return prefix + "_" + std::string(projection_name(p)) + "_" + std::to_string(expert) + "_" + std::to_string(bytes) +
+           "Byte_" + (scale ? "scale" : "quant") + "_.kt";
+}
+
+void sync_folder(const fs::path& dir) {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+    }
+}
+
+class KtTreeSink final : public LayerSink {
+public:
+    KtTreeSink(fs::path output, std::int64_t layer, std::string prefix, int parts)
+        : output_(std::move(output)), layer_(layer), prefix_(std::move(prefix)), parts_(parts) {
+        staging_ = output_ / ("." + layer_folder(layer) + ".partial");
+        std::error_code ec;
+        fs::remove_all(staging_, ec);  // leftovers of an interrupted run
+        for (int i = 0; i < parts_; ++i) {
+            fs::create_directories(staging_ / ("_numa_" + std::to_string(i)), ec);
+            if (ec)
+                throw Error(ErrorKind::io, "cannot create the layer folder: " + ec.message(),
+                            {.file = staging_.string(), .code = "WriteFailed"});
+        }
+    }
+
+    ~KtTreeSink() override {
+        if (!committed_) {
+            std::error_code ec;
+            fs::remove_all(staging_, ec);
+        }
+    }
+
+    void write(const QuantizedExpert& q) override {
+        const Tensor* codes = q.tensor.part("weight");
+        const Tensor* scales = q.tensor.part("scale");
+        if (!codes || !scales) throw Error(ErrorKind::plugin, "kt-tree needs quantizers that produce 'weight' and 'scale' parts");
+        const std::string numa = "_numa_" + std::to_string(q.part);
+        for (const auto& [tensor, is_scale] : {std::pair{codes, false}, std::pair{scales, true}}) {
+            const std::string name = kt_file(prefix_, q.projection, q.expert, tensor->size_bytes(), is_scale);
+            write_file(numa + "/" + name, tensor->bytes());
+        }
+    }
+
+    std::vector<WrittenFile> commit() override {
+        for (int i = 0; i < parts_; ++i) sync_folder(staging_ / ("_numa_" + std::to_string(i)));
+        const fs::path final_dir = output_ / layer_folder(layer_);
+        std::error_code ec;
+        fs::remove_all(final_dir, ec);  // an earlier, incomplete or stale copy of this layer
+        fs::rename(staging_, final_dir, ec);
+        if (ec)
+            throw Error(ErrorKind::io, "cannot move the finished layer into place: " + ec.message(),
+                        {.file = final_dir.string(), .code = "WriteFailed"});
+        sync_folder(output_);
+        committed_ = true;
+        std::sort(written_.begin(), written_.end(), [](const WrittenFile& a, const WrittenFile& b) { return a.name < b.name; });
+        return written_;
+    }
+
+private:
+    void write_file(const std::string& relative, std::span<const std::byte> bytes) {
+        OutputFile file(staging_ / relative, bytes.size());
+        file.append(bytes);
+        file.commit();
+        std::lock_guard lock(mutex_);
+        written_.push_back({layer_folder(layer_) + "/" + relative, bytes.size(), digest_hex(bytes)});
+    }
+
+    fs::path output_, staging_;
+    std::int64_t layer_;
+    std::string prefix_;
+    int parts_;
+    bool committed_ = false;
+    std::mutex mutex_;
+    std::vector<WrittenFile> written_;
+};
+
+class KtTreeWriter final : public OutputWriter {
+public:
+    explicit KtTreeWriter(const OutputContext& c) : c_(c), prefix_(kt_file_prefix(*c.quantizer)) {}
+
+    std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
+        return std::make_unique<KtTreeSink>(c_.directory, layer, prefix_, c_.parts);
+    }
+
+    std::vector<std::string> layer_files(std::int64_t layer) const override {
+        std::vector<std::string> files;
+        for (const auto& l : c_.plan->moe_layers) {
+            if (l.layer != layer) continue;
+            for (const auto& e : l.experts)
+                for (Projection p : kt_projection_order)
+                    for (int i = 0; i < c_.parts; ++i) {
+                        auto layout = c_.quantizer->output_layout(part_shape(e.weights[static_cast<int>(p)], p, c_.parts));
+                        for (const auto& spec : layout) {
+                            auto bytes = dtype_byte_size(spec.dtype, shape_elements(spec.shape).value_or(0)).value_or(0);
+                            files.push_back(layer_folder(layer) + "/_numa_" + std::to_string(i) + "/" +
+                                            kt_file(prefix_, p, e.expert, bytes, spec.name == "scale"));
+                        }
+                    }
+        }
+        std::sort(files.begin(), files.end());
+        return files;
+    }
+
+    void adopt_layer(std::int64_t) override {}  // the folder is already in place
+
+    std::vector<WrittenFile> finish() override { return {}; }  // kt-kernel's tree has nothing else
+
+private:
+    OutputContext c_;
+    std::string prefix_;
+};
+
+class KtTreeFormat final : public OutputFormat {
+public:
+    std::string_view id() const override { return "kt-tree"; }
+    std::string_view description() const override {
+        return "kt-kernel .kt file tree: _layer_L/_numa_i/{INT4|INT8}_{proj}_{e}_{bytes}Byte_{quant|scale}_.kt";
+    }
+    std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
+        if (!context.quantizer) throw Error(ErrorKind::usage, "kt-tree needs a quantizer");
+        return std::make_unique<KtTreeWriter>(context);
+    }
+};
+
+}  // namespace
+
+MOEQUANT_PLUGIN("kt_tree", "0.1.0", MOEQUANT_KIND_FORMAT, "kt-kernel .kt file tree output (--no-merge-safetensor)") {
+    registrar.add(std::make_unique<KtTreeFormat>());
+}

@@ -1,0 +1,371 @@
+// `moequant convert` end to end: for every family, synth -> convert (INT4 and INT8, T = 1 and 2,
+// merged safetensors and the .kt tree), and every expert's bytes compared with an independent
+// quantization of the source done here, from the spec (kt-cpu-format.md §3-§7): the source
+// matrix read from the family's tensor names (FP8 dequantized, fused tensors sliced), scales and
+// codes computed per element, and placed with the §4.4 index formula.
+
+#include "test_support.hpp"
+
+#include <moequant/checkpoint.hpp>
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+using namespace moequant;
+using namespace moequant::test;
+namespace json = boost::json;
+
+namespace {
+
+// ---- the source side, from the family rules ----
+
+struct Family {
+    std::string name, dtype, layout;
+    std::string prefix = "model.layers.";
+    std::string experts = "mlp.experts";
+    std::array<std::string, 3> projections = {"gate_proj", "up_proj", "down_proj"};
+};
+
+std::uint16_t bf16_round(float f) {
+    std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+    std::uint32_t upper = u >> 16, lower = u & 0xFFFF;
+    if (lower > 0x8000 || (lower == 0x8000 && (upper & 1))) ++upper;
+    return static_cast<std::uint16_t>(upper);
+}
+
+float e4m3(std::uint8_t b) {
+    const int sign = b >> 7, exponent = (b >> 3) & 15, mantissa = b & 7;
+    const double m = exponent == 0 ? std::ldexp(mantissa / 8.0, -6) : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
+    return static_cast<float>(sign ? -m : m);
+}
+
+template <class T>
+T at(const TensorView& v, std::size_t i) {
+    T x;
+    std::memcpy(&x, v.data() + i * sizeof(T), sizeof(T));
+    return x;
+}
+
+// BF16 bits of expert `e`, projection p (0 gate, 1 up, 2 down) of layer `layer`: [rows, cols].
+std::vector<std::uint16_t> source_matrix(const Checkpoint& c, const Family& f, std::int64_t layer, std::int64_t e, int p,
+                                         std::int64_t I, std::int64_t H) {
+    const std::int64_t rows = p == 2 ? H : I, cols = p == 2 ? I : H;
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(rows * cols));
+    const std::string lp = f.prefix + std::to_string(layer) + ".";
+    if (f.layout == "fused-linear" || f.layout == "fused-bmm") {
+        const bool b = f.layout == "fused-bmm";
+        TensorView t = c.view(lp + "mlp.experts." + (p == 2 ? "down_proj" : "gate_up_proj"));
+        const std::int64_t a = t.shape[1], w = t.shape[2];
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t col = 0; col < cols; ++col) {
+                // Layout A stores [out, in] (gate rows then up rows); B stores [in, out] (gate columns then up).
+                std::int64_t sr = b ? col : r, sc = b ? r : col;
+                if (p == 1) (b ? sc : sr) += I;
+                out[static_cast<std::size_t>(r * cols + col)] = at<std::uint16_t>(t, static_cast<std::size_t>((e * a + sr) * w + sc));
+            }
+        return out;
+    }
+    const std::string name = lp + f.experts + "." + std::to_string(e) + "." + f.projections[static_cast<std::size_t>(p)] + ".weight";
+    TensorView t = c.view(name);
+    if (t.dtype == DType::BF16) {
+        std::memcpy(out.data(), t.data(), out.size() * 2);
+        return out;
+    }
+    TensorView s = c.view(name + "_scale_inv");
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t col = 0; col < cols; ++col) {
+            const float scale = at<float>(s, static_cast<std::size_t>((r / 128) * s.shape[1] + col / 128));
+            out[static_cast<std::size_t>(r * cols + col)] = bf16_round(e4m3(at<std::uint8_t>(t, static_cast<std::size_t>(r * cols + col))) * scale);
+        }
+    return out;
+}
+
+// ---- the kt-kernel side, from kt-cpu-format.md §3-§5 ----
+
+struct Packed {
+    std::vector<std::uint8_t> codes;
+    std::vector<std::uint8_t> scales;  // little-endian float32
+};
+
+int saturate(float v) {
+    if (!(std::fabs(v) < 2147483648.0f)) return -128;
+    return std::clamp(static_cast<int>(std::nearbyint(v)), -128, 127);
+}
+
+Packed reference_pack(const std::vector<std::uint16_t>& m, std::int64_t n, std::int64_t k, bool int4) {
+    const std::int64_t n_block = int4 ? 128 : 64, k_block = 3584, w = int4 ? 128 : 64;
+    Packed out;
+    out.codes.assign(static_cast<std::size_t>(int4 ? n * k / 2 : n * k), 0);
+    out.scales.resize(static_cast<std::size_t>(4 * n));
+    for (std::int64_t r = 0; r < n; ++r) {
+        float amax = 0;
+        for (std::int64_t c = 0; c < k; ++c)
+            amax = std::max(amax, std::fabs(std::bit_cast<float>(static_cast<std::uint32_t>(m[static_cast<std::size_t>(r * k + c)]) << 16)));
+        const float d = int4 ? static_cast<float>(static_cast<double>(amax) / 112.0) : amax * std::bit_cast<float>(0x3C010204u);
+        const float inv = d != 0 ? 1.0f / d : 0.0f;
+        std::memcpy(out.scales.data() + 4 * r, &d, 4);
+        const std::int64_t nb = r / n_block * n_block, nbs = std::min(n_block, n - nb);
+        const std::int64_t ns = (r - nb) / 32 * 32, i = r - nb - ns;
+        for (std::int64_t c = 0; c < k; ++c) {
+            const float x = std::bit_cast<float>(static_cast<std::uint32_t>(m[static_cast<std::size_t>(r * k + c)]) << 16);
+            const int t = saturate(x * inv);
+            const std::int64_t kb = c / k_block * k_block, kbs = std::min(k_block, k - kb), kt = (c - kb) / w * w,
+                               j = c - kb - kt;
+            const std::int64_t elements = nb * k + kb * nbs + ns * kbs + kt * 32;
+            if (!int4) {
+                const std::int64_t off = elements + (i / 16) * 1024 + (j / 4) * 64 + (i % 16) * 4 + j % 4;
+                out.codes[static_cast<std::size_t>(off)] = static_cast<std::uint8_t>(static_cast<std::int8_t>(t));
+            } else {
+                const int a = std::abs(t), q = (t < 0 ? -1 : 1) * (((a + 8) & 0xF0) / 16);
+                const std::int64_t jj = j % 64;
+                const std::int64_t off = elements / 2 + (i / 16) * 1024 + (jj / 4) * 64 + (i % 16) * 4 + jj % 4;
+                out.codes[static_cast<std::size_t>(off)] |= static_cast<std::uint8_t>((q & 0xF) << (j >= 64 ? 4 : 0));
+            }
+        }
+    }
+    return out;
+}
+
+// Part i of T: gate/up rows, down columns (§5).
+std::vector<std::uint16_t> part_of(const std::vector<std::uint16_t>& m, std::int64_t rows, std::int64_t cols, int p, int i, int parts) {
+    if (p != 2) {
+        const std::int64_t each = rows / parts;
+        return {m.begin() + i * each * cols, m.begin() + (i + 1) * each * cols};
+    }
+    const std::int64_t each = cols / parts;
+    std::vector<std::uint16_t> out;
+    for (std::int64_t r = 0; r < rows; ++r) out.insert(out.end(), m.begin() + r * cols + i * each, m.begin() + r * cols + (i + 1) * each);
+    return out;
+}
+
+std::vector<std::uint8_t> bytes_of(const TensorView& v) {
+    return {reinterpret_cast<const std::uint8_t*>(v.data()), reinterpret_cast<const std::uint8_t*>(v.data()) + v.size_bytes()};
+}
+
+void synth(const fs::path& out, const Family& f) {
+    auto r = run_moequant({"synth", "--family", f.name, "--dtype", f.dtype, "--layout", f.layout, "--out", out.string()});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+}
+
+void run_convert(const fs::path& in, const fs::path& out, const std::string& method, int parts, bool tree,
+             std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"convert", "-i", in.string(), "-o", out.string(), "--quant-method", method,
+                                     "--threadpool-count", std::to_string(parts), "--quiet"};
+    if (tree) args.push_back("--no-merge-safetensor");
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = run_moequant(args);
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+}
+
+std::map<std::string, std::string> file_hashes(const fs::path& dir) {
+    std::map<std::string, std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file() && e.path().filename() != "moequant-run.json")
+            out[fs::relative(e.path(), dir).string()] = sha256_file(e.path());
+    return out;
+}
+
+const char* names[3] = {"gate", "up", "down"};
+
+// Every expert of every MoE layer, in both formats, against the reference.
+void check_family(const Family& f) {
+    TempDir dir;
+    synth(dir / "src", f);
+    const auto config_doc = json::parse(read_text(dir / "src/config.json")).as_object();
+    const auto& cfg = config_doc.contains("text_config") ? config_doc.at("text_config").as_object() : config_doc;
+    auto inspected = json::parse(run_moequant({"inspect", "--json", (dir / "src").string()}).out).at("plan").as_object();
+    const std::int64_t H = cfg.at("hidden_size").to_number<std::int64_t>(), I = inspected.at("expert_intermediate_size").to_number<std::int64_t>(),
+                       E = inspected.at("num_experts").to_number<std::int64_t>();
+    Checkpoint source = Checkpoint::open(dir / "src");
+    for (const std::string method : {"int4", "int8"})
+        for (int parts : {1, 2}) {
+            BOOST_TEST_CONTEXT(f.name << " " << f.dtype << " " << f.layout << " " << method << " T=" << parts) {
+                const fs::path merged = dir / (method + std::to_string(parts) + "m"), tree = dir / (method + std::to_string(parts) + "t");
+                run_convert(dir / "src", merged, method, parts, false);
+                run_convert(dir / "src", tree, method, parts, true);
+                Checkpoint out = Checkpoint::open(merged);
+                const std::string prefix = method == "int4" ? "INT4" : "INT8";
+                for (const auto& l : inspected.at("moe_layers").as_array()) {
+                    const std::int64_t layer = l.to_number<std::int64_t>();
+                    for (std::int64_t e = 0; e < E; ++e)
+                        for (int p = 0; p < 3; ++p) {
+                            const std::int64_t rows = p == 2 ? H : I, cols = p == 2 ? I : H;
+                            auto matrix = source_matrix(source, f, layer, e, p, I, H);
+                            for (int i = 0; i < parts; ++i) {
+                                const std::int64_t n = p == 2 ? rows : rows / parts, k = p == 2 ? cols / parts : cols;
+                                Packed want = reference_pack(part_of(matrix, rows, cols, p, i, parts), n, k, method == "int4");
+                                const std::string key = "blk." + std::to_string(layer) + ".ffn_" + names[p] + "_exps." +
+                                                        std::to_string(e) + ".numa." + std::to_string(i);
+                                const TensorView w = out.view(key + ".weight"), s = out.view(key + ".scale");
+                                BOOST_REQUIRE((w.dtype == DType::I8));
+                                BOOST_REQUIRE((s.dtype == DType::F32));
+                                BOOST_REQUIRE_MESSAGE(bytes_of(w) == want.codes, key << ".weight differs from the reference");
+                                BOOST_REQUIRE_MESSAGE(bytes_of(s) == want.scales, key << ".scale differs from the reference");
+                                // The tree holds the same bytes under kt-kernel's file names.
+                                const fs::path folder = tree / ("_layer_" + std::to_string(layer)) / ("_numa_" + std::to_string(i));
+                                const std::string stem = prefix + "_" + names[p] + "_" + std::to_string(e) + "_";
+                                BOOST_REQUIRE(read_bytes(folder / (stem + std::to_string(want.codes.size()) + "Byte_quant_.kt")) == want.codes);
+                                BOOST_REQUIRE(read_bytes(folder / (stem + std::to_string(want.scales.size()) + "Byte_scale_.kt")) == want.scales);
+                            }
+                        }
+                }
+            }
+        }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(convert)
+
+BOOST_AUTO_TEST_CASE(every_family_matches_an_independent_quantization) {
+    std::vector<Family> families = {
+        {"deepseek_v3", "fp8", "per-expert"},
+        {"qwen3_next", "bf16", "per-expert"},
+        {"glm4_moe", "fp8", "per-expert"},
+        {"qwen3_moe", "bf16", "fused-bmm"},
+        {"mixtral", "bf16", "fused-linear"},
+    };
+    Family mixtral{"mixtral", "bf16", "per-expert"};
+    mixtral.experts = "block_sparse_moe.experts";
+    mixtral.projections = {"w1", "w3", "w2"};
+    families.push_back(mixtral);
+    for (const auto& f : families) check_family(f);
+}
+
+BOOST_AUTO_TEST_CASE(merged_output_layout_and_metadata) {
+    TempDir dir;
+    synth(dir / "src", {"deepseek_v3", "fp8", "per-expert"});
+    run_convert(dir / "src", dir / "out", "int4", 2, false);
+    Checkpoint out = Checkpoint::open(dir / "out");
+    // One shard per MoE layer (1 and 2) plus one for everything else, named up front.
+    auto shards = out.shard_names();
+    std::sort(shards.begin(), shards.end());
+    BOOST_TEST((shards == std::vector<std::string>{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+                                                   "model-00003-of-00003.safetensors"}));
+    BOOST_TEST(out.shard_of("blk.1.ffn_up_exps.0.numa.1.weight") == "model-00001-of-00003.safetensors");
+    BOOST_TEST(out.shard_of("blk.2.ffn_down_exps.7.numa.0.scale") == "model-00002-of-00003.safetensors");
+    const SafetensorsFile& layer1 = out.shard("model-00001-of-00003.safetensors");
+    BOOST_TEST(layer1.metadata("moequant.method").value() == "AMXINT4");
+    BOOST_TEST(layer1.metadata("moequant.parts").value() == "2");
+    BOOST_TEST(layer1.metadata("moequant.experts").value() == "8");
+    BOOST_TEST(layer1.metadata("format").value() == "pt");
+    // Non-expert tensors renamed as kt-cpu-format.md §7.3, with the source bytes; MTP layer 3 and
+    // routed-expert weights and scales are not copied.
+    Checkpoint src = Checkpoint::open(dir / "src");
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"model.layers.1.self_attn.q_a_proj.weight", "blk.1.self_attn.q_a_proj.weight"},
+             {"model.layers.1.self_attn.q_a_proj.weight_scale_inv", "blk.1.self_attn.q_a_proj.weight_scale_inv"},
+             {"model.layers.2.mlp.gate.e_score_correction_bias", "blk.2.mlp.gate.e_score_correction_bias"},
+             {"model.layers.1.mlp.shared_experts.down_proj.weight", "blk.1.mlp.shared_experts.down_proj.weight"},
+             {"model.embed_tokens.weight", "embed_tokens.weight"},
+             {"model.norm.weight", "norm.weight"},
+             {"lm_head.weight", "lm_head.weight"}})
+        BOOST_TEST(bytes_of(out.view(to)) == bytes_of(src.view(from)), to);
+    for (const auto& name : out.tensor_names()) {
+        BOOST_TEST(name.find("blk.3.") == std::string::npos, name);  // the MTP layer
+        BOOST_TEST(name.find(".mlp.experts.") == std::string::npos, name);
+    }
+    for (const char* side : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
+        BOOST_TEST(read_bytes(dir / "out" / side) == read_bytes(dir / "src" / side), side);
+    BOOST_TEST(!fs::exists(dir / "out/generation_config.json"));
+}
+
+BOOST_AUTO_TEST_CASE(bytes_do_not_depend_on_threads_and_reruns_continue_exactly) {
+    TempDir dir;
+    synth(dir / "src", {"glm4_moe", "fp8", "per-expert"});
+    run_convert(dir / "src", dir / "one", "int8", 2, false, {"--threads", "1"});
+    run_convert(dir / "src", dir / "two", "int8", 2, false, {"--threads", "2"});
+    const auto clean = file_hashes(dir / "one");
+    BOOST_TEST((file_hashes(dir / "two") == clean));
+
+    // A run that fails after its first layer (a full disk), then the same command again.
+    std::vector<std::string> args = {"convert", "-i", (dir / "src").string(), "-o", (dir / "resumed").string(),
+                                     "--quant-method", "int8", "--quiet"};
+    auto failed = run_moequant(args, {"MOEQUANT_TEST_ENOSPC_AFTER_BYTES=2400000"});
+    BOOST_TEST(failed.exit_code == 5, failed.err);
+    BOOST_TEST(failed.err.find("DiskFull") != std::string::npos);
+    BOOST_TEST(!fs::exists(dir / "resumed/model.safetensors.index.json"));
+    for (const auto& e : fs::directory_iterator(dir / "resumed"))
+        BOOST_TEST(e.path().filename().string().find(".partial") == std::string::npos, e.path());
+    auto again = run_moequant(args);
+    BOOST_REQUIRE_MESSAGE(again.exit_code == 0, again.err);
+    BOOST_TEST(again.out.find("kept 1 completed earlier") != std::string::npos, again.out);
+    BOOST_TEST((file_hashes(dir / "resumed") == clean));
+
+    // --resume-layer redoes layers from the given one; the bytes stay the same.
+    auto resumed = run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "resumed").string(), "--quant-method",
+                                 "int8", "--resume-layer", "2", "--quiet"});
+    BOOST_REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.err);
+    BOOST_TEST(resumed.out.find("converted 1 layer(s), kept 1") != std::string::npos, resumed.out);
+    BOOST_TEST((file_hashes(dir / "resumed") == clean));
+}
+
+BOOST_AUTO_TEST_CASE(refusals) {
+    TempDir dir;
+    synth(dir / "src", {"deepseek_v3", "fp8", "per-expert"});
+    auto mismatch = run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "a").string(), "--input-type", "bf16"});
+    BOOST_TEST(mismatch.exit_code == 3);
+    BOOST_TEST(mismatch.err.find("InputTypeMismatch") != std::string::npos, mismatch.err);
+    BOOST_TEST(!fs::exists(dir / "a"));
+    auto split = run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "a").string(), "--threadpool-count", "3"});
+    BOOST_TEST(split.exit_code == 3);
+    BOOST_TEST(split.err.find("not divisible by 3") != std::string::npos, split.err);
+    auto unpackable = run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "a").string(), "--threadpool-count", "4"});
+    BOOST_TEST(unpackable.exit_code == 3);  // I/T = 64 rows is fine for INT4 but the down part has k = 64 < 128
+    BOOST_TEST(unpackable.err.find("UnpackableShape") != std::string::npos, unpackable.err);
+    fs::create_directories(dir / "busy");
+    write_text(dir / "busy/notes.txt", "mine");
+    auto busy = run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "busy").string(), "--quiet"});
+    BOOST_TEST(busy.exit_code == 5);
+    BOOST_TEST(busy.err.find("OutputExists") != std::string::npos, busy.err);
+    BOOST_TEST(fs::exists(dir / "busy/notes.txt"));
+    BOOST_TEST(run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "busy").string(), "--quiet", "--overwrite"}).exit_code == 0);
+    BOOST_TEST(!fs::exists(dir / "busy/notes.txt"));
+    // Another job into the same folder (other method) is refused too.
+    auto other = run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "busy").string(), "--quant-method", "int8", "--quiet"});
+    BOOST_TEST(other.exit_code == 5);
+    BOOST_TEST(other.err.find("another conversion") != std::string::npos, other.err);
+}
+
+BOOST_AUTO_TEST_CASE(bf16_export_dequantizes_fp8_and_drops_scales) {
+    TempDir dir;
+    synth(dir / "src", {"deepseek_v3", "fp8", "per-expert"});
+    auto r = run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "bf16").string(), "--format", "bf16-safetensors", "--quiet"});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    Checkpoint src = Checkpoint::open(dir / "src"), out = Checkpoint::open(dir / "bf16");
+    std::size_t converted = 0;
+    for (const auto& name : src.tensor_names()) {
+        const bool mtp = name.rfind("model.layers.3.", 0) == 0;
+        if (name.ends_with("_scale_inv") || mtp) {
+            BOOST_TEST(!out.contains(name), name);
+            continue;
+        }
+        BOOST_REQUIRE_MESSAGE(out.contains(name), name);
+        TensorView s = src.view(name), o = out.view(name);
+        BOOST_TEST((o.shape == s.shape));
+        if (s.dtype != DType::F8_E4M3) {
+            BOOST_TEST(bytes_of(o) == bytes_of(s), name);
+            continue;
+        }
+        BOOST_TEST((o.dtype == DType::BF16));
+        TensorView scale = src.view(name + "_scale_inv");
+        for (std::int64_t i = 0; i < s.shape[0]; ++i)
+            for (std::int64_t j = 0; j < s.shape[1]; ++j) {
+                const auto k = static_cast<std::size_t>(i * s.shape[1] + j);
+                const float sc = at<float>(scale, static_cast<std::size_t>((i / 128) * scale.shape[1] + j / 128));
+                if (at<std::uint16_t>(o, k) != bf16_round(e4m3(at<std::uint8_t>(s, k)) * sc)) BOOST_FAIL(name << " differs at " << k);
+            }
+        ++converted;
+    }
+    BOOST_TEST(converted > 50u);
+    auto config = json::parse(read_text(dir / "bf16/config.json")).as_object();
+    BOOST_TEST(!config.contains("quantization_config"));
+    BOOST_TEST(config.at("model_type").as_string() == "deepseek_v3");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
