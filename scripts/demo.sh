@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds moequant and shows it working on its embedded default: `synth` writes a tiny
-# checkpoint in a real family's on-disk conventions, `inspect` reads it back (headers, detected
-# family, MoE plan). Nothing is downloaded.
+# DeepSeek-V3-style FP8 checkpoint in the family's real on-disk conventions, `inspect` reads it
+# back (headers, detected family, MoE plan), `convert` turns its experts into kt-kernel's AMX
+# INT4/INT8 format. Nothing is downloaded.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 shared=${MOEQUANT_SHARED_DIR:-$root/../shared}
@@ -26,8 +27,14 @@ run plugins
 # synthesized by the deepseek_v3 adapter, then inspected (headers, family, MoE plan).
 run synth --family deepseek_v3 --dtype fp8 --out "$work/deepseek-v3-tiny"
 run inspect --top 5 "$work/deepseek-v3-tiny"
-run synth --family qwen3_next --out "$work/qwen3-next-tiny"
-run inspect --top 3 "$work/qwen3-next-tiny"
+# The main job: the routed experts into kt-kernel's AMX INT4 layout (FP8 dequantized on the
+# CPU), merged safetensors with one shard per layer, then the same as the .kt file tree.
+run convert -i "$work/deepseek-v3-tiny" -o "$work/deepseek-v3-tiny-int4" --input-type fp8 --quant-method int4 --threadpool-count 2
+run inspect --headers-only --top 4 "$work/deepseek-v3-tiny-int4"
+run convert -i "$work/deepseek-v3-tiny" -o "$work/deepseek-v3-tiny-int8-tree" --quant-method int8 --no-merge-safetensor --quiet
+echo; echo "\$ ls <tree>/_layer_1/_numa_0 | head -4"; ls "$work/deepseek-v3-tiny-int8-tree/_layer_1/_numa_0" | head -4
+echo; echo "\$ moequant convert ... (the same command again: the completed layers are kept)"
+"$moequant" convert -i "$work/deepseek-v3-tiny" -o "$work/deepseek-v3-tiny-int4" --input-type fp8 --quant-method int4 --quiet
 
 fixture="$shared/fixtures/third_party/safetensors_cpp_testdata/test/safetensors_abuse_attempt_1.safetensors"
 if [[ -f "$fixture" ]]; then

@@ -207,6 +207,11 @@ TensorView Checkpoint::view(std::string_view tensor) const {
     return impl_->shard(shard).view(impl_->info_in_shard(tensor, shard));
 }
 
+void Checkpoint::release_pages(std::string_view tensor) const {
+    std::size_t shard = impl_->shard_index_of(tensor);
+    impl_->shard(shard).release_pages(impl_->info_in_shard(tensor, shard));
+}
+
 void Checkpoint::validate_all() const {
     for (const auto& [name, shard] : impl_->shard_of) impl_->info_in_shard(name, shard);
     for (std::size_t i = 0; i < impl_->shard_names.size(); ++i) {

@@ -144,6 +144,14 @@ void convert_layer(const ConversionJob& job, const MoeLayerPlan& layer, LayerSin
     });
 }
 
+void release_layer_input(const Checkpoint& source, const MoeLayerPlan& layer) {
+    for (const auto& e : layer.experts)
+        for (const auto& s : e.weights) {
+            source.release_pages(s.tensor);
+            if (!s.scale_tensor.empty()) source.release_pages(s.scale_tensor);
+        }
+}
+
 std::uint64_t total_bytes(const std::vector<WrittenFile>& files) {
     std::uint64_t n = 0;
     for (const auto& f : files) n += f.bytes;
@@ -228,6 +236,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         std::unique_ptr<LayerSink> sink = writer->begin_layer(layer.layer);
         if (job.format->needs_quantizer()) convert_layer(job, layer, *sink);
         std::vector<WrittenFile> files = sink->commit();
+        release_layer_input(*job.source, layer);  // memory stays about one layer, whatever the model size
         result.output_bytes += total_bytes(files);
         kept.push_back({layer.layer, manifest_files(files)});
         manifest.completed_layers = kept;

@@ -5,6 +5,7 @@
 #include "mapped_file.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -172,6 +173,15 @@ TensorView SafetensorsFile::view(const TensorInfo& info) const {
     std::span<const std::byte> bytes;
     if (info.size_bytes() > 0) bytes = impl_->data().subspan(data_start() + info.begin, info.size_bytes());
     return TensorView{info.dtype, info.shape, bytes};
+}
+
+void SafetensorsFile::release_pages(const TensorInfo& info) const noexcept {
+    if (impl_->image.empty() || info.size_bytes() == 0 || impl_->mapping.bytes().empty()) return;
+    const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(impl_->image.data() + data_start() + info.begin);
+    const auto end = begin + info.size_bytes();
+    const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;  // whole pages inside
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 std::optional<std::string> SafetensorsFile::metadata(std::string_view key) const {

@@ -54,6 +54,9 @@ public:
     // Zero-copy view of a tensor's bytes (maps its shard).
     TensorView view(std::string_view tensor) const;
 
+    // Drops a tensor's mapped pages from resident memory (see SafetensorsFile::release_pages).
+    void release_pages(std::string_view tensor) const;
+
     // Opens every shard and checks that the index and the shards agree both ways (every name
     // in the index is in its shard, every tensor of a shard is in the index).
     void validate_all() const;

@@ -44,7 +44,9 @@
 //              layer counts, layout and warnings; ExpertWeightSource gains dtype and matrix shape.
 //   3 (0.1.0): Tensor::uninitialized().
 //   4 (0.1.0): Quantizer::output_layout(); OutputFormat writes layers through LayerSink
-//              (thread-safe, committed per layer), adopts completed layers, finish() returns files.
+//              (thread-safe, committed per layer), adopts completed layers, finish() returns files;
+//              SafetensorsFile / Checkpoint::release_pages(); ShardedSafetensorsWriter::open_shard
+//              takes per-shard metadata.
 #define MOEQUANT_PLUGIN_ABI_VERSION 4
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).

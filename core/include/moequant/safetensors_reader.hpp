@@ -86,6 +86,11 @@ public:
     TensorView view(std::string_view name) const;
     TensorView view(const TensorInfo& info) const;
 
+    // Drops the pages of a tensor's bytes from this process's memory (the page cache keeps
+    // them): after a layer is converted its input no longer counts towards resident memory.
+    // Views of the tensor stay valid (pages are read again on access).
+    void release_pages(const TensorInfo& info) const noexcept;
+
     // __metadata__ value for `key`, if present.
     std::optional<std::string> metadata(std::string_view key) const;
 
