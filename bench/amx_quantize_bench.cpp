@@ -4,6 +4,8 @@
 // packing routine reaches about 0.24 of it on the reference machine class, shared/perf).
 // Usage: moequant_amx_quantize_bench [plugin-dir]
 
+#include "bench_timing.hpp"
+
 #include <moequant/cpu_isa.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/plugin_registry.hpp>
@@ -19,18 +21,9 @@
 #include <vector>
 
 using namespace moequant;
+using moequant::bench::best_seconds;
 
 namespace {
-
-double best_seconds(int repeats, const std::function<void()>& fn) {
-    double best = 1e30;
-    for (int i = 0; i < repeats; ++i) {
-        auto t0 = std::chrono::steady_clock::now();
-        fn();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-}
 
 // Single-thread read bandwidth: sum 512 MiB with 256-bit loads (AVX2 when the CPU has it),
 // four independent accumulators, so the loop is limited by memory, not by the adds.

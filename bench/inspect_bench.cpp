@@ -7,6 +7,8 @@
 // Usage: moequant_inspect_bench [work-dir] [path-to-moequant]
 //   with the host's path, the full CLI (`moequant inspect --json`) is timed too.
 
+#include "bench_timing.hpp"
+
 #include <moequant/checkpoint.hpp>
 #include <moequant/safetensors_writer.hpp>
 #include <moequant/sharded_writer.hpp>
@@ -29,6 +31,7 @@ extern char** environ;
 
 namespace fs = std::filesystem;
 using namespace moequant;
+using moequant::bench::best_seconds;
 
 namespace {
 
@@ -124,16 +127,6 @@ Built build_checkpoint(const fs::path& dir, std::int64_t scale) {
     std::fwrite(index.data(), 1, index.size(), f);
     std::fclose(f);
     return b;
-}
-
-double best_seconds(int repeats, const std::function<void()>& fn) {
-    double best = 1e30;
-    for (int i = 0; i < repeats; ++i) {
-        auto t0 = std::chrono::steady_clock::now();
-        fn();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
 }
 
 // What `inspect` does: open through the index, validate every header both ways, sum up.

@@ -6,6 +6,8 @@
 // `quantization_config`, tokenizer files, and the index last. Tensors are streamed one at a
 // time, so memory stays bounded by the largest tensor.
 
+#include "written_files.hpp"
+
 #include <moequant/digest.hpp>
 #include <moequant/error.hpp>
 #include <moequant/fp8_dequant.hpp>
@@ -24,14 +26,9 @@
 namespace {
 
 using namespace moequant;
+using namespace moequant::formats;
 namespace fs = std::filesystem;
 namespace json = boost::json;
-
-const char* side_files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"};
-
-WrittenFile describe(const fs::path& dir, const std::string& name) {
-    return {name, fs::file_size(dir / name), file_digest(dir / name)};
-}
 
 // The decoder layer a tensor belongs to ("...layers.{L}." anywhere in the name), or -1.
 std::int64_t layer_of(const std::string& name) {
@@ -94,14 +91,12 @@ public:
         std::vector<WrittenFile> written;
         if (!rest_.empty()) written.push_back(write_shard(rest_shard_, rest_));
         write_config();
-        written.push_back(describe(c_.directory, "config.json"));
-        for (const char* side : side_files)
-            if (fs::exists(c_.source->directory() / side)) {
-                copy_file_atomically(c_.source->directory() / side, c_.directory / side);
-                written.push_back(describe(c_.directory, side));
-            }
+        written.push_back(describe_written(c_.directory, "config.json"));
+        copy_side_files(c_.source->directory(), c_.directory,
+                        {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"},
+                        written);
         sharded_.write_index();
-        written.push_back(describe(c_.directory, safetensors_index_name));
+        written.push_back(describe_written(c_.directory, safetensors_index_name));
         return written;
     }
 
@@ -134,7 +129,7 @@ private:
             writer.write(name, bf16.view());
         }
         writer.finish();
-        return describe(c_.directory, file);
+        return describe_written(c_.directory, file);
     }
 
     // config.json without quantization_config (at the top level and in text_config).

@@ -8,6 +8,7 @@
 // source, which the runtime ignores and `moequant verify` reads.
 
 #include "kt_naming.hpp"
+#include "written_files.hpp"
 
 #include <moequant/digest.hpp>
 #include <moequant/error.hpp>
@@ -24,8 +25,6 @@ using namespace moequant;
 using namespace moequant::formats;
 namespace fs = std::filesystem;
 
-const char* side_files[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
-
 // §7.3: drop every "language_model." (as kt-kernel does on reading), then, for names that start
 // with "model.", "model.layers." becomes "blk." and any other "model." is removed.
 std::string kt_rename(std::string name) {
@@ -41,10 +40,6 @@ bool is_copied(TensorRole role) {
            role != TensorRole::skipped_mtp && role != TensorRole::skipped_buffer;
 }
 
-WrittenFile describe(const fs::path& dir, const std::string& name) {
-    return {name, fs::file_size(dir / name), file_digest(dir / name)};
-}
-
 class KtSafetensorsSink final : public LayerSink {
 public:
     KtSafetensorsSink(SafetensorsWriter writer, std::int64_t layer, fs::path dir, std::string file)
@@ -58,7 +53,7 @@ public:
 
     std::vector<WrittenFile> commit() override {
         writer_.finish();
-        return {describe(dir_, file_)};
+        return {describe_written(dir_, file_)};
     }
 
 private:
@@ -123,15 +118,13 @@ public:
             SafetensorsWriter writer = sharded_.open_shard(rest_shard_, specs);
             for (const auto& [renamed, name] : source_of) writer.write(renamed, c_.source->view(name));  // from the mmap
             writer.finish();
-            written.push_back(describe(c_.directory, rest_shard_));
+            written.push_back(describe_written(c_.directory, rest_shard_));
         }
-        for (const char* side : side_files)
-            if (fs::exists(c_.source->directory() / side)) {
-                copy_file_atomically(c_.source->directory() / side, c_.directory / side);
-                written.push_back(describe(c_.directory, side));
-            }
+        // kt-kernel's converter copies exactly these four (kt-cpu-format.md §7.2).
+        copy_side_files(c_.source->directory(), c_.directory,
+                        {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}, written);
         sharded_.write_index();
-        written.push_back(describe(c_.directory, safetensors_index_name));
+        written.push_back(describe_written(c_.directory, safetensors_index_name));
         return written;
     }
 
