@@ -34,4 +34,15 @@ inline Shape part_shape(const ExpertWeightSource& s, Projection p, int parts) {
 
 inline constexpr std::array<Projection, 3> kt_projection_order = {Projection::down, Projection::gate, Projection::up};
 
+// Calls fn(expert, projection, part, spec) for every part the quantizer will produce for a
+// layer, in kt-kernel's order (expert, then down/gate/up, then part).
+template <class Fn>
+void for_each_quantized_part(const MoeLayerPlan& layer, const Quantizer& quantizer, int parts, Fn&& fn) {
+    for (const auto& e : layer.experts)
+        for (Projection p : kt_projection_order)
+            for (int i = 0; i < parts; ++i)
+                for (const auto& spec : quantizer.output_layout(part_shape(e.weights[static_cast<int>(p)], p, parts)))
+                    fn(e.expert, p, i, spec);
+}
+
 }  // namespace moequant::formats

@@ -40,14 +40,19 @@ bool is_copied(TensorRole role) {
            role != TensorRole::skipped_mtp && role != TensorRole::skipped_buffer;
 }
 
+// "blk.{L}.ffn_{proj}_exps.{E}.numa.{i}." (kt-cpu-format.md §7.1); "weight" / "scale" follow.
+std::string kt_tensor_base(std::int64_t layer, Projection p, std::int64_t expert, int part) {
+    return "blk." + std::to_string(layer) + "." + kt_projection_name(p) + "." + std::to_string(expert) + ".numa." +
+           std::to_string(part) + ".";
+}
+
 class KtSafetensorsSink final : public LayerSink {
 public:
     KtSafetensorsSink(SafetensorsWriter writer, std::int64_t layer, fs::path dir, std::string file)
         : writer_(std::move(writer)), layer_(layer), dir_(std::move(dir)), file_(std::move(file)) {}
 
     void write(const QuantizedExpert& q) override {
-        const std::string base = "blk." + std::to_string(layer_) + "." + kt_projection_name(q.projection) + "." +
-                                 std::to_string(q.expert) + ".numa." + std::to_string(q.part) + ".";
+        const std::string base = kt_tensor_base(layer_, q.projection, q.expert, q.part);
         for (const auto& [part, tensor] : q.tensor.parts) writer_.write(base + part, tensor.view());
     }
 
@@ -77,16 +82,11 @@ public:
     std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
         const MoeLayerPlan& plan = layer_plan(layer);
         std::vector<TensorSpec> specs;
-        for (const auto& e : plan.experts)
-            for (Projection p : kt_projection_order)
-                for (int i = 0; i < c_.parts; ++i) {
-                    const std::string base = "blk." + std::to_string(layer) + "." + kt_projection_name(p) + "." +
-                                             std::to_string(e.expert) + ".numa." + std::to_string(i) + ".";
-                    for (auto spec : c_.quantizer->output_layout(part_shape(e.weights[static_cast<int>(p)], p, c_.parts))) {
-                        spec.name = base + spec.name;
-                        specs.push_back(std::move(spec));
-                    }
-                }
+        for_each_quantized_part(plan, *c_.quantizer, c_.parts,
+                                [&](std::int64_t expert, Projection p, int part, TensorSpec spec) {
+                                    spec.name = kt_tensor_base(layer, p, expert, part) + spec.name;
+                                    specs.push_back(std::move(spec));
+                                });
         const std::string& file = layer_shard_.at(layer);
         Metadata metadata = default_safetensors_metadata();
         metadata.emplace_back("moequant.method", kt_method(*c_.quantizer));

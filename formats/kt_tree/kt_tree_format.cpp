@@ -115,19 +115,14 @@ public:
 
     std::vector<std::string> layer_files(std::int64_t layer) const override {
         std::vector<std::string> files;
-        for (const auto& l : c_.plan->moe_layers) {
-            if (l.layer != layer) continue;
-            for (const auto& e : l.experts)
-                for (Projection p : kt_projection_order)
-                    for (int i = 0; i < c_.parts; ++i) {
-                        auto layout = c_.quantizer->output_layout(part_shape(e.weights[static_cast<int>(p)], p, c_.parts));
-                        for (const auto& spec : layout) {
-                            auto bytes = dtype_byte_size(spec.dtype, shape_elements(spec.shape).value_or(0)).value_or(0);
-                            files.push_back(layer_folder(layer) + "/_numa_" + std::to_string(i) + "/" +
-                                            kt_file(prefix_, p, e.expert, bytes, spec.name == "scale"));
-                        }
-                    }
-        }
+        for (const auto& l : c_.plan->moe_layers)
+            if (l.layer == layer)
+                for_each_quantized_part(l, *c_.quantizer, c_.parts,
+                                        [&](std::int64_t expert, Projection p, int part, const TensorSpec& spec) {
+                                            auto bytes = dtype_byte_size(spec.dtype, shape_elements(spec.shape).value_or(0));
+                                            files.push_back(layer_folder(layer) + "/_numa_" + std::to_string(part) + "/" +
+                                                            kt_file(prefix_, p, expert, bytes.value_or(0), spec.name == "scale"));
+                                        });
         std::sort(files.begin(), files.end());
         return files;
     }
