@@ -15,4 +15,12 @@ void add_tokenizer_files(SynthModel& model, const SynthTokenizer& tokenizer) {
     model.side_files.emplace_back("generation_config.json", pretty_json(generation));
 }
 
+SynthTokenizer qwen_style_tokenizer(std::int64_t vocab_size) {
+    TokenizerRequest request;
+    request.vocab_size = vocab_size;
+    request.special_tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    request.eos_token = "<|im_end|>";
+    return make_synth_tokenizer(request);
+}
+
 }  // namespace moequant::adapters

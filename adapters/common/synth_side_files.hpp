@@ -9,4 +9,8 @@ namespace moequant::adapters {
 
 void add_tokenizer_files(SynthModel& model, const SynthTokenizer& tokenizer);
 
+// The Qwen family's byte-level tokenizer: <|endoftext|>, <|im_start|>, <|im_end|> (the eos),
+// no bos token.
+SynthTokenizer qwen_style_tokenizer(std::int64_t vocab_size);
+
 }  // namespace moequant::adapters

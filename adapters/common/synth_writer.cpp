@@ -145,12 +145,15 @@ void pretty(const json::value& v, std::string& out, int indent) {
                 return;
             }
             out += "{\n";
+            std::vector<const json::key_value_pair*> members;
+            for (const auto& kv : o) members.push_back(&kv);
+            std::sort(members.begin(), members.end(), [](auto* a, auto* b) { return a->key() < b->key(); });
             bool first = true;
-            for (const auto& kv : o) {
+            for (const auto* kv : members) {
                 if (!first) out += ",\n";
                 first = false;
-                out += pad + json::serialize(json::value(kv.key())) + ": ";
-                pretty(kv.value(), out, indent + 2);
+                out += pad + json::serialize(json::value(kv->key())) + ": ";
+                pretty(kv->value(), out, indent + 2);
             }
             out += "\n" + std::string(static_cast<std::size_t>(indent), ' ') + "}";
             return;
@@ -182,6 +185,16 @@ json::value fp8_quantization_config() {
                         {"fmt", "e4m3"},
                         {"quant_method", "fp8"},
                         {"weight_block_size", json::array{128, 128}}};
+}
+
+json::object base_config(std::int64_t vocab_size, std::int64_t bos_token_id, std::int64_t eos_token_id, bool fp8) {
+    json::object c{{"attention_dropout", 0.0},        {"hidden_act", "silu"},       {"initializer_range", 0.02},
+                   {"tie_word_embeddings", false},    {"torch_dtype", "bfloat16"},  {"transformers_version", "4.57.1"},
+                   {"use_cache", true},               {"vocab_size", vocab_size}};
+    if (bos_token_id >= 0) c["bos_token_id"] = bos_token_id;
+    if (eos_token_id >= 0) c["eos_token_id"] = eos_token_id;
+    if (fp8) c["quantization_config"] = fp8_quantization_config();
+    return c;
 }
 
 std::string pretty_json(const json::value& value) {

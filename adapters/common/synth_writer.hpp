@@ -8,6 +8,7 @@
 #include <moequant/options.hpp>
 #include <moequant/tensor.hpp>
 
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
 #include <cstdint>
@@ -79,7 +80,13 @@ std::string unpadded_shard_name(std::size_t number, std::size_t count);
 // The quantization_config of DeepSeek-style FP8 checkpoints (model-families.md §4.2).
 boost::json::value fp8_quantization_config();
 
-// JSON text indented by two spaces, keys in insertion order (as transformers writes configs).
+// The config fields every synthetic family writes the same way: attention_dropout, hidden_act,
+// initializer_range, tie_word_embeddings, torch_dtype, transformers_version, use_cache,
+// vocab_size, the bos/eos ids of the tokenizer (those it has), and quantization_config for FP8.
+boost::json::object base_config(std::int64_t vocab_size, std::int64_t bos_token_id, std::int64_t eos_token_id, bool fp8);
+
+// JSON text indented by two spaces with object keys sorted, as transformers writes configs
+// (json.dumps(..., indent=2, sort_keys=True)).
 std::string pretty_json(const boost::json::value& value);
 
 }  // namespace moequant::adapters

@@ -123,16 +123,11 @@ public:
 private:
     static json::value config(const Preset& p, const SynthSettings& s, bool kimi, std::int64_t mtp_layers,
                               const SynthTokenizer& tokenizer) {
-        json::object c;
+        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.fp8);
         c["architectures"] = json::array{"DeepseekV3ForCausalLM"};
         c["attention_bias"] = false;
-        c["attention_dropout"] = 0.0;
-        c["bos_token_id"] = tokenizer.bos_token_id;
-        c["eos_token_id"] = tokenizer.eos_token_id;
         c["first_k_dense_replace"] = p.first_dense;
-        c["hidden_act"] = "silu";
         c["hidden_size"] = p.hidden;
-        c["initializer_range"] = 0.02;
         c["intermediate_size"] = p.dense_intermediate;
         c["kv_lora_rank"] = p.kv_lora;
         c["max_position_embeddings"] = kimi ? 131072 : 163840;
@@ -151,8 +146,6 @@ private:
         c["q_lora_rank"] = p.q_lora;
         c["qk_nope_head_dim"] = p.qk_nope;
         c["qk_rope_head_dim"] = p.qk_rope;
-        if (s.fp8)
-            c["quantization_config"] = fp8_quantization_config();
         c["rms_norm_eps"] = 1e-06;
         c["rope_scaling"] = json::object{{"beta_fast", kimi ? 1.0 : 32.0},
                                          {"beta_slow", 1.0},
@@ -164,14 +157,9 @@ private:
         c["rope_theta"] = kimi ? 50000.0 : 10000.0;
         c["routed_scaling_factor"] = kimi ? 2.827 : 2.5;
         c["scoring_func"] = "sigmoid";
-        c["tie_word_embeddings"] = false;
         c["topk_group"] = p.top_groups;
         c["topk_method"] = "noaux_tc";
-        c["torch_dtype"] = "bfloat16";
-        c["transformers_version"] = "4.57.1";
-        c["use_cache"] = true;
         c["v_head_dim"] = p.v_head;
-        c["vocab_size"] = tokenizer.vocab_size;
         return c;
     }
 };

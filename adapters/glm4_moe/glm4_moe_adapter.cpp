@@ -89,16 +89,12 @@ public:
 
 private:
     static json::value config(const Preset& p, const SynthSettings& s, const SynthTokenizer& tokenizer) {
-        json::object c;
+        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.fp8);
         c["architectures"] = json::array{"Glm4MoeForCausalLM"};
         c["attention_bias"] = true;
-        c["attention_dropout"] = 0.0;
-        c["eos_token_id"] = tokenizer.eos_token_id;
         c["first_k_dense_replace"] = p.first_dense;
         c["head_dim"] = p.head_dim;
-        c["hidden_act"] = "silu";
         c["hidden_size"] = p.hidden;
-        c["initializer_range"] = 0.02;
         c["intermediate_size"] = p.intermediate;
         c["max_position_embeddings"] = 131072;
         c["model_type"] = "glm4_moe";
@@ -113,19 +109,12 @@ private:
         c["num_key_value_heads"] = p.kv_heads;
         c["num_nextn_predict_layers"] = 1;
         c["partial_rotary_factor"] = 0.5;
-        if (s.fp8)
-            c["quantization_config"] = fp8_quantization_config();
         c["rms_norm_eps"] = 1e-05;
         c["rope_scaling"] = nullptr;
         c["rope_theta"] = 1000000.0;
         c["routed_scaling_factor"] = 1.0;
-        c["tie_word_embeddings"] = false;
         c["topk_group"] = 1;
-        c["torch_dtype"] = "bfloat16";
-        c["transformers_version"] = "4.57.1";
-        c["use_cache"] = true;
         c["use_qk_norm"] = false;
-        c["vocab_size"] = tokenizer.vocab_size;
         return c;
     }
 };

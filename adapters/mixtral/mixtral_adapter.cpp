@@ -102,14 +102,9 @@ public:
 
 private:
     static json::value config(const Preset& p, const SynthSettings& s, const SynthTokenizer& tokenizer) {
-        json::object c;
+        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.fp8);
         c["architectures"] = json::array{"MixtralForCausalLM"};
-        c["attention_dropout"] = 0.0;
-        c["bos_token_id"] = tokenizer.bos_token_id;
-        c["eos_token_id"] = tokenizer.eos_token_id;
-        c["hidden_act"] = "silu";
         c["hidden_size"] = p.hidden;
-        c["initializer_range"] = 0.02;
         c["intermediate_size"] = p.intermediate;
         c["max_position_embeddings"] = 32768;
         c["model_type"] = "mixtral";
@@ -119,17 +114,10 @@ private:
         c["num_key_value_heads"] = p.kv_heads;
         c["num_local_experts"] = p.experts;
         c["output_router_logits"] = false;
-        if (s.fp8)
-            c["quantization_config"] = fp8_quantization_config();
         c["rms_norm_eps"] = 1e-05;
         c["rope_theta"] = 1000000.0;
         c["router_aux_loss_coef"] = 0.02;
         c["sliding_window"] = nullptr;
-        c["tie_word_embeddings"] = false;
-        c["torch_dtype"] = "bfloat16";
-        c["transformers_version"] = "4.57.1";
-        c["use_cache"] = true;
-        c["vocab_size"] = tokenizer.vocab_size;
         return c;
     }
 };

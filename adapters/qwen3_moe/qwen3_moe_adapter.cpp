@@ -50,11 +50,7 @@ public:
         if (fused && s.fp8) throw_usage_error("fused expert layouts are BF16 only");
         const Preset p = s.small ? small : tiny;
 
-        TokenizerRequest request;
-        request.vocab_size = p.vocab;
-        request.special_tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-        request.eos_token = "<|im_end|>";
-        const SynthTokenizer tokenizer = make_synth_tokenizer(request);
+        const SynthTokenizer tokenizer = qwen_style_tokenizer(p.vocab);
 
         SynthModel model;
         model.config = config(p, s, vl, tokenizer);
@@ -91,16 +87,12 @@ public:
 
 private:
     static json::value config(const Preset& p, const SynthSettings& s, bool vl, const SynthTokenizer& tokenizer) {
-        json::object c;
+        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.fp8);
         if (!vl) c["architectures"] = json::array{"Qwen3MoeForCausalLM"};
         c["attention_bias"] = false;
-        c["attention_dropout"] = 0.0;
         c["decoder_sparse_step"] = 1;
-        c["eos_token_id"] = tokenizer.eos_token_id;
         c["head_dim"] = p.head_dim;
-        c["hidden_act"] = "silu";
         c["hidden_size"] = p.hidden;
-        c["initializer_range"] = 0.02;
         c["intermediate_size"] = p.intermediate;
         c["max_position_embeddings"] = 40960;
         c["mlp_only_layers"] = json::array{};
@@ -113,20 +105,11 @@ private:
         c["num_hidden_layers"] = p.layers;
         c["num_key_value_heads"] = p.kv_heads;
         c["output_router_logits"] = false;
-        if (s.fp8)
-            c["quantization_config"] = fp8_quantization_config();
         c["rms_norm_eps"] = 1e-06;
         c["rope_theta"] = 1000000.0;
         c["router_aux_loss_coef"] = 0.001;
-        c["tie_word_embeddings"] = false;
-        c["torch_dtype"] = "bfloat16";
-        c["use_cache"] = true;
         c["use_sliding_window"] = false;
-        c["vocab_size"] = tokenizer.vocab_size;
-        if (!vl) {
-            c["transformers_version"] = "4.57.1";
-            return c;
-        }
+        if (!vl) return c;
         // Qwen3-VL-MoE nests the language model under text_config.
         json::object root;
         root["architectures"] = json::array{"Qwen3VLMoeForConditionalGeneration"};

@@ -45,11 +45,7 @@ public:
         const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});
         const Preset p = s.small ? small : tiny;
 
-        TokenizerRequest request;
-        request.vocab_size = p.vocab;
-        request.special_tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-        request.eos_token = "<|im_end|>";
-        const SynthTokenizer tokenizer = make_synth_tokenizer(request);
+        const SynthTokenizer tokenizer = qwen_style_tokenizer(p.vocab);
 
         SynthModel model;
         model.config = config(p, s, tokenizer);
@@ -102,17 +98,13 @@ private:
     }
 
     static json::value config(const Preset& p, const SynthSettings& s, const SynthTokenizer& tokenizer) {
-        json::object c;
+        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.fp8);
         c["architectures"] = json::array{"Qwen3NextForCausalLM"};
         c["attention_bias"] = false;
-        c["attention_dropout"] = 0.0;
         c["decoder_sparse_step"] = 1;
-        c["eos_token_id"] = tokenizer.eos_token_id;
         c["full_attention_interval"] = full_attention_interval;
         c["head_dim"] = p.head_dim;
-        c["hidden_act"] = "silu";
         c["hidden_size"] = p.hidden;
-        c["initializer_range"] = 0.02;
         c["intermediate_size"] = p.intermediate;
         c["linear_conv_kernel_dim"] = conv_kernel;
         c["linear_key_head_dim"] = p.key_dim;
@@ -131,19 +123,12 @@ private:
         c["num_key_value_heads"] = p.kv_heads;
         c["output_router_logits"] = false;
         c["partial_rotary_factor"] = 0.25;
-        if (s.fp8)
-            c["quantization_config"] = fp8_quantization_config();
         c["rms_norm_eps"] = 1e-06;
         c["rope_scaling"] = nullptr;
         c["rope_theta"] = 10000000.0;
         c["router_aux_loss_coef"] = 0.001;
         c["shared_expert_intermediate_size"] = p.shared_intermediate;
-        c["tie_word_embeddings"] = false;
-        c["torch_dtype"] = "bfloat16";
-        c["transformers_version"] = "4.57.1";
-        c["use_cache"] = true;
         c["use_sliding_window"] = false;
-        c["vocab_size"] = tokenizer.vocab_size;
         return c;
     }
 };
