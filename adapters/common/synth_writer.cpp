@@ -10,6 +10,7 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -171,6 +172,16 @@ void pretty(const json::value& v, std::string& out, int indent) {
                 pretty(a[i], out, indent + 2);
             }
             out += "\n" + std::string(static_cast<std::size_t>(indent), ' ') + "]";
+            return;
+        }
+        case json::kind::double_: {
+            // Python's float repr, which transformers' configs carry: shortest round trip, and
+            // a ".0" on whole numbers (Boost.JSON would write 0.0 as "0E0").
+            char buf[32];
+            auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v.get_double());
+            std::string text(buf, end);
+            if (text.find_first_of(".en") == std::string::npos) text += ".0";
+            out += text;
             return;
         }
         default:
