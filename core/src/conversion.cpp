@@ -115,12 +115,10 @@ bool still_complete(const ConversionJob& job, const OutputWriter& writer, const 
     return true;
 }
 
-std::uint64_t layer_input_bytes(const Checkpoint& source, const MoeLayerPlan& layer) {
+std::uint64_t layer_input_bytes(const MoeLayerPlan& layer) {
     std::uint64_t bytes = 0;
     for (const auto& e : layer.experts)
-        for (const auto& s : e.weights)
-            bytes += static_cast<std::uint64_t>(s.rows * s.cols) * dtype_bits(s.dtype) / 8;
-    (void)source;
+        for (const auto& s : e.weights) bytes += static_cast<std::uint64_t>(s.rows * s.cols) * dtype_bits(s.dtype) / 8;
     return bytes;
 }
 
@@ -220,17 +218,18 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
 
     ConversionResult result;
     std::uint64_t bytes_total = 0, bytes_done = 0;
-    for (const auto& layer : job.plan->moe_layers) bytes_total += layer_input_bytes(*job.source, layer);
+    for (const auto& layer : job.plan->moe_layers) bytes_total += layer_input_bytes(layer);
     std::size_t index = 0;
     std::vector<ManifestLayer> kept;
     for (const auto& layer : job.plan->moe_layers) {
         ++index;
+        const std::uint64_t layer_bytes = layer_input_bytes(layer);
         const ManifestLayer* done = manifest.completed(layer.layer);
         if (done && still_complete(job, *writer, *done)) {
             writer->adopt_layer(layer.layer);
             kept.push_back(*done);
             ++result.layers_adopted;
-            bytes_done += layer_input_bytes(*job.source, layer);
+            bytes_done += layer_bytes;
             continue;
         }
         std::unique_ptr<LayerSink> sink = writer->begin_layer(layer.layer);
@@ -242,9 +241,8 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         manifest.completed_layers = kept;
         manifest.save(job.output);  // after every layer: an interrupted run resumes from here
         ++result.layers_written;
-        const std::uint64_t bytes = layer_input_bytes(*job.source, layer);
-        bytes_done += bytes;
-        result.input_bytes += bytes;
+        bytes_done += layer_bytes;
+        result.input_bytes += layer_bytes;
         progress.step(index, job.plan->moe_layers.size(), "layer", bytes_done, bytes_total);
     }
     manifest.completed_layers = kept;
