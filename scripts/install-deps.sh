@@ -10,6 +10,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libboost-program-options1.81-dev
   libboost-test1.81-dev libboost-filesystem1.81-dev
   libeigen3-dev libtbb-dev
+  libsimde-dev  # tests only: runs the AVX-512 kernels on CPUs without AVX-512
 )
 if [[ "${1:-}" == "--clang" ]]; then
   packages+=(clang-14 libclang-rt-14-dev)

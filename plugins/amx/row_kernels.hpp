@@ -31,8 +31,10 @@ struct RowKernels {
 
 const RowKernels& row_kernels(Isa isa) noexcept;
 
-// Defined in row_kernels_scalar.cpp / row_kernels_avx2.cpp (the latter compiled with AVX2 flags).
+// Defined in row_kernels_scalar.cpp, row_kernels_avx2.cpp and row_kernels_avx512.cpp (the last
+// two compiled with their ISA flags).
 extern const RowKernels scalar_row_kernels;
 extern const RowKernels avx2_row_kernels;
+extern const RowKernels avx512_row_kernels;
 
 }  // namespace moequant::amx

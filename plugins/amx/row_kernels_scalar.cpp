@@ -64,8 +64,4 @@ void finish_panels() noexcept {}
 
 const RowKernels scalar_row_kernels{&amax, &quantize_int8, &quantize_int4, &transpose_panel, &finish_panels};
 
-const RowKernels& row_kernels(Isa isa) noexcept {
-    return isa >= Isa::avx2 ? avx2_row_kernels : scalar_row_kernels;
-}
-
 }  // namespace moequant::amx

@@ -2,7 +2,7 @@
 #include "kernels/kernels.hpp"
 #include "kernels/lanes_avx512.hpp"
 
-namespace moequant::kernels::avx512 {
+namespace moequant::kernels::MOEQUANT_AVX512_KERNELS {
 namespace {
 
 using namespace lanes;
@@ -56,4 +56,4 @@ void f8_e8m0_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept {
     bytes_to_f32(src, dst, n, [](__m128i v) { return lanes::f8_e8m0_to_f32(v); });
 }
 
-}  // namespace moequant::kernels::avx512
+}  // namespace moequant::kernels::MOEQUANT_AVX512_KERNELS

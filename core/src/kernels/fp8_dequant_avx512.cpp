@@ -2,7 +2,7 @@
 #include "kernels/kernels.hpp"
 #include "kernels/lanes_avx512.hpp"
 
-namespace moequant::kernels::avx512 {
+namespace moequant::kernels::MOEQUANT_AVX512_KERNELS {
 namespace {
 
 using namespace lanes;
@@ -32,4 +32,4 @@ void f8_e5m2_scaled_to_bf16(const std::byte* src, const float* column_scale, std
     scaled_to_bf16(src, column_scale, dst, n, [](__m128i v) { return lanes::f8_e5m2_to_f32(v); });
 }
 
-}  // namespace moequant::kernels::avx512
+}  // namespace moequant::kernels::MOEQUANT_AVX512_KERNELS

@@ -28,7 +28,13 @@ void f8_e5m2_scaled_to_bf16(const std::byte* src, const float* column_scale, std
                             std::size_t n) noexcept;
 }  // namespace avx2
 
-namespace avx512 {
+// The tests compile the AVX-512 files a second time over an emulation (tests/emulation), under
+// another namespace name so both copies can live in one program.
+#ifndef MOEQUANT_AVX512_KERNELS
+#define MOEQUANT_AVX512_KERNELS avx512
+#endif
+
+namespace MOEQUANT_AVX512_KERNELS {
 void bf16_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept;
 void f32_to_bf16(const float* src, std::byte* dst, std::size_t n) noexcept;
 void f16_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept;
@@ -41,6 +47,6 @@ void f8_e4m3_scaled_to_bf16(const std::byte* src, const float* column_scale, std
                             std::size_t n) noexcept;
 void f8_e5m2_scaled_to_bf16(const std::byte* src, const float* column_scale, std::uint16_t* dst,
                             std::size_t n) noexcept;
-}  // namespace avx512
+}  // namespace MOEQUANT_AVX512_KERNELS
 
 }  // namespace moequant::kernels

@@ -14,10 +14,12 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include "kernels/kernels.hpp"
+
 #include <cstddef>
 #include <cstdint>
 
-namespace moequant::kernels::avx512::lanes {
+namespace moequant::kernels::MOEQUANT_AVX512_KERNELS::lanes {
 namespace {
 
 inline __m512i splat(std::uint32_t value) { return _mm512_set1_epi32(static_cast<int>(value)); }
@@ -112,4 +114,4 @@ template <class Step> inline void for_each_group(std::size_t n, Step step) {
 }
 
 }  // namespace
-}  // namespace moequant::kernels::avx512::lanes
+}  // namespace moequant::kernels::MOEQUANT_AVX512_KERNELS::lanes
