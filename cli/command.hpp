@@ -20,5 +20,6 @@ int run_plugins_command(const std::vector<std::string>& args, GlobalOptions glob
 int run_inspect_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_convert_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_synth_command(const std::vector<std::string>& args, GlobalOptions globals);
+int run_verify_command(const std::vector<std::string>& args, GlobalOptions globals);
 
 }  // namespace moequant::cli

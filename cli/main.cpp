@@ -26,6 +26,8 @@ const Command commands[] = {
      &moequant::cli::run_synth_command},
     {"convert", "quantize the routed experts into kt-kernel's AMX INT4/INT8 format (or another format)",
      &moequant::cli::run_convert_command},
+    {"verify", "check a converted output against its source (--source, --converted), or compare two outputs",
+     &moequant::cli::run_verify_command},
 };
 
 const char* exit_code_help =

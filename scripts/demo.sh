@@ -2,7 +2,7 @@
 # Builds moequant and shows it working on its embedded default: `synth` writes a tiny
 # DeepSeek-V3-style FP8 checkpoint in the family's real on-disk conventions, `inspect` reads it
 # back (headers, detected family, MoE plan), `convert` turns its experts into kt-kernel's AMX
-# INT4/INT8 format. Nothing is downloaded.
+# INT4/INT8 format and `verify` proves the result against the source. Nothing is downloaded.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 shared=${MOEQUANT_SHARED_DIR:-$root/../shared}
@@ -35,6 +35,11 @@ run convert -i "$work/deepseek-v3-tiny" -o "$work/deepseek-v3-tiny-int8-tree" --
 echo; echo "\$ ls <tree>/_layer_1/_numa_0 | head -4"; ls "$work/deepseek-v3-tiny-int8-tree/_layer_1/_numa_0" | head -4
 echo; echo "\$ moequant convert ... (the same command again: the completed layers are kept)"
 "$moequant" convert -i "$work/deepseek-v3-tiny" -o "$work/deepseek-v3-tiny-int4" --input-type fp8 --quant-method int4 --quiet
+# Proof: every part decoded from its packed bytes (and multiplied straight from the tiles)
+# against the source, within the quantizer's bound; then merged vs tree of the same method.
+run verify --source "$work/deepseek-v3-tiny" --converted "$work/deepseek-v3-tiny-int4" --gemv --worst 3 --quiet
+run convert -i "$work/deepseek-v3-tiny" -o "$work/deepseek-v3-tiny-int4-tree" --quant-method int4 --no-merge-safetensor --quiet
+run verify "$work/deepseek-v3-tiny-int4" "$work/deepseek-v3-tiny-int4-tree"
 
 fixture="$shared/fixtures/third_party/safetensors_cpp_testdata/test/safetensors_abuse_attempt_1.safetensors"
 if [[ -f "$fixture" ]]; then

@@ -115,13 +115,6 @@ bool still_complete(const ConversionJob& job, const OutputWriter& writer, const 
     return true;
 }
 
-std::uint64_t layer_input_bytes(const MoeLayerPlan& layer) {
-    std::uint64_t bytes = 0;
-    for (const auto& e : layer.experts)
-        for (const auto& s : e.weights) bytes += static_cast<std::uint64_t>(s.rows * s.cols) * dtype_bits(s.dtype) / 8;
-    return bytes;
-}
-
 void convert_layer(const ConversionJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
     const std::size_t tasks = layer.experts.size() * projections.size();
     parallel_for(0, tasks, 1, [&](std::size_t first, std::size_t last) {
@@ -140,14 +133,6 @@ void convert_layer(const ConversionJob& job, const MoeLayerPlan& layer, LayerSin
             }
         }
     });
-}
-
-void release_layer_input(const Checkpoint& source, const MoeLayerPlan& layer) {
-    for (const auto& e : layer.experts)
-        for (const auto& s : e.weights) {
-            source.release_pages(s.tensor);
-            if (!s.scale_tensor.empty()) source.release_pages(s.scale_tensor);
-        }
 }
 
 std::uint64_t total_bytes(const std::vector<WrittenFile>& files) {
@@ -235,7 +220,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         std::unique_ptr<LayerSink> sink = writer->begin_layer(layer.layer);
         if (job.format->needs_quantizer()) convert_layer(job, layer, *sink);
         std::vector<WrittenFile> files = sink->commit();
-        release_layer_input(*job.source, layer);  // memory stays about one layer, whatever the model size
+        release_layer_pages(*job.source, layer);  // memory stays about one layer, whatever the model size
         result.output_bytes += total_bytes(files);
         kept.push_back({layer.layer, manifest_files(files)});
         manifest.completed_layers = kept;

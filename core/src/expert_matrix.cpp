@@ -93,4 +93,19 @@ Tensor split_expert_part(const Tensor& matrix, Projection projection, int part, 
     return out;
 }
 
+std::uint64_t layer_input_bytes(const MoeLayerPlan& layer) {
+    std::uint64_t bytes = 0;
+    for (const auto& e : layer.experts)
+        for (const auto& s : e.weights) bytes += static_cast<std::uint64_t>(s.rows * s.cols) * dtype_bits(s.dtype) / 8;
+    return bytes;
+}
+
+void release_layer_pages(const Checkpoint& checkpoint, const MoeLayerPlan& layer) {
+    for (const auto& e : layer.experts)
+        for (const auto& s : e.weights) {
+            checkpoint.release_pages(s.tensor);
+            if (!s.scale_tensor.empty()) checkpoint.release_pages(s.scale_tensor);
+        }
+}
+
 }  // namespace moequant

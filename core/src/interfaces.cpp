@@ -10,6 +10,7 @@ ModelAdapter::~ModelAdapter() = default;
 Quantizer::~Quantizer() = default;
 LayerSink::~LayerSink() = default;
 OutputWriter::~OutputWriter() = default;
+OutputReader::~OutputReader() = default;
 OutputFormat::~OutputFormat() = default;
 
 std::string_view projection_name(Projection p) noexcept {

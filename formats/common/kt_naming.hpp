@@ -5,7 +5,10 @@
 #include <moequant/model_adapter.hpp>
 #include <moequant/quantizer.hpp>
 
+#include <charconv>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace moequant::formats {
 
@@ -26,6 +29,41 @@ inline std::string kt_file_prefix(const Quantizer& q) {
 
 // ffn_gate_exps / ffn_up_exps / ffn_down_exps
 inline std::string kt_projection_name(Projection p) { return "ffn_" + std::string(projection_name(p)) + "_exps"; }
+
+// The quantizer a kt method or file prefix stands for: AMXINT4 / INT4 -> amx-int4, AMXINT8 /
+// INT8 -> amx-int8; anything else is taken as a quantizer id (what kt_method() wrote).
+inline std::string kt_quantizer_id(std::string_view method_or_prefix) {
+    if (method_or_prefix == "AMXINT4" || method_or_prefix == "INT4") return "amx-int4";
+    if (method_or_prefix == "AMXINT8" || method_or_prefix == "INT8") return "amx-int8";
+    return std::string(method_or_prefix);
+}
+
+inline std::optional<Projection> projection_from_name(std::string_view name) {
+    for (Projection p : {Projection::gate, Projection::up, Projection::down})
+        if (name == projection_name(p)) return p;
+    return std::nullopt;
+}
+
+// A non-negative decimal number without sign or leading zeros (as the writers print them).
+inline std::optional<std::int64_t> parse_decimal(std::string_view text) {
+    std::int64_t v = 0;
+    if (text.empty() || (text.size() > 1 && text[0] == '0')) return std::nullopt;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+    return v;
+}
+
+// "blk.{L}.ffn_{proj}_exps.{E}.numa.{i}." (kt-cpu-format.md §7.1); "weight" / "scale" follow.
+inline std::string kt_tensor_base(std::int64_t layer, Projection p, std::int64_t expert, int part) {
+    return "blk." + std::to_string(layer) + "." + kt_projection_name(p) + "." + std::to_string(expert) + ".numa." +
+           std::to_string(part) + ".";
+}
+
+// "{P}_{proj}_{e}_{bytes}Byte_{quant|scale}_.kt" (kt-cpu-format.md §6).
+inline std::string kt_file(const std::string& prefix, Projection p, std::int64_t expert, std::uint64_t bytes, bool scale) {
+    return prefix + "_" + std::string(projection_name(p)) + "_" + std::to_string(expert) + "_" + std::to_string(bytes) +
+           "Byte_" + (scale ? "scale" : "quant") + "_.kt";
+}
 
 // The [rows, cols] matrix of one threadpool part: gate/up split by rows, down by columns.
 inline Shape part_shape(const ExpertWeightSource& s, Projection p, int parts) {

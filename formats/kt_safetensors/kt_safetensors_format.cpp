@@ -8,6 +8,7 @@
 // source, which the runtime ignores and `moequant verify` reads.
 
 #include "kt_naming.hpp"
+#include "kt_safetensors_reader.hpp"
 #include "written_files.hpp"
 
 #include <moequant/digest.hpp>
@@ -38,12 +39,6 @@ std::string kt_rename(std::string name) {
 bool is_copied(TensorRole role) {
     return role != TensorRole::routed_expert && role != TensorRole::routed_expert_scale &&
            role != TensorRole::skipped_mtp && role != TensorRole::skipped_buffer;
-}
-
-// "blk.{L}.ffn_{proj}_exps.{E}.numa.{i}." (kt-cpu-format.md §7.1); "weight" / "scale" follow.
-std::string kt_tensor_base(std::int64_t layer, Projection p, std::int64_t expert, int part) {
-    return "blk." + std::to_string(layer) + "." + kt_projection_name(p) + "." + std::to_string(expert) + ".numa." +
-           std::to_string(part) + ".";
 }
 
 class KtSafetensorsSink final : public LayerSink {
@@ -152,6 +147,7 @@ public:
         if (!context.quantizer) throw Error(ErrorKind::usage, "kt-safetensors needs a quantizer");
         return std::make_unique<KtSafetensorsWriter>(context);
     }
+    std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_kt_safetensors(directory); }
 };
 
 }  // namespace

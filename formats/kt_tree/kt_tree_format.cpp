@@ -5,6 +5,7 @@
 // its final name is always whole.
 
 #include "kt_naming.hpp"
+#include "kt_tree_reader.hpp"
 
 #include <moequant/digest.hpp>
 #include <moequant/error.hpp>
@@ -24,12 +25,6 @@ using namespace moequant::formats;
 namespace fs = std::filesystem;
 
 std::string layer_folder(std::int64_t layer) { return "_layer_" + std::to_string(layer); }
-
-// "{P}_{proj}_{e}_{bytes}Byte_{quant|scale}_.kt"
-std::string kt_file(const std::string& prefix, Projection p, std::int64_t expert, std::uint64_t bytes, bool scale) {
-    return prefix + "_" + std::string(projection_name(p)) + "_" + std::to_string(expert) + "_" + std::to_string(bytes) +
-           "Byte_" + (scale ? "scale" : "quant") + "_.kt";
-}
 
 void sync_folder(const fs::path& dir) {
     int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -146,6 +141,7 @@ public:
         if (!context.quantizer) throw Error(ErrorKind::usage, "kt-tree needs a quantizer");
         return std::make_unique<KtTreeWriter>(context);
     }
+    std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_kt_tree(directory); }
 };
 
 }  // namespace

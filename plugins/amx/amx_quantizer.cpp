@@ -7,6 +7,7 @@
 #include <moequant/parallel.hpp>
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -95,7 +96,7 @@ QuantizedTensor AmxQuantizer::quantize(const TensorView& weight, const Options&)
     return out;
 }
 
-Tensor AmxQuantizer::dequantize(const QuantizedTensor& quantized, const Shape& shape) const {
+AmxQuantizer::PackedParts AmxQuantizer::packed_parts(const QuantizedTensor& quantized, const Shape& shape) const {
     const Tensor* codes = quantized.part("weight");
     const Tensor* scales = quantized.part("scale");
     if (shape.size() != 2 || !codes || !scales)
@@ -105,10 +106,13 @@ Tensor AmxQuantizer::dequantize(const QuantizedTensor& quantized, const Shape& s
     if (codes->size_bytes() != static_cast<std::size_t>(code_bytes(method_, n, k)) ||
         scales->size_bytes() != static_cast<std::size_t>(4 * n))
         throw Error(ErrorKind::input, "part sizes do not match shape " + shape_to_string(shape), {.code = "SizeMismatch"});
+    return {codes->data_as<std::uint8_t>(), scales->data_as<float>(), n, k};
+}
+
+Tensor AmxQuantizer::dequantize(const QuantizedTensor& quantized, const Shape& shape) const {
+    const auto [c, d, n, k] = packed_parts(quantized, shape);
     Tensor out(DType::F32, shape);
     auto* values = out.data_as<float>();
-    const auto* c = codes->data_as<std::uint8_t>();
-    const auto* d = scales->data_as<float>();
     const std::int64_t tile_k = constants(method_).tile_k;
     for (std::int64_t r = 0; r < n; ++r)
         for (std::int64_t t = 0; t < k / tile_k; ++t)
@@ -126,6 +130,20 @@ Tensor AmxQuantizer::dequantize(const QuantizedTensor& quantized, const Shape& s
                 }
             }
     return out;
+}
+
+std::optional<Tensor> AmxQuantizer::error_bounds(const QuantizedTensor& quantized, const Shape& shape) const {
+    const auto [codes, d, n, k] = packed_parts(quantized, shape);
+    // Rounding slack in steps: fl32(1/d) and fl32(x * inv) move the code by up to about
+    // 127 * 2^-24 + 2^-18, and the decoded float q*d is rounded by up to 127 * 2^-24 of d.
+    const double slack = 1.0 / 16384;
+    const double steps = method_ == Method::int8 ? 0.5 + slack : 16.0 * (0.53125 + slack);
+    Tensor bounds(DType::F32, {n, 1});
+    for (std::int64_t r = 0; r < n; ++r) {
+        const auto bound = static_cast<float>(steps * static_cast<double>(std::fabs(d[r])));
+        bounds.data_as<float>()[r] = std::nextafter(bound, INFINITY);  // never round the bound down
+    }
+    return bounds;
 }
 
 }  // namespace moequant::amx

@@ -26,7 +26,24 @@ public:
     // Unpacks the codes and returns q*d (INT8) or q*16*d (INT4) as F32 [n, k].
     Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override;
 
+    // Per row (groups = 1): half a step d (INT8), or 0.53125 of a step 16*d (INT4: the double
+    // rounding of §3.2 can lose up to 1/32 of a step more), each plus 2^-14 of a step for the
+    // float roundings around it.
+    std::optional<Tensor> error_bounds(const QuantizedTensor& quantized, const Shape& shape) const override;
+
+    // Walks the code bytes once, in storage order (N-block, K-block, row group, tile, panel,
+    // line, row), the way an AMX kernel streams B tiles (amx_packed_gemv.cpp).
+    bool packed_gemv(const QuantizedTensor& quantized, const Shape& shape, const float* x, float* y) const override;
+
 private:
+    struct PackedParts {
+        const std::uint8_t* codes;
+        const float* scales;
+        std::int64_t n, k;
+    };
+    // The "weight" and "scale" parts, checked against `shape`.
+    PackedParts packed_parts(const QuantizedTensor& quantized, const Shape& shape) const;
+
     Method method_;
 };
 

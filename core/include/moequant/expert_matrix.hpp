@@ -8,6 +8,7 @@
 #include <moequant/model_adapter.hpp>
 #include <moequant/tensor.hpp>
 
+#include <cstdint>
 #include <optional>
 
 namespace moequant {
@@ -23,5 +24,12 @@ MOEQUANT_API Tensor load_expert_matrix(const Checkpoint& checkpoint, const Exper
 // Part `part` of `parts` of a BF16 projection matrix: gate and up [I, H] are split by rows,
 // down [H, I] by columns, into I / parts each. Error(input) when I is not divisible by parts.
 MOEQUANT_API Tensor split_expert_part(const Tensor& matrix, Projection projection, int part, int parts);
+
+// Bytes of every expert weight a layer reads from the checkpoint (scales not counted).
+MOEQUANT_API std::uint64_t layer_input_bytes(const MoeLayerPlan& layer);
+
+// Drops the page-cache mappings of every tensor a layer's experts are read from (weights and
+// FP8 scales), so memory stays about one layer however large the model.
+MOEQUANT_API void release_layer_pages(const Checkpoint& checkpoint, const MoeLayerPlan& layer);
 
 }  // namespace moequant

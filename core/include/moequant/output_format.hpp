@@ -70,6 +70,36 @@ public:
     virtual std::vector<WrittenFile> finish() = 0;
 };
 
+// One quantized part a converted output stores: (layer, expert, projection, threadpool part).
+struct StoredPartKey {
+    std::int64_t layer = 0;
+    std::int64_t expert = 0;
+    Projection projection = Projection::gate;
+    int part = 0;
+    auto operator<=>(const StoredPartKey&) const = default;
+};
+
+// A stored part read back: the quantizer's parts ("weight", "scale", ...) with their bytes as
+// stored, and where they are (a file, or file:tensor) for messages.
+struct StoredPart {
+    StoredPartKey key;
+    std::string location;
+    QuantizedTensor tensor;
+};
+
+// A converted output opened for reading (moequant verify). Thread-safe for concurrent read()s.
+class MOEQUANT_API OutputReader {
+public:
+    virtual ~OutputReader();
+    // What the output records about itself, as string key/values: "method" (e.g. AMXINT4),
+    // "quantizer" (e.g. amx-int4), "parts", "experts", "source"; absent keys are not recorded.
+    virtual Options recorded() const = 0;
+    // Every quantized part the output holds, sorted.
+    virtual std::vector<StoredPartKey> parts() const = 0;
+    // Reads one part (throws Error(input) naming the file when it cannot be read).
+    virtual StoredPart read(const StoredPartKey& key) const = 0;
+};
+
 class MOEQUANT_API OutputFormat {
 public:
     virtual ~OutputFormat();
@@ -82,6 +112,10 @@ public:
     virtual bool needs_quantizer() const { return true; }
 
     virtual std::unique_ptr<OutputWriter> create(const OutputContext& context) const = 0;
+    // Opens `directory` for reading when it holds a complete output of this format (recognised
+    // by its own files, whoever wrote them); null when it is not this format's. Throws
+    // Error(input) for this format's output when it is incomplete or broken.
+    virtual std::unique_ptr<OutputReader> open(const std::filesystem::path& /*directory*/) const { return nullptr; }
 };
 
 }  // namespace moequant

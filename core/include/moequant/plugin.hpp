@@ -47,7 +47,9 @@
 //              (thread-safe, committed per layer), adopts completed layers, finish() returns files;
 //              SafetensorsFile / Checkpoint::release_pages(); ShardedSafetensorsWriter::open_shard
 //              takes per-shard metadata.
-#define MOEQUANT_PLUGIN_ABI_VERSION 4
+//   5 (0.1.0): Quantizer::error_bounds() and packed_gemv(); OutputFormat::open() returns an
+//              OutputReader (stored parts and recorded facts of a converted output), for verify.
+#define MOEQUANT_PLUGIN_ABI_VERSION 5
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

@@ -11,6 +11,7 @@
 #include <moequant/safetensors_writer.hpp>
 #include <moequant/tensor.hpp>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,7 +51,24 @@ public:
     virtual QuantizedTensor quantize(const TensorView& weight, const Options& options) const = 0;
 
     // Decodes parts produced by quantize() back to an F32 [rows, cols] matrix (used by verify).
+    // Reads the packed bytes themselves; throws Error(input) when their sizes do not fit `shape`.
     virtual Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const = 0;
+
+    // The guaranteed bound of |source - dequantize()| per element, for the matrix quantize()
+    // was given: an F32 [rows, groups] tensor, groups dividing cols, where element (r, c) is
+    // bounded by B[r, c / (cols / groups)] (e.g. half a quantization step of the row).
+    // nullopt when the method has no per-element bound (e.g. GPTQ). Used by verify.
+    virtual std::optional<Tensor> error_bounds(const QuantizedTensor& /*quantized*/, const Shape& /*shape*/) const {
+        return std::nullopt;
+    }
+
+    // y = W x (x: cols values, y: rows values) computed straight from the packed parts, reading
+    // them in the order a runtime kernel does, so verify --gemv proves the layout and not only
+    // the codes. Returns false when the quantizer has no such product.
+    virtual bool packed_gemv(const QuantizedTensor& /*quantized*/, const Shape& /*shape*/, const float* /*x*/,
+                             float* /*y*/) const {
+        return false;
+    }
 };
 
 }  // namespace moequant

@@ -1,0 +1,306 @@
+// `moequant verify`: proves a converted output complete and numerically right against its
+// source (--source SRC --converted OUT), or compares two outputs byte for byte (OUT_A OUT_B).
+// Exit 0 when everything passes, 6 (verification) when something does not.
+
+#include "command.hpp"
+#include "family_selection.hpp"
+#include "global_options.hpp"
+#include "human_format.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/error.hpp>
+#include <moequant/output_comparison.hpp>
+#include <moequant/parallel.hpp>
+#include <moequant/verification.hpp>
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+namespace moequant::cli {
+
+namespace po = boost::program_options;
+namespace json = boost::json;
+
+namespace {
+
+std::string key_text(const StoredPartKey& k) {
+    return "blk." + std::to_string(k.layer) + " expert " + std::to_string(k.expert) + " " +
+           std::string(projection_name(k.projection)) + " part " + std::to_string(k.part);
+}
+
+std::string number(double v, const char* format = "%.3g") {
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, format, v);
+    return buf;
+}
+
+json::value json_number(double v) { return std::isfinite(v) ? json::value(v) : json::value(nullptr); }
+
+// Per layer: the worst value of each measure over its parts.
+struct LayerSummary {
+    std::size_t parts = 0, failed = 0;
+    double max_abs_error = 0, max_rel_rms = 0, min_snr = INFINITY, max_bound_use = 0, max_gemv = 0;
+    std::int64_t non_finite = 0;
+    bool gemv = false;
+};
+
+std::map<std::int64_t, LayerSummary> summarise(const VerificationReport& report) {
+    std::map<std::int64_t, LayerSummary> layers;
+    for (const auto& c : report.checks) {
+        LayerSummary& s = layers[c.key.layer];
+        ++s.parts;
+        if (!c.problem.empty()) ++s.failed;
+        s.max_abs_error = std::max(s.max_abs_error, c.max_abs_error);
+        s.max_rel_rms = std::max(s.max_rel_rms, c.rel_rms_error);
+        if (c.rows > 0) s.min_snr = std::min(s.min_snr, c.snr_db);
+        s.max_bound_use = std::max(s.max_bound_use, c.bound_use);
+        s.non_finite += c.nan + c.inf;
+        if (c.gemv_rel_error) {
+            s.gemv = true;
+            s.max_gemv = std::max(s.max_gemv, *c.gemv_rel_error);
+        }
+    }
+    return layers;
+}
+
+// The parts with the largest relative RMS error, worst first.
+std::vector<const PartCheck*> worst_parts(const VerificationReport& report, std::size_t count) {
+    std::vector<const PartCheck*> parts;
+    for (const auto& c : report.checks)
+        if (c.rows > 0) parts.push_back(&c);
+    std::sort(parts.begin(), parts.end(), [](const PartCheck* a, const PartCheck* b) { return a->rel_rms_error > b->rel_rms_error; });
+    if (parts.size() > count) parts.resize(count);
+    return parts;
+}
+
+json::object check_json(const PartCheck& c) {
+    json::object o{{"layer", c.key.layer},
+                   {"expert", c.key.expert},
+                   {"projection", projection_name(c.key.projection)},
+                   {"part", c.key.part},
+                   {"location", c.location},
+                   {"source_tensor", c.source_tensor},
+                   {"rows", c.rows},
+                   {"cols", c.cols},
+                   {"max_abs_error", c.max_abs_error},
+                   {"rel_rms_error", c.rel_rms_error},
+                   {"snr_db", json_number(c.snr_db)},
+                   {"bound_use", c.has_bound ? json_number(c.bound_use) : json::value(nullptr)},
+                   {"beyond_bound", c.beyond_bound},
+                   {"nan", c.nan},
+                   {"inf", c.inf},
+                   {"passed", c.problem.empty()}};
+    if (c.gemv_rel_error) {
+        o["gemv_rel_error"] = *c.gemv_rel_error;
+        o["gemv_rows_beyond_bound"] = c.gemv_rows_beyond_bound;
+    }
+    if (!c.problem.empty()) o["problem"] = c.problem;
+    return o;
+}
+
+void print_report_json(const VerificationReport& report, const OpenedOutput& output) {
+    json::object root{{"passed", report.passed()},
+                      {"format", output.format->id()},
+                      {"quantizer", report.quantizer},
+                      {"parts", report.parts}};
+    json::array problems;
+    for (const auto& p : report.problems) problems.push_back(json::value(p));
+    root["problems"] = std::move(problems);
+    json::array layers;
+    for (const auto& [layer, s] : summarise(report)) {
+        json::object o{{"layer", layer},
+                       {"parts", s.parts},
+                       {"failed", s.failed},
+                       {"max_abs_error", s.max_abs_error},
+                       {"max_rel_rms_error", s.max_rel_rms},
+                       {"min_snr_db", json_number(s.min_snr)},
+                       {"max_bound_use", s.max_bound_use},
+                       {"non_finite", s.non_finite}};
+        if (s.gemv) o["max_gemv_rel_error"] = s.max_gemv;
+        layers.push_back(std::move(o));
+    }
+    root["layers"] = std::move(layers);
+    json::array parts;
+    for (const auto& c : report.checks) parts.push_back(check_json(c));
+    root["tensors"] = std::move(parts);
+    std::cout << json::serialize(root) << "\n";
+}
+
+void print_report_text(const VerificationReport& report, const OpenedOutput& output, std::size_t worst) {
+    std::cout << "verify: " << output.format->id() << " output of " << report.quantizer << ", " << report.parts
+              << " part(s) per expert matrix, " << report.checks.size() << " quantized parts\n\n";
+    std::cout << std::flush;  // the table below is printed with printf
+    const auto layers = summarise(report);
+    const bool gemv = std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l.second.gemv; });
+    std::printf("%6s %6s %7s %11s %11s %9s %10s %10s", "layer", "parts", "failed", "max |err|", "max relRMS", "min SNR",
+                "bound use", "non-finite");
+    if (gemv) std::printf(" %11s", "gemv relerr");
+    std::printf("\n");
+    for (const auto& [layer, s] : layers) {
+        std::printf("%6lld %6zu %7zu %11s %11s %9s %10s %10lld", static_cast<long long>(layer), s.parts, s.failed,
+                    number(s.max_abs_error).c_str(), number(s.max_rel_rms).c_str(), number(s.min_snr, "%.1f").c_str(),
+                    number(s.max_bound_use, "%.4f").c_str(), static_cast<long long>(s.non_finite));
+        if (gemv) std::printf(" %11s", number(s.max_gemv).c_str());
+        std::printf("\n");
+    }
+    std::fflush(stdout);
+    if (worst > 0) {
+        std::cout << "\nworst parts by relative RMS error:\n";
+        for (const PartCheck* c : worst_parts(report, worst))
+            std::cout << "  " << key_text(c->key) << "  relRMS " << number(c->rel_rms_error) << "  SNR "
+                      << number(c->snr_db, "%.1f") << " dB  max |err| " << number(c->max_abs_error) << "  ("
+                      << c->location.substr(0, c->location.find(", ")) << ")\n";
+    }
+    std::size_t failed = 0;
+    for (const auto& c : report.checks)
+        if (!c.problem.empty()) ++failed;
+    if (!report.problems.empty() || failed) {
+        std::cout << "\nproblems:\n";
+        for (const auto& p : report.problems) std::cout << "  " << p << "\n";
+        std::size_t shown = 0;
+        for (const auto& c : report.checks)
+            if (!c.problem.empty() && shown++ < 50)
+                std::cout << "  " << key_text(c.key) << " (" << (c.location.empty() ? c.source_tensor : c.location)
+                          << "): " << c.problem << "\n";
+        if (shown > 50) std::cout << "  ... and " << shown - 50 << " more failed parts\n";
+    }
+    std::cout << "\n"
+              << (report.passed() ? "PASSED" : "FAILED") << ": " << report.checks.size() - failed << " of "
+              << report.checks.size() << " parts within the bounds";
+    if (!report.problems.empty()) std::cout << ", " << report.problems.size() << " structural problem(s)";
+    std::cout << "\n";
+}
+
+int verify_against_source(const std::string& source_path, const std::string& converted, const std::string& quantizer_id,
+                          const std::string& family, bool gemv, bool as_json, bool quiet, std::size_t worst,
+                          const GlobalOptions& globals) {
+    Registry registry;
+    load_plugins(registry, globals);
+    OpenedOutput output = open_converted_output(registry, converted);
+    const Quantizer& quantizer = output_quantizer(registry, *output.reader, quantizer_id);
+
+    Checkpoint checkpoint = Checkpoint::open(source_path);
+    ModelConfig config = checkpoint.config();
+    SelectedAdapter adapter = select_adapter(registry, config, checkpoint, family);
+    ModelPlan plan = adapter.adapter->plan(config, checkpoint, Options{});
+
+    VerificationJob job;
+    job.source = &checkpoint;
+    job.plan = &plan;
+    job.quantizer = &quantizer;
+    job.output = output.reader.get();
+    job.gemv = gemv;
+    StreamProgress progress(stderr);
+    SilentProgress silent;
+    const VerificationReport report = verify_output(job, quiet || as_json ? static_cast<ProgressSink&>(silent) : progress);
+    if (as_json) print_report_json(report, output);
+    else print_report_text(report, output, worst);
+    return report.passed() ? 0 : exit_code(ErrorKind::verification);
+}
+
+int compare_two_outputs(const std::string& a_path, const std::string& b_path, bool as_json, const GlobalOptions& globals) {
+    Registry registry;
+    load_plugins(registry, globals);
+    OpenedOutput a = open_converted_output(registry, a_path);
+    OpenedOutput b = open_converted_output(registry, b_path);
+    const ComparisonReport report = compare_outputs(*a.reader, *b.reader);
+    if (as_json) {
+        json::array differences;
+        for (const auto& d : report.differences)
+            differences.push_back(json::object{{"layer", d.key.layer},
+                                               {"expert", d.key.expert},
+                                               {"projection", projection_name(d.key.projection)},
+                                               {"part", d.key.part},
+                                               {"tensor", d.tensor},
+                                               {"location_a", d.location_a},
+                                               {"location_b", d.location_b},
+                                               {"bytes", d.bytes},
+                                               {"differing_bytes", d.differing_bytes},
+                                               {"first_difference", d.first_difference},
+                                               {"problem", d.problem}});
+        std::cout << json::serialize(json::object{{"identical", report.identical()},
+                                                  {"format_a", a.format->id()},
+                                                  {"format_b", b.format->id()},
+                                                  {"method", report.method},
+                                                  {"parts", report.parts},
+                                                  {"parts_compared", report.parts_compared},
+                                                  {"bytes_compared", report.bytes_compared},
+                                                  {"differences", std::move(differences)}})
+                  << "\n";
+    } else {
+        std::cout << "compare: " << a.format->id() << " (" << a_path << ") vs " << b.format->id() << " (" << b_path
+                  << "), " << report.method << ", " << report.parts << " part(s)\n";
+        std::size_t shown = 0;
+        for (const auto& d : report.differences) {
+            if (shown++ >= 50) break;
+            std::cout << "  " << key_text(d.key) << (d.tensor.empty() ? "" : " " + d.tensor) << ": " << d.problem;
+            if (d.differing_bytes)
+                std::cout << " (" << with_commas(d.differing_bytes) << " of " << with_commas(d.bytes)
+                          << " bytes, first at byte " << d.first_difference << ")";
+            std::cout << "\n";
+        }
+        if (report.differences.size() > 50) std::cout << "  ... and " << report.differences.size() - 50 << " more\n";
+        std::cout << (report.identical() ? "IDENTICAL" : "DIFFERENT") << ": " << report.parts_compared
+                  << " parts in both, " << human_bytes(report.bytes_compared) << " compared, "
+                  << report.differences.size() << " difference(s)\n";
+    }
+    return report.identical() ? 0 : exit_code(ErrorKind::verification);
+}
+
+}  // namespace
+
+int run_verify_command(const std::vector<std::string>& args, GlobalOptions globals) {
+    std::string source, converted, quantizer_id, family;
+    std::vector<std::string> outputs;
+    std::size_t threads = 0, worst = 10;
+    bool gemv = false, as_json = false, quiet = false, help = false;
+    po::options_description options("Options");
+    options.add_options()
+        ("source", po::value(&source)->value_name("MODEL"), "the checkpoint the output was converted from")
+        ("converted", po::value(&converted)->value_name("DIR"), "the converted output to check")
+        ("gemv", po::bool_switch(&gemv), "also compute y = W x straight from the packed layout and check it")
+        ("quantizer", po::value(&quantizer_id)->value_name("ID"),
+         "the quantizer that made the output, when it does not record it (e.g. amx-int4)")
+        ("family", po::value(&family)->value_name("NAME"), "use this adapter for the source instead of detecting it")
+        ("worst", po::value(&worst)->default_value(10), "list this many worst parts")
+        ("threads", po::value(&threads), "worker threads (default: all cores)")
+        ("json", po::bool_switch(&as_json), "print the report as JSON")
+        ("quiet,q", po::bool_switch(&quiet), "no progress output")
+        ("help,h", po::bool_switch(&help), "show this help")
+        ("outputs", po::value(&outputs)->composing(), "two outputs to compare");
+    options.add(global_option_group(globals));
+    po::positional_options_description positional;
+    positional.add("outputs", -1);
+    parse_command_line(args, options, positional);
+    if (help) {
+        print_command_help(
+            "moequant verify --source MODEL --converted OUT [--gemv] [--json]\n"
+            "       moequant verify OUT_A OUT_B [--json]",
+            "With --source: checks that the converted output holds exactly the expected quantized parts with\n"
+            "the right sizes, decodes every part from its packed bytes and compares it with the source weight\n"
+            "(max |error|, relative RMS error, SNR, NaN/Inf) against the quantizer's per-element bound.\n"
+            "With two outputs: compares their quantized parts byte for byte (merged or tree, any mix).\n"
+            "Exit 0 when everything passes, 6 when something does not.",
+            options);
+        return 0;
+    }
+    if (threads > 0) set_max_threads(threads);
+    if (!outputs.empty()) {
+        if (!source.empty() || !converted.empty())
+            throw_usage_error("give either --source and --converted, or two outputs to compare, not both");
+        if (outputs.size() != 2) throw_usage_error("comparing needs exactly two outputs, got " + std::to_string(outputs.size()));
+        return compare_two_outputs(outputs[0], outputs[1], as_json, globals);
+    }
+    if (source.empty() || converted.empty())
+        throw_usage_error("verify needs --source and --converted (or two outputs to compare)",
+                          {.hint = "moequant verify --help"});
+    return verify_against_source(source, converted, quantizer_id, family, gemv, as_json, quiet, worst, globals);
+}
+
+}  // namespace moequant::cli

@@ -1,0 +1,266 @@
+#include <moequant/dtype_convert.hpp>
+#include <moequant/error.hpp>
+#include <moequant/expert_matrix.hpp>
+#include <moequant/parallel.hpp>
+#include <moequant/verification.hpp>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+
+namespace moequant {
+
+namespace {
+
+constexpr std::array<Projection, 3> projections = {Projection::gate, Projection::up, Projection::down};
+
+std::string describe(const StoredPartKey& k) {
+    return "layer " + std::to_string(k.layer) + " expert " + std::to_string(k.expert) + " " +
+           std::string(projection_name(k.projection)) + " part " + std::to_string(k.part);
+}
+
+// The stored tensors must be exactly what the quantizer's layout says: names, dtypes, sizes.
+std::string layout_problem(const QuantizedTensor& stored, const std::vector<TensorSpec>& layout) {
+    std::string problem;
+    auto add = [&](const std::string& p) { problem += (problem.empty() ? "" : "; ") + p; };
+    for (const auto& spec : layout) {
+        const Tensor* t = stored.part(spec.name);
+        if (!t) {
+            add("missing tensor '" + spec.name + "'");
+            continue;
+        }
+        if (t->dtype() != spec.dtype)
+            add("'" + spec.name + "' is " + std::string(dtype_name(t->dtype())) + ", expected " +
+                std::string(dtype_name(spec.dtype)));
+        else if (t->shape() != spec.shape)
+            add("'" + spec.name + "' has shape " + shape_to_string(t->shape()) + ", expected " + shape_to_string(spec.shape));
+    }
+    for (const auto& [name, t] : stored.parts) {
+        bool expected = false;
+        for (const auto& spec : layout) expected = expected || spec.name == name;
+        if (!expected) add("unexpected tensor '" + name + "'");
+    }
+    return problem;
+}
+
+std::vector<float> source_values(const Tensor& bf16) {
+    std::vector<float> out(bf16.elements());
+    decode_to_f32(bf16.view(), out);
+    return out;
+}
+
+// Element-wise comparison of the decoded part with its BF16 source.
+void compare_values(const std::vector<float>& source, const Tensor& decoded, const std::optional<Tensor>& bounds,
+                    PartCheck& check) {
+    const float* d = decoded.data_as<float>();
+    const std::int64_t cols = check.cols;
+    const std::int64_t groups = bounds ? bounds->shape()[1] : 1;
+    const std::int64_t group_cols = cols / groups;
+    double error_energy = 0, source_energy = 0;
+    for (std::int64_t r = 0; r < check.rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) {
+            const std::size_t i = static_cast<std::size_t>(r * cols + c);
+            if (std::isnan(d[i])) {
+                ++check.nan;
+                continue;
+            }
+            if (std::isinf(d[i])) {
+                ++check.inf;
+                continue;
+            }
+            const double err = std::fabs(static_cast<double>(source[i]) - d[i]);
+            check.max_abs_error = std::max(check.max_abs_error, err);
+            error_energy += err * err;
+            source_energy += static_cast<double>(source[i]) * source[i];
+            if (bounds) {
+                const double bound = bounds->data_as<float>()[r * groups + c / group_cols];
+                if (err > bound) ++check.beyond_bound;
+                if (bound > 0) check.bound_use = std::max(check.bound_use, err / bound);
+                else if (err > 0) check.bound_use = std::numeric_limits<double>::infinity();
+            }
+        }
+    check.rel_rms_error = source_energy > 0 ? std::sqrt(error_energy / source_energy) : std::sqrt(error_energy);
+    check.snr_db = error_energy > 0 ? 10.0 * std::log10(source_energy / error_energy) : std::numeric_limits<double>::infinity();
+}
+
+// y = W x straight from the packed layout against the source's product. Each row must stay
+// within sum_c bound(r, c) |x_c| of the source product (the quantization error can do no
+// more), plus float accumulation slack.
+void check_gemv(const Quantizer& quantizer, const QuantizedTensor& stored, const std::vector<float>& source,
+                const std::optional<Tensor>& bounds, std::uint64_t seed, PartCheck& check) {
+    const std::int64_t rows = check.rows, cols = check.cols;
+    std::vector<float> x(static_cast<std::size_t>(cols)), y(static_cast<std::size_t>(rows));
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (auto& v : x) v = normal(rng);
+    if (!quantizer.packed_gemv(stored, Shape{rows, cols}, x.data(), y.data())) return;
+    const std::int64_t groups = bounds ? bounds->shape()[1] : 1;
+    double diff_energy = 0, ref_energy = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+        double ref = 0, magnitude = 0, allowed = 0;
+        for (std::int64_t c = 0; c < cols; ++c) {
+            const double w = source[static_cast<std::size_t>(r * cols + c)], xc = x[static_cast<std::size_t>(c)];
+            ref += w * xc;
+            magnitude += std::fabs(w * xc);
+            if (bounds) allowed += bounds->data_as<float>()[r * groups + c / (cols / groups)] * std::fabs(xc);
+        }
+        const double diff = std::fabs(static_cast<double>(y[static_cast<std::size_t>(r)]) - ref);
+        diff_energy += diff * diff;
+        ref_energy += ref * ref;
+        if (bounds && !(diff <= allowed * (1 + 1e-6) + 1e-6 * (magnitude + allowed))) ++check.gemv_rows_beyond_bound;
+    }
+    check.gemv_rel_error = ref_energy > 0 ? std::sqrt(diff_energy / ref_energy) : std::sqrt(diff_energy);
+}
+
+void check_part(const VerificationJob& job, const StoredPartKey& key, const Tensor& source_part, PartCheck& check) {
+    const StoredPart stored = job.output->read(key);
+    check.location = stored.location;
+    const Shape shape = source_part.shape();
+    check.rows = shape[0];
+    check.cols = shape[1];
+    if (auto problem = layout_problem(stored.tensor, job.quantizer->output_layout(shape)); !problem.empty()) {
+        check.problem = problem;
+        return;
+    }
+    const Tensor decoded = job.quantizer->dequantize(stored.tensor, shape);
+    const std::optional<Tensor> bounds = job.quantizer->error_bounds(stored.tensor, shape);
+    check.has_bound = bounds.has_value();
+    const std::vector<float> source = source_values(source_part);
+    compare_values(source, decoded, bounds, check);
+    if (job.gemv) check_gemv(*job.quantizer, stored.tensor, source, bounds, job.gemv_seed, check);
+
+    std::string problem;
+    auto add = [&](const std::string& p) { problem += (problem.empty() ? "" : "; ") + p; };
+    if (check.nan || check.inf)
+        add(std::to_string(check.nan) + " NaN and " + std::to_string(check.inf) + " Inf decoded values");
+    if (check.beyond_bound)
+        add(std::to_string(check.beyond_bound) + " element(s) beyond the error bound (worst at " +
+            std::to_string(check.bound_use) + "x the bound)");
+    if (check.gemv_rows_beyond_bound)
+        add("packed y = W x: " + std::to_string(check.gemv_rows_beyond_bound) + " row(s) beyond the bound");
+    check.problem = problem;
+}
+
+// Recorded facts that must agree with the job: part count and expert count.
+void check_recorded(const VerificationJob& job, int parts, VerificationReport& report) {
+    const Options recorded = job.output->recorded();
+    if (auto p = recorded.get("parts"); p && *p != std::to_string(parts))
+        report.problems.push_back("the output records " + *p + " threadpool parts, but " + std::to_string(parts) +
+                                  " were expected");
+    if (auto e = recorded.get("experts"); e && !job.plan->moe_layers.empty() &&
+                                          *e != std::to_string(job.plan->moe_layers.front().experts.size()))
+        report.problems.push_back("the output records " + *e + " experts per layer, the source has " +
+                                  std::to_string(job.plan->moe_layers.front().experts.size()));
+}
+
+int parts_of(const VerificationJob& job) {
+    if (job.parts > 0) return job.parts;
+    const Options recorded = job.output->recorded();
+    if (auto p = recorded.get("parts")) return static_cast<int>(recorded.get_int("parts", 0));
+    int parts = 0;
+    for (const auto& key : job.output->parts()) parts = std::max(parts, key.part + 1);
+    return parts;
+}
+
+}  // namespace
+
+bool VerificationReport::passed() const noexcept {
+    if (!problems.empty()) return false;
+    for (const auto& c : checks)
+        if (!c.problem.empty()) return false;
+    return true;
+}
+
+OpenedOutput open_converted_output(const Registry& registry, const std::filesystem::path& directory) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(directory, ec))
+        throw Error(ErrorKind::input, "not a folder", {.file = directory.string(), .code = "NotFound"});
+    for (const auto& format : registry.formats())
+        if (auto reader = format.object->open(directory)) return {format.object, std::move(reader)};
+    throw Error(ErrorKind::input, "no installed output format recognises this folder as a converted output",
+                {.file = directory.string(), .code = "UnknownOutput", .hint = "see 'moequant plugins' for the formats"});
+}
+
+const Quantizer& output_quantizer(const Registry& registry, const OutputReader& output, const std::string& requested) {
+    const std::string id = requested.empty() ? output.recorded().get_string("quantizer", "") : requested;
+    if (id.empty())
+        throw Error(ErrorKind::input, "the output does not record which quantizer made it",
+                    {.code = "UnknownMethod", .hint = "name it with --quantizer (e.g. amx-int4)"});
+    const Quantizer* q = registry.quantizer(id);
+    if (!q) throw Error(ErrorKind::plugin, "no installed quantizer '" + id + "'", {.hint = "see 'moequant plugins'"});
+    return *q;
+}
+
+VerificationReport verify_output(const VerificationJob& job, ProgressSink& progress) {
+    if (!job.source || !job.plan || !job.quantizer || !job.output) throw Error(ErrorKind::internal, "incomplete verification job");
+    VerificationReport report;
+    report.quantizer = std::string(job.quantizer->id());
+    report.parts = parts_of(job);
+    const int parts = report.parts;
+    if (parts <= 0) throw Error(ErrorKind::input, "the output holds no quantized part", {.code = "EmptyOutput"});
+    check_recorded(job, parts, report);
+
+    const std::vector<StoredPartKey> stored_keys = job.output->parts();
+    const std::set<StoredPartKey> stored(stored_keys.begin(), stored_keys.end());
+    std::set<StoredPartKey> expected;
+    std::uint64_t total_bytes = 0;
+    for (const auto& layer : job.plan->moe_layers) total_bytes += layer_input_bytes(layer);
+
+    std::size_t done = 0;
+    std::uint64_t bytes_done = 0;
+    for (const auto& layer : job.plan->moe_layers) {
+        const std::size_t first_check = report.checks.size();
+        for (const auto& e : layer.experts)
+            for (Projection p : projections)
+                for (int part = 0; part < parts; ++part) {
+                    const StoredPartKey key{layer.layer, e.expert, p, part};
+                    expected.insert(key);
+                    PartCheck check;
+                    check.key = key;
+                    check.source_tensor = e.weights[static_cast<int>(p)].tensor;
+                    if (!stored.count(key)) check.problem = "missing from the output";
+                    report.checks.push_back(std::move(check));
+                }
+        // One task per (expert, projection): the source matrix is loaded once for its parts.
+        const std::size_t tasks = layer.experts.size() * projections.size();
+        parallel_for(0, tasks, 1, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t t = begin; t < end; ++t) {
+                const ExpertWeightSource& source = layer.experts[t / 3].weights[static_cast<int>(projections[t % 3])];
+                const Projection projection = projections[t % 3];
+                PartCheck* checks = &report.checks[first_check + t * static_cast<std::size_t>(parts)];
+                if (source.rows * source.cols == 0 || (projection == Projection::down ? source.cols : source.rows) % parts != 0) {
+                    for (int part = 0; part < parts; ++part)
+                        checks[part].problem = "the source matrix cannot be split into " + std::to_string(parts) + " parts";
+                    continue;
+                }
+                try {
+                    const Tensor matrix = load_expert_matrix(*job.source, source, job.plan->fp8_block);
+                    for (int part = 0; part < parts; ++part) {
+                        if (!checks[part].problem.empty()) continue;  // missing
+                        try {
+                            check_part(job, checks[part].key, split_expert_part(matrix, projection, part, parts), checks[part]);
+                        } catch (const Error& e) {
+                            if (e.kind() != ErrorKind::input) throw;
+                            checks[part].problem = e.what();  // unreadable or undecodable: this part fails
+                        }
+                    }
+                } catch (const Error& e) {
+                    throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
+                }
+            }
+        });
+        release_layer_pages(*job.source, layer);
+        ++done;
+        bytes_done += layer_input_bytes(layer);
+        progress.step(done, job.plan->moe_layers.size(), "layer " + std::to_string(layer.layer), bytes_done, total_bytes);
+    }
+    progress.finish();
+    report.source_bytes = total_bytes;
+    for (const auto& key : stored_keys)
+        if (!expected.count(key)) report.problems.push_back("unexpected part in the output: " + describe(key));
+    return report;
+}
+
+}  // namespace moequant

@@ -1,0 +1,31 @@
+// Helpers the kt formats' readers share: a map from StoredPartKey to where each of its tensors
+// ("weight", "scale") is stored, filled while listing an output. Header-only.
+#pragma once
+
+#include "kt_naming.hpp"
+
+#include <moequant/output_format.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace moequant::formats {
+
+// (part key) -> (tensor name "weight"/"scale") -> location of its bytes (a tensor name or a file).
+using StoredPartIndex = std::map<StoredPartKey, std::map<std::string, std::string>>;
+
+inline std::vector<StoredPartKey> keys_of(const StoredPartIndex& index) {
+    std::vector<StoredPartKey> keys;
+    keys.reserve(index.size());
+    for (const auto& [key, tensors] : index) keys.push_back(key);
+    return keys;
+}
+
+// The recorded quantizer and method of an output whose kt method or file prefix is `method`.
+inline void record_method(Options& recorded, const std::string& method) {
+    recorded.set("method", method == "INT4" ? "AMXINT4" : method == "INT8" ? "AMXINT8" : method);
+    recorded.set("quantizer", kt_quantizer_id(method));
+}
+
+}  // namespace moequant::formats

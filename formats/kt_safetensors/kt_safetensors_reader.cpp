@@ -1,0 +1,91 @@
+#include "kt_safetensors_reader.hpp"
+
+#include "kt_naming.hpp"
+#include "stored_parts.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/error.hpp>
+#include <moequant/run_manifest.hpp>
+#include <moequant/sharded_writer.hpp>
+
+namespace moequant::formats {
+namespace {
+
+namespace fs = std::filesystem;
+
+// "blk.{L}.ffn_{proj}_exps.{E}.numa.{i}.{tensor}" -> key and tensor; nullopt for other names.
+std::optional<std::pair<StoredPartKey, std::string>> parse_kt_tensor_name(std::string_view name) {
+    std::vector<std::string_view> fields;
+    for (std::size_t start = 0;;) {
+        const std::size_t dot = name.find('.', start);
+        fields.push_back(name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+        if (dot == std::string_view::npos) break;
+        start = dot + 1;
+    }
+    if (fields.size() != 7 || fields[0] != "blk" || fields[4] != "numa") return std::nullopt;
+    const std::string_view proj = fields[2];
+    if (!proj.starts_with("ffn_") || !proj.ends_with("_exps")) return std::nullopt;
+    auto projection = projection_from_name(proj.substr(4, proj.size() - 9));
+    auto layer = parse_decimal(fields[1]), expert = parse_decimal(fields[3]), part = parse_decimal(fields[5]);
+    if (!projection || !layer || !expert || !part || *part > 1'000'000) return std::nullopt;
+    return std::pair{StoredPartKey{*layer, *expert, *projection, static_cast<int>(*part)}, std::string(fields[6])};
+}
+
+class KtSafetensorsReader final : public OutputReader {
+public:
+    KtSafetensorsReader(Checkpoint checkpoint, StoredPartIndex index)
+        : checkpoint_(std::move(checkpoint)), index_(std::move(index)) {
+        // moequant's shards record the job in __metadata__; the reference converter's do not.
+        const auto& first = index_.begin()->second.begin()->second;
+        const SafetensorsFile& shard = checkpoint_.shard(checkpoint_.shard_of(first));
+        if (auto method = shard.metadata("moequant.method")) record_method(recorded_, *method);
+        if (auto quantizer = shard.metadata("moequant.quantizer")) recorded_.set("quantizer", *quantizer);
+        for (const char* key : {"parts", "experts", "source"})
+            if (auto value = shard.metadata(std::string("moequant.") + key)) recorded_.set(key, *value);
+    }
+
+    Options recorded() const override { return recorded_; }
+    std::vector<StoredPartKey> parts() const override { return keys_of(index_); }
+
+    StoredPart read(const StoredPartKey& key) const override {
+        StoredPart out{key, {}, {}};
+        out.tensor.method = recorded_.get_string("method", "");
+        for (const auto& [tensor, name] : index_.at(key)) {
+            if (!out.location.empty()) out.location += ", ";
+            out.location += checkpoint_.shard_of(name) + ":" + name;
+            out.tensor.parts.emplace_back(tensor, Tensor::copy_of(checkpoint_.view(name)));
+        }
+        return out;
+    }
+
+private:
+    Checkpoint checkpoint_;
+    StoredPartIndex index_;
+    Options recorded_;
+};
+
+}  // namespace
+
+std::unique_ptr<OutputReader> open_kt_safetensors(const fs::path& directory) {
+    if (!fs::exists(directory / safetensors_index_name)) {
+        const auto manifest = RunManifest::load(directory);
+        if (manifest) {
+            for (const auto& [key, value] : manifest->settings)
+                if (key == "format" && value == "kt-safetensors")
+                    throw Error(ErrorKind::input,
+                                "the output is incomplete: " + std::string(safetensors_index_name) +
+                                    " is missing (it is written last, when the conversion finishes)",
+                                {.file = directory.string(), .code = "IncompleteOutput",
+                                 .hint = "rerun the same convert command to finish it"});
+        }
+        return nullptr;
+    }
+    Checkpoint checkpoint = Checkpoint::open(directory);
+    StoredPartIndex index;
+    for (const std::string& name : checkpoint.tensor_names())
+        if (auto parsed = parse_kt_tensor_name(name)) index[parsed->first][parsed->second] = name;
+    if (index.empty()) return nullptr;  // a safetensors checkpoint, but not a kt output
+    return std::make_unique<KtSafetensorsReader>(std::move(checkpoint), std::move(index));
+}
+
+}  // namespace moequant::formats

@@ -1,0 +1,138 @@
+#include "kt_tree_reader.hpp"
+
+#include "kt_naming.hpp"
+#include "stored_parts.hpp"
+
+#include <moequant/error.hpp>
+#include <moequant/run_manifest.hpp>
+
+#include <fstream>
+
+namespace moequant::formats {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ParsedFile {
+    std::string prefix;  // INT4 / INT8
+    Projection projection;
+    std::int64_t expert, bytes;
+    bool scale;
+};
+
+// "{P}_{proj}_{e}_{B}Byte_{quant|scale}_.kt"; nullopt for any other name.
+std::optional<ParsedFile> parse_kt_file(std::string_view name) {
+    std::vector<std::string_view> fields;
+    for (std::size_t start = 0;;) {
+        const std::size_t cut = name.find('_', start);
+        fields.push_back(name.substr(start, cut == std::string_view::npos ? std::string_view::npos : cut - start));
+        if (cut == std::string_view::npos) break;
+        start = cut + 1;
+    }
+    // INT4, down, 17, 3670016Byte, quant, .kt
+    if (fields.size() != 6 || fields[5] != ".kt" || !fields[3].ends_with("Byte")) return std::nullopt;
+    if (fields[4] != "quant" && fields[4] != "scale") return std::nullopt;
+    auto projection = projection_from_name(fields[1]);
+    auto expert = parse_decimal(fields[2]), bytes = parse_decimal(fields[3].substr(0, fields[3].size() - 4));
+    if (fields[0].empty() || !projection || !expert || !bytes) return std::nullopt;
+    return ParsedFile{std::string(fields[0]), *projection, *expert, *bytes, fields[4] == "scale"};
+}
+
+// "_layer_{L}" / "_numa_{i}" -> the number.
+std::optional<std::int64_t> numbered(std::string_view name, std::string_view prefix) {
+    if (!name.starts_with(prefix)) return std::nullopt;
+    return parse_decimal(name.substr(prefix.size()));
+}
+
+Tensor read_file(const fs::path& file, DType dtype, std::int64_t expected_bytes) {
+    std::error_code ec;
+    const auto size = fs::file_size(file, ec);
+    if (ec) throw Error(ErrorKind::input, "cannot read: " + ec.message(), {.file = file.string(), .code = "ReadFailed"});
+    if (static_cast<std::int64_t>(size) != expected_bytes)
+        throw Error(ErrorKind::input,
+                    "holds " + std::to_string(size) + " bytes but its name says " + std::to_string(expected_bytes),
+                    {.file = file.string(), .code = "SizeMismatch"});
+    const std::int64_t element = dtype == DType::F32 ? 4 : 1;
+    if (expected_bytes % element != 0)
+        throw Error(ErrorKind::input, "size is not a whole number of float32 scales", {.file = file.string(), .code = "SizeMismatch"});
+    Tensor t(dtype, {expected_bytes / element});
+    std::ifstream in(file, std::ios::binary);
+    if (!in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size_bytes())))
+        throw Error(ErrorKind::input, "cannot read all of its bytes", {.file = file.string(), .code = "ReadFailed"});
+    return t;
+}
+
+class KtTreeReader final : public OutputReader {
+public:
+    KtTreeReader(fs::path directory, StoredPartIndex index, Options recorded)
+        : directory_(std::move(directory)), index_(std::move(index)), recorded_(std::move(recorded)) {}
+
+    Options recorded() const override { return recorded_; }
+    std::vector<StoredPartKey> parts() const override { return keys_of(index_); }
+
+    StoredPart read(const StoredPartKey& key) const override {
+        StoredPart out{key, {}, {}};
+        out.tensor.method = recorded_.get_string("method", "");
+        for (const auto& [tensor, relative] : index_.at(key)) {
+            const auto parsed = parse_kt_file(fs::path(relative).filename().string());
+            if (!out.location.empty()) out.location += ", ";
+            out.location += relative;
+            out.tensor.parts.emplace_back(tensor, read_file(directory_ / relative, tensor == "scale" ? DType::F32 : DType::I8,
+                                                            parsed->bytes));
+        }
+        return out;
+    }
+
+private:
+    fs::path directory_;
+    StoredPartIndex index_;
+    Options recorded_;
+};
+
+}  // namespace
+
+std::unique_ptr<OutputReader> open_kt_tree(const fs::path& directory) {
+    const auto manifest = RunManifest::load(directory);
+    bool manifest_is_tree = false;
+    if (manifest)
+        for (const auto& [key, value] : manifest->settings)
+            if (key == "format" && value == "kt-tree") manifest_is_tree = true;
+    if (manifest_is_tree && !manifest->complete)
+        throw Error(ErrorKind::input, "the output is incomplete: its run manifest does not record a finished conversion",
+                    {.file = directory.string(), .code = "IncompleteOutput", .hint = "rerun the same convert command to finish it"});
+
+    StoredPartIndex index;
+    std::string prefix;
+    std::int64_t parts = 0;
+    std::error_code ec;
+    for (const auto& layer_entry : fs::directory_iterator(directory, ec)) {
+        const auto layer = numbered(layer_entry.path().filename().string(), "_layer_");
+        if (!layer || !layer_entry.is_directory()) continue;
+        for (const auto& numa_entry : fs::directory_iterator(layer_entry.path())) {
+            const auto part = numbered(numa_entry.path().filename().string(), "_numa_");
+            if (!part || !numa_entry.is_directory() || *part > 1'000'000) continue;
+            parts = std::max(parts, *part + 1);
+            for (const auto& file : fs::directory_iterator(numa_entry.path())) {
+                const auto parsed = parse_kt_file(file.path().filename().string());
+                if (!parsed) continue;
+                if (prefix.empty()) prefix = parsed->prefix;
+                if (parsed->prefix != prefix)
+                    throw Error(ErrorKind::input, "mixes " + prefix + " and " + parsed->prefix + " files",
+                                {.file = directory.string(), .code = "MixedMethods"});
+                const StoredPartKey key{*layer, parsed->expert, parsed->projection, static_cast<int>(*part)};
+                index[key][parsed->scale ? "scale" : "weight"] = fs::relative(file.path(), directory).string();
+            }
+        }
+    }
+    if (ec) throw Error(ErrorKind::input, "cannot list the folder: " + ec.message(), {.file = directory.string()});
+    if (index.empty()) return nullptr;
+    Options recorded;
+    record_method(recorded, prefix);
+    recorded.set("parts", std::to_string(parts));
+    if (manifest_is_tree)
+        for (const auto& [key, value] : manifest->settings)
+            if (key == "parts" || key == "quantizer") recorded.set(key, value);
+    return std::make_unique<KtTreeReader>(directory, std::move(index), std::move(recorded));
+}
+
+}  // namespace moequant::formats
