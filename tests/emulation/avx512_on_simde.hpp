@@ -12,6 +12,7 @@
 
 #include <simde/x86/f16c.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -36,10 +37,17 @@ inline simde__m256i cvtepi32_epi16(simde__m512i a) {
     return simde_mm256_permute4x64_epi64(simde_mm256_packus_epi32(lo, hi), 0xD8);
 }
 
+// vcvtps2dq: round to nearest even; NaN and values out of int32 range give INT32_MIN. Written
+// per lane because SIMDe's portable version converts out-of-range floats in C++ (undefined).
 inline simde__m512i cvtps_epi32(simde__m512 a) {
-    return on_halves(simde_mm512_castps_si512(a), [](simde__m256i h) {
-        return simde_mm256_cvtps_epi32(simde_mm256_castsi256_ps(h));
-    });
+    float in[16];
+    std::int32_t out[16];
+    std::memcpy(in, &a, sizeof in);
+    for (int i = 0; i < 16; ++i)
+        out[i] = std::fabs(in[i]) < 2147483648.0f ? static_cast<std::int32_t>(std::nearbyint(in[i])) : INT32_MIN;
+    simde__m512i r;
+    std::memcpy(&r, out, sizeof r);
+    return r;
 }
 
 inline simde__m512i cvtepu8_epi32(simde__m128i a) {
