@@ -50,8 +50,8 @@ std::filesystem::path partial_path_for(const std::filesystem::path& final_path) 
     return final_path.parent_path() / ("." + final_path.filename().string() + ".partial");
 }
 
-OutputFile::OutputFile(std::filesystem::path final_path, std::uint64_t expected_size)
-    : final_path_(std::move(final_path)), partial_path_(partial_path_for(final_path_)) {
+OutputFile::OutputFile(std::filesystem::path final_path, std::uint64_t expected_size, Durability durability)
+    : final_path_(std::move(final_path)), partial_path_(partial_path_for(final_path_)), durability_(durability) {
     fd_ = ::open(partial_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) fail(errno, "cannot create");
     if (expected_size > 0 && ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(expected_size)) != 0) {
@@ -126,13 +126,14 @@ void OutputFile::append(std::string_view text) {
 void OutputFile::commit() {
     if (failed_) rethrow_failure();
     if (fd_ < 0) throw Error(ErrorKind::internal, "commit after commit", {.file = final_path_.string()});
-    if (::fdatasync(fd_) != 0) fail(errno, "cannot flush");
+    const bool sync = durability_ == Durability::synced_on_commit;
+    if (sync && ::fdatasync(fd_) != 0) fail(errno, "cannot flush");
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) fail(errno, "cannot close");
     if (::rename(partial_path_.c_str(), final_path_.c_str()) != 0) fail(errno, "cannot rename into place");
     committed_ = true;
-    sync_directory(final_path_.parent_path());
+    if (sync) sync_directory(final_path_.parent_path());
 }
 
 void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to) {

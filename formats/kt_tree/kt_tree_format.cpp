@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 
 namespace {
@@ -68,6 +70,15 @@ public:
     }
 
     std::vector<WrittenFile> commit() override {
+        // One flush for the whole layer: thousands of files per layer each fsynced on its own
+        // cost about 0.6 ms apiece; syncfs writes them (and the folder entries) out at once.
+        const int fd = ::open(staging_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        const int synced = fd >= 0 ? ::syncfs(fd) : -1;
+        const int error_number = errno;
+        if (fd >= 0) ::close(fd);
+        if (synced != 0)
+            throw Error(ErrorKind::io, std::string("cannot flush the layer to disk: ") + std::strerror(error_number),
+                        {.file = staging_.string(), .code = error_number == ENOSPC ? "DiskFull" : "WriteFailed"});
         for (int i = 0; i < parts_; ++i) sync_folder(staging_ / ("_numa_" + std::to_string(i)));
         const fs::path final_dir = output_ / layer_folder(layer_);
         std::error_code ec;
@@ -84,7 +95,9 @@ public:
 
 private:
     void write_file(const std::string& relative, std::span<const std::byte> bytes) {
-        OutputFile file(staging_ / relative, bytes.size());
+        // The staging folder is flushed once and renamed into place in commit(), so the files
+        // need no flush of their own.
+        OutputFile file(staging_ / relative, bytes.size(), OutputFile::Durability::caller_syncs);
         file.append(bytes);
         file.commit();
         std::lock_guard lock(mutex_);

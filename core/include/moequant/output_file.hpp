@@ -34,7 +34,13 @@ public:
     // Creates (or truncates) the partial file. If `expected_size` is non-zero, that much disk
     // space is reserved up front (the file size still grows only with writes), so a full disk
     // is reported before any work is done.
-    explicit OutputFile(std::filesystem::path final_path, std::uint64_t expected_size = 0);
+    //
+    // Durability::caller_syncs skips the flush and folder sync in commit(): for many small files
+    // inside a staging folder that the caller flushes once (syncfs) before renaming the folder
+    // itself into place; the file's data is then durable only after the caller's sync.
+    enum class Durability { synced_on_commit, caller_syncs };
+    explicit OutputFile(std::filesystem::path final_path, std::uint64_t expected_size = 0,
+                        Durability durability = Durability::synced_on_commit);
     ~OutputFile();
     OutputFile(const OutputFile&) = delete;
     OutputFile& operator=(const OutputFile&) = delete;
@@ -62,6 +68,7 @@ private:
     int fd_ = -1;
     std::uint64_t append_offset_ = 0;
     bool committed_ = false;
+    Durability durability_ = Durability::synced_on_commit;
     // The first failure; writes from other threads after it report the same error. The
     // descriptor stays open until destruction so no thread ever writes to a reused number.
     std::atomic<bool> failed_{false};

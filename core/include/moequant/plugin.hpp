@@ -48,7 +48,8 @@
 //              SafetensorsFile / Checkpoint::release_pages(); ShardedSafetensorsWriter::open_shard
 //              takes per-shard metadata.
 //   5 (0.1.0): Quantizer::error_bounds() and packed_gemv(); OutputFormat::open() returns an
-//              OutputReader (stored parts and recorded facts of a converted output), for verify.
+//              OutputReader (stored parts and recorded facts of a converted output), for verify;
+//              OutputFile::Durability.
 #define MOEQUANT_PLUGIN_ABI_VERSION 5
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
