@@ -23,7 +23,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     int parts = 2;
     std::size_t threads = 0, cpuinfer_threads = 0;
     std::int64_t resume_layer = -1;
-    bool no_merge = false, overwrite = false, quiet = false, help = false;
+    bool no_merge = false, overwrite = false, allow_non_finite = false, quiet = false, help = false;
     po::options_description options("Options");
     options.add_options()
         ("input-path,i", po::value(&input)->value_name("PATH"), "model folder (index or model.safetensors), or an index file")
@@ -41,6 +41,8 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
         ("threads", po::value(&threads), "same as --cpuinfer-threads")
         ("resume-layer", po::value(&resume_layer), "redo layers from this one on; earlier ones must be complete")
         ("overwrite", po::bool_switch(&overwrite), "empty an output folder that holds other files first")
+        ("allow-non-finite", po::bool_switch(&allow_non_finite),
+         "convert expert weights holding NaN or Inf as they are (default: refuse them, naming the tensor)")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help");
@@ -104,6 +106,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     job.input_type = declared;
     if (resume_layer >= 0) job.resume_layer = resume_layer;
     job.overwrite = overwrite;
+    job.allow_non_finite = allow_non_finite;
 
     StreamProgress progress(stderr);
     SilentProgress silent;

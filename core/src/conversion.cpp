@@ -5,8 +5,10 @@
 #include <moequant/run_manifest.hpp>
 #include <moequant/version.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <span>
 
 namespace moequant {
 
@@ -55,9 +57,15 @@ RunManifest describe_job(const ConversionJob& job) {
     return m;
 }
 
-bool folder_is_empty(const fs::path& dir) {
+// True when the folder holds nothing but a manifest and hidden ".<name>.partial" leftovers: what
+// a run killed or failed before it completed its first layer leaves behind.
+bool holds_nothing_complete(const fs::path& dir) {
     std::error_code ec;
-    return fs::is_empty(dir, ec);
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name != run_manifest_name && !(name.starts_with(".") && name.ends_with(".partial"))) return false;
+    }
+    return !ec;
 }
 
 void empty_folder(const fs::path& dir) {
@@ -92,7 +100,11 @@ RunManifest prepare_output(const ConversionJob& job) {
         fresh.completed_layers = earlier->completed_layers;
         return fresh;
     }
-    if (folder_is_empty(job.output)) return fresh;
+    // Nothing completed yet, whoever started it: start afresh.
+    if ((!earlier || (earlier->completed_layers.empty() && !earlier->complete)) && holds_nothing_complete(job.output)) {
+        empty_folder(job.output);
+        return fresh;
+    }
     if (!job.overwrite)
         throw Error(ErrorKind::io,
                     earlier ? "the output folder holds the output of another conversion (different source, plan or settings)"
@@ -115,7 +127,43 @@ bool still_complete(const ConversionJob& job, const OutputWriter& writer, const 
     return true;
 }
 
-void convert_layer(const ConversionJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
+// Index of the first BF16 NaN or +-Inf (exponent bits all ones) in `bits`, or bits.size(). The
+// common all-finite case is one branch-free max over the exponent fields, which vectorizes.
+std::size_t first_non_finite(std::span<const std::uint16_t> bits) {
+    std::uint16_t top = 0;
+    for (std::uint16_t b : bits) top = std::max<std::uint16_t>(top, b & 0x7F80);
+    if (top != 0x7F80) return bits.size();
+    std::size_t i = 0;
+    while ((bits[i] & 0x7F80) != 0x7F80) ++i;
+    return i;
+}
+
+// A NaN or Inf in a weight would be quantized to garbage without a word (an Inf row scale makes
+// every code of the row meaningless), so it is refused unless the user opts out. The position
+// is given in the source tensor's coordinates.
+void refuse_non_finite(const Tensor& matrix, const ExpertWeightSource& s) {
+    std::span<const std::uint16_t> bits(matrix.data_as<std::uint16_t>(), matrix.elements());
+    const std::size_t i = first_non_finite(bits);
+    if (i == bits.size()) return;
+    const std::int64_t cols = matrix.shape()[1];
+    std::int64_t row = static_cast<std::int64_t>(i) / cols, col = static_cast<std::int64_t>(i) % cols;
+    std::string where = "row " + std::to_string(row) + ", column " + std::to_string(col);
+    if (s.slice) {
+        if (s.slice->transposed) std::swap(row, col);
+        (s.slice->along_columns ? col : row) += s.slice->offset;
+        where = "[" + std::to_string(s.slice->expert) + ", " + std::to_string(row) + ", " + std::to_string(col) + "]";
+    }
+    const char* value = (bits[i] & 0x7F) ? "NaN" : (bits[i] & 0x8000) ? "-Inf" : "+Inf";
+    throw Error(ErrorKind::input, std::string("holds ") + value + " at " + where,
+                {.tensor = s.tensor,
+                 .code = "NonFiniteWeight",
+                 .hint = "the checkpoint is probably damaged; --allow-non-finite converts the values as they are"});
+}
+
+// Runs `body` on every (expert x projection) matrix of a layer, in parallel, brought to BF16
+// and checked for NaN/Inf; errors name the tensor and the layer.
+template <class Body>
+void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer, const Body& body) {
     const std::size_t tasks = layer.experts.size() * projections.size();
     parallel_for(0, tasks, 1, [&](std::size_t first, std::size_t last) {
         for (std::size_t t = first; t < last; ++t) {
@@ -124,13 +172,20 @@ void convert_layer(const ConversionJob& job, const MoeLayerPlan& layer, LayerSin
             const ExpertWeightSource& source = expert.weights[static_cast<int>(projection)];
             try {
                 Tensor matrix = load_expert_matrix(*job.source, source, job.plan->fp8_block);
-                for (int part = 0; part < job.parts; ++part) {
-                    Tensor piece = split_expert_part(matrix, projection, part, job.parts);
-                    sink.write({expert.expert, projection, part, job.quantizer->quantize(piece.view(), job.quantizer_options)});
-                }
+                if (!job.allow_non_finite) refuse_non_finite(matrix, source);
+                body(expert, projection, matrix);
             } catch (const Error& e) {
                 throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
             }
+        }
+    });
+}
+
+void convert_layer(const ConversionJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
+    for_each_expert_matrix(job, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
+        for (int part = 0; part < job.parts; ++part) {
+            Tensor piece = split_expert_part(matrix, projection, part, job.parts);
+            sink.write({expert.expert, projection, part, job.quantizer->quantize(piece.view(), job.quantizer_options)});
         }
     });
 }
@@ -190,6 +245,8 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     }
     manifest.complete = false;
     manifest.final_files.clear();
+    // Before any output file: a run killed at any point leaves a folder a rerun recognises.
+    manifest.save(job.output);
 
     OutputContext context;
     context.directory = job.output;
@@ -217,6 +274,9 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
             bytes_done += layer_bytes;
             continue;
         }
+        // Formats without a quantizer read the experts themselves: check them before they write.
+        if (!job.format->needs_quantizer() && !job.allow_non_finite)
+            for_each_expert_matrix(job, layer, [](const ExpertPlan&, Projection, const Tensor&) {});
         std::unique_ptr<LayerSink> sink = writer->begin_layer(layer.layer);
         if (job.format->needs_quantizer()) convert_layer(job, layer, *sink);
         std::vector<WrittenFile> files = sink->commit();

@@ -162,14 +162,6 @@ void run_convert(const fs::path& in, const fs::path& out, const std::string& met
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
 }
 
-std::map<std::string, std::string> file_hashes(const fs::path& dir) {
-    std::map<std::string, std::string> out;
-    for (const auto& e : fs::recursive_directory_iterator(dir))
-        if (e.is_regular_file() && e.path().filename() != "moequant-run.json")
-            out[fs::relative(e.path(), dir).string()] = sha256_file(e.path());
-    return out;
-}
-
 const char* names[3] = {"gate", "up", "down"};
 
 // Every expert of every MoE layer, in both formats, against the reference.

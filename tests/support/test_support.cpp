@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -90,20 +93,15 @@ std::string slurp_fd(int fd) {
 
 }  // namespace
 
-CommandResult run_command(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+Child::Child(const std::vector<std::string>& argv, const std::vector<std::string>& env, const ChildLimits& limits) {
     // Output goes to unlinked temp files rather than pipes, so a chatty child cannot block.
     char out_name[] = "/tmp/moequant-test-out-XXXXXX";
     char err_name[] = "/tmp/moequant-test-err-XXXXXX";
-    int out_fd = ::mkstemp(out_name);
-    int err_fd = ::mkstemp(err_name);
-    if (out_fd < 0 || err_fd < 0) throw std::runtime_error("mkstemp failed");
+    out_fd_ = ::mkstemp(out_name);
+    err_fd_ = ::mkstemp(err_name);
+    if (out_fd_ < 0 || err_fd_ < 0) throw std::runtime_error("mkstemp failed");
     ::unlink(out_name);
     ::unlink(err_name);
-
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
-    posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
 
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -115,35 +113,104 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::vecto
     for (auto& e : env_strings) envp.push_back(e.data());
     envp.push_back(nullptr);
 
-    pid_t pid = 0;
-    int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-        ::close(out_fd);
-        ::close(err_fd);
-        throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+    if (!limits.file_size) {
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_adddup2(&actions, out_fd_, 1);
+        posix_spawn_file_actions_adddup2(&actions, err_fd_, 2);
+        int rc = ::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), envp.data());
+        posix_spawn_file_actions_destroy(&actions);
+        if (rc != 0) {
+            ::close(out_fd_);
+            ::close(err_fd_);
+            throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+        }
+        return;
     }
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    // posix_spawn cannot set limits: fork, and only async-signal-safe calls before exec.
+    const rlimit fsize{static_cast<rlim_t>(*limits.file_size), static_cast<rlim_t>(*limits.file_size)};
+    pid_ = ::fork();
+    if (pid_ < 0) {
+        const int error = errno;
+        ::close(out_fd_);
+        ::close(err_fd_);
+        throw std::runtime_error(std::string("fork failed: ") + std::strerror(error));
+    }
+    if (pid_ == 0) {
+        if (::dup2(out_fd_, 1) < 0 || ::dup2(err_fd_, 2) < 0 || ::setrlimit(RLIMIT_FSIZE, &fsize) != 0) ::_exit(127);
+        ::execve(args[0], args.data(), envp.data());
+        ::_exit(127);
+    }
+}
+
+Child::~Child() {
+    if (pid_ > 0 && !reaped_) {
+        ::kill(pid_, SIGKILL);
+        wait();
+    }
+    if (out_fd_ >= 0) ::close(out_fd_);
+    if (err_fd_ >= 0) ::close(err_fd_);
+}
+
+bool Child::running() {
+    if (reaped_) return false;
+    pid_t r = ::waitpid(pid_, &status_, WNOHANG);
+    if (r == pid_) reaped_ = true;
+    return !reaped_;
+}
+
+void Child::kill(int signal) {
+    if (!reaped_) ::kill(pid_, signal);
+}
+
+CommandResult Child::wait() {
+    while (!reaped_) {
+        if (::waitpid(pid_, &status_, 0) == pid_) reaped_ = true;
+        else if (errno != EINTR) throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(errno));
     }
     CommandResult result;
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    result.out = slurp_fd(out_fd);
-    result.err = slurp_fd(err_fd);
-    ::close(out_fd);
-    ::close(err_fd);
+    result.exit_code = WIFEXITED(status_) ? WEXITSTATUS(status_) : -WTERMSIG(status_);
+    result.out = slurp_fd(out_fd_);
+    result.err = slurp_fd(err_fd_);
     return result;
 }
 
-CommandResult run_moequant(std::vector<std::string> args, const std::vector<std::string>& env) {
+CommandResult run_command(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                          const ChildLimits& limits) {
+    return Child(argv, env, limits).wait();
+}
+
+CommandResult run_moequant(std::vector<std::string> args, const std::vector<std::string>& env, const ChildLimits& limits) {
     args.insert(args.begin(), host_executable().string());
-    return run_command(args, env);
+    return run_command(args, env, limits);
 }
 
 std::string sha256_file(const fs::path& file) {
     auto r = run_command({"/usr/bin/sha256sum", file.string()});
     if (r.exit_code != 0) throw std::runtime_error("sha256sum failed for " + file.string());
     return r.out.substr(0, 64);
+}
+
+std::map<std::string, std::string> file_hashes(const fs::path& dir, bool with_manifest) {
+    std::vector<std::string> argv = {"/usr/bin/sha256sum", "--"};
+    std::vector<std::string> names;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file() && (with_manifest || e.path().filename() != "moequant-run.json")) {
+            names.push_back(fs::relative(e.path(), dir).string());
+            argv.push_back(e.path().string());
+        }
+    std::map<std::string, std::string> out;
+    if (names.empty()) return out;
+    // One sha256sum for all files: its lines come in argument order.
+    auto r = run_command(argv);
+    if (r.exit_code != 0) throw std::runtime_error("sha256sum failed under " + dir.string() + ": " + r.err);
+    std::istringstream lines(r.out);
+    std::string line;
+    for (const auto& name : names) {
+        if (!std::getline(lines, line) || line.size() < 64) throw std::runtime_error("unexpected sha256sum output");
+        out[name] = line.substr(0, 64);
+    }
+    return out;
 }
 
 }  // namespace moequant::test

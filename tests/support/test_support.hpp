@@ -2,8 +2,12 @@
 // running the moequant host as a child process.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,18 +50,52 @@ struct CommandResult {
     std::string err;
 };
 
-// Runs a program with arguments (no shell), capturing stdout and stderr. `env` entries
-// ("NAME=value") are added to the inherited environment.
+// Resource limits set in the child only (between fork and exec), never in the test process.
+struct ChildLimits {
+    std::optional<std::uint64_t> file_size;  // RLIMIT_FSIZE in bytes (ulimit -f)
+};
+
+// A program started without waiting for it (no shell), stdout and stderr captured. `env`
+// entries ("NAME=value") are added to the inherited environment. The destructor kills and
+// reaps a child still running.
+class Child {
+public:
+    Child(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
+          const ChildLimits& limits = {});
+    ~Child();
+    Child(const Child&) = delete;
+    Child& operator=(const Child&) = delete;
+
+    pid_t pid() const { return pid_; }
+    // False once it has exited (it is then reaped; wait() returns its result).
+    bool running();
+    void kill(int signal);
+    // Waits for it to end; exit code (or -signal), stdout and stderr.
+    CommandResult wait();
+
+private:
+    pid_t pid_ = -1;
+    int status_ = 0;
+    bool reaped_ = false;
+    int out_fd_ = -1, err_fd_ = -1;
+};
+
+// Runs a program to completion (see Child).
 CommandResult run_command(const std::vector<std::string>& argv,
-                          const std::vector<std::string>& env = {});
+                          const std::vector<std::string>& env = {}, const ChildLimits& limits = {});
 
 // The moequant host of this build.
 fs::path host_executable();
 
-// Runs the host with `args` (and extra environment entries).
-CommandResult run_moequant(std::vector<std::string> args, const std::vector<std::string>& env = {});
+// Runs the host with `args` (and extra environment entries, child limits).
+CommandResult run_moequant(std::vector<std::string> args, const std::vector<std::string>& env = {},
+                           const ChildLimits& limits = {});
 
 // SHA-256 of a file, lowercase hex.
 std::string sha256_file(const fs::path& file);
+
+// Relative path -> SHA-256 of every regular file under `dir`, hidden ones included, except the
+// run manifest (moequant-run.json) unless `with_manifest`.
+std::map<std::string, std::string> file_hashes(const fs::path& dir, bool with_manifest = false);
 
 }  // namespace moequant::test

@@ -9,6 +9,10 @@
 // rerun of the same job adopts the completed layers and continues; --resume-layer R redoes
 // every layer >= R (the layers before R must be complete). A folder with another job's files,
 // or files moequant did not write, is refused unless `overwrite` is set, which empties it.
+//
+// A routed-expert weight holding NaN or Inf (seen in BF16, after FP8 dequantization) is refused
+// with Error(input, "NonFiniteWeight") naming the tensor, layer and first bad element, before
+// its layer is committed, unless `allow_non_finite` is set.
 #pragma once
 
 #include <moequant/checkpoint.hpp>
@@ -39,6 +43,7 @@ struct ConversionJob {
     std::optional<DType> input_type;        // declared expert dtype, checked against the data
     std::optional<std::int64_t> resume_layer;
     bool overwrite = false;
+    bool allow_non_finite = false;          // convert NaN/Inf expert weights instead of refusing them
     Options quantizer_options;
     Options format_options;
 };
