@@ -90,14 +90,12 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
             throw Error(ErrorKind::plugin, "no installed quantizer '" + quantizer_id + "'", {.hint = "see 'moequant plugins'"});
     }
 
-    Checkpoint checkpoint = Checkpoint::open(input);
-    ModelConfig config = checkpoint.config();
-    SelectedAdapter adapter = select_adapter(registry, config, checkpoint, family);
-    ModelPlan plan = adapter.adapter->plan(config, checkpoint, Options{});
+    const PlannedSource source = open_planned_source(registry, input, family);
+    const ModelPlan& plan = source.plan;
 
     ConversionJob job;
-    job.source = &checkpoint;
-    job.config = &config;
+    job.source = &source.checkpoint;
+    job.config = &source.config;
     job.plan = &plan;
     job.quantizer = quantizer;
     job.format = format;

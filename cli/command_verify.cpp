@@ -185,14 +185,11 @@ int verify_against_source(const std::string& source_path, const std::string& con
     OpenedOutput output = open_converted_output(registry, converted);
     const Quantizer& quantizer = output_quantizer(registry, *output.reader, quantizer_id);
 
-    Checkpoint checkpoint = Checkpoint::open(source_path);
-    ModelConfig config = checkpoint.config();
-    SelectedAdapter adapter = select_adapter(registry, config, checkpoint, family);
-    ModelPlan plan = adapter.adapter->plan(config, checkpoint, Options{});
+    const PlannedSource source = open_planned_source(registry, source_path, family);
 
     VerificationJob job;
-    job.source = &checkpoint;
-    job.plan = &plan;
+    job.source = &source.checkpoint;
+    job.plan = &source.plan;
     job.quantizer = &quantizer;
     job.output = output.reader.get();
     job.gemv = gemv;

@@ -68,4 +68,12 @@ SelectedAdapter select_adapter(const Registry& registry, const ModelConfig& conf
                 {.file = config.source(), .code = "UnknownFamily", .hint = hint});
 }
 
+PlannedSource open_planned_source(const Registry& registry, const std::string& path, const std::string& family_override) {
+    Checkpoint checkpoint = Checkpoint::open(path);
+    ModelConfig config = checkpoint.config();
+    const SelectedAdapter adapter = select_adapter(registry, config, checkpoint, family_override);
+    ModelPlan plan = adapter.adapter->plan(config, checkpoint, Options{});
+    return {std::move(checkpoint), std::move(config), std::move(plan)};
+}
+
 }  // namespace moequant::cli

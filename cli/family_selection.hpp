@@ -23,6 +23,16 @@ const ModelAdapter* find_adapter(const Registry& registry, const std::string& fa
 SelectedAdapter select_adapter(const Registry& registry, const ModelConfig& config, const Checkpoint& checkpoint,
                                const std::string& family_override);
 
+// A source checkpoint opened with its config and the MoE plan of its family's adapter (what
+// convert and verify start from).
+struct PlannedSource {
+    Checkpoint checkpoint;
+    ModelConfig config;
+    ModelPlan plan;
+};
+
+PlannedSource open_planned_source(const Registry& registry, const std::string& path, const std::string& family_override);
+
 // "deepseek_v3 (deepseek_v3, kimi_k2), mixtral (mixtral)" or "none".
 std::string installed_adapters(const Registry& registry);
 
