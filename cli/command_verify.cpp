@@ -33,6 +33,17 @@ std::string key_text(const StoredPartKey& k) {
            std::string(projection_name(k.projection)) + " part " + std::to_string(k.part);
 }
 
+// The file (or shard:tensor) of a part's codes, from its list of locations "a, b".
+std::string codes_location(const std::string& locations) {
+    std::size_t start = 0;
+    while (true) {
+        const std::size_t end = locations.find(", ", start);
+        const std::string one = locations.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        if (one.find("scale") == std::string::npos || end == std::string::npos) return one;
+        start = end + 2;
+    }
+}
+
 std::string number(double v, const char* format = "%.3g") {
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
     char buf[32];
@@ -155,7 +166,7 @@ void print_report_text(const VerificationReport& report, const OpenedOutput& out
         for (const PartCheck* c : worst_parts(report, worst))
             std::cout << "  " << key_text(c->key) << "  relRMS " << number(c->rel_rms_error) << "  SNR "
                       << number(c->snr_db, "%.1f") << " dB  max |err| " << number(c->max_abs_error) << "  ("
-                      << c->location.substr(0, c->location.find(", ")) << ")\n";
+                      << codes_location(c->location) << ")\n";
     }
     std::size_t failed = 0;
     for (const auto& c : report.checks)
