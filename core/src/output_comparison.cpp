@@ -1,6 +1,7 @@
 #include <moequant/error.hpp>
 #include <moequant/output_comparison.hpp>
 #include <moequant/parallel.hpp>
+#include <moequant/verification.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -10,14 +11,6 @@
 namespace moequant {
 
 namespace {
-
-int part_count(const OutputReader& output) {
-    const Options recorded = output.recorded();
-    if (recorded.has("parts")) return static_cast<int>(recorded.get_int("parts", 0));
-    int parts = 0;
-    for (const auto& key : output.parts()) parts = std::max(parts, key.part + 1);
-    return parts;
-}
 
 // Byte-exact comparison of one tensor present in both parts.
 void compare_tensor(const StoredPart& a, const StoredPart& b, const std::string& name, const Tensor& ta,
@@ -51,7 +44,7 @@ ComparisonReport compare_outputs(const OutputReader& a, const OutputReader& b) {
     if (!method_a.empty() && !method_b.empty() && method_a != method_b)
         throw Error(ErrorKind::input, "the outputs were made with different methods (" + method_a + " and " + method_b + ")",
                     {.code = "NotComparable", .hint = "only outputs of the same method and threadpool count compare"});
-    const int parts_a = part_count(a), parts_b = part_count(b);
+    const int parts_a = stored_part_count(a), parts_b = stored_part_count(b);
     if (parts_a != parts_b)
         throw Error(ErrorKind::input,
                     "the outputs have different threadpool part counts (" + std::to_string(parts_a) + " and " +

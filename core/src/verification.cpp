@@ -155,16 +155,15 @@ void check_recorded(const VerificationJob& job, int parts, VerificationReport& r
                                   std::to_string(job.plan->moe_layers.front().experts.size()));
 }
 
-int parts_of(const VerificationJob& job) {
-    if (job.parts > 0) return job.parts;
-    const Options recorded = job.output->recorded();
-    if (auto p = recorded.get("parts")) return static_cast<int>(recorded.get_int("parts", 0));
+}  // namespace
+
+int stored_part_count(const OutputReader& output) {
+    const Options recorded = output.recorded();
+    if (recorded.has("parts")) return static_cast<int>(recorded.get_int("parts", 0));
     int parts = 0;
-    for (const auto& key : job.output->parts()) parts = std::max(parts, key.part + 1);
+    for (const auto& key : output.parts()) parts = std::max(parts, key.part + 1);
     return parts;
 }
-
-}  // namespace
 
 bool VerificationReport::passed() const noexcept {
     if (!problems.empty()) return false;
@@ -197,7 +196,7 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
     if (!job.source || !job.plan || !job.quantizer || !job.output) throw Error(ErrorKind::internal, "incomplete verification job");
     VerificationReport report;
     report.quantizer = std::string(job.quantizer->id());
-    report.parts = parts_of(job);
+    report.parts = job.parts > 0 ? job.parts : stored_part_count(*job.output);
     const int parts = report.parts;
     if (parts <= 0) throw Error(ErrorKind::input, "the output holds no quantized part", {.code = "EmptyOutput"});
     check_recorded(job, parts, report);

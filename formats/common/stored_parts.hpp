@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moequant::formats {
@@ -20,6 +21,21 @@ inline std::vector<StoredPartKey> keys_of(const StoredPartIndex& index) {
     keys.reserve(index.size());
     for (const auto& [key, tensors] : index) keys.push_back(key);
     return keys;
+}
+
+// Reads one part: load(tensor, where) gives, for each of its tensors ("weight", "scale") at
+// `where` in the index, its location for messages and its bytes.
+template <class Load>
+StoredPart read_stored_part(const StoredPartIndex& index, const StoredPartKey& key, const Options& recorded, Load&& load) {
+    StoredPart out{key, {}, {}};
+    out.tensor.method = recorded.get_string("method", "");
+    for (const auto& [tensor, where] : index.at(key)) {
+        auto [location, bytes] = load(tensor, where);
+        if (!out.location.empty()) out.location += ", ";
+        out.location += location;
+        out.tensor.parts.emplace_back(tensor, std::move(bytes));
+    }
+    return out;
 }
 
 // The recorded quantizer and method of an output whose kt method or file prefix is `method`.

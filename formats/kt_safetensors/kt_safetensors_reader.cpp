@@ -48,14 +48,9 @@ public:
     std::vector<StoredPartKey> parts() const override { return keys_of(index_); }
 
     StoredPart read(const StoredPartKey& key) const override {
-        StoredPart out{key, {}, {}};
-        out.tensor.method = recorded_.get_string("method", "");
-        for (const auto& [tensor, name] : index_.at(key)) {
-            if (!out.location.empty()) out.location += ", ";
-            out.location += checkpoint_.shard_of(name) + ":" + name;
-            out.tensor.parts.emplace_back(tensor, Tensor::copy_of(checkpoint_.view(name)));
-        }
-        return out;
+        return read_stored_part(index_, key, recorded_, [&](const std::string&, const std::string& name) {
+            return std::pair{checkpoint_.shard_of(name) + ":" + name, Tensor::copy_of(checkpoint_.view(name))};
+        });
     }
 
 private:

@@ -71,16 +71,10 @@ public:
     std::vector<StoredPartKey> parts() const override { return keys_of(index_); }
 
     StoredPart read(const StoredPartKey& key) const override {
-        StoredPart out{key, {}, {}};
-        out.tensor.method = recorded_.get_string("method", "");
-        for (const auto& [tensor, relative] : index_.at(key)) {
-            const auto parsed = parse_kt_file(fs::path(relative).filename().string());
-            if (!out.location.empty()) out.location += ", ";
-            out.location += relative;
-            out.tensor.parts.emplace_back(tensor, read_file(directory_ / relative, tensor == "scale" ? DType::F32 : DType::I8,
-                                                            parsed->bytes));
-        }
-        return out;
+        return read_stored_part(index_, key, recorded_, [&](const std::string& tensor, const std::string& relative) {
+            const auto parsed = parse_kt_file(fs::path(relative).filename().string());  // named it when listed
+            return std::pair{relative, read_file(directory_ / relative, tensor == "scale" ? DType::F32 : DType::I8, parsed->bytes)};
+        });
     }
 
 private:

@@ -31,6 +31,20 @@ struct RowKernels {
 
 const RowKernels& row_kernels(Isa isa) noexcept;
 
+namespace {
+// The largest of the per-lane BF16 magnitudes a vector amax leaves, as the F32 it stands for.
+// Internal linkage: the vector files compile it with their ISA flags, and the linker must never
+// hand one file's copy to another.
+inline float max_lane_as_float(const std::uint16_t* lanes, std::size_t count) noexcept {
+    std::uint16_t result = 0;
+    for (std::size_t i = 0; i < count; ++i) result = lanes[i] > result ? lanes[i] : result;
+    float out;
+    const std::uint32_t bits = static_cast<std::uint32_t>(result) << 16;
+    __builtin_memcpy(&out, &bits, 4);
+    return out;
+}
+}  // namespace
+
 // Defined in row_kernels_scalar.cpp, row_kernels_avx2.cpp and row_kernels_avx512.cpp (the last
 // two compiled with their ISA flags).
 extern const RowKernels scalar_row_kernels;

@@ -45,12 +45,7 @@ float amax(const std::byte* row, std::size_t k) noexcept {
     }
     alignas(32) std::uint16_t lanes[16];
     _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_max_epu16(m0, m1));
-    std::uint16_t result = 0;
-    for (std::uint16_t v : lanes) result = v > result ? v : result;
-    float out;
-    const std::uint32_t bits = static_cast<std::uint32_t>(result) << 16;
-    __builtin_memcpy(&out, &bits, 4);
-    return out;
+    return max_lane_as_float(lanes, 16);
 }
 
 void quantize_int8(const std::byte* row, std::size_t k, float inv, std::int8_t* codes) noexcept {

@@ -55,12 +55,7 @@ float amax(const std::byte* row, std::size_t k) noexcept {
     }
     alignas(64) std::uint16_t lanes[32];
     _mm512_store_si512(lanes, _mm512_max_epu16(m0, m1));
-    std::uint16_t result = 0;
-    for (std::uint16_t v : lanes) result = v > result ? v : result;
-    float out;
-    const std::uint32_t bits = static_cast<std::uint32_t>(result) << 16;
-    __builtin_memcpy(&out, &bits, 4);
-    return out;
+    return max_lane_as_float(lanes, 32);
 }
 
 void quantize_int8(const std::byte* row, std::size_t k, float inv, std::int8_t* codes) noexcept {

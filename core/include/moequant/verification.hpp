@@ -37,6 +37,9 @@ MOEQUANT_API OpenedOutput open_converted_output(const Registry& registry, const 
 MOEQUANT_API const Quantizer& output_quantizer(const Registry& registry, const OutputReader& output,
                                                const std::string& requested);
 
+// The threadpool part count of an output: what it records, else the highest stored part + 1.
+MOEQUANT_API int stored_part_count(const OutputReader& output);
+
 struct VerificationJob {
     const Checkpoint* source = nullptr;
     const ModelPlan* plan = nullptr;
