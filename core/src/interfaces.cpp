@@ -1,5 +1,6 @@
 // Out-of-line destructors anchor the interfaces' vtables and type_info in the core, so host
 // and plugins share one copy of each; plus the names of the plan enums.
+#include <moequant/error.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
 #include <moequant/quantizer.hpp>
@@ -8,6 +9,16 @@ namespace moequant {
 
 ModelAdapter::~ModelAdapter() = default;
 Quantizer::~Quantizer() = default;
+PreparedCalibration::~PreparedCalibration() = default;
+
+std::shared_ptr<const PreparedCalibration> Quantizer::prepare_calibration(const Tensor&, const Options&) const {
+    throw Error(ErrorKind::usage, "quantizer '" + std::string(id()) + "' takes no calibration");
+}
+
+QuantizedTensor Quantizer::quantize_calibrated(const TensorView& weight, const PreparedCalibration&,
+                                               const Options& options) const {
+    return quantize(weight, options);
+}
 LayerSink::~LayerSink() = default;
 OutputWriter::~OutputWriter() = default;
 OutputReader::~OutputReader() = default;

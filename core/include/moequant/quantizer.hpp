@@ -11,6 +11,7 @@
 #include <moequant/safetensors_writer.hpp>
 #include <moequant/tensor.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +31,14 @@ struct QuantizedTensor {
     }
 };
 
+// What a calibration-aware quantizer (GPTQ) derives from the inputs a matrix saw, e.g. the
+// damped, reordered inverse-Hessian factor. Opaque to the host: computed once and shared by
+// every matrix that saw the same inputs (all experts' gate and up projections of a layer).
+class MOEQUANT_API PreparedCalibration {
+public:
+    virtual ~PreparedCalibration();
+};
+
 class MOEQUANT_API Quantizer {
 public:
     virtual ~Quantizer();
@@ -41,6 +50,12 @@ public:
     // Empty when usable on this machine, otherwise why not.
     virtual std::string unusable_reason() const { return {}; }
 
+    // A quantizer bound to `options` (e.g. bits, group size, ordering), whose output_layout()
+    // follows them; the host calls it once per job, before any file is touched, and uses the
+    // result instead of this object. Throws Error(usage) naming a bad option. Null when the
+    // options change nothing this object would not do by itself.
+    virtual std::shared_ptr<const Quantizer> configure(const Options& /*options*/) const { return nullptr; }
+
     // The parts quantize() returns for a [rows, cols] matrix: names, dtypes and shapes, known
     // before any data is quantized (so output files can be laid out up front). Throws
     // Error(input) naming the rule when the shape cannot be quantized.
@@ -49,6 +64,20 @@ public:
     // Quantizes a [rows, cols] BF16 or F32 matrix. Throws Error(input) naming the rule when the
     // shape cannot be quantized (the caller adds the tensor name).
     virtual QuantizedTensor quantize(const TensorView& weight, const Options& options) const = 0;
+
+    // True when quantize_calibrated() needs calibration (GPTQ): the host then computes each
+    // matrix's input Hessian and calls prepare_calibration() / quantize_calibrated().
+    virtual bool uses_calibration() const { return false; }
+
+    // Prepares what every matrix whose inputs have this Hessian shares. `hessian`: F32
+    // [cols, cols], symmetric, H = 2/n * sum of x x^T over the tokens of the n calibration
+    // samples (forward calls) the matrix saw (gptq-compressed-tensors.md §4.1).
+    virtual std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian,
+                                                                           const Options& options) const;
+
+    // Quantizes like quantize(), using `calibration` from this quantizer's prepare_calibration().
+    virtual QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration,
+                                                const Options& options) const;
 
     // Decodes parts produced by quantize() back to an F32 [rows, cols] matrix (used by verify).
     // Reads the packed bytes themselves; throws Error(input) when their sizes do not fit `shape`.

@@ -1,0 +1,37 @@
+// The input Hessian GPTQ works from (gptq-compressed-tensors.md §4.1): H = 2/n * sum of x x^T
+// over every token x a Linear saw, where n counts calibration samples (forward calls), not
+// tokens. Accumulated in F32 like the reference, from the inputs multiplied by fl32(sqrt 2).
+#pragma once
+
+#include <moequant/export.hpp>
+#include <moequant/tensor.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace moequant {
+
+class MOEQUANT_API HessianAccumulator {
+public:
+    explicit HessianAccumulator(std::int64_t columns);
+
+    std::int64_t columns() const noexcept { return columns_; }
+
+    // Adds the tokens of `inputs`, [tokens, columns] BF16 or F32 (tiles of H in parallel).
+    void add(const TensorView& inputs);
+    // Adds `tokens` rows of F32 inputs, row-major with `columns` values each.
+    void add(const float* inputs, std::int64_t tokens);
+
+    // H = sum / samples, F32 [columns, columns], symmetric. Throws Error(input) when samples <= 0.
+    Tensor finish(std::int64_t samples) const;
+
+private:
+    std::int64_t columns_;
+    std::vector<float> lower_;  // sum of (sqrt2 x)(sqrt2 x)^T, column-major, lower triangle valid
+};
+
+// Sum over rows of (W_a - W_b) H (W_a - W_b)^T's diagonal: the squared output error
+// ||X (W_a - W_b)^T||^2 * 2/n on the calibration data H came from. W_*: F32 [rows, cols].
+MOEQUANT_API double output_error(const Tensor& hessian, const float* w_a, const float* w_b, std::int64_t rows);
+
+}  // namespace moequant

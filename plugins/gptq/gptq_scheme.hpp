@@ -1,0 +1,42 @@
+// The weight-only integer schemes of the GPU path (gptq-compressed-tensors.md §2): W4A16 and
+// W8A16, symmetric, group 128 (or one scale per row with strategy "channel"), and GPTQ's
+// column ordering and dampening. Parsed once from the job's options (Quantizer::configure).
+#pragma once
+
+#include <moequant/options.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace moequant::gptq {
+
+// GPTQ's column ordering: none, `static` (alias `weight`: descending diag(H), groups stay the
+// original contiguous columns) or `group` (alias `dynamic`: groups follow the new order and
+// the checkpoint carries weight_g_idx).
+enum class ActOrder { none, static_order, group };
+
+struct Scheme {
+    int bits = 4;                     // 4 or 8
+    std::int64_t group_size = 128;    // 0: one scale per row (strategy "channel")
+    ActOrder actorder = ActOrder::static_order;
+    double dampening_frac = 0.1;      // the reference script's --dampening_frac default
+    bool uses_calibration = true;     // GPTQ; false for RTN (which never reorders)
+
+    int qmin() const noexcept { return -(1 << (bits - 1)); }
+    int qmax() const noexcept { return (1 << (bits - 1)) - 1; }
+    // bit_range / 2 of §3.1: 7.5 (int4), 127.5 (int8).
+    float scale_divisor() const noexcept { return static_cast<float>((1 << bits) - 1) / 2.0f; }
+    // Scale groups of a row with `cols` columns.
+    std::int64_t groups(std::int64_t cols) const noexcept { return group_size ? cols / group_size : 1; }
+    // "W4A16" / "W8A16".
+    std::string name() const { return bits == 4 ? "W4A16" : "W8A16"; }
+    // The strategy string of quantization_config: "group" or "channel".
+    std::string strategy() const { return group_size ? "group" : "channel"; }
+};
+
+// Options: quant_type W4A16|W8A16 (default W4A16), strategy group|channel (default group),
+// actorder static|weight|group|dynamic|none (GPTQ only; default static), dampening_frac
+// (0 < f < 1, default 0.1). Throws Error(usage) naming the option.
+Scheme parse_scheme(const Options& options, bool gptq);
+
+}  // namespace moequant::gptq

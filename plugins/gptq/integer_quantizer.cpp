@@ -1,0 +1,276 @@
+#include "integer_quantizer.hpp"
+
+#include "gptq_solver.hpp"
+#include "integer_mapping.hpp"
+#include "inverse_hessian.hpp"
+#include "packed_codes.hpp"
+
+#include <moequant/error.hpp>
+#include <moequant/parallel.hpp>
+
+#include <cmath>
+#include <cstring>
+
+namespace moequant::gptq {
+
+namespace {
+
+// The weight as BF16-exact floats (F16 and F32 are first rounded to BF16, the model dtype of
+// the reference flow).
+std::vector<float> weight_values(const TensorView& weight) {
+    if (weight.shape.size() != 2) throw Error(ErrorKind::input, "expected a 2-D weight, got " + shape_to_string(weight.shape));
+    std::vector<std::uint16_t> bits(weight.elements());
+    decode_to_bf16(weight, bits);
+    std::vector<float> values(bits.size());
+    convert_bf16_to_f32(bits.data(), values.data(), bits.size());
+    return values;
+}
+
+// The min-max observer's absmax (§3.1) over groups of `group` consecutive positions of each
+// row, where position j of a row is column column_at(j): [rows, cols / group].
+template <class ColumnAt>
+std::vector<float> group_absmax(const std::vector<float>& w, std::int64_t rows, std::int64_t cols, std::int64_t group,
+                                const ColumnAt& column_at) {
+    const std::int64_t groups = cols / group;
+    std::vector<float> absmax(static_cast<std::size_t>(rows * groups), 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t g = 0; g < groups; ++g)
+            for (std::int64_t j = g * group; j < (g + 1) * group; ++j)
+                absmax[r * groups + g] = std::max(absmax[r * groups + g], std::fabs(w[r * cols + column_at(j)]));
+    return absmax;
+}
+
+// BF16 scales: the observer run on the BF16 module weight.
+std::vector<std::uint16_t> bf16_scales(const std::vector<float>& absmax, const Scheme& scheme) {
+    std::vector<std::uint16_t> scales(absmax.size());
+    for (std::size_t i = 0; i < absmax.size(); ++i) scales[i] = observer_scale(absmax[i], scheme);
+    return scales;
+}
+
+// F32 scales: the observer run again on GPTQ's F32 working weight (actorder "group", §4.2);
+// an all-zero group gets F32's epsilon.
+std::vector<float> f32_scales(const std::vector<float>& absmax, const Scheme& scheme) {
+    std::vector<float> scales(absmax.size());
+    for (std::size_t i = 0; i < absmax.size(); ++i) {
+        scales[i] = absmax[i] / scheme.scale_divisor();
+        if (scales[i] == 0) scales[i] = 0x1p-23f;
+    }
+    return scales;
+}
+
+struct PackedParts {
+    const std::int32_t* words = nullptr;
+    const std::uint16_t* scales = nullptr;
+    const std::int32_t* g_idx = nullptr;  // null: column c is in group c / (cols / groups)
+    std::int64_t rows = 0, cols = 0, groups = 0, words_per_row = 0;
+    int bits = 4;
+
+    std::int64_t group_of(std::int64_t c) const noexcept { return g_idx ? g_idx[c] : c / (cols / groups); }
+    float scale(std::int64_t r, std::int64_t c) const noexcept { return bf16_to_f32(scales[r * groups + group_of(c)]); }
+};
+
+PackedParts packed_parts(const QuantizedTensor& q, const Shape& shape) {
+    const Tensor* packed = q.part("weight_packed");
+    const Tensor* scale = q.part("weight_scale");
+    if (!packed || !scale || shape.size() != 2)
+        throw Error(ErrorKind::input, "the weight_packed and weight_scale parts of a " + shape_to_string(shape) +
+                                          " matrix are missing");
+    PackedParts p;
+    p.rows = shape[0];
+    p.cols = shape[1];
+    if (packed->dtype() != DType::I32 || packed->shape().size() != 2 || packed->shape()[0] != p.rows)
+        throw Error(ErrorKind::input, "weight_packed is " + std::string(dtype_name(packed->dtype())) + " " +
+                                          shape_to_string(packed->shape()) + ", expected I32 [" + std::to_string(p.rows) + ", ...]");
+    p.words_per_row = packed->shape()[1];
+    if (p.words_per_row * 8 == p.cols)
+        p.bits = 4;
+    else if (p.words_per_row * 4 == p.cols)
+        p.bits = 8;
+    else
+        throw Error(ErrorKind::input, "weight_packed " + shape_to_string(packed->shape()) + " holds neither 4- nor 8-bit codes of " +
+                                          std::to_string(p.cols) + " columns");
+    if (scale->dtype() != DType::BF16 || scale->shape().size() != 2 || scale->shape()[0] != p.rows ||
+        scale->shape()[1] <= 0 || p.cols % scale->shape()[1] != 0)
+        throw Error(ErrorKind::input, "weight_scale is " + std::string(dtype_name(scale->dtype())) + " " +
+                                          shape_to_string(scale->shape()) + ", expected BF16 [" + std::to_string(p.rows) +
+                                          ", groups dividing " + std::to_string(p.cols) + "]");
+    p.groups = scale->shape()[1];
+    p.words = packed->data_as<std::int32_t>();
+    p.scales = scale->data_as<std::uint16_t>();
+    if (const Tensor* g = q.part("weight_g_idx")) {
+        if (g->dtype() != DType::I32 || g->shape() != Shape{p.cols})
+            throw Error(ErrorKind::input, "weight_g_idx is " + shape_to_string(g->shape()) + ", expected I32 [" + std::to_string(p.cols) + "]");
+        p.g_idx = g->data_as<std::int32_t>();
+        for (std::int64_t c = 0; c < p.cols; ++c)
+            if (p.g_idx[c] < 0 || p.g_idx[c] >= p.groups)
+                throw Error(ErrorKind::input, "weight_g_idx[" + std::to_string(c) + "] = " + std::to_string(p.g_idx[c]) +
+                                                  " is not a group of weight_scale");
+    }
+    return p;
+}
+
+}  // namespace
+
+std::string_view IntegerQuantizer::description() const {
+    return gptq_ ? "GPTQ (llm-compressor GPTQModifier) W4A16/W8A16, compressed-tensors pack-quantized"
+                 : "round-to-nearest (llm-compressor QuantizationModifier) W4A16/W8A16, compressed-tensors pack-quantized";
+}
+
+std::shared_ptr<const Quantizer> IntegerQuantizer::configure(const Options& options) const {
+    return std::make_shared<IntegerQuantizer>(gptq_, parse_scheme(options, gptq_));
+}
+
+std::vector<TensorSpec> IntegerQuantizer::output_layout(const Shape& m) const {
+    if (m.size() != 2 || m[0] <= 0 || m[1] <= 0) throw Error(ErrorKind::input, "expected a 2-D weight, got " + shape_to_string(m));
+    const std::int64_t group = scheme_.group_size ? scheme_.group_size : m[1];
+    if (m[1] % group != 0 || (m[1] * scheme_.bits) % 32 != 0)
+        throw Error(ErrorKind::input,
+                    "in_features " + std::to_string(m[1]) + " is not a multiple of the group size " + std::to_string(group),
+                    {.code = "UnalignedShape"});
+    std::vector<TensorSpec> layout = {{"weight_packed", DType::I32, {m[0], m[1] * scheme_.bits / 32}},
+                                      {"weight_scale", DType::BF16, {m[0], scheme_.groups(m[1])}},
+                                      {"weight_shape", DType::I64, {2}}};
+    if (scheme_.actorder == ActOrder::group) layout.push_back({"weight_g_idx", DType::I32, {m[1]}});
+    return layout;
+}
+
+namespace {
+
+// The stored parts from the weight GPTQ or RTN leaves (BF16-exact values) and the BF16 scales:
+// codes re-derived with compressed-tensors' BF16 division (§4.3), packed (§6.3).
+QuantizedTensor pack(const IntegerQuantizer& quantizer, const std::vector<float>& w, const Shape& shape,
+                     const std::vector<std::uint16_t>& scales, const std::vector<std::int32_t>& g_idx) {
+    const Scheme& scheme = quantizer.scheme();
+    const std::int64_t rows = shape[0], cols = shape[1];
+    const std::vector<TensorSpec> layout = quantizer.output_layout(shape);
+    QuantizedTensor q;
+    q.method = scheme.name();
+    for (const auto& spec : layout) q.parts.emplace_back(spec.name, Tensor::uninitialized(spec.dtype, spec.shape));
+    const std::int64_t groups = scheme.groups(cols), words = cols * scheme.bits / 32;
+    auto* packed = q.parts[0].second.data_as<std::int32_t>();
+    parallel_for(0, static_cast<std::size_t>(rows), 16, [&](std::size_t first, std::size_t last) {
+        std::vector<std::int8_t> codes(static_cast<std::size_t>(cols));
+        for (std::size_t r = first; r < last; ++r) {
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const std::int64_t g = g_idx.empty() ? c / (cols / groups) : g_idx[c];
+                // module.weight is BF16 when compressed-tensors re-derives the code.
+                const float stored = bf16_to_f32(f32_to_bf16(w[r * cols + c]));
+                codes[c] = static_cast<std::int8_t>(saved_code(stored, bf16_to_f32(scales[r * groups + g]), scheme));
+            }
+            pack_row(codes, scheme.bits, {packed + r * words, static_cast<std::size_t>(words)});
+        }
+    });
+    std::memcpy(q.parts[1].second.data(), scales.data(), scales.size() * 2);
+    auto* weight_shape = q.parts[2].second.data_as<std::int64_t>();
+    weight_shape[0] = rows;
+    weight_shape[1] = cols;
+    if (!g_idx.empty()) std::memcpy(q.parts[3].second.data(), g_idx.data(), g_idx.size() * 4);
+    return q;
+}
+
+}  // namespace
+
+QuantizedTensor IntegerQuantizer::quantize(const TensorView& weight, const Options&) const {
+    if (gptq_)
+        throw Error(ErrorKind::usage, "GPTQ needs calibration data",
+                    {.code = "NeedsCalibration", .hint = "pass --calibration-activations, or use --quant_method RTN"});
+    output_layout(weight.shape);
+    const std::vector<float> w = weight_values(weight);
+    const std::int64_t rows = weight.shape[0], cols = weight.shape[1];
+    const std::int64_t group = scheme_.group_size ? scheme_.group_size : cols;
+    const auto scales = bf16_scales(group_absmax(w, rows, cols, group, [](std::int64_t j) { return j; }), scheme_);
+    return pack(*this, w, weight.shape, scales, {});
+}
+
+std::shared_ptr<const PreparedCalibration> IntegerQuantizer::prepare_calibration(const Tensor& hessian, const Options&) const {
+    if (!gptq_) return Quantizer::prepare_calibration(hessian, {});
+    return std::make_shared<InverseHessian>(prepare_inverse_hessian(hessian, scheme_));
+}
+
+QuantizedTensor IntegerQuantizer::quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration,
+                                                      const Options& options) const {
+    if (!gptq_) return quantize(weight, options);
+    const auto* prepared = dynamic_cast<const InverseHessian*>(&calibration);
+    if (!prepared) throw Error(ErrorKind::internal, "gptq was given another quantizer's calibration");
+    output_layout(weight.shape);
+    const std::int64_t rows = weight.shape[0], cols = weight.shape[1];
+    if (prepared->columns != cols)
+        throw Error(ErrorKind::internal, "the Hessian has " + std::to_string(prepared->columns) + " columns, the weight " +
+                                             std::to_string(cols));
+    const std::vector<float> w = weight_values(weight);
+    const std::int64_t group = scheme_.group_size ? scheme_.group_size : cols;
+    const std::int64_t groups = cols / group;
+    // Scales are fixed before the loop from the original weight (§4.2), dead columns included.
+    // With actorder "group" they are observed on the permuted weight, so groups follow the new
+    // order and the checkpoint needs g_idx.
+    const bool by_position = scheme_.actorder == ActOrder::group;
+    const auto absmax = by_position ? group_absmax(w, rows, cols, group, [&](std::int64_t j) { return prepared->order[j]; })
+                                    : group_absmax(w, rows, cols, group, [](std::int64_t j) { return j; });
+    const auto scales = bf16_scales(absmax, scheme_);
+    std::vector<float> loop_scales(scales.size());
+    if (by_position)
+        loop_scales = f32_scales(absmax, scheme_);
+    else
+        convert_bf16_to_f32(scales.data(), loop_scales.data(), scales.size());
+    std::vector<std::int32_t> group_of(cols);  // group of permuted position j
+    std::vector<std::int32_t> g_idx;           // group of original column c (actorder group)
+    for (std::int64_t j = 0; j < cols; ++j)
+        group_of[j] = static_cast<std::int32_t>((by_position ? j : prepared->order[j]) / group);
+    if (by_position) {
+        g_idx.resize(cols);
+        for (std::int64_t j = 0; j < cols; ++j) g_idx[prepared->order[j]] = group_of[j];
+    }
+    const GptqResult result = run_gptq(w.data(), rows, *prepared, scheme_, loop_scales, groups, group_of, by_position);
+    return pack(*this, result.weight, weight.shape, scales, g_idx);
+}
+
+Tensor IntegerQuantizer::dequantize(const QuantizedTensor& quantized, const Shape& shape) const {
+    const PackedParts p = packed_parts(quantized, shape);
+    Tensor out(DType::F32, shape);
+    float* y = out.data_as<float>();
+    for (std::int64_t r = 0; r < p.rows; ++r)
+        for (std::int64_t c = 0; c < p.cols; ++c)
+            y[r * p.cols + c] = dequantized(static_cast<float>(packed_code(p.words + r * p.words_per_row, c, p.bits)), p.scale(r, c));
+    return out;
+}
+
+std::optional<Tensor> IntegerQuantizer::error_bounds(const QuantizedTensor& quantized, const Shape& shape) const {
+    if (gptq_) return std::nullopt;
+    const PackedParts p = packed_parts(quantized, shape);
+    // In steps s of the group. The observer maps the group's absmax to bit_range/2 with a
+    // BF16 scale rounded by at most 2^-8, so |w/s| <= T = (2^(b-1) - 0.5) / (1 - 2^-8). Below
+    // the clamp, the BF16 quotient moves by at most half its spacing 2^(b-9) near the top and
+    // rounding adds half a step; where the clamp cuts, the code is qmax and the error at most
+    // T - qmax. The BF16 product bf16(code * s) adds at most 2^-8 of |code| <= 2^(b-1) steps.
+    const double top = std::ldexp(1.0, p.bits - 1);
+    const double t_max = (top - 0.5) / (1 - std::ldexp(1.0, -8));
+    const double steps = std::max(0.5 + std::ldexp(1.0, p.bits - 10), t_max - (top - 1)) + std::ldexp(1.0, p.bits - 9);
+    Tensor bounds(DType::F32, {p.rows, p.groups});
+    float* b = bounds.data_as<float>();
+    for (std::int64_t i = 0; i < p.rows * p.groups; ++i)
+        b[i] = static_cast<float>(steps * bf16_to_f32(p.scales[i]) * (1 + 0x1p-20));
+    return bounds;
+}
+
+bool IntegerQuantizer::packed_gemv(const QuantizedTensor& quantized, const Shape& shape, const float* x, float* y) const {
+    const PackedParts p = packed_parts(quantized, shape);
+    const int per_word = 32 / p.bits;
+    const std::uint32_t mask = (1u << p.bits) - 1;
+    const int offset = 1 << (p.bits - 1);
+    for (std::int64_t r = 0; r < p.rows; ++r) {
+        const std::int32_t* row = p.words + r * p.words_per_row;
+        double sum = 0;
+        for (std::int64_t w = 0; w < p.words_per_row; ++w) {  // storage order: word by word, low bits first
+            const auto word = static_cast<std::uint32_t>(row[w]);
+            for (int i = 0; i < per_word; ++i) {
+                const std::int64_t c = w * per_word + i;
+                const int code = static_cast<int>((word >> (p.bits * i)) & mask) - offset;
+                sum += static_cast<double>(dequantized(static_cast<float>(code), p.scale(r, c))) * x[c];
+            }
+        }
+        y[r] = static_cast<float>(sum);
+    }
+    return true;
+}
+
+}  // namespace moequant::gptq

@@ -1,0 +1,91 @@
+#include "inverse_hessian.hpp"
+
+#include <moequant/error.hpp>
+#include <moequant/parallel.hpp>
+
+#include <Eigen/Cholesky>
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <numeric>
+
+namespace moequant::gptq {
+
+namespace {
+
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+
+// In-place inverse of the lower-triangular block [at, at+n) of `m`, recursively:
+// inv([A 0; B C]) = [A^-1 0; -C^-1 B A^-1  C^-1]. The halves are independent and run in
+// parallel; the products are triangular-by-dense, so the work is about n^3/6 multiply-adds.
+void invert_lower(Matrix& m, Eigen::Index at, Eigen::Index n) {
+    if (n <= 128) {
+        Matrix block = m.block(at, at, n, n);
+        m.block(at, at, n, n) = block.triangularView<Eigen::Lower>().solve(Matrix::Identity(n, n));
+        return;
+    }
+    const Eigen::Index h = n / 2;
+    parallel_for(0, 2, 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t i = first; i < last; ++i) invert_lower(m, i == 0 ? at : at + h, i == 0 ? h : n - h);
+    });
+    auto a_inv = m.block(at, at, h, h);
+    auto b = m.block(at + h, at, n - h, h);
+    auto c_inv = m.block(at + h, at + h, n - h, n - h);
+    Matrix ba = b * a_inv.triangularView<Eigen::Lower>();
+    b.noalias() = -(c_inv.triangularView<Eigen::Lower>() * ba);
+}
+
+}  // namespace
+
+InverseHessian prepare_inverse_hessian(const Tensor& hessian, const Scheme& scheme) {
+    if (hessian.dtype() != DType::F32 || hessian.shape().size() != 2 || hessian.shape()[0] != hessian.shape()[1])
+        throw Error(ErrorKind::internal, "the Hessian must be a square F32 matrix, not " + shape_to_string(hessian.shape()));
+    const std::int64_t k = hessian.shape()[0];
+    const float* h = hessian.data_as<float>();
+    InverseHessian r;
+    r.columns = k;
+    r.order.resize(k);
+    std::iota(r.order.begin(), r.order.end(), 0);
+    if (scheme.actorder != ActOrder::none)  // ties only between dead columns, whose order does not matter
+        std::stable_sort(r.order.begin(), r.order.end(),
+                         [&](std::int32_t a, std::int32_t b) { return h[a * k + a] > h[b * k + b]; });
+
+    // The permuted H, stored reversed (index K-1-i): the lower Cholesky factor Lr of the
+    // reversed matrix gives H = R R^T with R = reverse(Lr) upper, so U = R^-1 = reverse(Lr^-1)
+    // is H^-1's upper Cholesky factor from one factorization and one triangular inverse.
+    Matrix m(k, k);
+    auto rev = [k](std::int64_t i) { return k - 1 - i; };
+    parallel_for(0, static_cast<std::size_t>(k), 64, [&](std::size_t first, std::size_t last) {
+        for (std::size_t j = first; j < last; ++j)
+            for (std::int64_t i = 0; i < k; ++i) m(rev(i), rev(j)) = h[r.order[i] * k + r.order[j]];
+    });
+    r.dead.assign(k, 0);
+    double diagonal_sum = 0;
+    for (std::int64_t i = 0; i < k; ++i) {
+        float& d = m(rev(i), rev(i));
+        if (d == 0) {
+            d = 1;
+            r.dead[i] = 1;
+        }
+        diagonal_sum += d;
+    }
+    // fp32 product, as torch computes percdamp * mean(diag(H)).
+    const float damp = static_cast<float>(scheme.dampening_frac) * static_cast<float>(diagonal_sum / k);
+    for (std::int64_t i = 0; i < k; ++i) m(i, i) += damp;
+
+    Eigen::LLT<Eigen::Ref<Matrix>> llt(m);
+    r.upper.assign(static_cast<std::size_t>(k * k), 0.0f);
+    if (llt.info() != Eigen::Success) {  // §4.2: GPTQ degenerates to rounding
+        r.factored = false;
+        for (std::int64_t i = 0; i < k; ++i) r.upper[i * k + i] = 1;
+        return r;
+    }
+    invert_lower(m, 0, k);
+    parallel_for(0, static_cast<std::size_t>(k), 64, [&](std::size_t first, std::size_t last) {
+        for (std::size_t i = first; i < last; ++i)
+            for (std::int64_t j = static_cast<std::int64_t>(i); j < k; ++j) r.upper[i * k + j] = m(rev(i), rev(j));
+    });
+    return r;
+}
+
+}  // namespace moequant::gptq
