@@ -6,6 +6,7 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "synth_activations.hpp"
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/error.hpp>
@@ -38,7 +39,8 @@ void prepare_staging(const fs::path& staging) {
 
 int run_synth_command(const std::vector<std::string>& args, GlobalOptions globals) {
     std::string family, preset = "tiny", dtype = "bf16", layout, out;
-    std::int64_t seed = 42;
+    std::string activations;
+    std::int64_t seed = 42, samples = 8, sample_tokens = 64;
     bool overwrite = false, help = false;
     po::options_description options("Options");
     options.add_options()
@@ -50,6 +52,10 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
          "expert layout where the family has variants: per-expert (default), fused-linear, fused-bmm, mistral-native")
         ("seed", po::value(&seed)->default_value(42), "random seed (the output is deterministic for a seed)")
         ("out", po::value(&out)->value_name("DIR"), "output folder (must not exist, unless --overwrite)")
+        ("activations", po::value(&activations)->value_name("FILE"),
+         "also write calibration activations for gptq --calibration-activations (random hidden states)")
+        ("samples", po::value(&samples)->default_value(8), "calibration samples in --activations")
+        ("sample-tokens", po::value(&sample_tokens)->default_value(64), "tokens per calibration sample")
         ("overwrite", po::bool_switch(&overwrite), "replace an existing output folder")
         ("help,h", po::bool_switch(&help), "show this help");
     options.add(global_option_group(globals));
@@ -66,6 +72,7 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
     }
     if (family.empty()) throw_usage_error("synth needs --family", {.hint = "moequant synth --help"});
     if (out.empty()) throw_usage_error("synth needs --out DIR");
+    if (samples < 1 || sample_tokens < 1) throw_usage_error("--samples and --sample-tokens must be at least 1");
 
     Registry registry;
     load_plugins(registry, globals);
@@ -106,6 +113,12 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
     std::cout << "wrote " << target.string() << ": " << adapter->id() << " (" << synth_options.get("model_type").value_or("")
               << ", " << preset << ", " << dtype << "), " << written.shard_names().size() << " shards, "
               << with_commas(written.tensor_count()) << " tensors, " << human_bytes(bytes) << "\n";
+    if (!activations.empty()) {
+        const PlannedSource planned = open_planned_source(registry, target.string(), std::string(adapter->id()));
+        write_synthetic_activations(activations, planned.plan, samples, sample_tokens, static_cast<std::uint64_t>(seed));
+        std::cout << "wrote " << activations << ": " << samples << " sample(s) of " << sample_tokens << " token(s) for "
+                  << planned.plan.moe_layers.size() << " MoE layer(s)\n";
+    }
     return 0;
 }
 

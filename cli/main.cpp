@@ -26,6 +26,9 @@ const Command commands[] = {
      &moequant::cli::run_synth_command},
     {"convert", "quantize the routed experts into kt-kernel's AMX INT4/INT8 format (or another format)",
      &moequant::cli::run_convert_command},
+    {"gptq", "quantize the routed experts for the GPU (GPTQ or RTN, W4A16/W8A16) into compressed-tensors",
+     &moequant::cli::run_gptq_command},
+    {"gpu", "same as gptq", &moequant::cli::run_gptq_command},
     {"verify", "check a converted output against its source (--source, --converted), or compare two outputs",
      &moequant::cli::run_verify_command},
 };

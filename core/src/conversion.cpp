@@ -1,3 +1,5 @@
+#include "calibrated_layer.hpp"
+
 #include <moequant/conversion.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
@@ -52,6 +54,10 @@ RunManifest describe_job(const ConversionJob& job) {
                   {"family", job.plan->family}};
     for (const auto& [k, v] : job.quantizer_options.items()) m.settings.emplace_back("quantizer." + k, v);
     for (const auto& [k, v] : job.format_options.items()) m.settings.emplace_back("format." + k, v);
+    if (job.calibration) {  // which activations, by content (no paths in the manifest)
+        const SafetensorsFile& f = job.calibration->file();
+        m.settings.emplace_back("calibration", std::to_string(f.file_size()) + ":" + f.header_digest());
+    }
     m.source_fingerprint = source_fingerprint(*job.source);
     m.plan_digest = plan_digest(*job.plan);
     return m;
@@ -162,6 +168,13 @@ void refuse_non_finite(const Tensor& matrix, const ExpertWeightSource& s) {
 
 // Runs `body` on every (expert x projection) matrix of a layer, in parallel, brought to BF16
 // and checked for NaN/Inf; errors name the tensor and the layer.
+// An expert matrix in BF16, refused when it holds NaN/Inf (unless the job allows them).
+Tensor load_checked(const ConversionJob& job, const ExpertWeightSource& source) {
+    Tensor matrix = load_expert_matrix(*job.source, source, job.plan->fp8_block);
+    if (!job.allow_non_finite) refuse_non_finite(matrix, source);
+    return matrix;
+}
+
 template <class Body>
 void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer, const Body& body) {
     const std::size_t tasks = layer.experts.size() * projections.size();
@@ -171,9 +184,7 @@ void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer,
             const Projection projection = projections[t % 3];
             const ExpertWeightSource& source = expert.weights[static_cast<int>(projection)];
             try {
-                Tensor matrix = load_expert_matrix(*job.source, source, job.plan->fp8_block);
-                if (!job.allow_non_finite) refuse_non_finite(matrix, source);
-                body(expert, projection, matrix);
+                body(expert, projection, load_checked(job, source));
             } catch (const Error& e) {
                 throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
             }
@@ -181,11 +192,28 @@ void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer,
     });
 }
 
-void convert_layer(const ConversionJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
+void convert_layer(const ConversionJob& job, const Quantizer& quantizer, const MoeLayerPlan& layer, LayerSink& sink,
+                   ProgressSink& progress) {
+    if (quantizer.uses_calibration()) {
+        CalibratedLayerJob calibrated;
+        calibrated.quantizer = &quantizer;
+        calibrated.calibration = job.calibration;
+        calibrated.quantizer_options = job.quantizer_options;
+        calibrated.progress = &progress;
+        calibrated.load = [&](const ExpertWeightSource& source) {
+            try {
+                return load_checked(job, source);
+            } catch (const Error& e) {
+                throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
+            }
+        };
+        quantize_calibrated_layer(calibrated, layer, sink);
+        return;
+    }
     for_each_expert_matrix(job, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
         for (int part = 0; part < job.parts; ++part) {
             Tensor piece = split_expert_part(matrix, projection, part, job.parts);
-            sink.write({expert.expert, projection, part, job.quantizer->quantize(piece.view(), job.quantizer_options)});
+            sink.write({expert.expert, projection, part, quantizer.quantize(piece.view(), job.quantizer_options)});
         }
     });
 }
@@ -211,8 +239,19 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     if (job.format->needs_quantizer() && !job.quantizer)
         throw Error(ErrorKind::usage, "format '" + std::string(job.format->id()) + "' needs a quantizer");
     check_input_type(job);
+    // The quantizer bound to its options: bad options and shapes fail before any file is touched.
+    const std::shared_ptr<const Quantizer> configured = job.quantizer ? job.quantizer->configure(job.quantizer_options) : nullptr;
+    const Quantizer* quantizer = configured ? configured.get() : job.quantizer;
+    if (quantizer && quantizer->uses_calibration()) {
+        if (!job.calibration)
+            throw Error(ErrorKind::usage, "quantizer '" + std::string(quantizer->id()) + "' needs calibration data",
+                        {.code = "NeedsCalibration", .hint = "pass --calibration-activations FILE, or use --quant_method RTN"});
+        if (job.parts != 1)
+            throw Error(ErrorKind::usage, "calibrated quantization writes one part per matrix, not " + std::to_string(job.parts));
+        job.calibration->check_plan(*job.plan);
+    }
     // Refuse unsplittable or unpackable shapes before any file is touched.
-    if (job.quantizer && !job.plan->moe_layers.empty()) {
+    if (quantizer && !job.plan->moe_layers.empty()) {
         const ExpertPlan& e = job.plan->moe_layers.front().experts.front();
         for (Projection p : projections) {
             const auto& s = e.weights[static_cast<int>(p)];
@@ -225,7 +264,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
             const Shape part_shape = p == Projection::down ? Shape{s.rows, s.cols / job.parts}
                                                            : Shape{s.rows / job.parts, s.cols};
             try {
-                job.quantizer->output_layout(part_shape);
+                quantizer->output_layout(part_shape);
             } catch (const Error& err) {
                 throw err.with_context({.tensor = s.tensor, .hint = "each of the " + std::to_string(job.parts) +
                                                                      " parts is " + shape_to_string(part_shape)});
@@ -253,7 +292,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     context.source = job.source;
     context.config = job.config;
     context.plan = job.plan;
-    context.quantizer = job.quantizer;
+    context.quantizer = quantizer;
     context.parts = job.parts;
     context.options = job.format_options;
     std::unique_ptr<OutputWriter> writer = job.format->create(context);
@@ -278,7 +317,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         if (!job.format->needs_quantizer() && !job.allow_non_finite)
             for_each_expert_matrix(job, layer, [](const ExpertPlan&, Projection, const Tensor&) {});
         std::unique_ptr<LayerSink> sink = writer->begin_layer(layer.layer);
-        if (job.format->needs_quantizer()) convert_layer(job, layer, *sink);
+        if (job.format->needs_quantizer()) convert_layer(job, *quantizer, layer, *sink, progress);
         std::vector<WrittenFile> files = sink->commit();
         release_layer_pages(*job.source, layer);  // memory stays about one layer, whatever the model size
         result.output_bytes += total_bytes(files);

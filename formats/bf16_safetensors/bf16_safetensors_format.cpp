@@ -6,6 +6,7 @@
 // `quantization_config`, tokenizer files, and the index last. Tensors are streamed one at a
 // time, so memory stays bounded by the largest tensor.
 
+#include "copied_tensors.hpp"
 #include "written_files.hpp"
 
 #include <moequant/digest.hpp>
@@ -17,7 +18,6 @@
 
 #include <boost/json.hpp>
 
-#include <charconv>
 #include <fstream>
 #include <map>
 #include <set>
@@ -29,18 +29,6 @@ using namespace moequant;
 using namespace moequant::formats;
 namespace fs = std::filesystem;
 namespace json = boost::json;
-
-// The decoder layer a tensor belongs to ("...layers.{L}." anywhere in the name), or -1.
-std::int64_t layer_of(const std::string& name) {
-    for (std::size_t p = name.find("layers."); p != std::string::npos; p = name.find("layers.", p + 1)) {
-        if (p > 0 && name[p - 1] != '.') continue;
-        const char* begin = name.data() + p + 7;
-        std::int64_t layer = -1;
-        auto [end, ec] = std::from_chars(begin, name.data() + name.size(), layer);
-        if (ec == std::errc() && end != begin && *end == '.') return layer;
-    }
-    return -1;
-}
 
 class Bf16Writer;
 
@@ -60,20 +48,11 @@ private:
 class Bf16Writer final : public OutputWriter {
 public:
     explicit Bf16Writer(const OutputContext& c) : c_(c), sharded_(c.directory) {
-        std::set<std::string> names;
-        for (const auto& [name, role] : c.plan->roles) names.insert(name);
         std::set<std::int64_t> moe;
         for (const auto& l : c.plan->moe_layers) moe.insert(l.layer);
-        for (const auto& [name, role] : c.plan->roles) {
-            if (role == TensorRole::skipped_mtp || role == TensorRole::skipped_buffer) continue;
-            const TensorInfo& info = c.source->info(name);
-            if (name.ends_with("_scale_inv")) {
-                const std::string weight = name.substr(0, name.size() - 10);
-                if (names.count(weight) && c.source->info(weight).dtype == DType::F8_E4M3) continue;  // folded in
-            }
+        for (const auto& name : copied_tensors(*c.source, *c.plan, [](TensorRole) { return true; })) {
             const std::int64_t layer = layer_of(name);
             (moe.count(layer) ? by_layer_[layer] : rest_).push_back(name);
-            (void)info;
         }
         const std::size_t shards = moe.size() + (rest_.empty() ? 0 : 1);
         std::size_t i = 0;
@@ -105,29 +84,11 @@ public:
     }
 
 private:
-    bool is_fp8_weight(const std::string& name) const {
-        return c_.source->info(name).dtype == DType::F8_E4M3 && c_.source->contains(name + "_scale_inv");
-    }
-
     WrittenFile write_shard(const std::string& file, const std::vector<std::string>& names) {
         std::vector<TensorSpec> specs;
-        for (const auto& name : names) {
-            const TensorInfo& info = c_.source->info(name);
-            specs.push_back({name, is_fp8_weight(name) ? DType::BF16 : info.dtype, info.shape});
-        }
+        for (const auto& name : names) specs.push_back(copied_spec(*c_.source, name));
         SafetensorsWriter writer = sharded_.open_shard(file, specs);
-        for (const auto& name : names) {
-            if (!is_fp8_weight(name)) {
-                writer.write(name, c_.source->view(name));
-                continue;
-            }
-            if (!c_.plan->fp8_block)
-                throw Error(ErrorKind::input, "is FP8 but the config has no quantization_config.weight_block_size",
-                            {.tensor = name, .code = "MissingBlockSize"});
-            Tensor bf16 = dequantize_fp8_block(c_.source->view(name), c_.source->view(name + "_scale_inv"),
-                                               *c_.plan->fp8_block, {.tensor = name});
-            writer.write(name, bf16.view());
-        }
+        for (const auto& name : names) write_copied(writer, *c_.source, *c_.plan, name);
         writer.finish();
         return describe_written(c_.directory, file);
     }

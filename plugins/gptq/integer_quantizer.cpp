@@ -120,6 +120,17 @@ std::shared_ptr<const Quantizer> IntegerQuantizer::configure(const Options& opti
     return std::make_shared<IntegerQuantizer>(gptq_, parse_scheme(options, gptq_));
 }
 
+Options IntegerQuantizer::settings() const {
+    Options o;
+    o.set("num_bits", std::to_string(scheme_.bits));
+    o.set("strategy", scheme_.strategy());
+    if (scheme_.group_size) o.set("group_size", std::to_string(scheme_.group_size));
+    if (scheme_.actorder == ActOrder::static_order) o.set("actorder", "static");
+    if (scheme_.actorder == ActOrder::group) o.set("actorder", "group");
+    if (gptq_) o.set("dampening_frac", std::to_string(scheme_.dampening_frac));
+    return o;
+}
+
 std::vector<TensorSpec> IntegerQuantizer::output_layout(const Shape& m) const {
     if (m.size() != 2 || m[0] <= 0 || m[1] <= 0) throw Error(ErrorKind::input, "expected a 2-D weight, got " + shape_to_string(m));
     const std::int64_t group = scheme_.group_size ? scheme_.group_size : m[1];

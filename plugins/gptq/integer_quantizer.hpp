@@ -22,6 +22,10 @@ public:
     // Options: see parse_scheme().
     std::shared_ptr<const Quantizer> configure(const Options& options) const override;
 
+    // num_bits, strategy, group_size (absent for channel), actorder (static | group; absent
+    // for none and RTN), dampening_frac (GPTQ), in quantization_config's spelling.
+    Options settings() const override;
+
     // weight_packed I32 [rows, cols*bits/32], weight_scale BF16 [rows, groups], weight_shape
     // I64 [2], and weight_g_idx I32 [cols] with actorder "group". Needs cols divisible by the
     // group size (and by 8).

@@ -13,8 +13,13 @@
 // A routed-expert weight holding NaN or Inf (seen in BF16, after FP8 dequantization) is refused
 // with Error(input, "NonFiniteWeight") naming the tensor, layer and first bad element, before
 // its layer is committed, unless `allow_non_finite` is set.
+//
+// The quantizer is first bound to quantizer_options (Quantizer::configure). A quantizer that
+// uses calibration (GPTQ) needs `calibration`: per layer, one gate/up Hessian shared by all
+// experts and a down_proj Hessian per expert (calibrated_layer.hpp), with one part per matrix.
 #pragma once
 
+#include <moequant/calibration_activations.hpp>
 #include <moequant/checkpoint.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
@@ -44,6 +49,7 @@ struct ConversionJob {
     std::optional<std::int64_t> resume_layer;
     bool overwrite = false;
     bool allow_non_finite = false;          // convert NaN/Inf expert weights instead of refusing them
+    const CalibrationActivations* calibration = nullptr;  // recorded MoE inputs (GPTQ)
     Options quantizer_options;
     Options format_options;
 };

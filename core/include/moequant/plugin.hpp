@@ -50,8 +50,8 @@
 //   5 (0.1.0): Quantizer::error_bounds() and packed_gemv(); OutputFormat::open() returns an
 //              OutputReader (stored parts and recorded facts of a converted output), for verify;
 //              OutputFile::Durability.
-//   6 (0.1.0): Quantizer::configure(), uses_calibration(), prepare_calibration() and
-//              quantize_calibrated() with PreparedCalibration (the GPU path's GPTQ).
+//   6 (0.1.0): Quantizer::configure(), settings(), uses_calibration(), prepare_calibration()
+//              and quantize_calibrated() with PreparedCalibration (the GPU path's GPTQ).
 #define MOEQUANT_PLUGIN_ABI_VERSION 6
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).

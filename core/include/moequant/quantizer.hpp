@@ -56,6 +56,10 @@ public:
     // options change nothing this object would not do by itself.
     virtual std::shared_ptr<const Quantizer> configure(const Options& /*options*/) const { return nullptr; }
 
+    // What this (configured) quantizer does, as key/values a format records in its output
+    // (e.g. compressed-tensors' quantization_config: num_bits, strategy, group_size, actorder).
+    virtual Options settings() const { return {}; }
+
     // The parts quantize() returns for a [rows, cols] matrix: names, dtypes and shapes, known
     // before any data is quantized (so output files can be laid out up front). Throws
     // Error(input) naming the rule when the shape cannot be quantized.

@@ -1,0 +1,175 @@
+// `moequant gptq` (alias `gpu`): the routed experts quantized for the GPU with GPTQ or RTN
+// (W4A16 / W8A16) into a compressed-tensors checkpoint vLLM and SGLang load as it is. The
+// flags follow kt-kernel's convert_gpu_weights.py (llm-compressor) where they make sense here;
+// calibration comes from recorded MoE inputs (--calibration-activations).
+
+#include "command.hpp"
+#include "family_selection.hpp"
+#include "global_options.hpp"
+#include "human_format.hpp"
+
+#include <moequant/calibration_activations.hpp>
+#include <moequant/checkpoint.hpp>
+#include <moequant/conversion.hpp>
+#include <moequant/error.hpp>
+#include <moequant/parallel.hpp>
+
+#include <iostream>
+#include <regex>
+
+namespace moequant::cli {
+
+namespace po = boost::program_options;
+
+namespace {
+
+// --ignore_patterns: llm-compressor's syntax, "re:<regex>" or an exact module name. Every
+// non-expert Linear is already left unquantized; a pattern that selects routed experts is
+// refused, since a checkpoint with some experts left in BF16 is not one vLLM's MoE loader takes.
+void check_ignore_patterns(const std::vector<std::string>& patterns, const ModelPlan& plan) {
+    for (const auto& pattern : patterns) {
+        std::optional<std::regex> re;
+        if (pattern.starts_with("re:")) {
+            try {
+                re.emplace(pattern.substr(3));
+            } catch (const std::regex_error& e) {
+                throw_usage_error("--ignore_patterns '" + pattern + "' is not a valid regular expression: " + e.what());
+            }
+        }
+        for (const auto& layer : plan.moe_layers)
+            for (const auto& expert : layer.experts)
+                for (const auto& source : expert.weights) {
+                    const std::string module = source.tensor.ends_with(".weight")
+                                                   ? source.tensor.substr(0, source.tensor.size() - 7)
+                                                   : source.tensor;
+                    if (re ? std::regex_match(module, *re) : module == pattern)
+                        throw Error(ErrorKind::usage, "--ignore_patterns '" + pattern + "' selects routed experts",
+                                    {.tensor = source.tensor, .code = "IgnoredExperts",
+                                     .hint = "only routed experts are quantized; attention, routers, shared experts, dense "
+                                             "layers and lm_head are always left as they are"});
+                }
+    }
+}
+
+}  // namespace
+
+int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals) {
+    std::string input, output, method = "GPTQ", quant_type = "W4A16", strategy = "group", actorder = "static", family,
+                activations;
+    double dampening = 0.1;
+    std::vector<std::string> ignore;
+    std::int64_t samples = 0, max_length = 0, resume_layer = -1;
+    std::size_t threads = 0;
+    bool overwrite = false, allow_non_finite = false, allow_unaligned = false, quiet = false, help = false;
+    po::options_description options("Options");
+    options.add_options()
+        ("model_id", po::value(&input)->value_name("PATH"), "model folder (index or model.safetensors)")
+        ("input-path,i", po::value(&input)->value_name("PATH"), "same as --model_id")
+        ("output_dir", po::value(&output)->value_name("DIR"), "output folder")
+        ("output,o", po::value(&output)->value_name("DIR"), "same as --output_dir")
+        ("quant_method", po::value(&method)->value_name("GPTQ|RTN")->default_value("GPTQ"),
+         "GPTQ (needs calibration) or RTN (round to nearest, needs none)")
+        ("quant_type", po::value(&quant_type)->value_name("W4A16|W8A16")->default_value("W4A16"),
+         "int4 or int8 weights, symmetric, group 128")
+        ("strategy", po::value(&strategy)->value_name("group|channel")->default_value("group"),
+         "scale per 128 columns, or one per row (the older W8A16 preset)")
+        ("actorder", po::value(&actorder)->value_name("static|group|none")->default_value("static"),
+         "GPTQ column order (static: by decreasing Hessian diagonal, no g_idx)")
+        ("dampening_frac", po::value(&dampening)->default_value(0.1), "GPTQ dampening, relative to mean(diag H)")
+        ("calibration-activations", po::value(&activations)->value_name("FILE"),
+         "recorded MoE inputs: layers.L.moe_input [tokens, hidden] and sample_lengths (safetensors)")
+        ("num_calibration_samples", po::value(&samples), "use the first N samples of the activations (default: all)")
+        ("max_sequence_length", po::value(&max_length), "use at most this many tokens of each sample (default: all)")
+        ("ignore_patterns", po::value(&ignore)->multitoken()->value_name("PATTERN..."),
+         "modules to leave unquantized (\"re:<regex>\" or a name); non-expert modules always are")
+        ("allow-unaligned", po::bool_switch(&allow_unaligned), "write shapes vLLM/SGLang's Marlin kernels cannot run")
+        ("threads", po::value(&threads), "worker threads (default: all cores)")
+        ("resume-layer", po::value(&resume_layer), "redo layers from this one on; earlier ones must be complete")
+        ("overwrite", po::bool_switch(&overwrite), "empty an output folder that holds other files first")
+        ("allow-non-finite", po::bool_switch(&allow_non_finite), "quantize expert weights holding NaN or Inf as they are")
+        ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
+        ("quiet,q", po::bool_switch(&quiet), "no progress output")
+        ("help,h", po::bool_switch(&help), "show this help");
+    options.add(global_option_group(globals));
+    parse_command_line(args, options, {});
+    if (help) {
+        print_command_help(
+            "moequant gptq --model_id MODEL --output_dir OUT [--quant_method GPTQ|RTN] [--quant_type W4A16|W8A16]\n"
+            "              [--calibration-activations FILE]",
+            "Quantizes the routed experts for the GPU (GPTQ or RTN, llm-compressor's numerics) into a\n"
+            "compressed-tensors pack-quantized checkpoint vLLM and SGLang load as it is. Every other\n"
+            "tensor is copied (FP8 dequantized to BF16). GPTQ takes its calibration from recorded MoE\n"
+            "inputs: all experts of a layer see all tokens (one shared gate/up Hessian per layer).\n"
+            "One layer in flight; rerunning the same command continues an interrupted run.",
+            options);
+        return 0;
+    }
+    if (input.empty()) throw_usage_error("gptq needs --model_id", {.hint = "moequant gptq --help"});
+    if (output.empty()) throw_usage_error("gptq needs --output_dir");
+    std::string quantizer_id;
+    if (method == "GPTQ" || method == "gptq")
+        quantizer_id = "gptq";
+    else if (method == "RTN" || method == "rtn")
+        quantizer_id = "rtn";
+    else
+        throw_usage_error("--quant_method must be GPTQ or RTN, got '" + method + "'");
+    if (quantizer_id == "gptq" && activations.empty())
+        throw_usage_error("GPTQ needs calibration data", {.code = "NeedsCalibration",
+                                                          .hint = "pass --calibration-activations FILE, or use --quant_method RTN"});
+    if (threads > 0) set_max_threads(threads);
+
+    Registry registry;
+    load_plugins(registry, globals);
+    const OutputFormat* format = registry.format("compressed-tensors");
+    const Quantizer* quantizer = registry.quantizer(quantizer_id);
+    if (!format || !quantizer)
+        throw Error(ErrorKind::plugin, std::string("no installed ") + (format ? "quantizer '" + quantizer_id + "'" : "format 'compressed-tensors'"),
+                    {.hint = "see 'moequant plugins'"});
+
+    const PlannedSource source = open_planned_source(registry, input, family);
+    const ModelPlan& plan = source.plan;
+    check_ignore_patterns(ignore, plan);
+    std::optional<CalibrationActivations> calibration;
+    if (!activations.empty()) {
+        calibration.emplace(CalibrationActivations::open(activations));
+        calibration->select(samples, max_length);
+    }
+
+    ConversionJob job;
+    job.source = &source.checkpoint;
+    job.config = &source.config;
+    job.plan = &plan;
+    job.quantizer = quantizer;
+    job.format = format;
+    job.output = output;
+    job.parts = 1;
+    if (resume_layer >= 0) job.resume_layer = resume_layer;
+    job.overwrite = overwrite;
+    job.allow_non_finite = allow_non_finite;
+    if (quantizer_id == "gptq") job.calibration = calibration ? &*calibration : nullptr;
+    job.quantizer_options.set("quant_type", quant_type);
+    job.quantizer_options.set("strategy", strategy);
+    if (quantizer_id == "gptq") {
+        job.quantizer_options.set("actorder", actorder);
+        job.quantizer_options.set("dampening_frac", std::to_string(dampening));
+    }
+    if (allow_unaligned) job.format_options.set("allow_unaligned", "true");
+
+    StreamProgress progress(stderr);
+    SilentProgress silent;
+    ProgressSink& sink = quiet ? static_cast<ProgressSink&>(silent) : progress;
+    if (job.calibration)
+        sink.note("calibration: " + std::to_string(calibration->samples()) + " sample(s), " +
+                  std::to_string(calibration->tokens()) + " token(s) per MoE layer from " + activations);
+    else if (calibration)
+        sink.note("RTN needs no calibration: " + activations + " is not used");
+    ConversionResult result = run_conversion(job, sink);
+    std::cout << "quantized " << result.layers_written << " layer(s)";
+    if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
+    std::cout << " of " << plan.family << " with " << quantizer_id << " " << quant_type << " into compressed-tensors ("
+              << output << "): " << human_bytes(result.input_bytes) << " of experts in, " << human_bytes(result.output_bytes)
+              << " written, " << result.seconds << " s\n";
+    return 0;
+}
+
+}  // namespace moequant::cli

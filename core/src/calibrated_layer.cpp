@@ -1,0 +1,109 @@
+#include "calibrated_layer.hpp"
+
+#include <moequant/dtype_convert.hpp>
+#include <cstring>
+#include <moequant/error.hpp>
+#include <moequant/hessian.hpp>
+#include <moequant/parallel.hpp>
+
+#include <Eigen/Core>
+
+#include <atomic>
+#include <cmath>
+#include <mutex>
+
+namespace moequant {
+
+namespace {
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+constexpr std::int64_t chunk_tokens = 1024;  // tokens per step of an expert's down_proj Hessian
+
+RowMajor to_f32(const Tensor& bf16_matrix) {
+    RowMajor m(bf16_matrix.shape()[0], bf16_matrix.shape()[1]);
+    convert_bf16_to_f32(bf16_matrix.data(), m.data(), static_cast<std::size_t>(m.size()));
+    return m;
+}
+
+// Tokens [t0, t0 + n) of the layer inputs as F32.
+RowMajor input_rows(const TensorView& x, std::int64_t t0, std::int64_t n) {
+    const std::int64_t h = x.shape[1];
+    RowMajor rows(n, h);
+    if (x.dtype == DType::F32)
+        std::memcpy(rows.data(), x.data() + t0 * h * 4, static_cast<std::size_t>(n * h * 4));
+    else
+        convert_bf16_to_f32(x.data() + t0 * h * 2, rows.data(), static_cast<std::size_t>(n * h));
+    return rows;
+}
+
+float round_bf16(float v) noexcept { return bf16_to_f32(f32_to_bf16(v)); }
+
+// down_proj's input for every token, act(gate x) * up x, in the BF16 steps of a BF16 model:
+// each Linear's output, SiLU's and the product are rounded to BF16.
+Tensor down_proj_hessian(const TensorView& x, const CalibrationActivations& calibration, const Tensor& gate,
+                         const Tensor& up) {
+    const RowMajor wg = to_f32(gate), wu = to_f32(up);
+    HessianAccumulator h(gate.shape()[0]);
+    for (const auto& [begin, end] : calibration.token_ranges())
+    for (std::int64_t t0 = begin; t0 < end; t0 += chunk_tokens) {
+        const std::int64_t n = std::min(chunk_tokens, end - t0);
+        const RowMajor rows = input_rows(x, t0, n);
+        RowMajor g = rows * wg.transpose();
+        const RowMajor u = rows * wu.transpose();
+        for (Eigen::Index i = 0; i < g.size(); ++i) {
+            const float gi = round_bf16(g.data()[i]);
+            const float act = round_bf16(gi / (1.0f + std::exp(-gi)));
+            g.data()[i] = round_bf16(act * round_bf16(u.data()[i]));
+        }
+        h.add(g.data(), n);
+    }
+    return h.finish(calibration.samples());
+}
+
+}  // namespace
+
+void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
+    const TensorView x = job.calibration->layer_inputs(layer.layer);
+    const std::int64_t samples = job.calibration->samples();
+    const Quantizer& q = *job.quantizer;
+    std::shared_ptr<const PreparedCalibration> gate_up;
+    {
+        HessianAccumulator h(x.shape[1]);
+        const std::size_t width = static_cast<std::size_t>(x.shape[1]) * (x.dtype == DType::F32 ? 4 : 2);
+        for (const auto& [begin, end] : job.calibration->token_ranges())
+            h.add(TensorView{x.dtype, {end - begin, x.shape[1]}, x.bytes.subspan(begin * width, (end - begin) * width)});
+        gate_up = q.prepare_calibration(h.finish(samples), job.quantizer_options);
+    }
+    std::mutex progress_lock;
+    std::atomic<std::size_t> done{0};
+    parallel_for(0, layer.experts.size(), 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t e = first; e < last; ++e) {
+            const ExpertPlan& expert = layer.experts[e];
+            auto source = [&](Projection p) -> const ExpertWeightSource& { return expert.weights[static_cast<int>(p)]; };
+            auto quantize = [&](Projection p, const Tensor& matrix, const PreparedCalibration& calibration) {
+                try {
+                    sink.write({expert.expert, p, 0, q.quantize_calibrated(matrix.view(), calibration, job.quantizer_options)});
+                } catch (const Error& err) {
+                    throw err.with_context({.tensor = source(p).tensor, .layer = layer.layer});
+                }
+            };
+            const Tensor gate = job.load(source(Projection::gate));
+            const Tensor up = job.load(source(Projection::up));
+            quantize(Projection::gate, gate, *gate_up);
+            quantize(Projection::up, up, *gate_up);
+            const Tensor down = job.load(source(Projection::down));
+            const auto down_calibration = q.prepare_calibration(down_proj_hessian(x, *job.calibration, gate, up), job.quantizer_options);
+            quantize(Projection::down, down, *down_calibration);
+            if (job.progress) {
+                const std::size_t n = ++done;
+                std::lock_guard lock(progress_lock);
+                job.progress->note("layer " + std::to_string(layer.layer) + ": expert " + std::to_string(expert.expert) +
+                                   " quantized (" + std::to_string(n) + "/" + std::to_string(layer.experts.size()) + ")");
+            }
+        }
+    });
+    job.calibration->release_layer(layer.layer);
+}
+
+}  // namespace moequant

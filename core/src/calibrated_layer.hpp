@@ -1,0 +1,29 @@
+// GPTQ on one MoE layer from recorded inputs (gptq-compressed-tensors.md §5.3, all experts see
+// all tokens): the layer's inputs X give one gate/up Hessian, prepared (Cholesky inverse) once
+// for every expert; each expert's down_proj Hessian comes from its own intermediate
+// activations act(gate x) * up x, computed here with the unquantized gate/up weights in the
+// reference's BF16 steps.
+#pragma once
+
+#include <moequant/calibration_activations.hpp>
+#include <moequant/model_adapter.hpp>
+#include <moequant/output_format.hpp>
+#include <moequant/progress.hpp>
+#include <moequant/quantizer.hpp>
+
+#include <functional>
+
+namespace moequant {
+
+struct CalibratedLayerJob {
+    const Quantizer* quantizer = nullptr;       // uses_calibration()
+    const CalibrationActivations* calibration = nullptr;
+    Options quantizer_options;
+    // Loads an expert matrix as BF16 [out, in] (checked for NaN/Inf by the caller's rules).
+    std::function<Tensor(const ExpertWeightSource&)> load;
+    ProgressSink* progress = nullptr;
+};
+
+void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink);
+
+}  // namespace moequant

@@ -1,0 +1,212 @@
+// `compressed-tensors`: the checkpoint vLLM and SGLang load as it is, with the routed experts
+// quantized by `gptq` or `rtn` and stored `pack-quantized` (gptq-compressed-tensors.md §6–§7):
+// per expert Linear `<module>.weight_packed` I32, `.weight_scale` BF16, `.weight_shape` I64
+// (and `.weight_g_idx` with actorder "group"). Every other tensor is copied, FP8 weights
+// dequantized to BF16 with their `weight_scale_inv` dropped; MTP layers and rotary buffers are
+// not written. One shard per MoE layer (its experts and its other tensors), one shard with
+// everything else, config.json with the §7 quantization_config in place of any FP8 one,
+// tokenizer and side files, and the index last.
+//
+// Shapes vLLM/SGLang's Marlin kernels cannot run (§8: N % 64, K % 128, K % group; MoE hidden %
+// 128, intermediate % max(64, group)) are refused unless the format option allow_unaligned.
+
+#include "compressed_tensors_reader.hpp"
+#include "copied_tensors.hpp"
+#include "module_names.hpp"
+#include "quantization_config.hpp"
+#include "written_files.hpp"
+
+#include <moequant/error.hpp>
+#include <moequant/output_file.hpp>
+#include <moequant/plugin.hpp>
+#include <moequant/sharded_writer.hpp>
+
+#include <boost/json.hpp>
+
+#include <array>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace {
+
+using namespace moequant;
+using namespace moequant::formats;
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+constexpr std::array<Projection, 3> projections = {Projection::gate, Projection::up, Projection::down};
+
+void refuse_unaligned(const ModelPlan& plan, const Options& settings) {
+    if (plan.moe_layers.empty()) return;
+    const std::int64_t group = settings.get_int("group_size", 0);
+    auto refuse = [](const std::string& tensor, const std::string& why) {
+        throw Error(ErrorKind::input, why + ": vLLM/SGLang's Marlin kernels cannot run it",
+                    {.tensor = tensor, .code = "UnalignedShape", .hint = "--allow-unaligned writes it anyway"});
+    };
+    for (const auto& e : plan.moe_layers.front().experts)
+        for (Projection p : projections) {
+            const ExpertWeightSource& s = e.weights[static_cast<int>(p)];
+            if (s.rows % 64 != 0) refuse(s.tensor, "out_features " + std::to_string(s.rows) + " is not a multiple of 64");
+            if (s.cols % 128 != 0) refuse(s.tensor, "in_features " + std::to_string(s.cols) + " is not a multiple of 128");
+            if (group && s.cols % group != 0)
+                refuse(s.tensor, "in_features " + std::to_string(s.cols) + " is not a multiple of the group size");
+        }
+    const ExpertWeightSource& down = plan.moe_layers.front().experts.front().weights[2];
+    const std::int64_t need = std::max<std::int64_t>(64, group);
+    if (plan.expert_intermediate_size % need != 0)
+        refuse(down.tensor, "the expert intermediate size " + std::to_string(plan.expert_intermediate_size) +
+                                " is not a multiple of " + std::to_string(need));
+}
+
+class CtWriter;
+
+class CtLayerSink final : public LayerSink {
+public:
+    CtLayerSink(CtWriter& owner, std::int64_t layer, SafetensorsWriter writer)
+        : owner_(owner), layer_(layer), writer_(std::move(writer)) {}
+    void write(const QuantizedExpert& q) override;
+    std::vector<WrittenFile> commit() override;
+
+private:
+    CtWriter& owner_;
+    std::int64_t layer_;
+    SafetensorsWriter writer_;
+};
+
+class CtWriter final : public OutputWriter {
+public:
+    explicit CtWriter(const OutputContext& c) : c_(c), sharded_(c.directory), settings_(c.quantizer->settings()) {
+        if (!c.options.get_bool("allow_unaligned", false)) refuse_unaligned(*c.plan, settings_);
+        std::set<std::int64_t> moe;
+        for (const auto& l : c.plan->moe_layers) {
+            moe.insert(l.layer);
+            for (const auto& e : l.experts)
+                for (Projection p : projections)
+                    module_[{l.layer, e.expert, p}] = expert_module_name(e.weights[static_cast<int>(p)], e.expert, p);
+        }
+        auto copied = [](TensorRole r) { return r != TensorRole::routed_expert && r != TensorRole::routed_expert_scale; };
+        for (const auto& name : copied_tensors(*c.source, *c.plan, copied)) {
+            const std::int64_t layer = layer_of(name);
+            (moe.count(layer) ? by_layer_[layer] : rest_).push_back(name);
+        }
+        const std::size_t shards = c.plan->moe_layers.size() + (rest_.empty() ? 0 : 1);
+        for (std::size_t i = 0; i < c.plan->moe_layers.size(); ++i)
+            layer_shard_[c.plan->moe_layers[i].layer] = shard_file_name(i + 1, shards);
+        if (!rest_.empty()) rest_shard_ = shard_file_name(shards, shards);
+    }
+
+    std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
+        const MoeLayerPlan& plan = layer_plan(layer);
+        std::vector<TensorSpec> specs;
+        for (const auto& e : plan.experts)
+            for (Projection p : projections) {
+                const ExpertWeightSource& s = e.weights[static_cast<int>(p)];
+                for (auto spec : c_.quantizer->output_layout({s.rows, s.cols})) {
+                    spec.name = module_.at({layer, e.expert, p}) + "." + spec.name;
+                    specs.push_back(std::move(spec));
+                }
+            }
+        for (const auto& name : by_layer_[layer]) specs.push_back(copied_spec(*c_.source, name));
+        Metadata metadata = default_safetensors_metadata();
+        metadata.emplace_back("moequant.method", settings_.get_int("num_bits", 4) == 8 ? "W8A16" : "W4A16");
+        metadata.emplace_back("moequant.quantizer", std::string(c_.quantizer->id()));
+        metadata.emplace_back("moequant.experts", std::to_string(plan.experts.size()));
+        metadata.emplace_back("moequant.layer", std::to_string(layer));
+        metadata.emplace_back("moequant.source", c_.plan->family + ":" + c_.plan->model_type);
+        SafetensorsWriter writer = sharded_.open_shard(layer_shard_.at(layer), std::move(specs), std::move(metadata));
+        return std::make_unique<CtLayerSink>(*this, layer, std::move(writer));
+    }
+
+    std::vector<std::string> layer_files(std::int64_t layer) const override { return {layer_shard_.at(layer)}; }
+    void adopt_layer(std::int64_t layer) override { sharded_.adopt_shard(layer_shard_.at(layer)); }
+
+    std::vector<WrittenFile> finish() override {
+        std::vector<WrittenFile> written;
+        if (!rest_.empty()) {
+            std::vector<TensorSpec> specs;
+            for (const auto& name : rest_) specs.push_back(copied_spec(*c_.source, name));
+            SafetensorsWriter writer = sharded_.open_shard(rest_shard_, specs);
+            for (const auto& name : rest_) write_copied(writer, *c_.source, *c_.plan, name);
+            writer.finish();
+            written.push_back(describe_written(c_.directory, rest_shard_));
+        }
+        write_config();
+        written.push_back(describe_written(c_.directory, "config.json"));
+        copy_side_files(c_.source->directory(), c_.directory,
+                        {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
+                         "chat_template.jinja"},
+                        written);
+        sharded_.write_index();
+        written.push_back(describe_written(c_.directory, safetensors_index_name));
+        return written;
+    }
+
+    const std::string& module(std::int64_t layer, std::int64_t expert, Projection p) const {
+        return module_.at({layer, expert, p});
+    }
+
+    // The layer's other tensors (attention, router, shared experts, norms), then the shard.
+    std::vector<WrittenFile> commit_layer(std::int64_t layer, SafetensorsWriter& writer) {
+        for (const auto& name : by_layer_[layer]) write_copied(writer, *c_.source, *c_.plan, name);
+        writer.finish();
+        return {describe_written(c_.directory, layer_shard_.at(layer))};
+    }
+
+private:
+    const MoeLayerPlan& layer_plan(std::int64_t layer) const {
+        for (const auto& l : c_.plan->moe_layers)
+            if (l.layer == layer) return l;
+        throw Error(ErrorKind::internal, "layer " + std::to_string(layer) + " is not a MoE layer of the plan");
+    }
+
+    // The source's config.json with our quantization_config in place of any FP8 one.
+    void write_config() {
+        std::ifstream in(c_.source->directory() / "config.json", std::ios::binary);
+        std::ostringstream text;
+        text << in.rdbuf();
+        json::value config = json::parse(text.str());
+        json::object& o = config.as_object();
+        if (auto* t = o.if_contains("text_config"); t && t->is_object()) t->as_object().erase("quantization_config");
+        o["quantization_config"] = quantization_config(settings_, ignored_modules(*c_.plan, *c_.source));
+        write_file_atomically(c_.directory / "config.json", json::serialize(config) + "\n");
+    }
+
+    OutputContext c_;
+    ShardedSafetensorsWriter sharded_;
+    Options settings_;
+    std::map<std::tuple<std::int64_t, std::int64_t, Projection>, std::string> module_;
+    std::map<std::int64_t, std::vector<std::string>> by_layer_;
+    std::vector<std::string> rest_;
+    std::map<std::int64_t, std::string> layer_shard_;
+    std::string rest_shard_;
+};
+
+void CtLayerSink::write(const QuantizedExpert& q) {
+    const std::string& module = owner_.module(layer_, q.expert, q.projection);
+    for (const auto& [part, tensor] : q.tensor.parts) writer_.write(module + "." + part, tensor.view());
+}
+
+std::vector<WrittenFile> CtLayerSink::commit() { return owner_.commit_layer(layer_, writer_); }
+
+class CompressedTensorsFormat final : public OutputFormat {
+public:
+    std::string_view id() const override { return "compressed-tensors"; }
+    std::string_view description() const override {
+        return "compressed-tensors pack-quantized checkpoint (W4A16/W8A16 experts) for vLLM and SGLang";
+    }
+    std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
+        if (!context.quantizer) throw Error(ErrorKind::usage, "compressed-tensors needs a quantizer");
+        if (context.parts != 1)
+            throw Error(ErrorKind::usage, "compressed-tensors stores one part per expert matrix, not " + std::to_string(context.parts));
+        return std::make_unique<CtWriter>(context);
+    }
+    std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_compressed_tensors(directory); }
+};
+
+}  // namespace
+
+MOEQUANT_PLUGIN("compressed_tensors", "0.1.0", MOEQUANT_KIND_FORMAT, "compressed-tensors pack-quantized output (GPU experts)") {
+    registrar.add(std::make_unique<CompressedTensorsFormat>());
+}

@@ -1,0 +1,128 @@
+#include "compressed_tensors_reader.hpp"
+
+#include "copied_tensors.hpp"
+#include "stored_parts.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/error.hpp>
+#include <moequant/run_manifest.hpp>
+#include <moequant/sharded_writer.hpp>
+
+#include <boost/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace moequant::formats {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+constexpr std::array<const char*, 4> part_names = {"weight_packed", "weight_scale", "weight_shape", "weight_g_idx"};
+
+// "<...>layers.{L}.<...>.experts.{E}.{projection}.{part}" -> key and part; nullopt otherwise.
+std::optional<std::pair<StoredPartKey, std::string>> parse_expert_tensor(const std::string& name) {
+    const std::size_t last = name.rfind('.');
+    if (last == std::string::npos) return std::nullopt;
+    const std::string part = name.substr(last + 1);
+    if (std::find(part_names.begin(), part_names.end(), part) == part_names.end()) return std::nullopt;
+    const std::string module = name.substr(0, last);
+    const std::size_t proj_dot = module.rfind('.');
+    if (proj_dot == std::string::npos) return std::nullopt;
+    const std::string proj = module.substr(proj_dot + 1);
+    std::optional<Projection> projection;
+    if (proj == "gate_proj" || proj == "w1") projection = Projection::gate;
+    if (proj == "up_proj" || proj == "w3") projection = Projection::up;
+    if (proj == "down_proj" || proj == "w2") projection = Projection::down;
+    const std::string head = module.substr(0, proj_dot);  // "<...>.experts.{E}"
+    const std::size_t experts = head.rfind(".experts.");
+    const std::int64_t layer = layer_of(name);
+    if (!projection || experts == std::string::npos || layer < 0) return std::nullopt;
+    auto expert = parse_decimal(std::string_view(head).substr(experts + 9));
+    if (!expert) return std::nullopt;
+    return std::pair{StoredPartKey{layer, *expert, *projection, 0}, part};
+}
+
+json::value read_json(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    try {
+        return json::parse(text.str());
+    } catch (const std::exception& e) {
+        throw Error(ErrorKind::input, std::string("is not valid JSON: ") + e.what(), {.file = file.string(), .code = "BadJson"});
+    }
+}
+
+class CompressedTensorsReader final : public OutputReader {
+public:
+    CompressedTensorsReader(Checkpoint checkpoint, StoredPartIndex index, Options recorded)
+        : checkpoint_(std::move(checkpoint)), index_(std::move(index)), recorded_(std::move(recorded)) {}
+
+    Options recorded() const override { return recorded_; }
+    std::vector<StoredPartKey> parts() const override { return keys_of(index_); }
+    StoredPart read(const StoredPartKey& key) const override {
+        return read_stored_part(index_, key, recorded_, [&](const std::string&, const std::string& name) {
+            return std::pair{checkpoint_.shard_of(name) + ":" + name, Tensor::copy_of(checkpoint_.view(name))};
+        });
+    }
+
+private:
+    Checkpoint checkpoint_;
+    StoredPartIndex index_;
+    Options recorded_;
+};
+
+}  // namespace
+
+std::unique_ptr<OutputReader> open_compressed_tensors(const fs::path& directory) {
+    const fs::path config_file = directory / "config.json";
+    if (!fs::exists(config_file)) return nullptr;
+    const json::value config = read_json(config_file);
+    const json::object* q = nullptr;
+    if (const auto* o = config.if_object())
+        if (const auto* v = o->if_contains("quantization_config")) q = v->if_object();
+    if (!q || !q->contains("quant_method") || q->at("quant_method") != "compressed-tensors") return nullptr;
+    const std::string where = config_file.string();
+    if (!q->contains("format") || q->at("format") != "pack-quantized")
+        throw Error(ErrorKind::input, "quantization_config.format is not pack-quantized", {.file = where, .code = "UnsupportedFormat"});
+    if (!fs::exists(directory / safetensors_index_name))
+        throw Error(ErrorKind::input,
+                    "the output is incomplete: " + std::string(safetensors_index_name) +
+                        " is missing (it is written last, when the conversion finishes)",
+                    {.file = directory.string(), .code = "IncompleteOutput", .hint = "rerun the same command to finish it"});
+    // The one config group's weight arguments give the scheme verify configures its quantizer with.
+    Options recorded;
+    try {
+        const auto& groups = q->at("config_groups").as_object();
+        if (groups.size() != 1) throw std::invalid_argument("expected one config group");
+        const auto& weights = groups.begin()->value().at("weights").as_object();
+        const std::int64_t bits = weights.at("num_bits").to_number<std::int64_t>();
+        if (bits != 4 && bits != 8) throw std::invalid_argument("num_bits must be 4 or 8");
+        recorded.set("method", bits == 4 ? "W4A16" : "W8A16");
+        recorded.set("quant_type", bits == 4 ? "W4A16" : "W8A16");
+        recorded.set("strategy", std::string(weights.at("strategy").as_string()));
+        const auto& order = weights.at("actorder");
+        recorded.set("actorder", order.is_string() ? std::string(order.as_string()) : "none");
+    } catch (const std::exception& e) {
+        throw Error(ErrorKind::input, std::string("quantization_config is not one we read: ") + e.what(),
+                    {.file = where, .code = "UnsupportedFormat"});
+    }
+    Checkpoint checkpoint = Checkpoint::open(directory);
+    StoredPartIndex index;
+    for (const std::string& name : checkpoint.tensor_names())
+        if (auto parsed = parse_expert_tensor(name)) index[parsed->first][parsed->second] = name;
+    if (index.empty())
+        throw Error(ErrorKind::input, "holds no quantized expert (no *.experts.E.*.weight_packed tensor)",
+                    {.file = directory.string(), .code = "NoQuantizedExperts"});
+    const auto& first = index.begin()->second.begin()->second;
+    const SafetensorsFile& shard = checkpoint.shard(checkpoint.shard_of(first));
+    if (auto quantizer = shard.metadata("moequant.quantizer")) recorded.set("quantizer", *quantizer);
+    for (const char* key : {"experts", "source"})
+        if (auto value = shard.metadata(std::string("moequant.") + key)) recorded.set(key, *value);
+    recorded.set("parts", "1");
+    return std::make_unique<CompressedTensorsReader>(std::move(checkpoint), std::move(index), std::move(recorded));
+}
+
+}  // namespace moequant::formats
