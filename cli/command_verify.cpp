@@ -8,6 +8,7 @@
 #include "human_format.hpp"
 
 #include <moequant/checkpoint.hpp>
+#include <moequant/calibration_activations.hpp>
 #include <moequant/error.hpp>
 #include <moequant/output_comparison.hpp>
 #include <moequant/parallel.hpp>
@@ -59,6 +60,8 @@ struct LayerSummary {
     double max_abs_error = 0, max_rel_rms = 0, min_snr = INFINITY, max_bound_use = 0, max_gemv = 0;
     std::int64_t non_finite = 0;
     bool gemv = false;
+    bool calibrated = false;  // output errors on calibration data were measured
+    double max_output_error = 0, max_reference_error = 0;
 };
 
 std::map<std::int64_t, LayerSummary> summarise(const VerificationReport& report) {
@@ -75,6 +78,11 @@ std::map<std::int64_t, LayerSummary> summarise(const VerificationReport& report)
         if (c.gemv_rel_error) {
             s.gemv = true;
             s.max_gemv = std::max(s.max_gemv, *c.gemv_rel_error);
+        }
+        if (c.output_error) {
+            s.calibrated = true;
+            s.max_output_error = std::max(s.max_output_error, *c.output_error);
+            if (c.reference_output_error) s.max_reference_error = std::max(s.max_reference_error, *c.reference_output_error);
         }
     }
     return layers;
@@ -107,6 +115,8 @@ json::object check_json(const PartCheck& c) {
                    {"nan", c.nan},
                    {"inf", c.inf},
                    {"passed", c.problem.empty()}};
+    if (c.output_error) o["output_error"] = *c.output_error;
+    if (c.reference_output_error) o["reference_output_error"] = *c.reference_output_error;
     if (c.gemv_rel_error) {
         o["gemv_rel_error"] = *c.gemv_rel_error;
         o["gemv_rows_beyond_bound"] = c.gemv_rows_beyond_bound;
@@ -134,6 +144,10 @@ void print_report_json(const VerificationReport& report, const OpenedOutput& out
                        {"max_bound_use", s.max_bound_use},
                        {"non_finite", s.non_finite}};
         if (s.gemv) o["max_gemv_rel_error"] = s.max_gemv;
+        if (s.calibrated) {
+            o["max_output_error"] = s.max_output_error;
+            o["max_reference_output_error"] = s.max_reference_error;
+        }
         layers.push_back(std::move(o));
     }
     root["layers"] = std::move(layers);
@@ -149,15 +163,18 @@ void print_report_text(const VerificationReport& report, const OpenedOutput& out
     std::cout << std::flush;  // the table below is printed with printf
     const auto layers = summarise(report);
     const bool gemv = std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l.second.gemv; });
+    const bool calibrated = std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l.second.calibrated; });
     std::printf("%6s %6s %7s %11s %11s %9s %10s %10s", "layer", "parts", "failed", "max |err|", "max relRMS", "min SNR",
                 "bound use", "non-finite");
     if (gemv) std::printf(" %11s", "gemv relerr");
+    if (calibrated) std::printf(" %11s %11s", "out err", "RTN out err");
     std::printf("\n");
     for (const auto& [layer, s] : layers) {
         std::printf("%6lld %6zu %7zu %11s %11s %9s %10s %10lld", static_cast<long long>(layer), s.parts, s.failed,
                     number(s.max_abs_error).c_str(), number(s.max_rel_rms).c_str(), number(s.min_snr, "%.1f").c_str(),
                     number(s.max_bound_use, "%.4f").c_str(), static_cast<long long>(s.non_finite));
         if (gemv) std::printf(" %11s", number(s.max_gemv).c_str());
+        if (calibrated) std::printf(" %11s %11s", number(s.max_output_error).c_str(), number(s.max_reference_error).c_str());
         std::printf("\n");
     }
     std::fflush(stdout);
@@ -189,21 +206,32 @@ void print_report_text(const VerificationReport& report, const OpenedOutput& out
 }
 
 int verify_against_source(const std::string& source_path, const std::string& converted, const std::string& quantizer_id,
-                          const std::string& family, bool gemv, bool as_json, bool quiet, std::size_t worst,
+                          const std::string& family, const std::string& activations, bool gemv, bool as_json, bool quiet, std::size_t worst,
                           const GlobalOptions& globals) {
     Registry registry;
     load_plugins(registry, globals);
     OpenedOutput output = open_converted_output(registry, converted);
-    const Quantizer& quantizer = output_quantizer(registry, *output.reader, quantizer_id);
+    const std::shared_ptr<const Quantizer> quantizer = output_quantizer(registry, *output.reader, quantizer_id);
 
     const PlannedSource source = open_planned_source(registry, source_path, family);
+    // Output errors on calibration data, next to RTN's of the same scheme (the bar GPTQ must clear).
+    std::optional<CalibrationActivations> calibration;
+    std::shared_ptr<const Quantizer> reference;
+    if (!activations.empty()) {
+        calibration.emplace(CalibrationActivations::open(activations));
+        calibration->check_plan(source.plan);
+        if (const Quantizer* rtn = registry.quantizer("rtn"); rtn && quantizer->uses_calibration())
+            reference = rtn->configure(output.reader->recorded());
+    }
 
     VerificationJob job;
     job.source = &source.checkpoint;
     job.plan = &source.plan;
-    job.quantizer = &quantizer;
+    job.quantizer = quantizer.get();
     job.output = output.reader.get();
     job.gemv = gemv;
+    job.calibration = calibration ? &*calibration : nullptr;
+    job.reference = reference.get();
     StreamProgress progress(stderr);
     SilentProgress silent;
     const VerificationReport report = verify_output(job, quiet || as_json ? static_cast<ProgressSink&>(silent) : progress);
@@ -264,7 +292,7 @@ int compare_two_outputs(const std::string& a_path, const std::string& b_path, bo
 }  // namespace
 
 int run_verify_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string source, converted, quantizer_id, family;
+    std::string source, converted, quantizer_id, family, activations;
     std::vector<std::string> outputs;
     std::size_t threads = 0, worst = 10;
     bool gemv = false, as_json = false, quiet = false, help = false;
@@ -273,6 +301,8 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
         ("source", po::value(&source)->value_name("MODEL"), "the checkpoint the output was converted from")
         ("converted", po::value(&converted)->value_name("DIR"), "the converted output to check")
         ("gemv", po::bool_switch(&gemv), "also compute y = W x straight from the packed layout and check it")
+        ("calibration-activations", po::value(&activations)->value_name("FILE"),
+         "measure each part's output error on these recorded MoE inputs; GPTQ must not do worse than RTN")
         ("quantizer", po::value(&quantizer_id)->value_name("ID"),
          "the quantizer that made the output, when it does not record it (e.g. amx-int4)")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter for the source instead of detecting it")
@@ -308,7 +338,7 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
     if (source.empty() || converted.empty())
         throw_usage_error("verify needs --source and --converted (or two outputs to compare)",
                           {.hint = "moequant verify --help"});
-    return verify_against_source(source, converted, quantizer_id, family, gemv, as_json, quiet, worst, globals);
+    return verify_against_source(source, converted, quantizer_id, family, activations, gemv, as_json, quiet, worst, globals);
 }
 
 }  // namespace moequant::cli

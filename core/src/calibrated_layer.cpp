@@ -39,10 +39,13 @@ RowMajor input_rows(const TensorView& x, std::int64_t t0, std::int64_t n) {
 
 float round_bf16(float v) noexcept { return bf16_to_f32(f32_to_bf16(v)); }
 
+}  // namespace
+
 // down_proj's input for every token, act(gate x) * up x, in the BF16 steps of a BF16 model:
 // each Linear's output, SiLU's and the product are rounded to BF16.
-Tensor down_proj_hessian(const TensorView& x, const CalibrationActivations& calibration, const Tensor& gate,
+Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const Tensor& gate,
                          const Tensor& up) {
+    const TensorView x = calibration.layer_inputs(layer);
     const RowMajor wg = to_f32(gate), wu = to_f32(up);
     HessianAccumulator h(gate.shape()[0]);
     for (const auto& [begin, end] : calibration.token_ranges())
@@ -61,20 +64,19 @@ Tensor down_proj_hessian(const TensorView& x, const CalibrationActivations& cali
     return h.finish(calibration.samples());
 }
 
-}  // namespace
+Tensor layer_input_hessian(const CalibrationActivations& calibration, std::int64_t layer) {
+    const TensorView x = calibration.layer_inputs(layer);
+    HessianAccumulator h(x.shape[1]);
+    const std::size_t width = static_cast<std::size_t>(x.shape[1]) * (x.dtype == DType::F32 ? 4 : 2);
+    for (const auto& [begin, end] : calibration.token_ranges())
+        h.add(TensorView{x.dtype, {end - begin, x.shape[1]}, x.bytes.subspan(begin * width, (end - begin) * width)});
+    return h.finish(calibration.samples());
+}
 
 void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
-    const TensorView x = job.calibration->layer_inputs(layer.layer);
-    const std::int64_t samples = job.calibration->samples();
     const Quantizer& q = *job.quantizer;
-    std::shared_ptr<const PreparedCalibration> gate_up;
-    {
-        HessianAccumulator h(x.shape[1]);
-        const std::size_t width = static_cast<std::size_t>(x.shape[1]) * (x.dtype == DType::F32 ? 4 : 2);
-        for (const auto& [begin, end] : job.calibration->token_ranges())
-            h.add(TensorView{x.dtype, {end - begin, x.shape[1]}, x.bytes.subspan(begin * width, (end - begin) * width)});
-        gate_up = q.prepare_calibration(h.finish(samples), job.quantizer_options);
-    }
+    const std::shared_ptr<const PreparedCalibration> gate_up =
+        q.prepare_calibration(layer_input_hessian(*job.calibration, layer.layer), job.quantizer_options);
     std::mutex progress_lock;
     std::atomic<std::size_t> done{0};
     parallel_for(0, layer.experts.size(), 1, [&](std::size_t first, std::size_t last) {
@@ -93,7 +95,7 @@ void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan
             quantize(Projection::gate, gate, *gate_up);
             quantize(Projection::up, up, *gate_up);
             const Tensor down = job.load(source(Projection::down));
-            const auto down_calibration = q.prepare_calibration(down_proj_hessian(x, *job.calibration, gate, up), job.quantizer_options);
+            const auto down_calibration = q.prepare_calibration(down_proj_hessian(*job.calibration, layer.layer, gate, up), job.quantizer_options);
             quantize(Projection::down, down, *down_calibration);
             if (job.progress) {
                 const std::size_t n = ++done;

@@ -26,4 +26,10 @@ struct CalibratedLayerJob {
 
 void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink);
 
+// The Hessian of a layer's MoE inputs (every expert's gate and up projection sees it).
+Tensor layer_input_hessian(const CalibrationActivations& calibration, std::int64_t layer);
+
+// The Hessian of one expert's down_proj inputs act(gate x) * up x over the layer's inputs x.
+Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const Tensor& gate, const Tensor& up);
+
 }  // namespace moequant

@@ -57,6 +57,8 @@ RunManifest describe_job(const ConversionJob& job) {
     if (job.calibration) {  // which activations, by content (no paths in the manifest)
         const SafetensorsFile& f = job.calibration->file();
         m.settings.emplace_back("calibration", std::to_string(f.file_size()) + ":" + f.header_digest());
+        m.settings.emplace_back("calibration.samples", std::to_string(job.calibration->samples()));
+        m.settings.emplace_back("calibration.tokens", std::to_string(job.calibration->tokens()));
     }
     m.source_fingerprint = source_fingerprint(*job.source);
     m.plan_digest = plan_digest(*job.plan);

@@ -1,4 +1,7 @@
+#include "calibrated_layer.hpp"
+
 #include <moequant/dtype_convert.hpp>
+#include <moequant/hessian.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 #include <moequant/parallel.hpp>
@@ -114,7 +117,16 @@ void check_gemv(const Quantizer& quantizer, const QuantizedTensor& stored, const
     check.gemv_rel_error = ref_energy > 0 ? std::sqrt(diff_energy / ref_energy) : std::sqrt(diff_energy);
 }
 
-void check_part(const VerificationJob& job, const StoredPartKey& key, const Tensor& source_part, PartCheck& check) {
+// Output error on the calibration data relative to the source's output energy.
+double relative_output_error(const Tensor& hessian, const std::vector<float>& source, const float* decoded, std::int64_t rows) {
+    const std::vector<float> zero(source.size(), 0.0f);
+    const double energy = output_error(hessian, source.data(), zero.data(), rows);
+    const double error = output_error(hessian, decoded, source.data(), rows);
+    return energy > 0 ? error / energy : error;
+}
+
+void check_part(const VerificationJob& job, const StoredPartKey& key, const Tensor& source_part, const Tensor* hessian,
+                PartCheck& check) {
     const StoredPart stored = job.output->read(key);
     check.location = stored.location;
     const Shape shape = source_part.shape();
@@ -133,6 +145,17 @@ void check_part(const VerificationJob& job, const StoredPartKey& key, const Tens
 
     std::string problem;
     auto add = [&](const std::string& p) { problem += (problem.empty() ? "" : "; ") + p; };
+    if (auto p = job.quantizer->stored_problem(stored.tensor, source_part.view()); !p.empty()) add(p);
+    if (hessian) {
+        check.output_error = relative_output_error(*hessian, source, decoded.data_as<float>(), check.rows);
+        if (job.reference) {
+            const Tensor reference = job.reference->dequantize(job.reference->quantize(source_part.view(), {}), shape);
+            check.reference_output_error = relative_output_error(*hessian, source, reference.data_as<float>(), check.rows);
+            if (job.quantizer->uses_calibration() && *check.output_error > *check.reference_output_error)
+                add("output error on the calibration data " + std::to_string(*check.output_error) + " exceeds " +
+                    std::string(job.reference->id()) + "'s " + std::to_string(*check.reference_output_error));
+        }
+    }
     if (check.nan || check.inf)
         add(std::to_string(check.nan) + " NaN and " + std::to_string(check.inf) + " Inf decoded values");
     if (check.beyond_bound)
@@ -182,14 +205,16 @@ OpenedOutput open_converted_output(const Registry& registry, const std::filesyst
                 {.file = directory.string(), .code = "UnknownOutput", .hint = "see 'moequant plugins' for the formats"});
 }
 
-const Quantizer& output_quantizer(const Registry& registry, const OutputReader& output, const std::string& requested) {
+std::shared_ptr<const Quantizer> output_quantizer(const Registry& registry, const OutputReader& output,
+                                                  const std::string& requested) {
     const std::string id = requested.empty() ? output.recorded().get_string("quantizer", "") : requested;
     if (id.empty())
         throw Error(ErrorKind::input, "the output does not record which quantizer made it",
                     {.code = "UnknownMethod", .hint = "name it with --quantizer (e.g. amx-int4)"});
     const Quantizer* q = registry.quantizer(id);
     if (!q) throw Error(ErrorKind::plugin, "no installed quantizer '" + id + "'", {.hint = "see 'moequant plugins'"});
-    return *q;
+    if (auto configured = q->configure(output.recorded())) return configured;
+    return std::shared_ptr<const Quantizer>(q, [](const Quantizer*) {});  // the registry owns it
 }
 
 VerificationReport verify_output(const VerificationJob& job, ProgressSink& progress) {
@@ -222,6 +247,9 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
                     if (!stored.count(key)) check.problem = "missing from the output";
                     report.checks.push_back(std::move(check));
                 }
+        // With calibration data: the layer's input Hessian (gate and up of every expert).
+        std::optional<Tensor> layer_hessian;
+        if (job.calibration) layer_hessian = layer_input_hessian(*job.calibration, layer.layer);
         // One task per (expert, projection): the source matrix is loaded once for its parts.
         const std::size_t tasks = layer.experts.size() * projections.size();
         parallel_for(0, tasks, 1, [&](std::size_t begin, std::size_t end) {
@@ -236,10 +264,20 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
                 }
                 try {
                     const Tensor matrix = load_expert_matrix(*job.source, source, job.plan->fp8_block);
+                    std::optional<Tensor> down_hessian;
+                    const Tensor* hessian = layer_hessian && parts == 1 ? &*layer_hessian : nullptr;
+                    if (hessian && projection == Projection::down) {
+                        const ExpertPlan& expert = layer.experts[t / 3];
+                        down_hessian = down_proj_hessian(*job.calibration, layer.layer,
+                                                         load_expert_matrix(*job.source, expert.weights[0], job.plan->fp8_block),
+                                                         load_expert_matrix(*job.source, expert.weights[1], job.plan->fp8_block));
+                        hessian = &*down_hessian;
+                    }
                     for (int part = 0; part < parts; ++part) {
                         if (!checks[part].problem.empty()) continue;  // missing
                         try {
-                            check_part(job, checks[part].key, split_expert_part(matrix, projection, part, parts), checks[part]);
+                            check_part(job, checks[part].key, split_expert_part(matrix, projection, part, parts), hessian,
+                                       checks[part]);
                         } catch (const Error& e) {
                             if (e.kind() != ErrorKind::input) throw;
                             checks[part].problem = e.what();  // unreadable or undecodable: this part fails
@@ -251,6 +289,7 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
             }
         });
         release_layer_pages(*job.source, layer);
+        if (job.calibration) job.calibration->release_layer(layer.layer);
         ++done;
         bytes_done += layer_input_bytes(layer);
         progress.step(done, job.plan->moe_layers.size(), "layer " + std::to_string(layer.layer), bytes_done, total_bytes);

@@ -263,6 +263,26 @@ std::optional<Tensor> IntegerQuantizer::error_bounds(const QuantizedTensor& quan
     return bounds;
 }
 
+std::string IntegerQuantizer::stored_problem(const QuantizedTensor& stored, const TensorView& source) const {
+    const PackedParts p = packed_parts(stored, source.shape);
+    const std::vector<float> w = weight_values(source);
+    std::vector<float> absmax(static_cast<std::size_t>(p.rows * p.groups), 0.0f);
+    for (std::int64_t r = 0; r < p.rows; ++r)
+        for (std::int64_t c = 0; c < p.cols; ++c) {
+            float& m = absmax[r * p.groups + p.group_of(c)];
+            m = std::max(m, std::fabs(w[r * p.cols + c]));
+        }
+    std::int64_t wrong = 0, first = -1;
+    for (std::size_t i = 0; i < absmax.size(); ++i)
+        if (observer_scale(absmax[i], scheme_) != p.scales[i]) {
+            if (first < 0) first = static_cast<std::int64_t>(i);
+            ++wrong;
+        }
+    if (!wrong) return {};
+    return std::to_string(wrong) + " weight_scale value(s) differ from the min-max observer's (first at row " +
+           std::to_string(first / p.groups) + ", group " + std::to_string(first % p.groups) + ")";
+}
+
 bool IntegerQuantizer::packed_gemv(const QuantizedTensor& quantized, const Shape& shape, const float* x, float* y) const {
     const PackedParts p = packed_parts(quantized, shape);
     const int per_word = 32 / p.bits;

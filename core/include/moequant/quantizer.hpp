@@ -95,6 +95,11 @@ public:
         return std::nullopt;
     }
 
+    // What the quantizer can check about stored parts beyond a per-element bound, given the
+    // source matrix (e.g. GPTQ: the scales are the min-max observer's); empty when all holds,
+    // else what does not. Used by verify.
+    virtual std::string stored_problem(const QuantizedTensor& /*stored*/, const TensorView& /*source*/) const { return {}; }
+
     // y = W x (x: cols values, y: rows values) computed straight from the packed parts, reading
     // them in the order a runtime kernel does, so verify --gemv proves the layout and not only
     // the codes. Returns false when the quantizer has no such product.

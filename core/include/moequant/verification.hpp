@@ -5,6 +5,7 @@
 // from the packed layout (Quantizer::packed_gemv) against the source product.
 #pragma once
 
+#include <moequant/calibration_activations.hpp>
 #include <moequant/checkpoint.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
@@ -33,9 +34,10 @@ struct OpenedOutput {
 MOEQUANT_API OpenedOutput open_converted_output(const Registry& registry, const std::filesystem::path& directory);
 
 // The quantizer that produced an output: `requested` (an id) if given, else the one the output
-// records. Error(plugin) when it is not installed, Error(input) when nothing names one.
-MOEQUANT_API const Quantizer& output_quantizer(const Registry& registry, const OutputReader& output,
-                                               const std::string& requested);
+// records, configured with what the output records (Quantizer::configure). Error(plugin) when
+// it is not installed, Error(input) when nothing names one.
+MOEQUANT_API std::shared_ptr<const Quantizer> output_quantizer(const Registry& registry, const OutputReader& output,
+                                                               const std::string& requested);
 
 // The threadpool part count of an output: what it records, else the highest stored part + 1.
 MOEQUANT_API int stored_part_count(const OutputReader& output);
@@ -48,6 +50,11 @@ struct VerificationJob {
     int parts = 0;                 // threadpool parts; 0 = what the output records
     bool gemv = false;             // also check y = W x from the packed layout
     std::uint64_t gemv_seed = 42;  // for the random x
+    // With calibration data: each part's output error on it, tr(dW H dW^T), relative to the
+    // source's tr(W H W^T), next to `reference`'s (RTN of the same scheme); a calibrated
+    // quantizer (GPTQ) fails a part whose error exceeds the reference's (conventions.md §5).
+    const CalibrationActivations* calibration = nullptr;
+    const Quantizer* reference = nullptr;
 };
 
 // The result for one stored part (or one expected part that is missing).
@@ -65,6 +72,8 @@ struct PartCheck {
     bool has_bound = false;          // the quantizer gives a per-element bound
     std::optional<double> gemv_rel_error;  // ||y_packed - y_source|| / ||y_source||
     std::int64_t gemv_rows_beyond_bound = 0;
+    std::optional<double> output_error;            // relative output error on the calibration data
+    std::optional<double> reference_output_error;  // the reference quantizer's
     std::string problem;        // non-empty when this part fails; says why
 };
 
