@@ -41,6 +41,12 @@ run verify --source "$work/deepseek-v3-tiny" --converted "$work/deepseek-v3-tiny
 run convert -i "$work/deepseek-v3-tiny" -o "$work/deepseek-v3-tiny-int4-tree" --quant-method int4 --no-merge-safetensor --quiet
 run verify "$work/deepseek-v3-tiny-int4" "$work/deepseek-v3-tiny-int4-tree"
 
+# The GPU path: GPTQ W4A16 from recorded MoE inputs (synthesized here) into a compressed-tensors
+# checkpoint vLLM/SGLang load, then verify with each part's output error next to RTN's.
+run synth --family deepseek_v3 --dtype fp8 --out "$work/deepseek-v3-tiny-b" --activations "$work/calibration.safetensors"
+run gptq --model_id "$work/deepseek-v3-tiny-b" --output_dir "$work/deepseek-v3-tiny-gptq" --quant_method GPTQ --quant_type W4A16 --calibration-activations "$work/calibration.safetensors" --quiet
+run verify --source "$work/deepseek-v3-tiny-b" --converted "$work/deepseek-v3-tiny-gptq" --calibration-activations "$work/calibration.safetensors" --worst 3 --quiet
+
 fixture="$shared/fixtures/third_party/safetensors_cpp_testdata/test/safetensors_abuse_attempt_1.safetensors"
 if [[ -f "$fixture" ]]; then
   echo
