@@ -1,0 +1,377 @@
+// GPTQ's cost on DeepSeek-V3-sized expert projections, as fractions of this machine's SGEMM
+// rate measured in the same run (Eigen, float, the project's own compile flags):
+//   1. one 2048 x 7168 weight (out x in) with 4096 calibration tokens (two samples of 2048),
+//      W4A16 group 128, actorder static, dampening 0.1: the Hessian (HessianAccumulator), the
+//      preparation (prepare_inverse_hessian: order, damping, Cholesky, triangular inverse) and
+//      the column loop (run_gptq), each timed on its own;
+//   2. one layer of E experts whose gate and up projections share one Hessian: the inverse
+//      Hessian prepared once for all 2E matrices versus once per matrix (what a per-Linear
+//      flow such as upstream llm-compressor does), through the plugin's Quantizer interface.
+// Targets (issue acceptance): Hessian >= 0.5 of SGEMM, quantize step >= 0.3 of SGEMM. The
+// torch reference's times on the reference machine class are printed for orientation.
+// The plugin's sources are compiled into this program (as tests/golden does) so that the
+// preparation and the loop can be timed apart.
+//
+// Usage: moequant_gptq_bench [threads] [--threads N] [--rows N] [--cols K] [--tokens T]
+//                            [--samples S] [--experts E | --full] [--repeats R]
+//   defaults: 2 threads, N=2048, K=7168, T=4096, S=2, E=8 (--full: E=32, the issue's size;
+//   --experts 0 skips part 2), R=1 (best of R runs for the timings of part 1).
+
+#include "bench_timing.hpp"
+
+#include "gptq_scheme.hpp"
+#include "gptq_solver.hpp"
+#include "integer_mapping.hpp"
+#include "integer_quantizer.hpp"
+#include "inverse_hessian.hpp"
+
+#include <moequant/dtype_convert.hpp>
+#include <moequant/hessian.hpp>
+#include <moequant/parallel.hpp>
+#include <moequant/tensor.hpp>
+
+#include <Eigen/Cholesky>
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+using namespace moequant;
+using moequant::bench::best_seconds;
+
+namespace {
+
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+
+// splitmix64 draws, uniform in [0, 1) and approximately normal (Irwin-Hall of four), the
+// generator `moequant synth --activations` uses.
+class Draws {
+public:
+    explicit Draws(std::uint64_t seed) : state_(seed) {}
+    double uniform() {
+        state_ += 0x9E3779B97F4A7C15ull;
+        std::uint64_t z = state_;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return static_cast<double>((z ^ (z >> 31)) >> 40) * 0x1p-24;
+    }
+    double normal() { return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508075688772; }
+
+private:
+    std::uint64_t state_;
+};
+
+// BF16 weights of about N(0, 0.02), [rows, cols] row-major.
+std::vector<std::uint16_t> random_weight(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+    Draws d(seed);
+    std::vector<std::uint16_t> w(static_cast<std::size_t>(rows * cols));
+    for (auto& v : w) v = f32_to_bf16(static_cast<float>(0.02 * d.normal()));
+    return w;
+}
+
+// BF16-exact activations [tokens, cols] with per-channel scales (powers of two from 1/4 to 4,
+// 2% of the channels 16x larger) and offsets, like `synth --activations`.
+std::vector<float> random_activations(std::int64_t tokens, std::int64_t cols, std::uint64_t seed) {
+    Draws d(seed);
+    std::vector<double> scale(cols), offset(cols);
+    for (std::int64_t c = 0; c < cols; ++c) {
+        scale[c] = std::ldexp(d.uniform() < 0.02 ? 16.0 : 1.0, static_cast<int>(std::floor(d.uniform() * 5)) - 2);
+        offset[c] = 0.25 * d.normal();
+    }
+    std::vector<float> x(static_cast<std::size_t>(tokens * cols));
+    for (std::int64_t i = 0; i < tokens * cols; ++i)
+        x[i] = bf16_to_f32(f32_to_bf16(static_cast<float>((d.normal() + offset[i % cols]) * scale[i % cols])));
+    return x;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The reference: C = A B for n x n float matrices, in multiply-adds per second. With one
+// thread a plain Eigen product (Eigen is single-threaded in this build: no OpenMP); with more,
+// moequant::parallel_for over column blocks of B and C, each block an Eigen product.
+double sgemm_rate(std::int64_t n, std::size_t threads, int repeats) {
+    Matrix a = Matrix::Random(n, n), b = Matrix::Random(n, n), c = Matrix::Zero(n, n);
+    double t;
+    if (threads == 1) {
+        t = best_seconds(repeats, [&] { c.noalias() = a * b; });
+    } else {
+        const std::int64_t blocks = static_cast<std::int64_t>(threads) * 4;
+        const std::int64_t width = (n + blocks - 1) / blocks;
+        t = best_seconds(repeats, [&] {
+            parallel_for(0, static_cast<std::size_t>(blocks), 1, [&](std::size_t first, std::size_t last) {
+                for (std::size_t i = first; i < last; ++i) {
+                    const std::int64_t c0 = static_cast<std::int64_t>(i) * width, cn = std::min(width, n - c0);
+                    if (cn > 0) c.middleCols(c0, cn).noalias() = a * b.middleCols(c0, cn);
+                }
+            });
+        });
+    }
+    volatile float sink = c(n - 1, n - 1);
+    (void)sink;
+    return static_cast<double>(n) * n * n / t;
+}
+
+struct LoopInputs {
+    std::vector<float> scales;          // F32 values of the BF16 observer scales, [rows, groups]
+    std::vector<std::int32_t> group_of; // group of permuted position j
+    std::int64_t groups = 0;
+};
+
+// What IntegerQuantizer::quantize_calibrated builds before run_gptq with actorder static:
+// BF16 min-max scales over the original contiguous groups, group_of[j] = order[j] / group.
+LoopInputs loop_inputs(const std::vector<float>& w, std::int64_t rows, std::int64_t cols, const gptq::InverseHessian& p,
+                       const gptq::Scheme& scheme) {
+    LoopInputs in;
+    const std::int64_t group = scheme.group_size ? scheme.group_size : cols;
+    in.groups = cols / group;
+    in.scales.resize(static_cast<std::size_t>(rows * in.groups));
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t g = 0; g < in.groups; ++g) {
+            float absmax = 0;
+            for (std::int64_t c = g * group; c < (g + 1) * group; ++c) absmax = std::max(absmax, std::fabs(w[r * cols + c]));
+            in.scales[r * in.groups + g] = bf16_to_f32(gptq::observer_scale(absmax, scheme));
+        }
+    in.group_of.resize(static_cast<std::size_t>(cols));
+    for (std::int64_t j = 0; j < cols; ++j) in.group_of[j] = static_cast<std::int32_t>(p.order[j] / group);
+    return in;
+}
+
+struct Args {
+    std::size_t threads = 2;
+    std::int64_t rows = 2048, cols = 7168, tokens = 4096, samples = 2, experts = 8;
+    int repeats = 1;
+};
+
+[[noreturn]] void usage(const char* why) {
+    std::fprintf(stderr,
+                 "%s\nusage: moequant_gptq_bench [threads] [--threads N] [--rows N] [--cols K] [--tokens T] [--samples S]\n"
+                 "                            [--experts E | --full] [--repeats R]\n",
+                 why);
+    std::exit(2);
+}
+
+Args parse_args(int argc, char** argv) {
+    Args a;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        auto number = [&]() -> std::int64_t {
+            if (i + 1 >= argc) usage(("missing value after " + arg).c_str());
+            char* end = nullptr;
+            const long long v = std::strtoll(argv[++i], &end, 10);
+            if (*end != '\0' || v < 0) usage(("bad value for " + arg + ": " + argv[i]).c_str());
+            return v;
+        };
+        if (arg == "--threads")
+            a.threads = static_cast<std::size_t>(number());
+        else if (arg == "--rows")
+            a.rows = number();
+        else if (arg == "--cols")
+            a.cols = number();
+        else if (arg == "--tokens")
+            a.tokens = number();
+        else if (arg == "--samples")
+            a.samples = number();
+        else if (arg == "--experts")
+            a.experts = number();
+        else if (arg == "--full")
+            a.experts = 32;
+        else if (arg == "--repeats")
+            a.repeats = static_cast<int>(number());
+        else if (arg == "-h" || arg == "--help")
+            usage("GPTQ timings as fractions of SGEMM");
+        else if (i == 1 && !arg.empty() && arg.find_first_not_of("0123456789") == std::string::npos)
+            a.threads = static_cast<std::size_t>(std::stoll(arg));
+        else
+            usage(("unknown argument " + arg).c_str());
+    }
+    if (a.threads < 1 || a.rows < 1 || a.cols < 128 || a.cols % 128 != 0 || a.tokens < 1 || a.samples < 1 ||
+        a.repeats < 1)
+        usage("need threads, rows, tokens, samples, repeats >= 1 and cols a positive multiple of 128");
+    return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const auto start = std::chrono::steady_clock::now();
+    const Args args = parse_args(argc, argv);
+    const std::int64_t n = args.rows, k = args.cols, tokens = args.tokens;
+    const std::size_t threads = args.threads;
+    set_max_threads(threads);
+
+    gptq::Scheme scheme;  // W4A16, group 128, actorder static, dampening 0.1
+    scheme.bits = 4;
+    scheme.group_size = 128;
+    scheme.actorder = gptq::ActOrder::static_order;
+    scheme.dampening_frac = 0.1;
+
+    std::printf("GPTQ %s group %lld, actorder static, dampening %.2g: weight N=%lld rows (out) x K=%lld cols (in), "
+                "T=%lld calibration tokens in %lld samples, %zu threads\n",
+                scheme.name().c_str(), static_cast<long long>(scheme.group_size), scheme.dampening_frac,
+                static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(tokens),
+                static_cast<long long>(args.samples), threads);
+    std::printf("random data: BF16 weights ~N(0, 0.02); BF16-exact activations with per-channel scales and offsets\n");
+
+    // ---- reference ----
+    const std::int64_t gemm_n = 2048;
+    const double gemm_1 = sgemm_rate(gemm_n, 1, 3);
+    const double gemm_t = threads == 1 ? gemm_1 : sgemm_rate(gemm_n, threads, 3);
+    std::printf("\nreference: Eigen SGEMM %lldx%lld * %lldx%lld (F32, this build's flags, Eigen SIMD: %s)\n",
+                static_cast<long long>(gemm_n), static_cast<long long>(gemm_n), static_cast<long long>(gemm_n),
+                static_cast<long long>(gemm_n), Eigen::SimdInstructionSetsInUse());
+    std::printf("  1 thread:   %6.1f G multiply-add/s\n", gemm_1 / 1e9);
+    std::printf("  %zu threads: %6.1f G multiply-add/s (parallel_for over %zu column blocks) = %.2f x 1 thread\n", threads,
+                gemm_t / 1e9, threads * 4, gemm_t / gemm_1);
+    std::printf("  fractions below = useful multiply-adds / time / %zu-thread SGEMM rate\n", threads);
+
+    // ---- data ----
+    const std::vector<std::uint16_t> weight_bf16 = random_weight(n, k, 1);
+    std::vector<float> weight(weight_bf16.size());
+    convert_bf16_to_f32(weight_bf16.data(), weight.data(), weight.size());
+    const std::vector<float> x = random_activations(tokens, k, 2);
+
+    // ---- 1a. Hessian ----
+    const std::int64_t per_sample = (tokens + args.samples - 1) / args.samples;
+    double t_add = 0, t_finish = 0;
+    Tensor hessian;
+    const double t_hessian = best_seconds(args.repeats, [&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        HessianAccumulator acc(k);
+        for (std::int64_t t = 0; t < tokens; t += per_sample) acc.add(x.data() + t * k, std::min(per_sample, tokens - t));
+        const double added = seconds_since(t0);
+        hessian = acc.finish(args.samples);
+        const double total = seconds_since(t0);
+        if (t_add == 0 || total < t_add + t_finish) {
+            t_add = added;
+            t_finish = total - added;
+        }
+    });
+    const double mac_hessian = static_cast<double>(k) * (k + 1) / 2 * tokens;
+    std::printf("\n1a. Hessian (HessianAccumulator(K), add() per sample, finish(%lld)):\n", static_cast<long long>(args.samples));
+    std::printf("  useful multiply-adds K(K+1)/2*T = %.3g (H is symmetric: only its distinct entries are needed)\n", mac_hessian);
+    std::printf("  %.2f s (construct+add %.2f s, finish %.2f s) = %.3f of SGEMM   [target >= 0.5; torch 2.7-3.4 s]\n",
+                t_hessian, t_add, t_finish, mac_hessian / t_hessian / gemm_t);
+
+    // ---- 1b. quantize step ----
+    gptq::InverseHessian prepared;
+    const double t_prepare = best_seconds(args.repeats, [&] { prepared = gptq::prepare_inverse_hessian(hessian, scheme); });
+    if (!prepared.factored) std::printf("  WARNING: H was not positive definite; GPTQ fell back to rounding\n");
+    LoopInputs in;
+    const double t_setup = best_seconds(args.repeats, [&] { in = loop_inputs(weight, n, k, prepared, scheme); });
+    gptq::GptqResult result;
+    const double t_loop = best_seconds(args.repeats, [&] {
+        result = gptq::run_gptq(weight.data(), n, prepared, scheme, in.scales, in.groups, in.group_of);
+    });
+    const double mac_prepare = static_cast<double>(k) * k * k / 3;
+    const double mac_loop_lazy = static_cast<double>(n) * k * k / 2;
+    const double mac_loop_block = static_cast<double>(n) * k * 128 / 2;
+    const double mac_loop = mac_loop_lazy + mac_loop_block;
+    const double t_quantize = t_prepare + t_loop;
+    std::printf("\n1b. quantize step (prepare_inverse_hessian, then run_gptq):\n");
+    std::printf("  useful multiply-adds: prepare K^3/3 = %.3g (Cholesky K^3/6 + triangular inverse K^3/6);\n", mac_prepare);
+    std::printf("    loop N*K^2/2 + N*K*128/2 = %.3g + %.3g (lazy block updates + in-block rank-1 updates)\n", mac_loop_lazy,
+                mac_loop_block);
+    std::printf("  prepare          %6.2f s = %.3f of SGEMM\n", t_prepare, mac_prepare / t_prepare / gemm_t);
+    std::printf("  column loop      %6.2f s = %.3f of SGEMM   (loss %.4g)\n", t_loop, mac_loop / t_loop / gemm_t, result.loss);
+    std::printf("  prepare + loop   %6.2f s = %.3f of SGEMM   [target >= 0.3; torch 8.0-10.7 s]\n", t_quantize,
+                (mac_prepare + mac_loop) / t_quantize / gemm_t);
+    std::printf("  (not counted above: scales and group_of before the loop %.3f s)\n", t_setup);
+
+    // The same matrix through the plugin's interface: BF16 decoding, scales, loop and packing.
+    gptq::IntegerQuantizer quantizer(true, scheme);
+    const TensorView gate_view{DType::BF16, {n, k}, std::as_bytes(std::span<const std::uint16_t>(weight_bf16))};
+    const double t_calibrated =
+        best_seconds(args.repeats, [&] { quantizer.quantize_calibrated(gate_view, prepared, {}); });
+    std::printf("  IntegerQuantizer::quantize_calibrated (decode, scales, loop, packing) %.2f s = loop + %.2f s\n",
+                t_calibrated, t_calibrated - t_loop);
+
+    // Where the preparation's time goes: Eigen's LLT alone on the same damped matrix (what
+    // prepare_inverse_hessian calls; single-threaded), the rest is the permutation, the
+    // parallel triangular inverse and the copy into U.
+    {
+        Matrix m = Eigen::Map<const Matrix>(hessian.data_as<float>(), k, k);
+        double diagonal = 0;
+        for (std::int64_t i = 0; i < k; ++i) diagonal += m(i, i) == 0 ? 1.0f : m(i, i);
+        const float damp = static_cast<float>(scheme.dampening_frac) * static_cast<float>(diagonal / k);
+        for (std::int64_t i = 0; i < k; ++i) m(i, i) = (m(i, i) == 0 ? 1.0f : m(i, i)) + damp;
+        Matrix work(k, k);
+        double t_llt = 1e30;
+        for (int r = 0; r < args.repeats; ++r) {
+            work = m;
+            const auto t0 = std::chrono::steady_clock::now();
+            Eigen::LLT<Eigen::Ref<Matrix>> llt(work);
+            t_llt = std::min(t_llt, seconds_since(t0));
+            if (llt.info() != Eigen::Success) std::printf("  WARNING: LLT failed\n");
+        }
+        const double mac_llt = static_cast<double>(k) * k * k / 6;
+        std::printf("  of prepare: Eigen LLT (K^3/6, runs on 1 thread) alone %.2f s = %.0f%% of prepare, %.3f of %zu-thread SGEMM"
+                    " (%.3f of 1-thread)\n",
+                    t_llt, 100 * t_llt / t_prepare, mac_llt / t_llt / gemm_t, threads, mac_llt / t_llt / gemm_1);
+    }
+
+    // ---- 2. shared gate/up Hessian vs per-Linear ----
+    if (args.experts > 0) {
+        const std::int64_t e = args.experts, matrices = 2 * e;
+        // Two distinct weights (gate and up) stand for every expert's: the time does not depend
+        // on the values, and 2E distinct matrices would not fit in memory at the issue's size.
+        const std::vector<std::uint16_t> up_bf16 = random_weight(n, k, 3);
+        const TensorView views[2] = {
+            gate_view, TensorView{DType::BF16, {n, k}, std::as_bytes(std::span<const std::uint16_t>(up_bf16))}};
+        std::printf("\n2. one layer of E=%lld experts: 2E=%lld gate/up matrices of %lldx%lld seeing the same inputs "
+                    "(IntegerQuantizer prepare_calibration + quantize_calibrated, scales and packing included)\n",
+                    static_cast<long long>(e), static_cast<long long>(matrices), static_cast<long long>(n),
+                    static_cast<long long>(k));
+        std::fflush(stdout);
+
+        // (a) one shared preparation.
+        double shared_prep = 0, shared_quant = 0;
+        {
+            auto t0 = std::chrono::steady_clock::now();
+            auto calibration = quantizer.prepare_calibration(hessian, {});
+            shared_prep = seconds_since(t0);
+            t0 = std::chrono::steady_clock::now();
+            for (std::int64_t m = 0; m < matrices; ++m) quantizer.quantize_calibrated(views[m % 2], *calibration, {});
+            shared_quant = seconds_since(t0);
+        }
+        const double shared = shared_prep + shared_quant;
+        std::printf("  (a) shared: prepare once %.2f s + %lld quantizes %.2f s = %.2f s\n", shared_prep,
+                    static_cast<long long>(matrices), shared_quant, shared);
+        std::fflush(stdout);
+
+        // (b) per-Linear: a preparation for every matrix.
+        double per_prep = 0, per_quant = 0;
+        for (std::int64_t m = 0; m < matrices; ++m) {
+            auto t0 = std::chrono::steady_clock::now();
+            auto calibration = quantizer.prepare_calibration(hessian, {});
+            per_prep += seconds_since(t0);
+            t0 = std::chrono::steady_clock::now();
+            quantizer.quantize_calibrated(views[m % 2], *calibration, {});
+            per_quant += seconds_since(t0);
+        }
+        const double per_linear = per_prep + per_quant;
+        std::printf("  (b) per-Linear: %lld x (prepare + quantize) = %.2f s (prepare %.2f s, quantize %.2f s)\n",
+                    static_cast<long long>(matrices), per_linear, per_prep, per_quant);
+
+        // Ideal ratio from the mean measured prepare and per-matrix quantize times.
+        const double prep = (shared_prep + per_prep) / (1 + matrices);
+        const double quant = (shared_quant + per_quant) / (2 * matrices);
+        const double ideal = (matrices * (prep + quant)) / (prep + matrices * quant);
+        std::printf("  speed-up of shared over per-Linear: %.2fx; ideal 2E(prep+loop)/(prep+2E*loop) = %.2fx "
+                    "(mean prep %.2f s, mean quantize %.2f s per matrix)\n",
+                    per_linear / shared, ideal, prep, quant);
+    }
+
+    std::printf("\ntotal run time %.1f s\n", seconds_since(start));
+    return 0;
+}
