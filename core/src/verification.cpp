@@ -117,10 +117,9 @@ void check_gemv(const Quantizer& quantizer, const QuantizedTensor& stored, const
     check.gemv_rel_error = ref_energy > 0 ? std::sqrt(diff_energy / ref_energy) : std::sqrt(diff_energy);
 }
 
-// Output error on the calibration data relative to the source's output energy.
-double relative_output_error(const Tensor& hessian, const std::vector<float>& source, const float* decoded, std::int64_t rows) {
-    const std::vector<float> zero(source.size(), 0.0f);
-    const double energy = output_error(hessian, source.data(), zero.data(), rows);
+// Output error on the calibration data, relative to the source's output energy `energy`.
+double relative_output_error(const Tensor& hessian, const std::vector<float>& source, const float* decoded,
+                             std::int64_t rows, double energy) {
     const double error = output_error(hessian, decoded, source.data(), rows);
     return energy > 0 ? error / energy : error;
 }
@@ -147,10 +146,12 @@ void check_part(const VerificationJob& job, const StoredPartKey& key, const Tens
     auto add = [&](const std::string& p) { problem += (problem.empty() ? "" : "; ") + p; };
     if (auto p = job.quantizer->stored_problem(stored.tensor, source_part.view()); !p.empty()) add(p);
     if (hessian) {
-        check.output_error = relative_output_error(*hessian, source, decoded.data_as<float>(), check.rows);
+        const std::vector<float> zero(source.size(), 0.0f);
+        const double energy = output_error(*hessian, source.data(), zero.data(), check.rows);
+        check.output_error = relative_output_error(*hessian, source, decoded.data_as<float>(), check.rows, energy);
         if (job.reference) {
             const Tensor reference = job.reference->dequantize(job.reference->quantize(source_part.view(), {}), shape);
-            check.reference_output_error = relative_output_error(*hessian, source, reference.data_as<float>(), check.rows);
+            check.reference_output_error = relative_output_error(*hessian, source, reference.data_as<float>(), check.rows, energy);
             if (job.quantizer->uses_calibration() && *check.output_error > *check.reference_output_error)
                 add("output error on the calibration data " + std::to_string(*check.output_error) + " exceeds " +
                     std::string(job.reference->id()) + "'s " + std::to_string(*check.reference_output_error));

@@ -7,6 +7,7 @@
 // time, so memory stays bounded by the largest tensor.
 
 #include "copied_tensors.hpp"
+#include "model_config_file.hpp"
 #include "written_files.hpp"
 
 #include <moequant/digest.hpp>
@@ -16,19 +17,15 @@
 #include <moequant/plugin.hpp>
 #include <moequant/sharded_writer.hpp>
 
-#include <boost/json.hpp>
 
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace {
 
 using namespace moequant;
 using namespace moequant::formats;
 namespace fs = std::filesystem;
-namespace json = boost::json;
 
 class Bf16Writer;
 
@@ -69,7 +66,7 @@ public:
     std::vector<WrittenFile> finish() override {
         std::vector<WrittenFile> written;
         if (!rest_.empty()) written.push_back(write_shard(rest_shard_, rest_));
-        write_config();
+        write_model_config(c_.source->directory(), c_.directory, std::nullopt);
         written.push_back(describe_written(c_.directory, "config.json"));
         copy_side_files(c_.source->directory(), c_.directory,
                         {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"},
@@ -91,19 +88,6 @@ private:
         for (const auto& name : names) write_copied(writer, *c_.source, *c_.plan, name);
         writer.finish();
         return describe_written(c_.directory, file);
-    }
-
-    // config.json without quantization_config (at the top level and in text_config).
-    void write_config() {
-        std::ifstream in(c_.source->directory() / "config.json", std::ios::binary);
-        std::ostringstream text;
-        text << in.rdbuf();
-        json::value config = json::parse(text.str());
-        if (auto* o = config.if_object()) {
-            o->erase("quantization_config");
-            if (auto* t = o->if_contains("text_config"); t && t->is_object()) t->as_object().erase("quantization_config");
-        }
-        write_file_atomically(c_.directory / "config.json", json::serialize(config) + "\n");
     }
 
     OutputContext c_;

@@ -4,6 +4,7 @@
 
 #include "kt_naming.hpp"
 
+#include <moequant/checkpoint.hpp>
 #include <moequant/output_format.hpp>
 
 #include <map>
@@ -43,5 +44,33 @@ inline void record_method(Options& recorded, const std::string& method) {
     recorded.set("method", method == "INT4" ? "AMXINT4" : method == "INT8" ? "AMXINT8" : method);
     recorded.set("quantizer", kt_quantizer_id(method));
 }
+
+// What moequant's shards record about the job in __metadata__ (the reference converter's record
+// nothing): quantizer, parts, experts, source.
+inline void record_shard_metadata(Options& recorded, const SafetensorsFile& shard) {
+    for (const char* key : {"quantizer", "parts", "experts", "source"})
+        if (auto value = shard.metadata(std::string("moequant.") + key)) recorded.set(key, *value);
+}
+
+// An output stored as a sharded safetensors checkpoint: each part's tensors are tensors of it,
+// read as "shard:tensor".
+class CheckpointPartReader final : public OutputReader {
+public:
+    CheckpointPartReader(Checkpoint checkpoint, StoredPartIndex index, Options recorded)
+        : checkpoint_(std::move(checkpoint)), index_(std::move(index)), recorded_(std::move(recorded)) {}
+
+    Options recorded() const override { return recorded_; }
+    std::vector<StoredPartKey> parts() const override { return keys_of(index_); }
+    StoredPart read(const StoredPartKey& key) const override {
+        return read_stored_part(index_, key, recorded_, [&](const std::string&, const std::string& name) {
+            return std::pair{checkpoint_.shard_of(name) + ":" + name, Tensor::copy_of(checkpoint_.view(name))};
+        });
+    }
+
+private:
+    Checkpoint checkpoint_;
+    StoredPartIndex index_;
+    Options recorded_;
+};
 
 }  // namespace moequant::formats

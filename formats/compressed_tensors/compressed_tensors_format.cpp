@@ -12,6 +12,7 @@
 
 #include "compressed_tensors_reader.hpp"
 #include "copied_tensors.hpp"
+#include "model_config_file.hpp"
 #include "module_names.hpp"
 #include "quantization_config.hpp"
 #include "written_files.hpp"
@@ -21,20 +22,16 @@
 #include <moequant/plugin.hpp>
 #include <moequant/sharded_writer.hpp>
 
-#include <boost/json.hpp>
 
 #include <array>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace {
 
 using namespace moequant;
 using namespace moequant::formats;
 namespace fs = std::filesystem;
-namespace json = boost::json;
 
 constexpr std::array<Projection, 3> projections = {Projection::gate, Projection::up, Projection::down};
 
@@ -132,7 +129,8 @@ public:
             writer.finish();
             written.push_back(describe_written(c_.directory, rest_shard_));
         }
-        write_config();
+        write_model_config(c_.source->directory(), c_.directory,
+                           quantization_config(settings_, ignored_modules(*c_.plan, *c_.source)));
         written.push_back(describe_written(c_.directory, "config.json"));
         copy_side_files(c_.source->directory(), c_.directory,
                         {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
@@ -159,18 +157,6 @@ private:
         for (const auto& l : c_.plan->moe_layers)
             if (l.layer == layer) return l;
         throw Error(ErrorKind::internal, "layer " + std::to_string(layer) + " is not a MoE layer of the plan");
-    }
-
-    // The source's config.json with our quantization_config in place of any FP8 one.
-    void write_config() {
-        std::ifstream in(c_.source->directory() / "config.json", std::ios::binary);
-        std::ostringstream text;
-        text << in.rdbuf();
-        json::value config = json::parse(text.str());
-        json::object& o = config.as_object();
-        if (auto* t = o.if_contains("text_config"); t && t->is_object()) t->as_object().erase("quantization_config");
-        o["quantization_config"] = quantization_config(settings_, ignored_modules(*c_.plan, *c_.source));
-        write_file_atomically(c_.directory / "config.json", json::serialize(config) + "\n");
     }
 
     OutputContext c_;

@@ -1,6 +1,7 @@
 #include "compressed_tensors_reader.hpp"
 
 #include "copied_tensors.hpp"
+#include "model_config_file.hpp"
 #include "stored_parts.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -44,42 +45,12 @@ std::optional<std::pair<StoredPartKey, std::string>> parse_expert_tensor(const s
     return std::pair{StoredPartKey{layer, *expert, *projection, 0}, part};
 }
 
-json::value read_json(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    try {
-        return json::parse(text.str());
-    } catch (const std::exception& e) {
-        throw Error(ErrorKind::input, std::string("is not valid JSON: ") + e.what(), {.file = file.string(), .code = "BadJson"});
-    }
-}
-
-class CompressedTensorsReader final : public OutputReader {
-public:
-    CompressedTensorsReader(Checkpoint checkpoint, StoredPartIndex index, Options recorded)
-        : checkpoint_(std::move(checkpoint)), index_(std::move(index)), recorded_(std::move(recorded)) {}
-
-    Options recorded() const override { return recorded_; }
-    std::vector<StoredPartKey> parts() const override { return keys_of(index_); }
-    StoredPart read(const StoredPartKey& key) const override {
-        return read_stored_part(index_, key, recorded_, [&](const std::string&, const std::string& name) {
-            return std::pair{checkpoint_.shard_of(name) + ":" + name, Tensor::copy_of(checkpoint_.view(name))};
-        });
-    }
-
-private:
-    Checkpoint checkpoint_;
-    StoredPartIndex index_;
-    Options recorded_;
-};
-
 }  // namespace
 
 std::unique_ptr<OutputReader> open_compressed_tensors(const fs::path& directory) {
     const fs::path config_file = directory / "config.json";
     if (!fs::exists(config_file)) return nullptr;
-    const json::value config = read_json(config_file);
+    const json::value config = read_json_file(config_file);
     const json::object* q = nullptr;
     if (const auto* o = config.if_object())
         if (const auto* v = o->if_contains("quantization_config")) q = v->if_object();
@@ -118,11 +89,9 @@ std::unique_ptr<OutputReader> open_compressed_tensors(const fs::path& directory)
                     {.file = directory.string(), .code = "NoQuantizedExperts"});
     const auto& first = index.begin()->second.begin()->second;
     const SafetensorsFile& shard = checkpoint.shard(checkpoint.shard_of(first));
-    if (auto quantizer = shard.metadata("moequant.quantizer")) recorded.set("quantizer", *quantizer);
-    for (const char* key : {"experts", "source"})
-        if (auto value = shard.metadata(std::string("moequant.") + key)) recorded.set(key, *value);
+    record_shard_metadata(recorded, shard);
     recorded.set("parts", "1");
-    return std::make_unique<CompressedTensorsReader>(std::move(checkpoint), std::move(index), std::move(recorded));
+    return std::make_unique<CheckpointPartReader>(std::move(checkpoint), std::move(index), std::move(recorded));
 }
 
 }  // namespace moequant::formats

@@ -31,34 +31,6 @@ std::optional<std::pair<StoredPartKey, std::string>> parse_kt_tensor_name(std::s
     return std::pair{StoredPartKey{*layer, *expert, *projection, static_cast<int>(*part)}, std::string(fields[6])};
 }
 
-class KtSafetensorsReader final : public OutputReader {
-public:
-    KtSafetensorsReader(Checkpoint checkpoint, StoredPartIndex index)
-        : checkpoint_(std::move(checkpoint)), index_(std::move(index)) {
-        // moequant's shards record the job in __metadata__; the reference converter's do not.
-        const auto& first = index_.begin()->second.begin()->second;
-        const SafetensorsFile& shard = checkpoint_.shard(checkpoint_.shard_of(first));
-        if (auto method = shard.metadata("moequant.method")) record_method(recorded_, *method);
-        if (auto quantizer = shard.metadata("moequant.quantizer")) recorded_.set("quantizer", *quantizer);
-        for (const char* key : {"parts", "experts", "source"})
-            if (auto value = shard.metadata(std::string("moequant.") + key)) recorded_.set(key, *value);
-    }
-
-    Options recorded() const override { return recorded_; }
-    std::vector<StoredPartKey> parts() const override { return keys_of(index_); }
-
-    StoredPart read(const StoredPartKey& key) const override {
-        return read_stored_part(index_, key, recorded_, [&](const std::string&, const std::string& name) {
-            return std::pair{checkpoint_.shard_of(name) + ":" + name, Tensor::copy_of(checkpoint_.view(name))};
-        });
-    }
-
-private:
-    Checkpoint checkpoint_;
-    StoredPartIndex index_;
-    Options recorded_;
-};
-
 }  // namespace
 
 std::unique_ptr<OutputReader> open_kt_safetensors(const fs::path& directory) {
@@ -80,7 +52,12 @@ std::unique_ptr<OutputReader> open_kt_safetensors(const fs::path& directory) {
     for (const std::string& name : checkpoint.tensor_names())
         if (auto parsed = parse_kt_tensor_name(name)) index[parsed->first][parsed->second] = name;
     if (index.empty()) return nullptr;  // a safetensors checkpoint, but not a kt output
-    return std::make_unique<KtSafetensorsReader>(std::move(checkpoint), std::move(index));
+    // moequant's shards record the job in __metadata__; the reference converter's do not.
+    Options recorded;
+    const SafetensorsFile& shard = checkpoint.shard(checkpoint.shard_of(index.begin()->second.begin()->second));
+    if (auto method = shard.metadata("moequant.method")) record_method(recorded, *method);
+    record_shard_metadata(recorded, shard);
+    return std::make_unique<CheckpointPartReader>(std::move(checkpoint), std::move(index), std::move(recorded));
 }
 
 }  // namespace moequant::formats

@@ -1,0 +1,41 @@
+// Reading JSON side files and writing an output's config.json: the source's, with any
+// quantization_config (top level and text_config) removed and, for quantized formats, ours put
+// in its place. Header-only, shared by the format modules.
+#pragma once
+
+#include <moequant/error.hpp>
+#include <moequant/output_file.hpp>
+
+#include <boost/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+namespace moequant::formats {
+
+// Error(input, "BadJson") naming the file when it does not parse.
+inline boost::json::value read_json_file(const std::filesystem::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    try {
+        return boost::json::parse(text.str());
+    } catch (const std::exception& e) {
+        throw Error(ErrorKind::input, std::string("is not valid JSON: ") + e.what(), {.file = file.string(), .code = "BadJson"});
+    }
+}
+
+inline void write_model_config(const std::filesystem::path& source_dir, const std::filesystem::path& out_dir,
+                               std::optional<boost::json::object> quantization_config) {
+    boost::json::value config = read_json_file(source_dir / "config.json");
+    if (auto* o = config.if_object()) {
+        o->erase("quantization_config");
+        if (auto* t = o->if_contains("text_config"); t && t->is_object()) t->as_object().erase("quantization_config");
+        if (quantization_config) (*o)["quantization_config"] = std::move(*quantization_config);
+    }
+    write_file_atomically(out_dir / "config.json", boost::json::serialize(config) + "\n");
+}
+
+}  // namespace moequant::formats
