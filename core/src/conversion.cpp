@@ -252,6 +252,15 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
             throw Error(ErrorKind::usage, "calibrated quantization writes one part per matrix, not " + std::to_string(job.parts));
         job.calibration->check_plan(*job.plan);
     }
+    OutputContext context;
+    context.directory = job.output;
+    context.source = job.source;
+    context.config = job.config;
+    context.plan = job.plan;
+    context.quantizer = quantizer;
+    context.parts = job.parts;
+    context.options = job.format_options;
+    job.format->check(context);  // before any file is touched
     // Refuse unsplittable or unpackable shapes before any file is touched.
     if (quantizer && !job.plan->moe_layers.empty()) {
         const ExpertPlan& e = job.plan->moe_layers.front().experts.front();
@@ -274,6 +283,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         }
     }
 
+
     RunManifest manifest = prepare_output(job);
     if (job.resume_layer) {
         for (const auto& layer : job.plan->moe_layers)
@@ -289,14 +299,6 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     // Before any output file: a run killed at any point leaves a folder a rerun recognises.
     manifest.save(job.output);
 
-    OutputContext context;
-    context.directory = job.output;
-    context.source = job.source;
-    context.config = job.config;
-    context.plan = job.plan;
-    context.quantizer = quantizer;
-    context.parts = job.parts;
-    context.options = job.format_options;
     std::unique_ptr<OutputWriter> writer = job.format->create(context);
 
     ConversionResult result;

@@ -75,7 +75,6 @@ private:
 class CtWriter final : public OutputWriter {
 public:
     explicit CtWriter(const OutputContext& c) : c_(c), sharded_(c.directory), settings_(c.quantizer->settings()) {
-        if (!c.options.get_bool("allow_unaligned", false)) refuse_unaligned(*c.plan, settings_);
         std::set<std::int64_t> moe;
         for (const auto& l : c.plan->moe_layers) {
             moe.insert(l.layer);
@@ -182,10 +181,14 @@ public:
     std::string_view description() const override {
         return "compressed-tensors pack-quantized checkpoint (W4A16/W8A16 experts) for vLLM and SGLang";
     }
-    std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
+    void check(const OutputContext& context) const override {
         if (!context.quantizer) throw Error(ErrorKind::usage, "compressed-tensors needs a quantizer");
         if (context.parts != 1)
             throw Error(ErrorKind::usage, "compressed-tensors stores one part per expert matrix, not " + std::to_string(context.parts));
+        if (!context.options.get_bool("allow_unaligned", false)) refuse_unaligned(*context.plan, context.quantizer->settings());
+    }
+    std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
+        check(context);
         return std::make_unique<CtWriter>(context);
     }
     std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_compressed_tensors(directory); }

@@ -5,13 +5,16 @@
 // the unquantized Linear modules actually written; FP8 is dequantized, MTP layers are not
 // written; bad calibration input and unsupported requests fail with one clear line.
 
+#include "checkpoint_rewrite.hpp"
 #include "test_support.hpp"
 
 #include <moequant/safetensors_reader.hpp>
+#include <moequant/safetensors_writer.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <functional>
 #include <set>
 
 using namespace moequant;
@@ -245,6 +248,142 @@ BOOST_AUTO_TEST_CASE(bad_calibration_and_requests_fail_with_one_clear_line) {
         BOOST_TEST(r.exit_code == 2, bad[0] << ": " << r.err);
         BOOST_TEST(one_line(r), r.err);
     }
+}
+
+namespace {
+
+// A recorded-activations file of `rows` tokens for the given layers, with `lengths` as sample_lengths.
+void write_activations(const fs::path& file, const std::vector<std::int64_t>& layers, std::int64_t rows,
+                       std::int64_t hidden, const std::vector<std::int64_t>& lengths, DType lengths_dtype = DType::I64) {
+    std::vector<TensorSpec> specs;
+    for (auto l : layers) specs.push_back({"layers." + std::to_string(l) + ".moe_input", DType::BF16, {rows, hidden}});
+    specs.push_back({"sample_lengths", lengths_dtype, {static_cast<std::int64_t>(lengths.size())}});
+    SafetensorsWriter w(file, specs);
+    const std::vector<std::uint16_t> values(static_cast<std::size_t>(rows * hidden), 0x3F80);  // 1.0
+    for (auto l : layers) w.write("layers." + std::to_string(l) + ".moe_input", std::as_bytes(std::span(values)));
+    if (lengths_dtype == DType::I64) {
+        w.write("sample_lengths", std::as_bytes(std::span(lengths)));
+    } else {
+        std::vector<std::int32_t> narrow(lengths.begin(), lengths.end());
+        w.write("sample_lengths", std::as_bytes(std::span(narrow)));
+    }
+    w.finish();
+}
+
+}  // namespace
+
+// Every malformed activations file is refused before the output folder exists, with exit 3 and
+// one line naming the file's tensor and the reason.
+BOOST_AUTO_TEST_CASE(malformed_activation_files_are_refused_naming_the_tensor) {
+    TempDir dir;
+    synth(dir / "src", {"mixtral", "bf16", "per-expert"}, dir / "good.safetensors");
+    const std::int64_t hidden = 256;
+    const std::vector<std::int64_t> layers = {0, 1};
+    struct Bad {
+        std::string name;
+        std::function<void(const fs::path&)> write;
+        std::vector<std::string> expected;
+    };
+    const std::vector<Bad> cases = {
+        {"rows", [&](const fs::path& f) { write_activations(f, layers, 40, hidden, {16, 16}); },
+         {"layers.0.moe_input", "BadCalibration", "[32, hidden]"}},
+        {"negative", [&](const fs::path& f) { write_activations(f, layers, 16, hidden, {20, -4}); },
+         {"sample_lengths", "BadCalibration", "negative"}},
+        {"empty", [&](const fs::path& f) { write_activations(f, layers, 0, hidden, {0, 0}); },
+         {"sample_lengths", "BadCalibration", "no tokens"}},
+        {"i32", [&](const fs::path& f) { write_activations(f, layers, 32, hidden, {16, 16}, DType::I32); },
+         {"sample_lengths", "BadCalibration", "I64"}},
+        {"layer", [&](const fs::path& f) { write_activations(f, {0}, 32, hidden, {16, 16}); },
+         {"layers.1.moe_input", "MissingTensor"}},
+        {"width", [&](const fs::path& f) { write_activations(f, layers, 32, 128, {16, 16}); },
+         {"layers.0.moe_input", "BadCalibration", "hidden_size is 256"}},
+    };
+    for (const auto& c : cases) {
+        BOOST_TEST_CONTEXT(c.name) {
+            const fs::path file = dir / (c.name + ".safetensors");
+            c.write(file);
+            const fs::path out = dir / ("out_" + c.name);
+            auto r = run_gptq(dir / "src", out, {"--calibration-activations", file.string()});
+            BOOST_TEST(r.exit_code == 3, r.err);
+            BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+            for (const auto& part : c.expected) BOOST_TEST(contains(r.err, part), "missing '" << part << "' in " << r.err);
+            BOOST_TEST(!fs::exists(out));
+        }
+    }
+}
+
+// Expert shapes vLLM/SGLang's Marlin kernels cannot run are refused before any file is touched;
+// --allow-unaligned lifts that rule, and the quantizer's own group rule still holds.
+BOOST_AUTO_TEST_CASE(unaligned_expert_shapes_are_refused_before_any_file) {
+    TempDir dir;
+    synth(dir / "src", {"mixtral", "bf16", "per-expert"}, dir / "act.safetensors");
+    const std::int64_t inter = 192, hidden = 256;  // N % 64 holds, K = 192 of down (w2) breaks K % 128
+    rewrite(dir / "src", dir / "odd",
+            [&](const std::string& name, std::optional<Replacement>& r) {
+                const bool gate_up = name.ends_with(".w1.weight") || name.ends_with(".w3.weight");
+                if (!contains(name, ".experts.") || !(gate_up || name.ends_with(".w2.weight"))) return true;
+                const Shape shape = gate_up ? Shape{inter, hidden} : Shape{hidden, inter};
+                r = Replacement{{name, DType::BF16, shape}, std::vector<std::uint8_t>(static_cast<std::size_t>(inter * hidden * 2), 0)};
+                return true;
+            },
+            [&](json::object& c) { c["intermediate_size"] = inter; });
+    auto refused = run_gptq(dir / "odd", dir / "o1", {"--quant_method", "RTN"});
+    BOOST_TEST(refused.exit_code == 3, refused.err);
+    BOOST_TEST(contains(refused.err, "UnalignedShape"), refused.err);
+    BOOST_TEST(contains(refused.err, "w2.weight"), refused.err);
+    BOOST_TEST(contains(refused.err, "Marlin"), refused.err);
+    BOOST_TEST(!fs::exists(dir / "o1"));
+    auto still = run_gptq(dir / "odd", dir / "o2", {"--quant_method", "RTN", "--allow-unaligned"});
+    BOOST_TEST(still.exit_code == 3, still.err);
+    BOOST_TEST(contains(still.err, "group size 128"), still.err);
+    BOOST_TEST(!fs::exists(dir / "o2"));
+}
+
+// verify fails a compressed-tensors output whose stored bytes are wrong: a scale that is not the
+// observer's, codes that make GPTQ worse than RTN on the calibration data; and refuses an
+// unfinished one.
+BOOST_AUTO_TEST_CASE(verify_fails_damaged_compressed_tensors_outputs) {
+    TempDir dir;
+    const fs::path activations = dir / "act.safetensors";
+    synth(dir / "src", {"qwen3_moe", "bf16", "per-expert"}, activations);
+    BOOST_REQUIRE(run_gptq(dir / "src", dir / "out", {"--calibration-activations", activations.string()}).exit_code == 0);
+    auto verify = [&](const fs::path& out) {
+        return run_moequant({"verify", "--source", (dir / "src").string(), "--converted", out.string(), "--quiet",
+                             "--calibration-activations", activations.string()});
+    };
+    // Rewrites one tensor of the output in place (same size).
+    auto damage = [&](const fs::path& out, const std::string& tensor, const std::function<void(std::uint8_t*, std::size_t)>& edit) {
+        const auto index = json::parse(read_text(out / "model.safetensors.index.json")).as_object();
+        const fs::path shard = out / std::string(index.at("weight_map").at(tensor).as_string());
+        std::vector<std::uint8_t> bytes = read_bytes(shard);
+        SafetensorsFile file = SafetensorsFile::open(shard);
+        const TensorInfo& info = file.info(tensor);
+        edit(bytes.data() + file.data_start() + info.begin, info.size_bytes());
+        write_bytes(shard, bytes);
+    };
+    const std::string module = "model.layers.0.mlp.experts.1.down_proj";
+
+    fs::copy(dir / "out", dir / "scale", fs::copy_options::recursive);
+    damage(dir / "scale", module + ".weight_scale", [](std::uint8_t* p, std::size_t) { p[1] ^= 0x01; });
+    auto bad_scale = verify(dir / "scale");
+    BOOST_TEST(bad_scale.exit_code == 6, bad_scale.out);
+    BOOST_TEST(contains(bad_scale.out, "weight_scale value(s) differ from the min-max observer's"), bad_scale.out);
+    BOOST_TEST(contains(bad_scale.out, module), bad_scale.out);
+
+    fs::copy(dir / "out", dir / "codes", fs::copy_options::recursive);
+    damage(dir / "codes", module + ".weight_packed", [](std::uint8_t* p, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) p[i] ^= 0x77;  // every nibble moved far from its code
+    });
+    auto bad_codes = verify(dir / "codes");
+    BOOST_TEST(bad_codes.exit_code == 6, bad_codes.out);
+    BOOST_TEST(contains(bad_codes.out, "exceeds rtn's"), bad_codes.out);
+
+    fs::copy(dir / "out", dir / "unfinished", fs::copy_options::recursive);
+    fs::remove(dir / "unfinished" / "model.safetensors.index.json");
+    auto unfinished = verify(dir / "unfinished");
+    BOOST_TEST(unfinished.exit_code == 3, unfinished.err);
+    BOOST_TEST(contains(unfinished.err, "IncompleteOutput"), unfinished.err);
+    BOOST_TEST(verify(dir / "out").exit_code == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -2,6 +2,7 @@
 // config key, with exit code 3. They are made by synthesizing a good checkpoint and rewriting
 // it with one defect.
 
+#include "checkpoint_rewrite.hpp"
 #include "test_support.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -22,52 +23,6 @@ namespace {
 void synth(const fs::path& out, const std::string& family, const std::string& dtype, const std::string& layout = "per-expert") {
     auto r = run_moequant({"synth", "--family", family, "--dtype", dtype, "--layout", layout, "--out", out.string()});
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-}
-
-// A tensor to write instead of (or in addition to) the original: spec plus bytes.
-struct Replacement {
-    TensorSpec spec;
-    std::vector<std::uint8_t> bytes;
-};
-
-// Copies `from` into `to` shard by shard; `edit` may drop a tensor (return false) or replace
-// it. `config_edit` changes config.json.
-void rewrite(const fs::path& from, const fs::path& to,
-             const std::function<bool(const std::string&, std::optional<Replacement>&)>& edit,
-             const std::function<void(json::object&)>& config_edit = {}) {
-    fs::create_directories(to);
-    for (const auto& e : fs::directory_iterator(from))
-        if (e.path().extension() != ".safetensors" && e.path().filename() != "model.safetensors.index.json")
-            fs::copy_file(e.path(), to / e.path().filename());
-    if (config_edit) {
-        auto config = json::parse(read_text(to / "config.json")).as_object();
-        config_edit(config);
-        write_text(to / "config.json", json::serialize(config));
-    }
-    Checkpoint source = Checkpoint::open(from);
-    ShardedSafetensorsWriter out(to);
-    for (const auto& shard_name : source.shard_names()) {
-        const SafetensorsFile& shard = source.shard(shard_name);
-        std::vector<TensorSpec> specs;
-        std::map<std::string, std::vector<std::uint8_t>> data;
-        for (const auto& t : shard.tensors()) {
-            std::optional<Replacement> replacement;
-            if (!edit(t.name, replacement)) continue;
-            if (replacement) {
-                specs.push_back(replacement->spec);
-                data[replacement->spec.name] = replacement->bytes;
-            } else {
-                specs.push_back({t.name, t.dtype, t.shape});
-                auto v = shard.view(t);
-                data[t.name].assign(reinterpret_cast<const std::uint8_t*>(v.data()),
-                                    reinterpret_cast<const std::uint8_t*>(v.data()) + v.size_bytes());
-            }
-        }
-        SafetensorsWriter w = out.open_shard(shard_name, specs);
-        for (const auto& s : specs) w.write(s.name, std::as_bytes(std::span<const std::uint8_t>(data[s.name])));
-        w.finish();
-    }
-    out.write_index();
 }
 
 void expect_plan_error(const fs::path& ckpt, const std::vector<std::string>& parts, std::vector<std::string> extra = {}) {

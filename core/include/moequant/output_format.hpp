@@ -111,6 +111,11 @@ public:
     // False for formats that copy or convert tensors without a quantizer (bf16-safetensors).
     virtual bool needs_quantizer() const { return true; }
 
+    // Refuses a job the format cannot write (e.g. shapes its runtime cannot run), with
+    // Error(input) naming the tensor. Called before any file is touched; context.directory
+    // may not exist yet.
+    virtual void check(const OutputContext& /*context*/) const {}
+
     virtual std::unique_ptr<OutputWriter> create(const OutputContext& context) const = 0;
     // Opens `directory` for reading when it holds a complete output of this format (recognised
     // by its own files, whoever wrote them); null when it is not this format's. Throws

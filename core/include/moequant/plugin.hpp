@@ -52,7 +52,7 @@
 //              OutputFile::Durability.
 //   6 (0.1.0): Quantizer::configure(), settings(), uses_calibration(), prepare_calibration()
 //              and quantize_calibrated() with PreparedCalibration (the GPU path's GPTQ),
-//              stored_problem().
+//              stored_problem(); OutputFormat::check().
 #define MOEQUANT_PLUGIN_ABI_VERSION 6
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).

@@ -1,0 +1,52 @@
+#include "checkpoint_rewrite.hpp"
+
+#include "test_support.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/sharded_writer.hpp>
+
+#include <map>
+
+namespace moequant::test {
+
+namespace json = boost::json;
+
+void rewrite(const fs::path& from, const fs::path& to,
+             const std::function<bool(const std::string&, std::optional<Replacement>&)>& edit,
+             const std::function<void(json::object&)>& config_edit) {
+    fs::create_directories(to);
+    for (const auto& e : fs::directory_iterator(from))
+        if (e.path().extension() != ".safetensors" && e.path().filename() != "model.safetensors.index.json")
+            fs::copy_file(e.path(), to / e.path().filename());
+    if (config_edit) {
+        auto config = json::parse(read_text(to / "config.json")).as_object();
+        config_edit(config);
+        write_text(to / "config.json", json::serialize(config));
+    }
+    Checkpoint source = Checkpoint::open(from);
+    ShardedSafetensorsWriter out(to);
+    for (const auto& shard_name : source.shard_names()) {
+        const SafetensorsFile& shard = source.shard(shard_name);
+        std::vector<TensorSpec> specs;
+        std::map<std::string, std::vector<std::uint8_t>> data;
+        for (const auto& t : shard.tensors()) {
+            std::optional<Replacement> replacement;
+            if (!edit(t.name, replacement)) continue;
+            if (replacement) {
+                specs.push_back(replacement->spec);
+                data[replacement->spec.name] = replacement->bytes;
+            } else {
+                specs.push_back({t.name, t.dtype, t.shape});
+                auto v = shard.view(t);
+                data[t.name].assign(reinterpret_cast<const std::uint8_t*>(v.data()),
+                                    reinterpret_cast<const std::uint8_t*>(v.data()) + v.size_bytes());
+            }
+        }
+        SafetensorsWriter w = out.open_shard(shard_name, specs);
+        for (const auto& s : specs) w.write(s.name, std::as_bytes(std::span<const std::uint8_t>(data[s.name])));
+        w.finish();
+    }
+    out.write_index();
+}
+
+}  // namespace moequant::test

@@ -1,0 +1,30 @@
+// Copying a checkpoint with one defect: tests make a good checkpoint with synth, then rewrite it
+// shard by shard with a tensor dropped, replaced or reshaped, or config.json edited.
+#pragma once
+
+#include <moequant/safetensors_writer.hpp>
+
+#include <boost/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moequant::test {
+
+// A tensor to write instead of the original: spec plus bytes.
+struct Replacement {
+    TensorSpec spec;
+    std::vector<std::uint8_t> bytes;
+};
+
+// Copies `from` into `to` shard by shard (side files as they are); `edit` may drop a tensor
+// (return false) or replace it. `config_edit` changes config.json.
+void rewrite(const std::filesystem::path& from, const std::filesystem::path& to,
+             const std::function<bool(const std::string&, std::optional<Replacement>&)>& edit,
+             const std::function<void(boost::json::object&)>& config_edit = {});
+
+}  // namespace moequant::test
