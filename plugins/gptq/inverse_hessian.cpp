@@ -15,6 +15,9 @@ namespace {
 
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 
+constexpr Eigen::Index panel = 256;  // Cholesky block and trailing-update tile
+constexpr std::size_t strip = 256;   // rows or columns per task of the triangular products
+
 // In-place inverse of the lower-triangular block [at, at+n) of `m`, recursively:
 // inv([A 0; B C]) = [A^-1 0; -C^-1 B A^-1  C^-1]. The halves are independent and run in
 // parallel; the products are triangular-by-dense, so the work is about n^3/6 multiply-adds.
@@ -31,8 +34,49 @@ void invert_lower(Matrix& m, Eigen::Index at, Eigen::Index n) {
     auto a_inv = m.block(at, at, h, h);
     auto b = m.block(at + h, at, n - h, h);
     auto c_inv = m.block(at + h, at + h, n - h, n - h);
-    Matrix ba = b * a_inv.triangularView<Eigen::Lower>();
-    b.noalias() = -(c_inv.triangularView<Eigen::Lower>() * ba);
+    // Most of the work is in these two products: split them into independent strips.
+    Matrix ba(n - h, h);
+    parallel_for(0, static_cast<std::size_t>(n - h), strip, [&](std::size_t first, std::size_t last) {
+        const auto rows = static_cast<Eigen::Index>(last - first);
+        ba.middleRows(first, rows).noalias() = b.middleRows(first, rows) * a_inv.triangularView<Eigen::Lower>();
+    });
+    parallel_for(0, static_cast<std::size_t>(h), strip, [&](std::size_t first, std::size_t last) {
+        const auto cols = static_cast<Eigen::Index>(last - first);
+        b.middleCols(first, cols).noalias() = -(c_inv.triangularView<Eigen::Lower>() * ba.middleCols(first, cols));
+    });
+}
+
+// In-place lower Cholesky factor of `m` (its lower triangle), blocked right-looking: factor a
+// diagonal block, solve the panel below it, update the trailing lower triangle tile by tile.
+// The panel solve and the tiles run in parallel (Eigen's own LLT is single-threaded). False
+// when the matrix is not positive definite.
+bool cholesky_lower(Matrix& m) {
+    const Eigen::Index k = m.rows();
+    for (Eigen::Index j = 0; j < k; j += panel) {
+        const Eigen::Index b = std::min(panel, k - j), rest = k - j - b;
+        Eigen::Ref<Matrix> a11 = m.block(j, j, b, b);
+        Eigen::LLT<Eigen::Ref<Matrix>> diagonal(a11);  // in place
+        if (diagonal.info() != Eigen::Success) return false;
+        if (rest == 0) break;
+        const auto l11 = m.block(j, j, b, b).triangularView<Eigen::Lower>();
+        parallel_for(0, static_cast<std::size_t>(rest), strip, [&](std::size_t first, std::size_t last) {
+            auto rows = m.block(j + b + static_cast<Eigen::Index>(first), j, static_cast<Eigen::Index>(last - first), b);
+            l11.transpose().solveInPlace<Eigen::OnTheRight>(rows);  // A21 L11^-T
+        });
+        const Eigen::Index tiles = (rest + panel - 1) / panel;
+        std::vector<std::pair<Eigen::Index, Eigen::Index>> work;
+        for (Eigen::Index r = 0; r < tiles; ++r)
+            for (Eigen::Index c = 0; c <= r; ++c) work.emplace_back(r, c);
+        const auto a21 = m.block(j + b, j, rest, b);
+        parallel_for(0, work.size(), 1, [&](std::size_t first, std::size_t last) {
+            for (std::size_t w = first; w < last; ++w) {
+                const Eigen::Index r0 = work[w].first * panel, c0 = work[w].second * panel;
+                const Eigen::Index rn = std::min(panel, rest - r0), cn = std::min(panel, rest - c0);
+                m.block(j + b + r0, j + b + c0, rn, cn).noalias() -= a21.middleRows(r0, rn) * a21.middleRows(c0, cn).transpose();
+            }
+        });
+    }
+    return true;
 }
 
 }  // namespace
@@ -73,9 +117,8 @@ InverseHessian prepare_inverse_hessian(const Tensor& hessian, const Scheme& sche
     const float damp = static_cast<float>(scheme.dampening_frac) * static_cast<float>(diagonal_sum / k);
     for (std::int64_t i = 0; i < k; ++i) m(i, i) += damp;
 
-    Eigen::LLT<Eigen::Ref<Matrix>> llt(m);
     r.upper.assign(static_cast<std::size_t>(k * k), 0.0f);
-    if (llt.info() != Eigen::Success) {  // §4.2: GPTQ degenerates to rounding
+    if (!cholesky_lower(m)) {  // §4.2: GPTQ degenerates to rounding
         r.factored = false;
         for (std::int64_t i = 0; i < k; ++i) r.upper[i * k + i] = 1;
         return r;

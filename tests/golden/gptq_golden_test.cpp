@@ -287,6 +287,45 @@ BOOST_AUTO_TEST_CASE(gptq_beats_rtn_on_its_calibration_data) {
     }
 }
 
+// The blocked, parallel factorization at a size with several panels and a ragged edge: U^T U
+// must invert the damped H, and a matrix that is not positive definite falls back to U = I.
+BOOST_AUTO_TEST_CASE(inverse_hessian_factor_inverts_the_damped_hessian) {
+    const std::int64_t k = 700, tokens = 900;
+    std::vector<float> x(static_cast<std::size_t>(tokens * k));
+    std::uint64_t state = 7;
+    for (auto& v : x) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        v = static_cast<float>(static_cast<std::int64_t>(state >> 40) % 2001 - 1000) / 1000.0f;
+    }
+    HessianAccumulator acc(k);
+    acc.add(x.data(), tokens);
+    const Tensor h = acc.finish(3);
+    gptq::Scheme scheme;
+    scheme.actorder = gptq::ActOrder::none;
+    const gptq::InverseHessian p = gptq::prepare_inverse_hessian(h, scheme);
+    BOOST_REQUIRE(p.factored);
+    double mean = 0;
+    for (std::int64_t i = 0; i < k; ++i) mean += h.data_as<float>()[i * k + i];
+    const double damp = 0.1 * mean / k;
+    // (U^T U) H_damped = I, checked on a few columns in double.
+    double worst = 0;
+    for (std::int64_t col : {0, 1, 255, 256, 511, 512, 699}) {
+        std::vector<double> v(k), w(k, 0.0), y(k, 0.0);
+        for (std::int64_t i = 0; i < k; ++i) v[i] = h.data_as<float>()[i * k + col] + (i == col ? damp : 0.0);
+        for (std::int64_t i = 0; i < k; ++i)  // w = U v
+            for (std::int64_t j = i; j < k; ++j) w[i] += double(p.upper[i * k + j]) * v[j];
+        for (std::int64_t i = 0; i < k; ++i)  // y = U^T w
+            for (std::int64_t j = 0; j <= i; ++j) y[i] += double(p.upper[j * k + i]) * w[j];
+        for (std::int64_t i = 0; i < k; ++i) worst = std::max(worst, std::fabs(y[i] - (i == col ? 1.0 : 0.0)));
+    }
+    BOOST_TEST(worst < 1e-3);
+    Tensor negative(DType::F32, {4, 4});
+    for (int i = 0; i < 4; ++i) negative.data_as<float>()[i * 4 + i] = -1.0f;
+    const gptq::InverseHessian fallback = gptq::prepare_inverse_hessian(negative, scheme);
+    BOOST_TEST(!fallback.factored);
+    for (int i = 0; i < 16; ++i) BOOST_TEST(fallback.upper[i] == (i % 5 == 0 ? 1.0f : 0.0f));
+}
+
 BOOST_AUTO_TEST_CASE(gptq_without_calibration_and_bad_options_are_refused) {
     Loaded plugin;
     Case c("w4a16_g128_static");
