@@ -60,7 +60,8 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     std::vector<std::string> ignore;
     std::int64_t samples = 0, max_length = 0, resume_layer = -1;
     std::size_t threads = 0;
-    bool overwrite = false, allow_non_finite = false, allow_unaligned = false, quiet = false, help = false;
+    bool overwrite = false, allow_non_finite = false, allow_unaligned = false, routed_only = false, quiet = false,
+         help = false;
     po::options_description options("Options");
     options.add_options()
         ("model_id", po::value(&input)->value_name("PATH"), "model folder (index or model.safetensors)")
@@ -80,6 +81,8 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
          "recorded MoE inputs: layers.L.moe_input [tokens, hidden] and sample_lengths (safetensors)")
         ("num_calibration_samples", po::value(&samples), "use the first N samples of the activations (default: all)")
         ("max_sequence_length", po::value(&max_length), "use at most this many tokens of each sample (default: all)")
+        ("routed-only", po::bool_switch(&routed_only),
+         "an expert sees only the tokens its layer's router sends it (moe_calibrate_all_experts=False)")
         ("ignore_patterns", po::value(&ignore)->multitoken()->value_name("PATTERN..."),
          "modules to leave unquantized (\"re:<regex>\" or a name); non-expert modules always are")
         ("allow-unaligned", po::bool_switch(&allow_unaligned), "write shapes vLLM/SGLang's Marlin kernels cannot run")
@@ -99,7 +102,9 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
             "Quantizes the routed experts for the GPU (GPTQ or RTN, llm-compressor's numerics) into a\n"
             "compressed-tensors pack-quantized checkpoint vLLM and SGLang load as it is. Every other\n"
             "tensor is copied (FP8 dequantized to BF16). GPTQ takes its calibration from recorded MoE\n"
-            "inputs: all experts of a layer see all tokens (one shared gate/up Hessian per layer).\n"
+            "inputs: all experts of a layer see all tokens (one shared gate/up Hessian per layer), or\n"
+            "with --routed-only the tokens the family's router sends them (an expert that gets none is\n"
+            "calibrated on all tokens rather than zeroed).\n"
             "One layer in flight; rerunning the same command continues an interrupted run.",
             options);
         return 0;
@@ -116,6 +121,8 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (quantizer_id == "gptq" && activations.empty())
         throw_usage_error("GPTQ needs calibration data", {.code = "NeedsCalibration",
                                                           .hint = "pass --calibration-activations FILE, or use --quant_method RTN"});
+    if (routed_only && activations.empty())
+        throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations");
     if (threads > 0) set_max_threads(threads);
 
     Registry registry;
@@ -133,6 +140,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (!activations.empty()) {
         calibration.emplace(CalibrationActivations::open(activations));
         calibration->select(samples, max_length);
+        calibration->set_routed_only(routed_only);
     }
 
     ConversionJob job;
@@ -160,7 +168,9 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     ProgressSink& sink = quiet ? static_cast<ProgressSink&>(silent) : progress;
     if (job.calibration)
         sink.note("calibration: " + std::to_string(calibration->samples()) + " sample(s), " +
-                  std::to_string(calibration->tokens()) + " token(s) per MoE layer from " + activations);
+                  std::to_string(calibration->tokens()) + " token(s) per MoE layer from " + activations +
+                  (routed_only ? "; experts see the tokens routed to them (" + describe_router(plan.router) + ")"
+                               : "; every expert sees all of them"));
     else if (calibration)
         sink.note("RTN needs no calibration: " + activations + " is not used");
     ConversionResult result = run_conversion(job, sink);

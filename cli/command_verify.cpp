@@ -206,7 +206,7 @@ void print_report_text(const VerificationReport& report, const OpenedOutput& out
 }
 
 int verify_against_source(const std::string& source_path, const std::string& converted, const std::string& quantizer_id,
-                          const std::string& family, const std::string& activations, bool gemv, bool as_json, bool quiet, std::size_t worst,
+                          const std::string& family, const std::string& activations, bool routed_only, bool gemv, bool as_json, bool quiet, std::size_t worst,
                           const GlobalOptions& globals) {
     Registry registry;
     load_plugins(registry, globals);
@@ -220,6 +220,7 @@ int verify_against_source(const std::string& source_path, const std::string& con
     if (!activations.empty()) {
         calibration.emplace(CalibrationActivations::open(activations));
         calibration->check_plan(source.plan);
+        calibration->set_routed_only(routed_only);
         if (const Quantizer* rtn = registry.quantizer("rtn"); rtn && quantizer->uses_calibration())
             reference = rtn->configure(output.reader->recorded());
     }
@@ -295,7 +296,7 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
     std::string source, converted, quantizer_id, family, activations;
     std::vector<std::string> outputs;
     std::size_t threads = 0, worst = 10;
-    bool gemv = false, as_json = false, quiet = false, help = false;
+    bool gemv = false, routed_only = false, as_json = false, quiet = false, help = false;
     po::options_description options("Options");
     options.add_options()
         ("source", po::value(&source)->value_name("MODEL"), "the checkpoint the output was converted from")
@@ -303,6 +304,8 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
         ("gemv", po::bool_switch(&gemv), "also compute y = W x straight from the packed layout and check it")
         ("calibration-activations", po::value(&activations)->value_name("FILE"),
          "measure each part's output error on these recorded MoE inputs; GPTQ must not do worse than RTN")
+        ("routed-only", po::bool_switch(&routed_only),
+         "measure each expert on the tokens its router sends it (for outputs made with gptq --routed-only)")
         ("quantizer", po::value(&quantizer_id)->value_name("ID"),
          "the quantizer that made the output, when it does not record it (e.g. amx-int4)")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter for the source instead of detecting it")
@@ -338,7 +341,10 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
     if (source.empty() || converted.empty())
         throw_usage_error("verify needs --source and --converted (or two outputs to compare)",
                           {.hint = "moequant verify --help"});
-    return verify_against_source(source, converted, quantizer_id, family, activations, gemv, as_json, quiet, worst, globals);
+    if (routed_only && activations.empty())
+        throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations");
+    return verify_against_source(source, converted, quantizer_id, family, activations, routed_only, gemv, as_json, quiet,
+                                 worst, globals);
 }
 
 }  // namespace moequant::cli

@@ -83,6 +83,7 @@ void print_plan_text(std::ostream& out, const PlanReport& report, bool full) {
     out << "  " << p.num_experts << " routed experts per layer, top-" << p.experts_per_token << ", layout "
         << expert_layout_name(p.layout) << ", hidden_size " << p.hidden_size << ", expert intermediate size "
         << p.expert_intermediate_size << "\n";
+    out << "  router: " << describe_router(p.router) << "\n";
     auto dtypes = expert_dtypes(p);
     for (Projection proj : projections) {
         const auto& first = p.moe_layers.front().experts.front().weights[static_cast<int>(proj)];
@@ -136,6 +137,13 @@ json::object plan_json(const PlanReport& report, bool full) {
     o["num_experts"] = p.num_experts;
     o["experts_per_token"] = p.experts_per_token;
     o["layout"] = std::string(expert_layout_name(p.layout));
+    o["router"] = json::object{{"scoring", router_scoring_name(p.router.scoring)},
+                               {"top_k", p.router.top_k},
+                               {"normalize", p.router.normalize},
+                               {"scaling", p.router.scaling},
+                               {"groups", p.router.groups},
+                               {"groups_kept", p.router.groups_kept},
+                               {"bias", p.router.uses_bias}};
     o["fp8_block"] = p.fp8_block ? json::value(json::array{p.fp8_block->rows, p.fp8_block->cols}) : json::value(nullptr);
     json::array layers;
     for (auto l : moe_layer_indices(p)) layers.push_back(l);
@@ -166,7 +174,10 @@ json::object plan_json(const PlanReport& report, bool full) {
                     eo[std::string(projection_name(proj))] = source_json(e.weights[static_cast<int>(proj)]);
                 experts.push_back(std::move(eo));
             }
-            layer_list.push_back(json::object{{"layer", layer.layer}, {"experts", std::move(experts)}});
+            layer_list.push_back(json::object{{"layer", layer.layer},
+                                              {"router_weight", layer.router_weight},
+                                              {"router_bias", layer.router_bias},
+                                              {"experts", std::move(experts)}});
         }
         o["layers"] = std::move(layer_list);
         json::object tensor_roles;

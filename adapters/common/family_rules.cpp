@@ -33,4 +33,45 @@ bool moe_from_sparse_step(const ModelConfig& config, std::int64_t layer) {
 
 bool moe_every_layer(const ModelConfig&, std::int64_t) { return true; }
 
+namespace {
+
+bool bool_or(const ModelConfig& config, std::string_view key, bool fallback) {
+    auto v = config.find(key);
+    return v && !v->is_null() ? v->as_bool() : fallback;
+}
+
+double double_or(const ModelConfig& config, std::string_view key, double fallback) {
+    auto v = config.find(key);
+    return v && !v->is_null() ? v->as_double() : fallback;
+}
+
+}  // namespace
+
+RouterSpec softmax_router(const ModelConfig& config, std::int64_t top_k, bool normalize) {
+    RouterSpec r;
+    r.scoring = RouterScoring::softmax;
+    r.top_k = top_k;
+    r.normalize = bool_or(config, "norm_topk_prob", normalize);
+    r.bf16_logits = true;  // gate(x) runs in the model dtype
+    return r;
+}
+
+RouterSpec noaux_tc_router(const ModelConfig& config, std::int64_t top_k, NoauxDefaults defaults) {
+    const std::string scoring = config.string_or("scoring_func", "sigmoid");
+    if (scoring == "softmax") return softmax_router(config, top_k, bool_or(config, "norm_topk_prob", true));
+    if (scoring != "sigmoid")
+        throw Error(ErrorKind::input, "scoring_func '" + scoring + "' is not supported (sigmoid or softmax)",
+                    {.file = config.source(), .code = "InvalidConfig"});
+    RouterSpec r;
+    r.scoring = RouterScoring::sigmoid;
+    r.top_k = top_k;
+    r.normalize = bool_or(config, "norm_topk_prob", true);
+    r.scaling = double_or(config, "routed_scaling_factor", defaults.scaling);
+    r.groups = config.int_or("n_group", defaults.groups);
+    r.groups_kept = config.int_or("topk_group", defaults.groups_kept);
+    r.bf16_logits = false;  // the router casts x and its weight to F32
+    r.uses_bias = true;
+    return r;
+}
+
 }  // namespace moequant::adapters

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <moequant/model_config.hpp>
+#include <moequant/router.hpp>
 
 #include <array>
 #include <cstdint>
@@ -37,6 +38,13 @@ struct FamilyRules {
     // Whether decoder layer `layer` (< num_hidden_layers) carries routed experts.
     std::function<bool(const ModelConfig&, std::int64_t layer)> is_moe_layer;
 
+    // The router, from the config and the top-k (model-families.md §5).
+    std::function<RouterSpec(const ModelConfig&, std::int64_t top_k)> router;
+    // Router tensors relative to the layer prefix: the first weight name present wins; the
+    // bias is looked up when the router uses one.
+    std::vector<std::string> router_weights = {"mlp.gate.weight"};
+    std::string router_bias = "mlp.gate.e_score_correction_bias";
+
     // Accepted per-expert namings; the first is the family's canonical one.
     std::vector<ExpertNaming> namings;
     // Layer prefixes in which the decoder layers may sit (before "<L>.").
@@ -55,5 +63,17 @@ bool moe_from_first_k_dense(const ModelConfig& config, std::int64_t layer);
 bool moe_from_sparse_step(const ModelConfig& config, std::int64_t layer);
 // Mixtral: every layer.
 bool moe_every_layer(const ModelConfig& config, std::int64_t layer);
+
+// Routers used by several families.
+// Softmax over the experts, top-k, renormalized when norm_topk_prob (default `normalize`).
+RouterSpec softmax_router(const ModelConfig& config, std::int64_t top_k, bool normalize);
+// DeepSeek's "noaux_tc": sigmoid + e_score_correction_bias, group-limited (n_group,
+// topk_group), norm_topk_prob, routed_scaling_factor; the defaults are the Hugging Face
+// config classes' for the family. scoring_func "softmax" gives a softmax router instead.
+struct NoauxDefaults {
+    std::int64_t groups = 1, groups_kept = 1;
+    double scaling = 1.0;
+};
+RouterSpec noaux_tc_router(const ModelConfig& config, std::int64_t top_k, NoauxDefaults defaults);
 
 }  // namespace moequant::adapters

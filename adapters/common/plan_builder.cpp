@@ -59,6 +59,7 @@ private:
                 config_error("'" + v->path() + "' must be two positive integers, got " + v->to_json());
             plan_.fp8_block = BlockSize{block[0], block[1]};
         }
+        if (rules_.router) plan_.router = rules_.router(config_, plan_.experts_per_token);
         moe_layer_.assign(static_cast<std::size_t>(plan_.num_hidden_layers), false);
     }
 
@@ -132,7 +133,20 @@ private:
                          "MissingTensor",
                          "the config says this layer is a MoE layer; check num_hidden_layers and the MoE layer keys");
         }
+        find_router(layer, layer_plan);
         plan_.moe_layers.push_back(std::move(layer_plan));
+    }
+
+    // The router's tensors are recorded when present; they are read only by what routes
+    // tokens (routed-only calibration), which names them when missing.
+    void find_router(std::int64_t layer, MoeLayerPlan& layer_plan) const {
+        for (const auto& name : rules_.router_weights)
+            if (checkpoint_.contains(layer_prefix(layer) + name)) {
+                layer_plan.router_weight = layer_prefix(layer) + name;
+                break;
+            }
+        if (plan_.router.uses_bias && checkpoint_.contains(layer_prefix(layer) + rules_.router_bias))
+            layer_plan.router_bias = layer_prefix(layer) + rules_.router_bias;
     }
 
     void set_layout(ExpertLayout layout, std::int64_t layer) {

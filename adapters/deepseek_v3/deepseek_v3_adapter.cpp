@@ -25,6 +25,8 @@ FamilyRules deepseek_rules() {
     r.expert_count_keys = {"n_routed_experts", "num_local_experts"};
     r.expert_size_keys = {"moe_intermediate_size"};
     r.is_moe_layer = &moe_from_first_k_dense;
+    // HF DeepseekV3Config defaults: n_group 8, topk_group 4, routed_scaling_factor 2.5.
+    r.router = [](const ModelConfig& c, std::int64_t k) { return noaux_tc_router(c, k, {8, 4, 2.5}); };
     r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
     return r;
 }

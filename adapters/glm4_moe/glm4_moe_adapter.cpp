@@ -26,6 +26,8 @@ FamilyRules glm4_moe_rules() {
     r.expert_count_keys = {"n_routed_experts"};
     r.expert_size_keys = {"moe_intermediate_size"};
     r.is_moe_layer = &moe_from_first_k_dense;
+    // HF Glm4MoeConfig defaults: n_group 1, topk_group 1, routed_scaling_factor 1.0.
+    r.router = [](const ModelConfig& c, std::int64_t k) { return noaux_tc_router(c, k, {1, 1, 1.0}); };
     r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
     return r;
 }

@@ -27,6 +27,13 @@ FamilyRules mixtral_rules() {
     r.expert_count_keys = {"num_local_experts"};
     r.expert_size_keys = {"intermediate_size"};
     r.is_moe_layer = &moe_every_layer;
+    // Mixtral always renormalizes its top-2 (there is no norm_topk_prob switch).
+    r.router = [](const ModelConfig& c, std::int64_t k) {
+        RouterSpec spec = softmax_router(c, k, true);
+        spec.normalize = true;
+        return spec;
+    };
+    r.router_weights = {"block_sparse_moe.gate.weight", "mlp.gate.weight", "gate.weight"};
     r.namings = {{"block_sparse_moe.experts", {"w1", "w3", "w2"}}, {"experts", {"w1", "w3", "w2"}}};
     r.layer_prefixes = {"model.layers.", "layers."};
     return r;

@@ -25,6 +25,8 @@ FamilyRules qwen3_next_rules() {
     r.expert_count_keys = {"num_experts"};
     r.expert_size_keys = {"moe_intermediate_size"};
     r.is_moe_layer = &moe_from_sparse_step;
+    // HF Qwen3NextConfig: norm_topk_prob defaults to true.
+    r.router = [](const ModelConfig& c, std::int64_t k) { return softmax_router(c, k, true); };
     r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
     return r;
 }

@@ -1,11 +1,15 @@
-// GPTQ on one MoE layer from recorded inputs (gptq-compressed-tensors.md §5.3, all experts see
-// all tokens): the layer's inputs X give one gate/up Hessian, prepared (Cholesky inverse) once
-// for every expert; each expert's down_proj Hessian comes from its own intermediate
-// activations act(gate x) * up x, computed here with the unquantized gate/up weights in the
-// reference's BF16 steps.
+// GPTQ on one MoE layer from recorded inputs (gptq-compressed-tensors.md §5.3). By default all
+// experts see all tokens: the layer's inputs X give one gate/up Hessian, prepared (Cholesky
+// inverse) once for every expert. With routed-only calibration each expert's gate/up Hessian
+// comes from the tokens its router sends it (expert_tokens.hpp). Each expert's down_proj
+// Hessian comes from its own intermediate activations act(gate x) * up x over its tokens,
+// computed here with the unquantized gate/up weights in the reference's BF16 steps.
 #pragma once
 
+#include "expert_tokens.hpp"
+
 #include <moequant/calibration_activations.hpp>
+#include <moequant/checkpoint.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
 #include <moequant/progress.hpp>
@@ -18,6 +22,8 @@ namespace moequant {
 struct CalibratedLayerJob {
     const Quantizer* quantizer = nullptr;       // uses_calibration()
     const CalibrationActivations* calibration = nullptr;
+    const ModelPlan* plan = nullptr;
+    const Checkpoint* source = nullptr;         // for the router's tensors (routed-only)
     Options quantizer_options;
     // Loads an expert matrix as BF16 [out, in] (checked for NaN/Inf by the caller's rules).
     std::function<Tensor(const ExpertWeightSource&)> load;
@@ -26,10 +32,11 @@ struct CalibratedLayerJob {
 
 void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink);
 
-// The Hessian of a layer's MoE inputs (every expert's gate and up projection sees it).
-Tensor layer_input_hessian(const CalibrationActivations& calibration, std::int64_t layer);
+// The Hessian of the inputs an expert's gate and up projections see.
+Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens);
 
-// The Hessian of one expert's down_proj inputs act(gate x) * up x over the layer's inputs x.
-Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const Tensor& gate, const Tensor& up);
+// The Hessian of one expert's down_proj inputs act(gate x) * up x over its tokens x.
+Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
+                         const Tensor& gate, const Tensor& up);
 
 }  // namespace moequant

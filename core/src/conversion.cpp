@@ -59,6 +59,7 @@ RunManifest describe_job(const ConversionJob& job) {
         m.settings.emplace_back("calibration", std::to_string(f.file_size()) + ":" + f.header_digest());
         m.settings.emplace_back("calibration.samples", std::to_string(job.calibration->samples()));
         m.settings.emplace_back("calibration.tokens", std::to_string(job.calibration->tokens()));
+        m.settings.emplace_back("calibration.experts_see", job.calibration->routed_only() ? "routed tokens" : "all tokens");
     }
     m.source_fingerprint = source_fingerprint(*job.source);
     m.plan_digest = plan_digest(*job.plan);
@@ -200,6 +201,8 @@ void convert_layer(const ConversionJob& job, const Quantizer& quantizer, const M
         CalibratedLayerJob calibrated;
         calibrated.quantizer = &quantizer;
         calibrated.calibration = job.calibration;
+        calibrated.plan = job.plan;
+        calibrated.source = job.source;
         calibrated.quantizer_options = job.quantizer_options;
         calibrated.progress = &progress;
         calibrated.load = [&](const ExpertWeightSource& source) {
@@ -251,6 +254,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         if (job.parts != 1)
             throw Error(ErrorKind::usage, "calibrated quantization writes one part per matrix, not " + std::to_string(job.parts));
         job.calibration->check_plan(*job.plan);
+        check_routing(*job.calibration, *job.plan, *job.source);
     }
     OutputContext context;
     context.directory = job.output;

@@ -105,6 +105,8 @@ std::string plan_digest(const ModelPlan& plan) {
         std::to_string(plan.hidden_size) + "|" + std::to_string(plan.expert_intermediate_size) + "|" +
         std::to_string(plan.num_experts) + "|" + std::string(expert_layout_name(plan.layout)));
     if (plan.fp8_block) add(std::to_string(plan.fp8_block->rows) + "x" + std::to_string(plan.fp8_block->cols));
+    add("router " + describe_router(plan.router) + (plan.router.bf16_logits ? " bf16" : " f32"));
+    for (const auto& layer : plan.moe_layers) add(std::to_string(layer.layer) + "|" + layer.router_weight + "|" + layer.router_bias);
     for (const auto& layer : plan.moe_layers)
         for (const auto& e : layer.experts)
             for (const auto& s : e.weights) {

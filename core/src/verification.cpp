@@ -226,6 +226,7 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
     const int parts = report.parts;
     if (parts <= 0) throw Error(ErrorKind::input, "the output holds no quantized part", {.code = "EmptyOutput"});
     check_recorded(job, parts, report);
+    if (job.calibration) check_routing(*job.calibration, *job.plan, *job.source);
 
     const std::vector<StoredPartKey> stored_keys = job.output->parts();
     const std::set<StoredPartKey> stored(stored_keys.begin(), stored_keys.end());
@@ -248,9 +249,16 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
                     if (!stored.count(key)) check.problem = "missing from the output";
                     report.checks.push_back(std::move(check));
                 }
-        // With calibration data: the layer's input Hessian (gate and up of every expert).
+        // With calibration data (one part per matrix): the tokens each expert sees, and the
+        // layer's input Hessian for the gate and up of experts that see all of them.
+        const bool calibrated = job.calibration && parts == 1;
+        std::vector<ExpertTokens> tokens;
         std::optional<Tensor> layer_hessian;
-        if (job.calibration) layer_hessian = layer_input_hessian(*job.calibration, layer.layer);
+        if (calibrated) {
+            tokens = expert_tokens(*job.calibration, *job.plan, layer, *job.source);
+            for (const auto& t : tokens)
+                if (t.all && !layer_hessian) layer_hessian = expert_input_hessian(*job.calibration, layer.layer, t);
+        }
         // One task per (expert, projection): the source matrix is loaded once for its parts.
         const std::size_t tasks = layer.experts.size() * projections.size();
         parallel_for(0, tasks, 1, [&](std::size_t begin, std::size_t end) {
@@ -265,14 +273,19 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
                 }
                 try {
                     const Tensor matrix = load_expert_matrix(*job.source, source, job.plan->fp8_block);
-                    std::optional<Tensor> down_hessian;
-                    const Tensor* hessian = layer_hessian && parts == 1 ? &*layer_hessian : nullptr;
-                    if (hessian && projection == Projection::down) {
-                        const ExpertPlan& expert = layer.experts[t / 3];
-                        down_hessian = down_proj_hessian(*job.calibration, layer.layer,
-                                                         load_expert_matrix(*job.source, expert.weights[0], job.plan->fp8_block),
-                                                         load_expert_matrix(*job.source, expert.weights[1], job.plan->fp8_block));
-                        hessian = &*down_hessian;
+                    std::optional<Tensor> own_hessian;
+                    const Tensor* hessian = nullptr;
+                    if (calibrated) {
+                        const ExpertTokens& seen = tokens[t / 3];
+                        if (projection == Projection::down) {
+                            const ExpertPlan& expert = layer.experts[t / 3];
+                            own_hessian = down_proj_hessian(*job.calibration, layer.layer, seen,
+                                                            load_expert_matrix(*job.source, expert.weights[0], job.plan->fp8_block),
+                                                            load_expert_matrix(*job.source, expert.weights[1], job.plan->fp8_block));
+                        } else if (!seen.all) {
+                            own_hessian = expert_input_hessian(*job.calibration, layer.layer, seen);
+                        }
+                        hessian = own_hessian ? &*own_hessian : &*layer_hessian;
                     }
                     for (int part = 0; part < parts; ++part) {
                         if (!checks[part].problem.empty()) continue;  // missing

@@ -135,6 +135,16 @@ void check_family(const Case& c) {
     BOOST_TEST(get(plan, "num_experts") == E);
     BOOST_TEST(get(plan, "expert_intermediate_size") == I);
     BOOST_TEST(get(plan, "hidden_size") == H);
+    // The router, as model-families.md §5 describes each family's.
+    const auto& router = plan.at("router").as_object();
+    const bool sigmoid_router = c.family == "deepseek_v3" || c.family == "kimi_k2" || c.family == "glm4_moe";
+    BOOST_TEST(std::string(router.at("scoring").as_string()) == (sigmoid_router ? "sigmoid" : "softmax"));
+    BOOST_TEST(get(router, "top_k") == get(cfg, "num_experts_per_tok"));
+    BOOST_TEST(router.at("bias").as_bool() == sigmoid_router);
+    BOOST_TEST(router.at("normalize").as_bool() == (c.family == "mixtral" || cfg.at("norm_topk_prob").as_bool()));
+    BOOST_TEST(get(router, "groups") == (sigmoid_router ? get(cfg, "n_group") : 1));
+    BOOST_TEST(get(router, "groups_kept") == (sigmoid_router ? get(cfg, "topk_group") : 1));
+    BOOST_TEST(router.at("scaling").to_number<double>() == (sigmoid_router ? cfg.at("routed_scaling_factor").to_number<double>() : 1.0));
     const auto& planned = plan.at("layers").as_array();
     BOOST_REQUIRE(planned.size() == moe_layers.size());
     std::size_t layer_index = 0;
@@ -145,6 +155,10 @@ void check_family(const Case& c) {
         BOOST_REQUIRE(static_cast<std::int64_t>(experts.size()) == E);
         const std::string lp = naming.layer_prefix + std::to_string(l) + ".";
         BOOST_TEST(role(lp + naming.router) == "router");
+        BOOST_TEST(std::string(layer.at("router_weight").as_string()) == lp + naming.router);
+        const std::string bias(layer.at("router_bias").as_string());
+        BOOST_TEST(bias == (sigmoid_router ? lp + "mlp.gate.e_score_correction_bias" : std::string()));
+        if (sigmoid_router) BOOST_TEST(shape(bias) == std::vector<std::int64_t>({E}), boost::test_tools::per_element());
         BOOST_TEST(shape(lp + naming.router) == std::vector<std::int64_t>({E, H}), boost::test_tools::per_element());
         for (std::int64_t e = 0; e < E; ++e) {
             const auto& ep = experts[static_cast<std::size_t>(e)].as_object();

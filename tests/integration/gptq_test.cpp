@@ -14,6 +14,7 @@
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <cstring>
 #include <functional>
 #include <set>
 
@@ -202,6 +203,91 @@ BOOST_AUTO_TEST_CASE(a_rerun_keeps_the_bytes_and_calibration_selection_changes_t
     auto refused = run_gptq(dir / "src", dir / "a", fewer);  // into the first job's folder
     BOOST_TEST(refused.exit_code == 5);
     BOOST_TEST(contains(refused.err, "OutputExists"), refused.err);
+}
+
+// --routed-only: each expert is calibrated on the tokens its layer's router sends it (a sigmoid
+// router with groups and bias, and a softmax one); verify measures it the same way. An expert
+// the router never picks (here: a bias of -100) is calibrated on all tokens, not zeroed. The
+// mode is part of the job: an all-tokens run cannot continue into a routed-only folder.
+BOOST_AUTO_TEST_CASE(routed_only_calibration_follows_each_familys_router) {
+    for (const Source& s : {Source{"deepseek_v3", "bf16", "per-expert"}, Source{"mixtral", "bf16", "per-expert"}}) {
+        BOOST_TEST_CONTEXT(s.family) {
+            TempDir dir;
+            const fs::path activations = dir / "act.safetensors";
+            synth(dir / "src", s, activations);
+            fs::path source = dir / "src";
+            const bool biased = s.family == "deepseek_v3";
+            if (biased) {  // expert 3 of layer 1 is never chosen
+                source = dir / "unrouted";
+                rewrite(dir / "src", source, [](const std::string& name, std::optional<Replacement>& r) {
+                    if (name != "model.layers.1.mlp.gate.e_score_correction_bias") return true;
+                    std::vector<float> bias(8, 0.0f);
+                    bias[3] = -100.0f;
+                    std::vector<std::uint8_t> bytes(bias.size() * 4);
+                    std::memcpy(bytes.data(), bias.data(), bytes.size());
+                    r = Replacement{{name, DType::F32, {8}}, std::move(bytes)};
+                    return true;
+                });
+            }
+            const std::vector<std::string> routed = {"gptq", "--model_id", source.string(), "--output_dir",
+                                                     (dir / "routed").string(), "--calibration-activations",
+                                                     activations.string(), "--routed-only"};
+            auto r = run_moequant(routed);
+            BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+            BOOST_TEST(contains(r.err, "routed tokens per expert"), r.err);
+            BOOST_TEST(contains(r.err, biased ? "sigmoid + bias, top-2 of 2 groups keep 1" : "softmax, top-2, normalized"), r.err);
+            BOOST_TEST(contains(r.err, "1 expert(s) got none") == biased, r.err);
+            BOOST_TEST(contains(read_text(dir / "routed" / "moequant-run.json"), "routed tokens"));
+
+            auto v = run_moequant({"verify", "--source", source.string(), "--converted", (dir / "routed").string(), "--json",
+                                   "--quiet", "--calibration-activations", activations.string(), "--routed-only"});
+            BOOST_TEST(v.exit_code == 0, v.out << v.err);
+            std::size_t parts = 0;
+            const json::value report = json::parse(v.out);
+            for (const auto& part : report.at("tensors").as_array()) {
+                const auto& c = part.as_object();
+                ++parts;
+                BOOST_TEST(c.at("output_error").as_double() < c.at("reference_output_error").as_double(),
+                           c.at("location").as_string());
+            }
+            BOOST_TEST(parts > 0u);
+
+            // All tokens for every expert: other codes; and not into the routed-only job's folder.
+            BOOST_REQUIRE(run_gptq(source, dir / "all", {"--calibration-activations", activations.string()}).exit_code == 0);
+            BOOST_TEST((file_hashes(dir / "all") != file_hashes(dir / "routed")));
+            auto refused = run_gptq(source, dir / "routed", {"--calibration-activations", activations.string()});
+            BOOST_TEST(refused.exit_code == 5, refused.err);
+        }
+    }
+}
+
+// Routed-only calibration needs every MoE layer's router: checked before any file is written.
+BOOST_AUTO_TEST_CASE(routed_only_without_a_router_is_refused_before_any_file) {
+    TempDir dir;
+    const fs::path activations = dir / "act.safetensors";
+    synth(dir / "src", {"glm4_moe", "bf16", "per-expert"}, activations);
+    rewrite(dir / "src", dir / "no_bias", [](const std::string& name, std::optional<Replacement>&) {
+        return name != "model.layers.2.mlp.gate.e_score_correction_bias";
+    });
+    const std::vector<std::string> routed = {"--calibration-activations", activations.string(), "--routed-only"};
+    auto missing = run_gptq(dir / "no_bias", dir / "o1", routed);
+    BOOST_TEST(missing.exit_code == 3, missing.err);
+    BOOST_TEST(contains(missing.err, "layer 2 has no e_score_correction_bias"), missing.err);
+    BOOST_TEST(!fs::exists(dir / "o1"));
+    rewrite(dir / "src", dir / "narrow", [](const std::string& name, std::optional<Replacement>& r) {
+        if (name != "model.layers.1.mlp.gate.weight") return true;
+        r = Replacement{{name, DType::BF16, {8, 128}}, std::vector<std::uint8_t>(8 * 128 * 2, 0)};
+        return true;
+    });
+    auto narrow = run_gptq(dir / "narrow", dir / "o2", routed);
+    BOOST_TEST(narrow.exit_code == 3, narrow.err);
+    BOOST_TEST(contains(narrow.err, "model.layers.1.mlp.gate.weight"), narrow.err);
+    BOOST_TEST(contains(narrow.err, "BadRouter"), narrow.err);
+    BOOST_TEST(!fs::exists(dir / "o2"));
+    // Without calibration data the flag means nothing: a usage error.
+    auto alone = run_gptq(dir / "src", dir / "o3", {"--routed-only"});
+    BOOST_TEST(alone.exit_code == 2, alone.err);
+    BOOST_TEST(!fs::exists(dir / "o3"));
 }
 
 BOOST_AUTO_TEST_CASE(bad_calibration_and_requests_fail_with_one_clear_line) {

@@ -30,6 +30,11 @@ public:
     // `max_tokens` tokens of each (--max_sequence_length); <= 0 means no limit.
     void select(std::int64_t max_samples, std::int64_t max_tokens);
 
+    // Which tokens an expert sees (gptq-compressed-tensors.md §5.3): all of its layer's
+    // (moe_calibrate_all_experts, the default), or only those the layer's router sends it.
+    void set_routed_only(bool routed_only) noexcept { routed_only_ = routed_only; }
+    bool routed_only() const noexcept { return routed_only_; }
+
     // Samples and tokens in use (after select()); GPTQ's n is samples().
     std::int64_t samples() const noexcept { return samples_; }
     std::int64_t tokens() const noexcept { return tokens_; }
@@ -53,6 +58,7 @@ private:
     std::vector<std::int64_t> lengths_;  // every sample's token count, as stored
     std::int64_t stored_tokens_ = 0;
     std::int64_t samples_ = 0, tokens_ = 0;
+    bool routed_only_ = false;
     std::vector<std::pair<std::int64_t, std::int64_t>> ranges_;
 };
 

@@ -12,6 +12,7 @@
 #include <moequant/fp8_dequant.hpp>
 #include <moequant/model_config.hpp>
 #include <moequant/options.hpp>
+#include <moequant/router.hpp>
 
 #include <array>
 #include <cstdint>
@@ -81,6 +82,8 @@ struct ExpertPlan {
 struct MoeLayerPlan {
     std::int64_t layer = 0;
     std::vector<ExpertPlan> experts;
+    std::string router_weight;  // the router's [experts, hidden] weight (empty if the checkpoint has none)
+    std::string router_bias;    // its e_score_correction_bias [experts] (empty if none)
 };
 
 struct ModelPlan {
@@ -93,6 +96,7 @@ struct ModelPlan {
     std::int64_t experts_per_token = 0;
     ExpertLayout layout = ExpertLayout::per_expert;
     std::optional<BlockSize> fp8_block;   // from quantization_config.weight_block_size
+    RouterSpec router;                    // how each MoE layer routes its tokens
     std::vector<MoeLayerPlan> moe_layers; // ascending layer index
     std::vector<std::pair<std::string, TensorRole>> roles;  // every tensor of the checkpoint
     std::vector<std::string> warnings;    // things a user should know (unrecognised tensors, ...)

@@ -53,7 +53,9 @@
 //   6 (0.1.0): Quantizer::configure(), settings(), uses_calibration(), prepare_calibration()
 //              and quantize_calibrated() with PreparedCalibration (the GPU path's GPTQ),
 //              stored_problem(); OutputFormat::check().
-#define MOEQUANT_PLUGIN_ABI_VERSION 6
+//   7 (0.1.0): ModelPlan gains the router (RouterSpec, router.hpp) and MoeLayerPlan its router
+//              tensors; CalibrationActivations gains routed_only().
+#define MOEQUANT_PLUGIN_ABI_VERSION 7
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

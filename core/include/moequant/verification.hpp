@@ -53,6 +53,7 @@ struct VerificationJob {
     // With calibration data: each part's output error on it, tr(dW H dW^T), relative to the
     // source's tr(W H W^T), next to `reference`'s (RTN of the same scheme); a calibrated
     // quantizer (GPTQ) fails a part whose error exceeds the reference's (conventions.md §5).
+    // With calibration->routed_only(), each expert is measured on the tokens routed to it.
     const CalibrationActivations* calibration = nullptr;
     const Quantizer* reference = nullptr;
 };

@@ -1,0 +1,136 @@
+#include "expert_tokens.hpp"
+
+#include <moequant/dtype_convert.hpp>
+#include <moequant/error.hpp>
+#include <moequant/parallel.hpp>
+#include <moequant/router.hpp>
+
+#include <cstring>
+#include <map>
+
+namespace moequant {
+
+namespace {
+
+constexpr std::int64_t routing_chunk = 512;  // tokens routed per task
+
+// A router tensor as F32, checked against the shape the plan implies.
+std::vector<float> router_tensor(const Checkpoint& source, const std::string& name, const Shape& shape,
+                                 const std::string& what, bool read) {
+    const TensorInfo& info = source.info(name);
+    auto error = [&](const std::string& message) {
+        return Error(ErrorKind::input, message,
+                     {.file = (source.directory() / source.shard_of(name)).string(), .tensor = name, .code = "BadRouter"});
+    };
+    if (info.shape != shape)
+        throw error("the " + what + " has shape " + shape_to_string(info.shape) + ", expected " + shape_to_string(shape));
+    if (info.dtype != DType::BF16 && info.dtype != DType::F16 && info.dtype != DType::F32)
+        throw error("the " + what + " is " + std::string(dtype_name(info.dtype)) + "; BF16, F16 or F32 expected");
+    if (!read) return {};
+    std::vector<float> values(static_cast<std::size_t>(info.elements()));
+    decode_to_f32(source.view(name), values);
+    return values;
+}
+
+// Rows [t0, t0 + n) of the layer inputs as F32.
+void read_rows(const TensorView& x, std::int64_t t0, std::int64_t n, float* out) {
+    const std::int64_t h = x.shape[1];
+    if (x.dtype == DType::F32)
+        std::memcpy(out, x.data() + t0 * h * 4, static_cast<std::size_t>(n * h * 4));
+    else
+        convert_bf16_to_f32(x.data() + t0 * h * 2, out, static_cast<std::size_t>(n * h));
+}
+
+struct RouterTensors {
+    std::vector<float> weight, bias;
+};
+
+// The layer's router tensors, read when `read` (else only checked).
+RouterTensors router_tensors(const ModelPlan& plan, const MoeLayerPlan& layer, const Checkpoint& source, bool read) {
+    const std::string where = "layer " + std::to_string(layer.layer);
+    if (layer.router_weight.empty())
+        throw Error(ErrorKind::input, where + " has no router weight in the checkpoint; routed-only calibration needs it",
+                    {.file = source.directory().string(), .code = "MissingTensor"});
+    if (plan.router.uses_bias && layer.router_bias.empty())
+        throw Error(ErrorKind::input,
+                    where + " has no e_score_correction_bias in the checkpoint; its " +
+                        describe_router(plan.router) + " router needs it",
+                    {.file = source.directory().string(), .code = "MissingTensor"});
+    route_tokens(plan.router, nullptr, 0, plan.num_experts, nullptr);  // the spec fits the layer
+    RouterTensors t;
+    t.weight = router_tensor(source, layer.router_weight, {plan.num_experts, plan.hidden_size}, "router weight", read);
+    if (plan.router.uses_bias) t.bias = router_tensor(source, layer.router_bias, {plan.num_experts}, "router bias", read);
+    return t;
+}
+
+}  // namespace
+
+void check_routing(const CalibrationActivations& calibration, const ModelPlan& plan, const Checkpoint& source) {
+    if (!calibration.routed_only()) return;
+    for (const auto& layer : plan.moe_layers) router_tensors(plan, layer, source, false);
+}
+
+std::vector<ExpertTokens> expert_tokens(const CalibrationActivations& calibration, const ModelPlan& plan,
+                                        const MoeLayerPlan& layer, const Checkpoint& source) {
+    std::vector<ExpertTokens> tokens(layer.experts.size());
+    if (!calibration.routed_only()) return tokens;
+    const std::int64_t experts = plan.num_experts, hidden = plan.hidden_size;
+    const RouterTensors router = router_tensors(plan, layer, source, true);
+    const std::vector<float>& bias = router.bias;
+    const Eigen::Map<const InputRows> weight(router.weight.data(), experts, hidden);
+
+    // Chunks of the selected rows, routed in parallel; each chunk lists its tokens per expert.
+    std::vector<std::pair<std::int64_t, std::int64_t>> chunks;
+    for (const auto& [begin, end] : calibration.token_ranges())
+        for (std::int64_t t = begin; t < end; t += routing_chunk) chunks.emplace_back(t, std::min(end, t + routing_chunk));
+    std::vector<std::vector<std::vector<std::int64_t>>> routed(chunks.size());
+    const TensorView x = calibration.layer_inputs(layer.layer);
+    parallel_for(0, chunks.size(), 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t c = first; c < last; ++c) {
+            const auto [begin, end] = chunks[c];
+            InputRows rows(end - begin, hidden);
+            read_rows(x, begin, end - begin, rows.data());
+            const InputRows logits = rows * weight.transpose();
+            const Routing r = route_tokens(plan.router, logits.data(), end - begin, experts, bias.data());
+            routed[c].resize(static_cast<std::size_t>(experts));
+            for (std::int64_t t = 0; t < r.tokens; ++t)
+                for (std::int64_t k = 0; k < r.top_k; ++k) routed[c][r.experts[t * r.top_k + k]].push_back(begin + t);
+        }
+    });
+    for (std::size_t i = 0; i < layer.experts.size(); ++i) {
+        const std::int64_t e = layer.experts[i].expert;
+        for (const auto& chunk : routed) tokens[i].rows.insert(tokens[i].rows.end(), chunk[e].begin(), chunk[e].end());
+        tokens[i].all = tokens[i].rows.empty();  // no token routed: calibrate on all of them
+    }
+    return tokens;
+}
+
+std::size_t unrouted_experts(const CalibrationActivations& calibration, const std::vector<ExpertTokens>& tokens) {
+    if (!calibration.routed_only()) return 0;
+    std::size_t n = 0;
+    for (const auto& t : tokens) n += t.all;
+    return n;
+}
+
+void for_each_input_chunk(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
+                          std::int64_t chunk, const std::function<void(const InputRows&)>& body) {
+    const TensorView x = calibration.layer_inputs(layer);
+    const std::int64_t hidden = x.shape[1];
+    if (tokens.all) {
+        for (const auto& [begin, end] : calibration.token_ranges())
+            for (std::int64_t t0 = begin; t0 < end; t0 += chunk) {
+                InputRows rows(std::min(chunk, end - t0), hidden);
+                read_rows(x, t0, rows.rows(), rows.data());
+                body(rows);
+            }
+        return;
+    }
+    for (std::size_t i = 0; i < tokens.rows.size(); i += static_cast<std::size_t>(chunk)) {
+        const std::size_t n = std::min(tokens.rows.size() - i, static_cast<std::size_t>(chunk));
+        InputRows rows(static_cast<Eigen::Index>(n), hidden);
+        for (std::size_t r = 0; r < n; ++r) read_rows(x, tokens.rows[i + r], 1, rows.data() + r * hidden);
+        body(rows);
+    }
+}
+
+}  // namespace moequant
