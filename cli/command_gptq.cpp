@@ -16,6 +16,7 @@
 
 #include <iostream>
 #include <regex>
+#include <set>
 
 namespace moequant::cli {
 
@@ -23,10 +24,23 @@ namespace po = boost::program_options;
 
 namespace {
 
-// --ignore_patterns: llm-compressor's syntax, "re:<regex>" or an exact module name. Every
-// non-expert Linear is already left unquantized; a pattern that selects routed experts is
-// refused, since a checkpoint with some experts left in BF16 is not one vLLM's MoE loader takes.
-void check_ignore_patterns(const std::vector<std::string>& patterns, const ModelPlan& plan) {
+// --ignore_patterns: llm-compressor's syntax, "re:<regex>" (matched against the whole module
+// name) or an exact module name. Every non-expert Linear is already left unquantized. Patterns
+// that select routed experts must select whole MoE layers — every expert and projection — since
+// vLLM and SGLang pick one method per MoE layer (from expert 0's three projections); those
+// layers' experts are written in BF16 and listed in `ignore`. Anything partial is refused.
+// A regex for every expert module of the layer `module` (an expert's module name) sits in.
+std::string experts_regex(const std::string& module) {
+    std::string escaped;
+    for (char c : module.substr(0, module.rfind(".experts.") + 8)) {
+        if (c == '.') escaped += '\\';
+        escaped += c;
+    }
+    return escaped + "\\..*";
+}
+
+std::set<std::int64_t> unquantized_layers(const std::vector<std::string>& patterns, const ModelPlan& plan) {
+    std::vector<std::pair<std::string, std::optional<std::regex>>> matchers;
     for (const auto& pattern : patterns) {
         std::optional<std::regex> re;
         if (pattern.starts_with("re:")) {
@@ -36,19 +50,41 @@ void check_ignore_patterns(const std::vector<std::string>& patterns, const Model
                 throw_usage_error("--ignore_patterns '" + pattern + "' is not a valid regular expression: " + e.what());
             }
         }
-        for (const auto& layer : plan.moe_layers)
-            for (const auto& expert : layer.experts)
-                for (const auto& source : expert.weights) {
-                    const std::string module = source.tensor.ends_with(".weight")
-                                                   ? source.tensor.substr(0, source.tensor.size() - 7)
-                                                   : source.tensor;
-                    if (re ? std::regex_match(module, *re) : module == pattern)
-                        throw Error(ErrorKind::usage, "--ignore_patterns '" + pattern + "' selects routed experts",
-                                    {.tensor = source.tensor, .code = "IgnoredExperts",
-                                     .hint = "only routed experts are quantized; attention, routers, shared experts, dense "
-                                             "layers and lm_head are always left as they are"});
-                }
+        matchers.emplace_back(pattern, std::move(re));
     }
+    auto selecting = [&](const std::string& module) -> const std::string* {
+        for (const auto& [pattern, re] : matchers)
+            if (re ? std::regex_match(module, *re) : module == pattern) return &pattern;
+        return nullptr;
+    };
+    std::set<std::int64_t> layers;
+    for (const auto& layer : plan.moe_layers) {
+        const std::string* first_pattern = nullptr;
+        std::string kept_module, quantized_module;
+        for (const auto& expert : layer.experts)
+            for (Projection p : {Projection::gate, Projection::up, Projection::down}) {
+                const std::string module = expert_module_name(expert.weights[static_cast<int>(p)], expert.expert, p);
+                if (const std::string* pattern = selecting(module)) {
+                    if (!first_pattern) first_pattern = pattern;
+                    if (kept_module.empty()) kept_module = module;
+                } else if (quantized_module.empty()) {
+                    quantized_module = module;
+                }
+            }
+        if (!first_pattern) continue;
+        if (!quantized_module.empty())
+            throw Error(ErrorKind::usage,
+                        "--ignore_patterns '" + *first_pattern + "' selects '" + kept_module + "' but not '" + quantized_module +
+                            "': routed experts can be left unquantized only a whole MoE layer at a time",
+                        {.code = "PartialExpertIgnore",
+                         .hint = "vLLM and SGLang use one method for all experts of a layer; select every expert, e.g. \"re:" +
+                                 experts_regex(kept_module) + "\""});
+        layers.insert(layer.layer);
+    }
+    if (!layers.empty() && layers.size() == plan.moe_layers.size())
+        throw Error(ErrorKind::usage, "--ignore_patterns selects the routed experts of every MoE layer: nothing would be quantized",
+                    {.code = "NothingToQuantize"});
+    return layers;
 }
 
 }  // namespace
@@ -84,7 +120,8 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         ("routed-only", po::bool_switch(&routed_only),
          "an expert sees only the tokens its layer's router sends it (moe_calibrate_all_experts=False)")
         ("ignore_patterns", po::value(&ignore)->multitoken()->value_name("PATTERN..."),
-         "modules to leave unquantized (\"re:<regex>\" or a name); non-expert modules always are")
+         "modules to leave unquantized (\"re:<regex>\" or a name); non-expert modules always are, "
+         "routed experts only a whole MoE layer at a time (written in BF16)")
         ("allow-unaligned", po::bool_switch(&allow_unaligned), "write shapes vLLM/SGLang's Marlin kernels cannot run")
         ("threads", po::value(&threads), "worker threads (default: all cores)")
         ("resume-layer", po::value(&resume_layer), "redo layers from this one on; earlier ones must be complete")
@@ -135,7 +172,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
 
     const PlannedSource source = open_planned_source(registry, input, family);
     const ModelPlan& plan = source.plan;
-    check_ignore_patterns(ignore, plan);
+    const std::set<std::int64_t> kept_layers = unquantized_layers(ignore, plan);
     std::optional<CalibrationActivations> calibration;
     if (!activations.empty()) {
         calibration.emplace(CalibrationActivations::open(activations));
@@ -154,6 +191,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (resume_layer >= 0) job.resume_layer = resume_layer;
     job.overwrite = overwrite;
     job.allow_non_finite = allow_non_finite;
+    job.unquantized_layers = kept_layers;
     if (quantizer_id == "gptq") job.calibration = calibration ? &*calibration : nullptr;
     job.quantizer_options.set("quant_type", quant_type);
     job.quantizer_options.set("strategy", strategy);
@@ -166,6 +204,11 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     StreamProgress progress(stderr);
     SilentProgress silent;
     ProgressSink& sink = quiet ? static_cast<ProgressSink&>(silent) : progress;
+    if (!kept_layers.empty()) {
+        std::string layers;
+        for (std::int64_t l : kept_layers) layers += (layers.empty() ? "" : ", ") + std::to_string(l);
+        sink.note("routed experts kept in BF16 (--ignore_patterns): layer(s) " + layers);
+    }
     if (job.calibration)
         sink.note("calibration: " + std::to_string(calibration->samples()) + " sample(s), " +
                   std::to_string(calibration->tokens()) + " token(s) per MoE layer from " + activations +

@@ -61,6 +61,11 @@ RunManifest describe_job(const ConversionJob& job) {
         m.settings.emplace_back("calibration.tokens", std::to_string(job.calibration->tokens()));
         m.settings.emplace_back("calibration.experts_see", job.calibration->routed_only() ? "routed tokens" : "all tokens");
     }
+    if (!job.unquantized_layers.empty()) {
+        std::string layers;
+        for (std::int64_t l : job.unquantized_layers) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+        m.settings.emplace_back("unquantized_layers", layers);
+    }
     m.source_fingerprint = source_fingerprint(*job.source);
     m.plan_digest = plan_digest(*job.plan);
     return m;
@@ -197,6 +202,15 @@ void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer,
 
 void convert_layer(const ConversionJob& job, const Quantizer& quantizer, const MoeLayerPlan& layer, LayerSink& sink,
                    ProgressSink& progress) {
+    if (job.unquantized_layers.count(layer.layer)) {  // kept in BF16: one "weight" part per matrix
+        for_each_expert_matrix(job, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
+            QuantizedTensor kept;
+            kept.method = "BF16";
+            kept.parts.emplace_back("weight", Tensor::copy_of(matrix.view()));
+            sink.write({expert.expert, projection, 0, std::move(kept)});
+        });
+        return;
+    }
     if (quantizer.uses_calibration()) {
         CalibratedLayerJob calibrated;
         calibrated.quantizer = &quantizer;
@@ -264,6 +278,13 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     context.quantizer = quantizer;
     context.parts = job.parts;
     context.options = job.format_options;
+    context.unquantized_layers = job.unquantized_layers;
+    for (std::int64_t layer : job.unquantized_layers)
+        if (std::none_of(job.plan->moe_layers.begin(), job.plan->moe_layers.end(),
+                         [&](const MoeLayerPlan& l) { return l.layer == layer; }))
+            throw Error(ErrorKind::usage, "layer " + std::to_string(layer) + " is not a MoE layer; it has no routed experts to keep");
+    if (!job.unquantized_layers.empty() && job.parts != 1)
+        throw Error(ErrorKind::usage, "unquantized experts are stored whole, not in " + std::to_string(job.parts) + " parts");
     job.format->check(context);  // before any file is touched
     // Refuse unsplittable or unpackable shapes before any file is touched.
     if (quantizer && !job.plan->moe_layers.empty()) {

@@ -24,6 +24,19 @@ OutputWriter::~OutputWriter() = default;
 OutputReader::~OutputReader() = default;
 OutputFormat::~OutputFormat() = default;
 
+void OutputFormat::check(const OutputContext& context) const {
+    if (!context.unquantized_layers.empty())
+        throw Error(ErrorKind::usage, "format '" + std::string(id()) + "' cannot keep routed experts unquantized",
+                    {.code = "UnquantizedExperts"});
+}
+
+std::string expert_module_name(const ExpertWeightSource& source, std::int64_t expert, Projection p) {
+    const std::string& t = source.tensor;
+    if (!source.slice) return t.ends_with(".weight") ? t.substr(0, t.size() - 7) : t;
+    const std::size_t dot = t.rfind('.');  // "<...>.experts.gate_up_proj" -> "<...>.experts"
+    return t.substr(0, dot) + "." + std::to_string(expert) + "." + std::string(projection_name(p)) + "_proj";
+}
+
 std::string_view projection_name(Projection p) noexcept {
     switch (p) {
         case Projection::gate: return "gate";

@@ -8,6 +8,7 @@
 #include <moequant/verification.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <random>
@@ -167,6 +168,29 @@ void check_part(const VerificationJob& job, const StoredPartKey& key, const Tens
     check.problem = problem;
 }
 
+// An expert matrix the output keeps unquantized: one BF16 "weight", equal to the source.
+void check_kept_part(const VerificationJob& job, const StoredPartKey& key, const Tensor& source_part, PartCheck& check) {
+    const StoredPart stored = job.output->read(key);
+    check.location = stored.location;
+    check.rows = source_part.shape()[0];
+    check.cols = source_part.shape()[1];
+    const Tensor* weight = stored.tensor.part("weight");
+    if (!weight || stored.tensor.parts.size() != 1 || weight->dtype() != DType::BF16 || weight->shape() != source_part.shape()) {
+        check.problem = "the layer's experts are kept unquantized, but this part is not one BF16 weight " +
+                        shape_to_string(source_part.shape());
+        return;
+    }
+    const std::vector<float> source = source_values(source_part), kept = source_values(*weight);
+    std::int64_t differing = 0;
+    for (std::size_t i = 0; i < source.size(); ++i)
+        if (std::memcmp(&source[i], &kept[i], 4) != 0) {
+            ++differing;
+            check.max_abs_error = std::max(check.max_abs_error, std::fabs(static_cast<double>(source[i]) - kept[i]));
+        }
+    check.snr_db = differing ? 0 : std::numeric_limits<double>::infinity();
+    if (differing) check.problem = "the unquantized weight differs from the source in " + std::to_string(differing) + " element(s)";
+}
+
 // Recorded facts that must agree with the job: part count and expert count.
 void check_recorded(const VerificationJob& job, int parts, VerificationReport& report) {
     const Options recorded = job.output->recorded();
@@ -227,6 +251,16 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
     if (parts <= 0) throw Error(ErrorKind::input, "the output holds no quantized part", {.code = "EmptyOutput"});
     check_recorded(job, parts, report);
     if (job.calibration) check_routing(*job.calibration, *job.plan, *job.source);
+    // Layers the output keeps unquantized (BF16 experts), as it records them.
+    std::set<std::int64_t> kept_layers;
+    if (auto listed = job.output->recorded().get("unquantized_layers")) {
+        std::size_t at = 0;
+        while (at < listed->size()) {
+            const std::size_t comma = std::min(listed->find(',', at), listed->size());
+            kept_layers.insert(std::stoll(listed->substr(at, comma - at)));
+            at = comma + 1;
+        }
+    }
 
     const std::vector<StoredPartKey> stored_keys = job.output->parts();
     const std::set<StoredPartKey> stored(stored_keys.begin(), stored_keys.end());
@@ -249,9 +283,10 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
                     if (!stored.count(key)) check.problem = "missing from the output";
                     report.checks.push_back(std::move(check));
                 }
+        const bool kept = kept_layers.count(layer.layer) > 0;
         // With calibration data (one part per matrix): the tokens each expert sees, and the
         // layer's input Hessian for the gate and up of experts that see all of them.
-        const bool calibrated = job.calibration && parts == 1;
+        const bool calibrated = job.calibration && parts == 1 && !kept;
         std::vector<ExpertTokens> tokens;
         std::optional<Tensor> layer_hessian;
         if (calibrated) {
@@ -289,6 +324,10 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
                     }
                     for (int part = 0; part < parts; ++part) {
                         if (!checks[part].problem.empty()) continue;  // missing
+                        if (kept) {
+                            check_kept_part(job, checks[part].key, matrix, checks[part]);
+                            continue;
+                        }
                         try {
                             check_part(job, checks[part].key, split_expert_part(matrix, projection, part, parts), hessian,
                                        checks[part]);

@@ -13,7 +13,6 @@
 #include "compressed_tensors_reader.hpp"
 #include "copied_tensors.hpp"
 #include "model_config_file.hpp"
-#include "module_names.hpp"
 #include "quantization_config.hpp"
 #include "written_files.hpp"
 
@@ -95,18 +94,21 @@ public:
 
     std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
         const MoeLayerPlan& plan = layer_plan(layer);
+        const bool kept = c_.unquantized_layers.count(layer) > 0;
         std::vector<TensorSpec> specs;
         for (const auto& e : plan.experts)
             for (Projection p : projections) {
                 const ExpertWeightSource& s = e.weights[static_cast<int>(p)];
-                for (auto spec : c_.quantizer->output_layout({s.rows, s.cols})) {
+                const std::vector<TensorSpec> layout =
+                    kept ? std::vector<TensorSpec>{{"weight", DType::BF16, {s.rows, s.cols}}} : c_.quantizer->output_layout({s.rows, s.cols});
+                for (auto spec : layout) {
                     spec.name = module_.at({layer, e.expert, p}) + "." + spec.name;
                     specs.push_back(std::move(spec));
                 }
             }
         for (const auto& name : by_layer_[layer]) specs.push_back(copied_spec(*c_.source, name));
         Metadata metadata = default_safetensors_metadata();
-        metadata.emplace_back("moequant.method", settings_.get_int("num_bits", 4) == 8 ? "W8A16" : "W4A16");
+        metadata.emplace_back("moequant.method", kept ? "BF16" : settings_.get_int("num_bits", 4) == 8 ? "W8A16" : "W4A16");
         metadata.emplace_back("moequant.quantizer", std::string(c_.quantizer->id()));
         metadata.emplace_back("moequant.experts", std::to_string(plan.experts.size()));
         metadata.emplace_back("moequant.layer", std::to_string(layer));
@@ -129,7 +131,7 @@ public:
             written.push_back(describe_written(c_.directory, rest_shard_));
         }
         write_model_config(c_.source->directory(), c_.directory,
-                           quantization_config(settings_, ignored_modules(*c_.plan, *c_.source)));
+                           quantization_config(settings_, ignored_modules(*c_.plan, *c_.source, unquantized_modules())));
         written.push_back(describe_written(c_.directory, "config.json"));
         copy_side_files(c_.source->directory(), c_.directory,
                         {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
@@ -152,6 +154,14 @@ public:
     }
 
 private:
+    // The expert modules of the layers kept unquantized, which `ignore` must list.
+    std::vector<std::string> unquantized_modules() const {
+        std::vector<std::string> names;
+        for (const auto& [key, name] : module_)
+            if (c_.unquantized_layers.count(std::get<0>(key))) names.push_back(name);
+        return names;
+    }
+
     const MoeLayerPlan& layer_plan(std::int64_t layer) const {
         for (const auto& l : c_.plan->moe_layers)
             if (l.layer == layer) return l;
@@ -181,7 +191,7 @@ public:
     std::string_view description() const override {
         return "compressed-tensors pack-quantized checkpoint (W4A16/W8A16 experts) for vLLM and SGLang";
     }
-    void check(const OutputContext& context) const override {
+    void check(const OutputContext& context) const override {  // unquantized_layers are supported
         if (!context.quantizer) throw Error(ErrorKind::usage, "compressed-tensors needs a quantizer");
         if (context.parts != 1)
             throw Error(ErrorKind::usage, "compressed-tensors stores one part per expert matrix, not " + std::to_string(context.parts));

@@ -12,6 +12,7 @@
 #include <boost/json.hpp>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace moequant::formats {
@@ -20,7 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-constexpr std::array<const char*, 4> part_names = {"weight_packed", "weight_scale", "weight_shape", "weight_g_idx"};
+// The pack-quantized tensors of a quantized expert, or the BF16 "weight" of one kept unquantized.
+constexpr std::array<const char*, 5> part_names = {"weight_packed", "weight_scale", "weight_shape", "weight_g_idx", "weight"};
 
 // "<...>layers.{L}.<...>.experts.{E}.{projection}.{part}" -> key and part; nullopt otherwise.
 std::optional<std::pair<StoredPartKey, std::string>> parse_expert_tensor(const std::string& name) {
@@ -84,9 +86,32 @@ std::unique_ptr<OutputReader> open_compressed_tensors(const fs::path& directory)
     StoredPartIndex index;
     for (const std::string& name : checkpoint.tensor_names())
         if (auto parsed = parse_expert_tensor(name)) index[parsed->first][parsed->second] = name;
-    if (index.empty())
+    // Layers whose experts are stored as plain weights (listed in `ignore`): verify compares them
+    // with the source as they are.
+    std::set<std::int64_t> kept;
+    bool quantized = false;
+    for (const auto& [key, tensors] : index) {
+        if (tensors.count("weight")) kept.insert(key.layer);
+        quantized = quantized || tensors.count("weight_packed");
+    }
+    if (!quantized)
         throw Error(ErrorKind::input, "holds no quantized expert (no *.experts.E.*.weight_packed tensor)",
                     {.file = directory.string(), .code = "NoQuantizedExperts"});
+    if (!kept.empty()) {
+        // vLLM takes a BF16 expert only when `ignore` names it (spec §8.1).
+        std::set<std::string> ignore;
+        for (const auto& n : q->at("ignore").as_array()) ignore.insert(std::string(n.as_string()));
+        for (const auto& [key, tensors] : index)
+            if (auto w = tensors.find("weight"); w != tensors.end()) {
+                const std::string module = w->second.substr(0, w->second.size() - 7);
+                if (!ignore.count(module))
+                    throw Error(ErrorKind::input, "stores expert '" + module + "' unquantized, but quantization_config.ignore does not list it",
+                                {.file = where, .tensor = w->second, .code = "UnlistedUnquantized"});
+            }
+        std::string layers;
+        for (std::int64_t l : kept) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+        recorded.set("unquantized_layers", layers);
+    }
     const auto& first = index.begin()->second.begin()->second;
     const SafetensorsFile& shard = checkpoint.shard(checkpoint.shard_of(first));
     record_shard_metadata(recorded, shard);

@@ -9,20 +9,23 @@ namespace moequant::formats {
 
 namespace json = boost::json;
 
-std::vector<std::string> ignored_modules(const ModelPlan& plan, const Checkpoint& source) {
+std::vector<std::string> ignored_modules(const ModelPlan& plan, const Checkpoint& source,
+                                         const std::vector<std::string>& unquantized_experts) {
+    constexpr int expert_rank = 2;
     auto rank = [](TensorRole role) {
         switch (role) {
             case TensorRole::attention: return 0;
             case TensorRole::dense_mlp: return 1;
-            case TensorRole::router: return 2;
-            case TensorRole::shared_expert_gate: return 3;
-            case TensorRole::shared_expert: return 4;
-            case TensorRole::lm_head: return 5;
+            case TensorRole::router: return 3;
+            case TensorRole::shared_expert_gate: return 4;
+            case TensorRole::shared_expert: return 5;
+            case TensorRole::lm_head: return 6;
             default: return -1;
         }
     };
     // (layer, rank) -> module names in plan order; lm_head and other non-layer modules last.
     std::map<std::pair<std::int64_t, int>, std::vector<std::string>> groups;
+    for (const auto& name : unquantized_experts) groups[{layer_of(name), expert_rank}].push_back(name);
     for (const auto& [name, role] : plan.roles) {
         const int r = rank(role);
         if (r < 0 || !name.ends_with(".weight") || source.info(name).shape.size() != 2) continue;

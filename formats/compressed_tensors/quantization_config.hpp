@@ -18,10 +18,11 @@ inline constexpr const char* compressed_tensors_version = "0.18.0";
 
 // Every Linear module that stays unquantized, by module name (`ignore` lists names, not the
 // user's regexes): attention, routers, shared experts and their gate, dense MLPs and lm_head,
-// i.e. the 2-D `.weight` tensors of those roles; per decoder layer in ascending order
-// (attention, dense MLP, router, shared experts), lm_head last. MTP layers are not listed
-// (never written).
-std::vector<std::string> ignored_modules(const ModelPlan& plan, const Checkpoint& source);
+// i.e. the 2-D `.weight` tensors of those roles, plus `unquantized_experts` (module names of
+// routed experts kept in BF16); per decoder layer in ascending order (attention, dense MLP,
+// kept experts, router, shared experts), lm_head last. MTP layers are not listed (never written).
+std::vector<std::string> ignored_modules(const ModelPlan& plan, const Checkpoint& source,
+                                         const std::vector<std::string>& unquantized_experts);
 
 // The quantization_config object. `settings`: the quantizer's settings() (num_bits, strategy,
 // group_size, actorder).

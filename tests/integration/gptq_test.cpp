@@ -92,6 +92,17 @@ std::set<std::string> unquantized_linears(const std::map<std::string, WrittenTen
     return modules;
 }
 
+// Rewrites one tensor of a written output in place (same size).
+void damage(const fs::path& out, const std::string& tensor, const std::function<void(std::uint8_t*, std::size_t)>& edit) {
+    const auto index = json::parse(read_text(out / "model.safetensors.index.json")).as_object();
+    const fs::path shard = out / std::string(index.at("weight_map").at(tensor).as_string());
+    std::vector<std::uint8_t> bytes = read_bytes(shard);
+    SafetensorsFile file = SafetensorsFile::open(shard);
+    const TensorInfo& info = file.info(tensor);
+    edit(bytes.data() + file.data_start() + info.begin, info.size_bytes());
+    write_bytes(shard, bytes);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(gptq)
@@ -324,7 +335,15 @@ BOOST_AUTO_TEST_CASE(bad_calibration_and_requests_fail_with_one_clear_line) {
 
     auto experts = run_gptq(dir / "src", dir / "o5", {"--quant_method", "RTN", "--ignore_patterns", "re:.*experts\\.3\\..*"});
     BOOST_TEST(experts.exit_code == 2);
-    BOOST_TEST(contains(experts.err, "IgnoredExperts"), experts.err);
+    BOOST_TEST(contains(experts.err, "PartialExpertIgnore"), experts.err);
+    BOOST_TEST(!fs::exists(dir / "o5"));
+    auto down_only = run_gptq(dir / "src", dir / "o5", {"--quant_method", "RTN", "--ignore_patterns", "re:.*\\.w2"});
+    BOOST_TEST(down_only.exit_code == 2);
+    BOOST_TEST(contains(down_only.err, "PartialExpertIgnore"), down_only.err);
+    auto everything = run_gptq(dir / "src", dir / "o5", {"--quant_method", "RTN", "--ignore_patterns", "re:.*experts.*"});
+    BOOST_TEST(everything.exit_code == 2);
+    BOOST_TEST(contains(everything.err, "NothingToQuantize"), everything.err);
+    BOOST_TEST(!fs::exists(dir / "o5"));
     auto harmless = run_gptq(dir / "src", dir / "o6", {"--quant_method", "RTN", "--ignore_patterns", "lm_head", "re:.*self_attn.*"});
     BOOST_TEST(harmless.exit_code == 0, harmless.err);
 
@@ -425,6 +444,68 @@ BOOST_AUTO_TEST_CASE(unaligned_expert_shapes_are_refused_before_any_file) {
     BOOST_TEST(!fs::exists(dir / "o2"));
 }
 
+// --ignore_patterns selecting whole MoE layers: those layers' experts are written in BF16 (FP8
+// dequantized) under their module names and listed in `ignore`; the other layers are quantized as
+// usual; verify compares the kept weights with the source exactly and fails a changed one; an
+// output whose BF16 expert `ignore` does not list is refused (vLLM would not load it).
+BOOST_AUTO_TEST_CASE(ignored_moe_layers_keep_their_experts_in_bf16) {
+    TempDir dir;
+    const fs::path activations = dir / "act.safetensors";
+    synth(dir / "src", {"deepseek_v3", "fp8", "per-expert"}, activations);  // MoE layers 1 and 2
+    const std::vector<std::string> args = {"--calibration-activations", activations.string(), "--ignore_patterns",
+                                           "re:.*layers\\.2\\.mlp\\.experts\\..*"};
+    auto r = run_gptq(dir / "src", dir / "out", args);
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto tensors = written_tensors(dir / "out");
+    const auto config = json::parse(read_text(dir / "out" / "config.json")).as_object();
+    std::set<std::string> ignore;
+    for (const auto& n : config.at("quantization_config").at("ignore").as_array()) ignore.insert(std::string(n.as_string()));
+    BOOST_TEST((ignore == unquantized_linears(tensors)));
+    for (int layer : {1, 2})
+        for (int e = 0; e < 8; ++e)
+            for (const char* p : {"gate_proj", "up_proj", "down_proj"}) {
+                const std::string module = "model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(e) + "." + p;
+                if (layer == 2) {
+                    BOOST_TEST(ignore.count(module), module);
+                    BOOST_REQUIRE(tensors.count(module + ".weight"));
+                    BOOST_TEST((tensors.at(module + ".weight").dtype == DType::BF16));
+                    BOOST_TEST((tensors.at(module + ".weight").shape == (std::string(p) == "down_proj" ? Shape{256, 256} : Shape{256, 256})));
+                    BOOST_TEST(!tensors.count(module + ".weight_packed"));
+                } else {
+                    BOOST_TEST(!ignore.count(module), module);
+                    BOOST_TEST(tensors.count(module + ".weight_packed"), module);
+                }
+            }
+    auto v = run_moequant({"verify", "--source", (dir / "src").string(), "--converted", (dir / "out").string(), "--json",
+                           "--quiet", "--calibration-activations", activations.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+    const json::value report = json::parse(v.out);
+    std::size_t kept = 0;
+    for (const auto& part : report.at("tensors").as_array())
+        if (part.at("layer").to_number<int>() == 2) {
+            ++kept;
+            BOOST_TEST(part.at("max_abs_error").to_number<double>() == 0.0);
+        }
+    BOOST_TEST(kept == 24u);
+
+    // One kept element changed: verify fails that part.
+    const std::string kept_tensor = "model.layers.2.mlp.experts.5.up_proj.weight";
+    fs::copy(dir / "out", dir / "changed", fs::copy_options::recursive);
+    damage(dir / "changed", kept_tensor, [](std::uint8_t* p, std::size_t) { p[1] ^= 0x40; });
+    auto changed = run_moequant({"verify", "--source", (dir / "src").string(), "--converted", (dir / "changed").string(), "--quiet"});
+    BOOST_TEST(changed.exit_code == 6, changed.out << changed.err);
+    BOOST_TEST(contains(changed.out, "differs from the source"), changed.out);
+    // A BF16 expert that `ignore` does not list: not a checkpoint vLLM loads.
+    fs::copy(dir / "out", dir / "unlisted", fs::copy_options::recursive);
+    auto c = json::parse(read_text(dir / "out" / "config.json")).as_object();
+    auto& list = c["quantization_config"].as_object()["ignore"].as_array();
+    list.erase(std::find(list.begin(), list.end(), json::value("model.layers.2.mlp.experts.5.up_proj")));
+    write_text(dir / "unlisted" / "config.json", json::serialize(c));
+    auto unlisted = run_moequant({"verify", "--source", (dir / "src").string(), "--converted", (dir / "unlisted").string(), "--quiet"});
+    BOOST_TEST(unlisted.exit_code == 3, unlisted.err);
+    BOOST_TEST(contains(unlisted.err, "UnlistedUnquantized"), unlisted.err);
+}
+
 // verify fails a compressed-tensors output whose stored bytes are wrong: a scale that is not the
 // observer's, codes that make GPTQ worse than RTN on the calibration data; and refuses an
 // unfinished one.
@@ -436,16 +517,6 @@ BOOST_AUTO_TEST_CASE(verify_fails_damaged_compressed_tensors_outputs) {
     auto verify = [&](const fs::path& out) {
         return run_moequant({"verify", "--source", (dir / "src").string(), "--converted", out.string(), "--quiet",
                              "--calibration-activations", activations.string()});
-    };
-    // Rewrites one tensor of the output in place (same size).
-    auto damage = [&](const fs::path& out, const std::string& tensor, const std::function<void(std::uint8_t*, std::size_t)>& edit) {
-        const auto index = json::parse(read_text(out / "model.safetensors.index.json")).as_object();
-        const fs::path shard = out / std::string(index.at("weight_map").at(tensor).as_string());
-        std::vector<std::uint8_t> bytes = read_bytes(shard);
-        SafetensorsFile file = SafetensorsFile::open(shard);
-        const TensorInfo& info = file.info(tensor);
-        edit(bytes.data() + file.data_start() + info.begin, info.size_bytes());
-        write_bytes(shard, bytes);
     };
     const std::string module = "model.layers.0.mlp.experts.1.down_proj";
 

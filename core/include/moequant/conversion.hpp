@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct ConversionJob {
     bool overwrite = false;
     bool allow_non_finite = false;          // convert NaN/Inf expert weights instead of refusing them
     const CalibrationActivations* calibration = nullptr;  // recorded MoE inputs (GPTQ)
+    // MoE layers whose routed experts are written unquantized (BF16), if the format supports
+    // it (OutputContext::unquantized_layers); needs parts == 1.
+    std::set<std::int64_t> unquantized_layers;
     Options quantizer_options;
     Options format_options;
 };

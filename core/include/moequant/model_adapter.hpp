@@ -74,6 +74,12 @@ struct ExpertWeightSource {
     std::optional<FusedSlice> slice;
 };
 
+// The Hugging Face module name of an expert's Linear, as llm-compressor's `ignore` patterns and
+// vLLM/SGLang's loaders see it (conventions.md §4): the source's own per-expert module name
+// (`…mlp.experts.E.gate_proj`, Mixtral `…block_sparse_moe.experts.E.w1`); for fused sources
+// `<experts>.E.{gate,up,down}_proj`, what llm-compressor's linearization produces.
+MOEQUANT_API std::string expert_module_name(const ExpertWeightSource& source, std::int64_t expert, Projection p);
+
 struct ExpertPlan {
     std::int64_t expert = 0;
     std::array<ExpertWeightSource, 3> weights;  // indexed by Projection

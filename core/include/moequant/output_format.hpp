@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,9 @@ struct OutputContext {
     const Quantizer* quantizer = nullptr;  // null for formats that need none
     int parts = 1;                         // threadpool parts of every expert matrix
     Options options;
+    // MoE layers whose routed experts stay unquantized: their parts arrive as one BF16
+    // "weight" [out, in] each instead of the quantizer's tensors (formats that support it).
+    std::set<std::int64_t> unquantized_layers;
 };
 
 class MOEQUANT_API LayerSink {
@@ -113,8 +117,8 @@ public:
 
     // Refuses a job the format cannot write (e.g. shapes its runtime cannot run), with
     // Error(input) naming the tensor. Called before any file is touched; context.directory
-    // may not exist yet.
-    virtual void check(const OutputContext& /*context*/) const {}
+    // may not exist yet. The default refuses context.unquantized_layers (Error(usage)).
+    virtual void check(const OutputContext& context) const;
 
     virtual std::unique_ptr<OutputWriter> create(const OutputContext& context) const = 0;
     // Opens `directory` for reading when it holds a complete output of this format (recognised
