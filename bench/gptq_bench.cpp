@@ -1,5 +1,5 @@
 // GPTQ's cost on DeepSeek-V3-sized expert projections, as fractions of this machine's SGEMM
-// rate measured in the same run (Eigen, float, the project's own compile flags):
+// rate measured in the same run (Eigen products through BLIS, float, as the project builds them):
 //   1. one 2048 x 7168 weight (out x in) with 4096 calibration tokens (two samples of 2048),
 //      W4A16 group 128, actorder static, dampening 0.1: the Hessian (HessianAccumulator), the
 //      preparation (prepare_inverse_hessian: order, damping, Cholesky, triangular inverse) and
@@ -16,11 +16,10 @@
 //                            [--samples S] [--experts E | --full] [--repeats R]
 //   defaults: 2 threads, N=2048, K=7168, T=4096, S=2, E=8 (--full: E=32, the size;
 //   --experts 0 skips part 2), R=1 (best of R runs for the timings of part 1).
-//   On the 2-core reference machine class: part 1 takes about 1 minute, part 2 about 5
-//   minutes with E=8 and about 20 with --full (2E preparations of about 12 s each in (b)).
-// The reference is Eigen as this project builds it (no -mavx2/-mfma: the "Eigen SIMD" line
-// says SSE, SSE2), the same code generation as the Hessian and the plugin; the torch times
-// come from vendor kernels, so a fraction that meets its target can still be slower than torch.
+//   On the 2-core reference machine class: part 1 takes about half a minute, part 2 about 1.5
+//   minutes with E=8 and about 6 with --full.
+// The reference is Eigen as this project builds it: its products go to BLIS (EIGEN_USE_BLAS),
+// whose kernels are chosen for the CPU at run time, as in the Hessian and the plugin.
 
 #include "bench_timing.hpp"
 
@@ -49,6 +48,11 @@
 #include <span>
 #include <string>
 #include <vector>
+
+// BLIS reports which kernel set it chose for this CPU (blis.h is not on the include path; arch_t
+// is a C enum).
+extern "C" int bli_arch_query_id(void);
+extern "C" const char* bli_arch_string(int id);
 
 using namespace moequant;
 using moequant::bench::best_seconds;
@@ -102,25 +106,29 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The reference: C = A B for n x n float matrices, in multiply-adds per second. With one
-// thread a plain Eigen product (Eigen is single-threaded in this build: no OpenMP); with more,
-// moequant::parallel_for over column blocks of B and C, each block an Eigen product.
+// The reference: C = A B for n x n float matrices, in multiply-adds per second, through the
+// same Eigen products (BLAS-backed) moequant uses. With one thread one product; with more,
+// moequant::parallel_for over column blocks of B and C (one or four blocks per thread, the
+// faster of the two: the serial BLAS packs all of A for every block).
 double sgemm_rate(std::int64_t n, std::size_t threads, int repeats) {
     Matrix a = Matrix::Random(n, n), b = Matrix::Random(n, n), c = Matrix::Zero(n, n);
     double t;
     if (threads == 1) {
         t = best_seconds(repeats, [&] { c.noalias() = a * b; });
     } else {
-        const std::int64_t blocks = static_cast<std::int64_t>(threads) * 4;
-        const std::int64_t width = (n + blocks - 1) / blocks;
-        t = best_seconds(repeats, [&] {
-            parallel_for(0, static_cast<std::size_t>(blocks), 1, [&](std::size_t first, std::size_t last) {
-                for (std::size_t i = first; i < last; ++i) {
-                    const std::int64_t c0 = static_cast<std::int64_t>(i) * width, cn = std::min(width, n - c0);
-                    if (cn > 0) c.middleCols(c0, cn).noalias() = a * b.middleCols(c0, cn);
-                }
-            });
-        });
+        t = 1e300;
+        for (const std::int64_t per_thread : {1, 4}) {
+            const std::int64_t blocks = static_cast<std::int64_t>(threads) * per_thread;
+            const std::int64_t width = (n + blocks - 1) / blocks;
+            t = std::min(t, best_seconds(repeats, [&] {
+                parallel_for(0, static_cast<std::size_t>(blocks), 1, [&](std::size_t first, std::size_t last) {
+                    for (std::size_t i = first; i < last; ++i) {
+                        const std::int64_t c0 = static_cast<std::int64_t>(i) * width, cn = std::min(width, n - c0);
+                        if (cn > 0) c.middleCols(c0, cn).noalias() = a * b.middleCols(c0, cn);
+                    }
+                });
+            }));
+        }
     }
     volatile float sink = c(n - 1, n - 1);
     (void)sink;
@@ -233,12 +241,12 @@ int main(int argc, char** argv) {
     const std::int64_t gemm_n = 2048;
     const double gemm_1 = sgemm_rate(gemm_n, 1, 5);
     const double gemm_t = threads == 1 ? gemm_1 : sgemm_rate(gemm_n, threads, 5);
-    std::printf("\nreference: Eigen SGEMM %lldx%lld * %lldx%lld (F32, this build's flags, Eigen SIMD: %s)\n",
+    std::printf("\nreference: Eigen SGEMM %lldx%lld * %lldx%lld (F32, through BLIS, kernels for '%s')\n",
                 static_cast<long long>(gemm_n), static_cast<long long>(gemm_n), static_cast<long long>(gemm_n),
-                static_cast<long long>(gemm_n), Eigen::SimdInstructionSetsInUse());
+                static_cast<long long>(gemm_n), bli_arch_string(bli_arch_query_id()));
     std::printf("  1 thread:   %6.1f G multiply-add/s\n", gemm_1 / 1e9);
-    std::printf("  %zu threads: %6.1f G multiply-add/s (parallel_for over %zu column blocks) = %.2f x 1 thread\n", threads,
-                gemm_t / 1e9, threads * 4, gemm_t / gemm_1);
+    std::printf("  %zu threads: %6.1f G multiply-add/s (parallel_for over column blocks) = %.2f x 1 thread\n", threads,
+                gemm_t / 1e9, gemm_t / gemm_1);
     std::printf("  fractions below = useful multiply-adds / time / %zu-thread SGEMM rate\n", threads);
 
     // ---- data ----

@@ -10,6 +10,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libboost-program-options1.81-dev
   libboost-test1.81-dev libboost-filesystem1.81-dev
   libeigen3-dev libtbb-dev
+  libblis-serial-dev  # Eigen's float products (EIGEN_USE_BLAS), CPU kernels chosen at run time
   libsimde-dev  # tests only: runs the AVX-512 kernels on CPUs without AVX-512
 )
 if [[ "${1:-}" == "--clang" ]]; then

@@ -15,7 +15,7 @@ namespace {
 using ColMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-constexpr std::int64_t tile = 256;          // H is updated in tile x tile blocks, one task each
+constexpr std::int64_t tile = 512;          // H is updated in tile x tile blocks, one task each
 constexpr std::int64_t chunk_tokens = 2048; // BF16 inputs are widened this many tokens at a time
 
 }  // namespace

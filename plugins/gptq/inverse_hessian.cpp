@@ -15,8 +15,8 @@ namespace {
 
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 
-constexpr Eigen::Index panel = 256;  // Cholesky block and trailing-update tile
-constexpr std::size_t strip = 256;   // rows or columns per task of the triangular products
+constexpr Eigen::Index panel = 512;  // Cholesky block and trailing-update tile
+constexpr std::size_t strip = 512;   // rows or columns per task of the triangular products
 
 // In-place inverse of the lower-triangular block [at, at+n) of `m`, recursively:
 // inv([A 0; B C]) = [A^-1 0; -C^-1 B A^-1  C^-1]. The halves are independent and run in

@@ -1,0 +1,72 @@
+// HessianAccumulator against a float64 reference computed here, on a matrix with several
+// (ragged) tiles, fed in several add() calls: every entry, and the same bytes with one thread
+// as with all of them. The tiles run concurrently through the BLAS library Eigen forwards to,
+// so this is also the check that concurrent calls into it are safe.
+#include <moequant/hessian.hpp>
+#include <moequant/parallel.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace moequant;
+
+namespace {
+
+constexpr std::int64_t columns = 1100, tokens = 1200, samples = 3;
+
+std::vector<float> random_inputs() {
+    std::mt19937_64 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(static_cast<std::size_t>(columns * tokens));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = normal(rng) * (i % columns < 20 ? 8.0f : 1.0f) + 0.5f;
+    return x;
+}
+
+Tensor accumulate(const std::vector<float>& x) {
+    HessianAccumulator h(columns);
+    for (std::int64_t s = 0; s < samples; ++s) h.add(x.data() + s * (tokens / samples) * columns, tokens / samples);
+    return h.finish(samples);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(hessian)
+
+BOOST_AUTO_TEST_CASE(every_entry_matches_a_float64_reference) {
+    const std::vector<float> x = random_inputs();
+    const Tensor h = accumulate(x);
+    const float* got = h.data_as<float>();
+    std::vector<double> reference(static_cast<std::size_t>(columns * columns), 0.0);
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        const float* row = x.data() + t * columns;
+        for (std::int64_t i = 0; i < columns; ++i)
+            for (std::int64_t j = 0; j <= i; ++j) reference[i * columns + j] += 2.0 * row[i] * row[j];
+    }
+    std::int64_t off = 0;
+    for (std::int64_t i = 0; i < columns; ++i)
+        for (std::int64_t j = 0; j <= i; ++j) {
+            const double want = reference[i * columns + j] / samples;
+            const double scale = std::sqrt(reference[i * columns + i] * reference[j * columns + j]) / samples;
+            if (std::fabs(got[i * columns + j] - want) > 1e-5 * scale) ++off;
+            if (got[i * columns + j] != got[j * columns + i]) ++off;  // symmetric
+        }
+    BOOST_TEST(off == 0);
+}
+
+BOOST_AUTO_TEST_CASE(the_bytes_do_not_depend_on_the_thread_count) {
+    const std::vector<float> x = random_inputs();
+    const std::size_t threads = max_threads();
+    set_max_threads(1);
+    const Tensor one = accumulate(x);
+    set_max_threads(threads);
+    for (int run = 0; run < 3; ++run) {
+        const Tensor all = accumulate(x);
+        BOOST_TEST(std::memcmp(one.data(), all.data(), one.size_bytes()) == 0);
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
