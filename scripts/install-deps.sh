@@ -11,6 +11,7 @@ packages=(
   libboost-test1.81-dev libboost-filesystem1.81-dev
   libeigen3-dev libtbb-dev
   libblis-serial-dev  # Eigen's float products (EIGEN_USE_BLAS), CPU kernels chosen at run time
+  libpcre2-dev libutf8proc-dev pkgconf  # the tokenizer: Unicode regexes, NFC normalization
   libsimde-dev  # tests only: runs the AVX-512 kernels on CPUs without AVX-512
 )
 if [[ "${1:-}" == "--clang" ]]; then
