@@ -4,6 +4,7 @@
 #include "synth_tokenizer.hpp"
 
 #include <moequant/error.hpp>
+#include <moequant/tokenizer.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
@@ -684,5 +685,22 @@ BOOST_AUTO_TEST_CASE(larger_vocabularies_compress_the_training_text) {
         previous = ids.size();
     }
 }
+
+// The core's Tokenizer (what calibration uses) reads the synthesized files and gives the ids
+// this test's own encoders give.
+BOOST_AUTO_TEST_CASE(the_core_tokenizer_encodes_synthesized_files_the_same_way) {
+    for (const bool byte_level : {true, false}) {
+        const SynthTokenizer synth = make_synth_tokenizer(byte_level ? byte_level_request(512) : sentencepiece_request(512));
+        const moequant::Tokenizer tokenizer =
+            moequant::Tokenizer::parse(synth.tokenizer_json, synth.tokenizer_config_json, "synthesized tokenizer.json");
+        const LoadedTokenizer loaded = load(synth);
+        const std::vector<std::int64_t> expected =
+            byte_level ? encode_byte_level(loaded, embedded_text()) : encode_sentencepiece(loaded, embedded_text());
+        const std::vector<std::int32_t> got = tokenizer.encode(embedded_text());
+        BOOST_TEST(std::vector<std::int64_t>(got.begin(), got.end()) == expected, boost::test_tools::per_element());
+        BOOST_TEST(tokenizer.vocab_size() == 512);
+    }
+}
+
 
 BOOST_AUTO_TEST_SUITE_END()
