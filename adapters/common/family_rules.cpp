@@ -47,6 +47,14 @@ double double_or(const ModelConfig& config, std::string_view key, double fallbac
 
 }  // namespace
 
+ChatTemplate chatml_template() {
+    ChatTemplate t;
+    t.system = {"<|im_start|>system\n", "<|im_end|>\n"};
+    t.user = {"<|im_start|>user\n", "<|im_end|>\n"};
+    t.assistant = {"<|im_start|>assistant\n", "<|im_end|>\n"};
+    return t;
+}
+
 RouterSpec softmax_router(const ModelConfig& config, std::int64_t top_k, bool normalize) {
     RouterSpec r;
     r.scoring = RouterScoring::softmax;

@@ -6,6 +6,7 @@
 // tensors are named (model-families.md §1, §2).
 #pragma once
 
+#include <moequant/chat_template.hpp>
 #include <moequant/model_config.hpp>
 #include <moequant/router.hpp>
 
@@ -45,6 +46,9 @@ struct FamilyRules {
     std::vector<std::string> router_weights = {"mlp.gate.weight"};
     std::string router_bias = "mlp.gate.e_score_correction_bias";
 
+    // The family's conversation format (a simplified form of its Jinja chat template).
+    std::function<ChatTemplate(const ModelConfig&)> chat;
+
     // Accepted per-expert namings; the first is the family's canonical one.
     std::vector<ExpertNaming> namings;
     // Layer prefixes in which the decoder layers may sit (before "<L>.").
@@ -75,5 +79,8 @@ struct NoauxDefaults {
     double scaling = 1.0;
 };
 RouterSpec noaux_tc_router(const ModelConfig& config, std::int64_t top_k, NoauxDefaults defaults);
+
+// ChatML (Qwen): "<|im_start|>role\ncontent<|im_end|>\n".
+ChatTemplate chatml_template();
 
 }  // namespace moequant::adapters

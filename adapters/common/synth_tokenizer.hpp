@@ -7,6 +7,8 @@
 // allows.
 #pragma once
 
+#include <moequant/calibration_dataset.hpp>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,9 +16,8 @@
 
 namespace moequant::adapters {
 
-// The public-domain (CC0) training text, adapters/common/embedded_text.txt. Defined in the
-// CMake-generated embedded_text.cpp.
-std::string_view embedded_text() noexcept;
+// The public-domain (CC0) training text: the core's embedded calibration text.
+inline std::string_view embedded_text() noexcept { return embedded_calibration_text(); }
 
 enum class TokenizerStyle {
     byte_level_bpe,     // GPT-2/Qwen/DeepSeek/GLM style: ByteLevel pre-tokenizer and decoder, BPE over byte symbols

@@ -27,6 +27,19 @@ FamilyRules deepseek_rules() {
     r.is_moe_layer = &moe_from_first_k_dense;
     // HF DeepseekV3Config defaults: n_group 8, topk_group 4, routed_scaling_factor 2.5.
     r.router = [](const ModelConfig& c, std::int64_t k) { return noaux_tc_router(c, k, {8, 4, 2.5}); };
+    r.chat = [](const ModelConfig& c) {
+        ChatTemplate t;
+        if (c.model_type() == "kimi_k2") {  // Kimi-K2: <|im_role|>role<|im_middle|>content<|im_end|>
+            t.system = {"<|im_system|>system<|im_middle|>", "<|im_end|>"};
+            t.user = {"<|im_user|>user<|im_middle|>", "<|im_end|>"};
+            t.assistant = {"<|im_assistant|>assistant<|im_middle|>", "<|im_end|>"};
+            return t;
+        }
+        t.begin = "<\uff5cbegin\u2581of\u2581sentence\uff5c>";  // the system prompt follows BOS directly
+        t.user = {"<\uff5cUser\uff5c>", ""};
+        t.assistant = {"<\uff5cAssistant\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>"};
+        return t;
+    };
     r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
     return r;
 }

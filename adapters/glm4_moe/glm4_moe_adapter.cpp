@@ -28,6 +28,14 @@ FamilyRules glm4_moe_rules() {
     r.is_moe_layer = &moe_from_first_k_dense;
     // HF Glm4MoeConfig defaults: n_group 1, topk_group 1, routed_scaling_factor 1.0.
     r.router = [](const ModelConfig& c, std::int64_t k) { return noaux_tc_router(c, k, {1, 1, 1.0}); };
+    r.chat = [](const ModelConfig&) {
+        ChatTemplate t;
+        t.begin = "[gMASK]<sop>";
+        t.system = {"<|system|>\n", ""};
+        t.user = {"<|user|>\n", ""};
+        t.assistant = {"<|assistant|>\n", ""};
+        return t;
+    };
     r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
     return r;
 }

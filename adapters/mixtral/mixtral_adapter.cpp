@@ -34,6 +34,14 @@ FamilyRules mixtral_rules() {
         return spec;
     };
     r.router_weights = {"block_sparse_moe.gate.weight", "mlp.gate.weight", "gate.weight"};
+    r.chat = [](const ModelConfig&) {  // Mistral's [INST] format; a system prompt goes first
+        ChatTemplate t;
+        t.begin = "<s>";
+        t.system = {"", "\n\n"};
+        t.user = {"[INST] ", " [/INST]"};
+        t.assistant = {"", "</s>"};
+        return t;
+    };
     r.namings = {{"block_sparse_moe.experts", {"w1", "w3", "w2"}}, {"experts", {"w1", "w3", "w2"}}};
     r.layer_prefixes = {"model.layers.", "layers."};
     return r;

@@ -28,6 +28,7 @@ FamilyRules qwen3_moe_rules() {
     r.is_moe_layer = &moe_from_sparse_step;
     // HF Qwen3MoeConfig: norm_topk_prob defaults to false.
     r.router = [](const ModelConfig& c, std::int64_t k) { return softmax_router(c, k, false); };
+    r.chat = [](const ModelConfig&) { return chatml_template(); };
     r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
     return r;
 }

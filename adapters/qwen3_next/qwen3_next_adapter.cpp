@@ -27,6 +27,7 @@ FamilyRules qwen3_next_rules() {
     r.is_moe_layer = &moe_from_sparse_step;
     // HF Qwen3NextConfig: norm_topk_prob defaults to true.
     r.router = [](const ModelConfig& c, std::int64_t k) { return softmax_router(c, k, true); };
+    r.chat = [](const ModelConfig&) { return chatml_template(); };
     r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
     return r;
 }

@@ -24,6 +24,8 @@ OutputWriter::~OutputWriter() = default;
 OutputReader::~OutputReader() = default;
 OutputFormat::~OutputFormat() = default;
 
+ChatTemplate ModelAdapter::chat_template(const ModelConfig&) const { return plain_chat_template(); }
+
 void OutputFormat::check(const OutputContext& context) const {
     if (!context.unquantized_layers.empty())
         throw Error(ErrorKind::usage, "format '" + std::string(id()) + "' cannot keep routed experts unquantized",

@@ -7,6 +7,7 @@
 // complete). Adapters never read tensor data to plan.
 #pragma once
 
+#include <moequant/chat_template.hpp>
 #include <moequant/checkpoint.hpp>
 #include <moequant/export.hpp>
 #include <moequant/fp8_dequant.hpp>
@@ -131,6 +132,10 @@ public:
     // "preset" (tiny|small), "dtype" (bf16|fp8), "seed", "layout" (per-expert|fused-linear|
     // fused-bmm) where the family has fused variants. Deterministic for given options.
     virtual void synthesize(const std::filesystem::path& directory, const Options& options) const = 0;
+
+    // How the family writes a conversation, for calibration "messages" (chat_template.hpp).
+    // The default is plain_chat_template().
+    virtual ChatTemplate chat_template(const ModelConfig& config) const;
 };
 
 }  // namespace moequant

@@ -56,7 +56,8 @@
 //   7 (0.1.0): ModelPlan gains the router (RouterSpec, router.hpp) and MoeLayerPlan its router
 //              tensors; CalibrationActivations gains routed_only(); OutputContext gains
 //              unquantized_layers (OutputFormat::check() refuses them by default);
-//              expert_module_name(); Tokenizer (tokenizer.hpp).
+//              expert_module_name(); Tokenizer (tokenizer.hpp); ModelAdapter::chat_template()
+//              (chat_template.hpp); calibration_dataset.hpp.
 #define MOEQUANT_PLUGIN_ABI_VERSION 7
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
