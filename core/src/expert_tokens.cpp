@@ -65,15 +65,16 @@ RouterTensors router_tensors(const ModelPlan& plan, const MoeLayerPlan& layer, c
 
 }  // namespace
 
-void check_routing(const CalibrationActivations& calibration, const ModelPlan& plan, const Checkpoint& source) {
-    if (!calibration.routed_only()) return;
+void check_routers(const ModelPlan& plan, const Checkpoint& source) {
     for (const auto& layer : plan.moe_layers) router_tensors(plan, layer, source, false);
 }
 
-std::vector<ExpertTokens> expert_tokens(const CalibrationActivations& calibration, const ModelPlan& plan,
-                                        const MoeLayerPlan& layer, const Checkpoint& source) {
-    std::vector<ExpertTokens> tokens(layer.experts.size());
-    if (!calibration.routed_only()) return tokens;
+void check_routing(const CalibrationActivations& calibration, const ModelPlan& plan, const Checkpoint& source) {
+    if (calibration.routed_only()) check_routers(plan, source);
+}
+
+std::vector<std::vector<std::int64_t>> routed_rows(const CalibrationActivations& calibration, const ModelPlan& plan,
+                                                   const MoeLayerPlan& layer, const Checkpoint& source) {
     const std::int64_t experts = plan.num_experts, hidden = plan.hidden_size;
     const RouterTensors router = router_tensors(plan, layer, source, true);
     const std::vector<float>& bias = router.bias;
@@ -97,9 +98,19 @@ std::vector<ExpertTokens> expert_tokens(const CalibrationActivations& calibratio
                 for (std::int64_t k = 0; k < r.top_k; ++k) routed[c][r.experts[t * r.top_k + k]].push_back(begin + t);
         }
     });
+    std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(experts));
+    for (std::int64_t e = 0; e < experts; ++e)
+        for (const auto& chunk : routed) rows[e].insert(rows[e].end(), chunk[e].begin(), chunk[e].end());
+    return rows;
+}
+
+std::vector<ExpertTokens> expert_tokens(const CalibrationActivations& calibration, const ModelPlan& plan,
+                                        const MoeLayerPlan& layer, const Checkpoint& source) {
+    std::vector<ExpertTokens> tokens(layer.experts.size());
+    if (!calibration.routed_only()) return tokens;
+    std::vector<std::vector<std::int64_t>> rows = routed_rows(calibration, plan, layer, source);
     for (std::size_t i = 0; i < layer.experts.size(); ++i) {
-        const std::int64_t e = layer.experts[i].expert;
-        for (const auto& chunk : routed) tokens[i].rows.insert(tokens[i].rows.end(), chunk[e].begin(), chunk[e].end());
+        tokens[i].rows = std::move(rows[static_cast<std::size_t>(layer.experts[i].expert)]);
         tokens[i].all = tokens[i].rows.empty();  // no token routed: calibrate on all of them
     }
     return tokens;

@@ -27,6 +27,14 @@ struct ExpertTokens {
 // dtypes the plan implies, and the plan's router fits the layer (Error(input) naming the
 // tensor or setting). Reads no tensor data.
 void check_routing(const CalibrationActivations& calibration, const ModelPlan& plan, const Checkpoint& source);
+// The same check whatever the calibration mode.
+void check_routers(const ModelPlan& plan, const Checkpoint& source);
+
+// The rows of the layer's selected inputs each expert (by expert id) is routed to, ascending,
+// whatever calibration.routed_only() says (Error(input) naming a missing or misshapen router
+// tensor).
+std::vector<std::vector<std::int64_t>> routed_rows(const CalibrationActivations& calibration, const ModelPlan& plan,
+                                                   const MoeLayerPlan& layer, const Checkpoint& source);
 
 // One entry per layer.experts[i]. All-tokens entries unless calibration.routed_only(), which
 // reads the layer's router tensors from `source` (Error(input) naming a missing or misshapen
