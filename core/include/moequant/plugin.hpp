@@ -57,7 +57,7 @@
 //              tensors; CalibrationActivations gains routed_only(); OutputContext gains
 //              unquantized_layers (OutputFormat::check() refuses them by default);
 //              expert_module_name(); Tokenizer (tokenizer.hpp); ModelAdapter::chat_template()
-//              (chat_template.hpp); calibration_dataset.hpp.
+//              (chat_template.hpp); calibration_dataset.hpp; expert_placement.hpp; layer_ops.hpp.
 #define MOEQUANT_PLUGIN_ABI_VERSION 7
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).

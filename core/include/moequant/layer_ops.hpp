@@ -1,0 +1,47 @@
+// Building blocks of a decoder layer's forward pass for calibration (issue 7), in float32 on
+// row-major [tokens, width] activations, following the Hugging Face modeling code the families
+// run in: RMSNorm (plain or zero-centred weight), rotary embeddings (rotate-half or interleaved
+// pairs, on all or the first dims of each head), causal grouped-query attention over several
+// independent samples, SwiGLU. Family adapters compose them; the reference outputs they are
+// tested against come from torch (tests/data/layer_ops).
+#pragma once
+
+#include <moequant/export.hpp>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace moequant {
+
+// y = x / sqrt(mean(x^2) + eps) * w  (or * (1 + w) with zero_centred, Qwen3-Next), per row of
+// `dim` values; `x` and `y` may be the same buffer.
+MOEQUANT_API void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const float* weight, float eps,
+                           bool zero_centred, float* y);
+
+enum class RopeStyle : std::uint8_t {
+    rotate_half,  // (x1, x2) halves of the rotated dims: [x1 cos - x2 sin, x2 cos + x1 sin] (Llama, Qwen, GLM)
+    interleaved,  // pairs (x[2i], x[2i+1]) rotated (DeepSeek's MLA reference, rope_interleave)
+};
+
+// inv_freq[i] = 1 / base^(2i / rotary_dim), i < rotary_dim / 2, as float32.
+MOEQUANT_API std::vector<float> rope_inverse_frequencies(double base, std::int64_t rotary_dim);
+
+// Rotates the first `rotary_dim` of every head's `head_dim` values in x [tokens, heads, head_dim]
+// by angle position * inv_freq; positions restart at 0 with each sample of `sample_lengths`.
+MOEQUANT_API void apply_rope(float* x, std::int64_t heads, std::int64_t head_dim, std::int64_t rotary_dim,
+                             std::span<const std::int64_t> sample_lengths, std::span<const float> inv_freq,
+                             RopeStyle style);
+
+// Causal softmax attention per sample: q [tokens, q_heads, qk_dim], k [tokens, kv_heads, qk_dim],
+// v [tokens, kv_heads, v_dim] -> out [tokens, q_heads, v_dim]; query head h reads kv head
+// h / (q_heads / kv_heads). Scores scaled by `scale`, softmax in float32, no token sees another
+// sample. Parallel over samples and heads.
+MOEQUANT_API void causal_attention(const float* q, const float* k, const float* v, std::int64_t q_heads,
+                                   std::int64_t kv_heads, std::int64_t qk_dim, std::int64_t v_dim,
+                                   std::span<const std::int64_t> sample_lengths, float scale, float* out);
+
+// gate <- silu(gate) * up, element-wise over n values.
+MOEQUANT_API void swiglu(float* gate, const float* up, std::int64_t n);
+
+}  // namespace moequant
