@@ -3,6 +3,7 @@
 // expert. Also its multimodal sibling Qwen3-VL-MoE (`qwen3_vl_moe`, settings under
 // text_config), which stores experts fused in layout B under `model.language_model.layers.`.
 
+#include "gqa_decoder.hpp"
 #include "rule_based_adapter.hpp"
 #include "synth_blocks.hpp"
 #include "synth_side_files.hpp"
@@ -42,6 +43,16 @@ constexpr Preset small{512, 1024, 512, 4, 16, 4, 8, 4, 64, 1024};
 class Qwen3MoeAdapter final : public RuleBasedAdapter {
 public:
     Qwen3MoeAdapter() : RuleBasedAdapter(qwen3_moe_rules()) {}
+
+    // Qwen3-MoE (model-families.md §5.4): GQA with q/k RMSNorm over head_dim, full rotate-half
+    // RoPE, plain RMSNorm, softmax router, no shared expert.
+    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig& config, const Checkpoint& checkpoint,
+                                                    const ModelPlan& plan) const override {
+        GqaDecoderSpec spec = gqa_spec_from_config(config, checkpoint);
+        spec.qk_norm = true;
+        spec.attention_bias = config.find("attention_bias") && config.find("attention_bias")->as_bool();
+        return make_gqa_decoder(std::move(spec), checkpoint, plan);
+    }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
         Options o = options;

@@ -1,6 +1,7 @@
 // Out-of-line destructors anchor the interfaces' vtables and type_info in the core, so host
 // and plugins share one copy of each; plus the names of the plan enums.
 #include <moequant/error.hpp>
+#include <moequant/decoder_forward.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
 #include <moequant/quantizer.hpp>
@@ -25,6 +26,14 @@ OutputReader::~OutputReader() = default;
 OutputFormat::~OutputFormat() = default;
 
 ChatTemplate ModelAdapter::chat_template(const ModelConfig&) const { return plain_chat_template(); }
+
+std::unique_ptr<DecoderForward> ModelAdapter::decoder_forward(const ModelConfig&, const Checkpoint&, const ModelPlan&) const {
+    throw Error(ErrorKind::plugin, "family '" + std::string(id()) + "' has no calibration forward pass",
+                {.code = "NoForward", .hint = "record the MoE inputs with an inference engine and pass --calibration-activations"});
+}
+
+DecoderLayerForward::~DecoderLayerForward() = default;
+DecoderForward::~DecoderForward() = default;
 
 void OutputFormat::check(const OutputContext& context) const {
     if (!context.unquantized_layers.empty())

@@ -1,6 +1,10 @@
+#include <moequant/dtype_convert.hpp>
 #include <moequant/error.hpp>
+#include <moequant/expert_matrix.hpp>
 #include <moequant/layer_ops.hpp>
 #include <moequant/parallel.hpp>
+
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <cmath>
@@ -103,6 +107,98 @@ void causal_attention(const float* q, const float* k, const float* v, std::int64
 
 void swiglu(float* gate, const float* up, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+}  // namespace moequant
+
+// ---- weights and products ----
+
+namespace moequant {
+
+namespace {
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+}  // namespace
+
+std::vector<float> load_f32(const Checkpoint& checkpoint, const std::string& name, const std::optional<BlockSize>& fp8_block,
+                            const Shape& shape) {
+    if (!checkpoint.contains(name))
+        throw Error(ErrorKind::input, "the checkpoint has no such tensor", {.tensor = name, .code = "MissingTensor"});
+    const TensorInfo& info = checkpoint.info(name);
+    if (!shape.empty() && info.shape != shape)
+        throw Error(ErrorKind::input, "has shape " + shape_to_string(info.shape) + ", the config implies " + shape_to_string(shape),
+                    {.tensor = name, .code = "ShapeMismatch"});
+    if (info.dtype == DType::F8_E4M3 && info.shape.size() == 2) {  // block-scaled FP8: through the expert loader
+        ExpertWeightSource s;
+        s.tensor = name;
+        s.scale_tensor = name + "_scale_inv";
+        s.dtype = info.dtype;
+        s.rows = info.shape[0];
+        s.cols = info.shape[1];
+        const Tensor bf16 = load_expert_matrix(checkpoint, s, fp8_block);
+        std::vector<float> out(bf16.elements());
+        convert_bf16_to_f32(bf16.data(), out.data(), out.size());
+        return out;
+    }
+    std::vector<float> out(static_cast<std::size_t>(info.elements()));
+    decode_to_f32(checkpoint.view(name), out);
+    return out;
+}
+
+std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight, std::int64_t out,
+                          std::int64_t in, const std::vector<float>* bias) {
+    std::vector<float> y(static_cast<std::size_t>(rows * out));
+    Eigen::Map<RowMajor> ym(y.data(), rows, out);
+    ym.noalias() = Eigen::Map<const RowMajor>(x.data(), rows, in) * Eigen::Map<const RowMajor>(weight.data(), out, in).transpose();
+    if (bias)
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t c = 0; c < out; ++c) y[r * out + c] += (*bias)[c];
+    return y;
+}
+
+std::vector<float> swiglu_mlp(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden, const std::vector<float>& gate,
+                              const std::vector<float>& up, const std::vector<float>& down, std::int64_t intermediate) {
+    std::vector<float> g = linear(x, rows, gate, intermediate, hidden);
+    const std::vector<float> u = linear(x, rows, up, intermediate, hidden);
+    swiglu(g.data(), u.data(), static_cast<std::int64_t>(g.size()));
+    return linear(g, rows, down, hidden, intermediate);
+}
+
+Routing add_routed_experts(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden, const RouterSpec& spec,
+                           const std::vector<float>& router_weight, const std::vector<float>& router_bias,
+                           std::int64_t experts, const std::function<ExpertWeightsF32(std::int64_t)>& expert,
+                           std::vector<float>& y) {
+    const std::vector<float> logits = linear(x, rows, router_weight, experts, hidden);
+    Routing routing = route_tokens(spec, logits.data(), rows, experts, router_bias.empty() ? nullptr : router_bias.data());
+    // Tokens (and their weights) per expert.
+    std::vector<std::vector<std::pair<std::int64_t, float>>> assigned(static_cast<std::size_t>(experts));
+    for (std::int64_t t = 0; t < rows; ++t)
+        for (std::int64_t k = 0; k < routing.top_k; ++k)
+            assigned[routing.experts[t * routing.top_k + k]].emplace_back(t, routing.weights[t * routing.top_k + k]);
+    std::vector<std::vector<float>> outputs(static_cast<std::size_t>(experts));
+    parallel_for(0, static_cast<std::size_t>(experts), 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t e = first; e < last; ++e) {
+            if (assigned[e].empty()) continue;
+            const ExpertWeightsF32 w = expert(static_cast<std::int64_t>(e));
+            const auto n = static_cast<std::int64_t>(assigned[e].size());
+            std::vector<float> in(static_cast<std::size_t>(n * hidden));
+            for (std::int64_t i = 0; i < n; ++i)
+                std::copy_n(x.data() + assigned[e][i].first * hidden, hidden, in.data() + i * hidden);
+            outputs[e] = swiglu_mlp(in, n, hidden, w.gate, w.up, w.down, w.intermediate);
+        }
+    });
+    // Summed per token in rank order (best expert first), as the reference's loop adds them.
+    std::vector<std::size_t> next(static_cast<std::size_t>(experts), 0);
+    for (std::int64_t t = 0; t < rows; ++t)
+        for (std::int64_t k = 0; k < routing.top_k; ++k) {
+            const std::int32_t e = routing.experts[t * routing.top_k + k];
+            const std::size_t i = next[e]++;
+            const float w = routing.weights[t * routing.top_k + k];
+            const float* o = outputs[e].data() + i * hidden;
+            for (std::int64_t d = 0; d < hidden; ++d) y[t * hidden + d] += w * o[d];
+        }
+    return routing;
 }
 
 }  // namespace moequant

@@ -6,10 +6,17 @@
 // tested against come from torch (tests/data/layer_ops).
 #pragma once
 
+#include <moequant/checkpoint.hpp>
 #include <moequant/export.hpp>
+#include <moequant/fp8_dequant.hpp>
+#include <moequant/router.hpp>
+#include <moequant/tensor.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace moequant {
@@ -43,5 +50,34 @@ MOEQUANT_API void causal_attention(const float* q, const float* k, const float* 
 
 // gate <- silu(gate) * up, element-wise over n values.
 MOEQUANT_API void swiglu(float* gate, const float* up, std::int64_t n);
+
+
+// A checkpoint tensor as float32 (BF16/F16/F32 as they are, FP8 block-dequantized with its
+// `<name>_scale_inv`). Error(input) naming the tensor when it is missing or of another shape
+// than `shape` (when given).
+MOEQUANT_API std::vector<float> load_f32(const Checkpoint& checkpoint, const std::string& name,
+                                         const std::optional<BlockSize>& fp8_block, const Shape& shape = {});
+
+// y [rows, out] = x [rows, in] W^T (+ bias), W row-major [out, in].
+MOEQUANT_API std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight,
+                                       std::int64_t out, std::int64_t in, const std::vector<float>* bias = nullptr);
+
+// down(silu(gate x) * up x) for x [rows, hidden]; the weights F32 [inter, hidden] and [hidden, inter].
+MOEQUANT_API std::vector<float> swiglu_mlp(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden,
+                                           const std::vector<float>& gate, const std::vector<float>& up,
+                                           const std::vector<float>& down, std::int64_t intermediate);
+
+// A MoE block's routed part: logits = x W_router^T (F32), route_tokens (spec), and for each
+// token the weighted sum of its experts' SwiGLU outputs, added into y [rows, hidden].
+// `expert(e)` gives expert e's gate, up, down (F32, [inter, hidden], [inter, hidden],
+// [hidden, inter]). Experts run in parallel. Returns the routing.
+struct ExpertWeightsF32 {
+    std::vector<float> gate, up, down;
+    std::int64_t intermediate = 0;
+};
+MOEQUANT_API Routing add_routed_experts(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden,
+                                        const RouterSpec& spec, const std::vector<float>& router_weight,
+                                        const std::vector<float>& router_bias, std::int64_t experts,
+                                        const std::function<ExpertWeightsF32(std::int64_t)>& expert, std::vector<float>& y);
 
 }  // namespace moequant

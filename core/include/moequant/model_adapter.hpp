@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,8 @@
 #include <vector>
 
 namespace moequant {
+
+class DecoderForward;
 
 // The three projections of a SwiGLU expert: down(act(gate(x)) * up(x)).
 enum class Projection : std::uint8_t { gate = 0, up = 1, down = 2 };
@@ -136,6 +139,11 @@ public:
     // How the family writes a conversation, for calibration "messages" (chat_template.hpp).
     // The default is plain_chat_template().
     virtual ChatTemplate chat_template(const ModelConfig& config) const;
+
+    // The family's decoder forward on `checkpoint` (decoder_forward.hpp), which must outlive it;
+    // `plan` is this adapter's plan of it. The default refuses: Error(plugin, "NoForward").
+    virtual std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig& config, const Checkpoint& checkpoint,
+                                                            const ModelPlan& plan) const;
 };
 
 }  // namespace moequant

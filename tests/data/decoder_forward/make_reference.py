@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""Reference decoder-layer outputs for tests/integration/decoder_forward_test.cpp, written from the
+Hugging Face modeling code (Qwen3MoeAttention / Qwen3MoeSparseMoeBlock / Qwen3MoeRMSNorm) in
+float32 with torch, on a checkpoint `moequant synth` makes:
+
+    moequant synth --family qwen3_moe --out /tmp/qwen3_moe
+    /usr/bin/python3 make_reference.py /tmp/qwen3_moe qwen3_moe.safetensors
+
+Run once by hand with Debian's python3-torch; CI only reads the output file."""
+import json
+import os
+import struct
+import sys
+
+import torch
+
+SAMPLES = [[1, 5, 9, 200, 3, 77, 15], [42, 8, 310, 99, 5]]
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        raw = bytearray(data[b:e])
+        dtype = {"BF16": torch.bfloat16, "F32": torch.float32, "F16": torch.float16}[info["dtype"]]
+        out[name] = torch.frombuffer(raw, dtype=dtype).reshape(info["shape"]).float()
+    return out
+
+
+def load(model_dir):
+    weights = {}
+    for f in sorted(os.listdir(model_dir)):
+        if f.endswith(".safetensors"):
+            weights.update(read_safetensors(os.path.join(model_dir, f)))
+    with open(os.path.join(model_dir, "config.json")) as f:
+        return json.load(f), weights
+
+
+def rms_norm(x, w, eps):
+    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def rotate_half(x):
+    return torch.cat((-x[..., x.shape[-1] // 2 :], x[..., : x.shape[-1] // 2]), dim=-1)
+
+
+def attention(c, w, p, x):  # one sample, x [n, hidden]
+    n, d = x.shape[0], c["head_dim"]
+    hq, hk = c["num_attention_heads"], c["num_key_value_heads"]
+    q = rms_norm((x @ w[p + "self_attn.q_proj.weight"].T).view(n, hq, d), w[p + "self_attn.q_norm.weight"], c["rms_norm_eps"])
+    k = rms_norm((x @ w[p + "self_attn.k_proj.weight"].T).view(n, hk, d), w[p + "self_attn.k_norm.weight"], c["rms_norm_eps"])
+    v = (x @ w[p + "self_attn.v_proj.weight"].T).view(n, hk, d)
+    inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
+    q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+    q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+    k = k.repeat_interleave(hq // hk, dim=0)
+    v = v.repeat_interleave(hq // hk, dim=0)
+    scores = q @ k.transpose(1, 2) * d**-0.5 + torch.full((n, n), float("-inf")).triu(1)
+    out = (torch.softmax(scores, dim=-1, dtype=torch.float32) @ v).transpose(0, 1).reshape(n, hq * d)
+    return out @ w[p + "self_attn.o_proj.weight"].T
+
+
+def moe(c, w, p, x):  # Qwen3MoeSparseMoeBlock
+    logits = x @ w[p + "mlp.gate.weight"].T
+    probs = torch.softmax(logits, dim=1, dtype=torch.float)
+    weights, experts = torch.topk(probs, c["num_experts_per_tok"], dim=-1)
+    if c["norm_topk_prob"]:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    y = torch.zeros_like(x)
+    for e in range(c["num_experts"]):
+        rows, slot = torch.where(experts == e)
+        if rows.numel() == 0:
+            continue
+        q = p + f"mlp.experts.{e}."
+        xe = x[rows]
+        h = torch.nn.functional.silu(xe @ w[q + "gate_proj.weight"].T) * (xe @ w[q + "up_proj.weight"].T)
+        y.index_add_(0, rows, (h @ w[q + "down_proj.weight"].T) * weights[rows, slot, None])
+    return y, experts, weights
+
+
+def main(model_dir, output):
+    c, w = load(model_dir)
+    eps = c["rms_norm_eps"]
+    out = {"ids": torch.tensor(sum(SAMPLES, []), dtype=torch.int32), "sample_lengths": torch.tensor([len(s) for s in SAMPLES], dtype=torch.int32)}
+    x = torch.cat([w["model.embed_tokens.weight"][torch.tensor(s)] for s in SAMPLES])
+    for layer in range(2):
+        p = f"model.layers.{layer}."
+        normed = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        parts, start = [], 0
+        for s in SAMPLES:
+            parts.append(attention(c, w, p, normed[start : start + len(s)]))
+            start += len(s)
+        h = x + torch.cat(parts)
+        mlp_input = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
+        y, experts, weights = moe(c, w, p, mlp_input)
+        x = h + y
+        out[f"layer{layer}.residual"] = h
+        out[f"layer{layer}.mlp_input"] = mlp_input
+        out[f"layer{layer}.output"] = x
+        out[f"layer{layer}.experts"] = experts.to(torch.int32)
+        out[f"layer{layer}.weights"] = weights
+    header, blobs, offset = {}, [], 0
+    for name in sorted(out):
+        t = out[name].contiguous()
+        data = t.numpy().tobytes()
+        header[name] = {"dtype": "I32" if t.dtype == torch.int32 else "F32", "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    header["__metadata__"] = {"generator": "make_reference.py, torch " + torch.__version__, "model": c["model_type"]}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(output, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

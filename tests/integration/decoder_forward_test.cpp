@@ -1,0 +1,85 @@
+// The families' decoder forward against torch outputs of the Hugging Face modeling code
+// (tests/data/decoder_forward/make_reference.py, run once on the checkpoint `moequant synth`
+// makes with its default seed): two layers on two samples, the attention half's residual, the
+// MLP block's input, the router's choices and weights, and the layer output, float32 within
+// 1e-4 relative error.
+#include "test_support.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/decoder_forward.hpp>
+#include <moequant/plugin_registry.hpp>
+#include <moequant/safetensors_reader.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+using namespace moequant;
+using namespace moequant::test;
+
+namespace {
+
+template <class T>
+std::vector<T> values(const SafetensorsFile& f, const std::string& name) {
+    const TensorView v = f.view(name);
+    std::vector<T> out(v.size_bytes() / sizeof(T));
+    std::memcpy(out.data(), v.data(), v.size_bytes());
+    return out;
+}
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+    BOOST_REQUIRE(got.size() == want.size());
+    double diff = 0, scale = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+        scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+    }
+    return diff / scale;
+}
+
+void check_family(const std::string& family) {
+    TempDir dir;
+    auto synth = run_moequant({"synth", "--family", family, "--out", (dir / "m").string()});
+    BOOST_REQUIRE_MESSAGE(synth.exit_code == 0, synth.err);
+    const SafetensorsFile want =
+        SafetensorsFile::open(fs::path(MOEQUANT_SOURCE_DIR) / "tests/data/decoder_forward" / (family + ".safetensors"));
+
+    Registry registry;
+    registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-adapter-" + family + ".so"), PluginOrigin::explicit_file);
+    const ModelAdapter* adapter = registry.adapter(family);
+    BOOST_REQUIRE(adapter);
+    const Checkpoint checkpoint = Checkpoint::open(dir / "m");
+    const ModelConfig config = checkpoint.config();
+    const ModelPlan plan = adapter->plan(config, checkpoint, {});
+    const auto forward = adapter->decoder_forward(config, checkpoint, plan);
+
+    const std::vector<std::int32_t> ids = values<std::int32_t>(want, "ids");
+    std::vector<std::int64_t> lengths;
+    for (auto n : values<std::int32_t>(want, "sample_lengths")) lengths.push_back(n);
+    std::vector<float> x = forward->embed(ids);
+    for (int layer = 0; layer < 2; ++layer) {
+        BOOST_TEST_CONTEXT(family << " layer " << layer) {
+            const std::string l = "layer" + std::to_string(layer) + ".";
+            const auto decoder = forward->layer(layer);
+            const std::vector<float> mlp_input = decoder->attention(x, lengths);
+            BOOST_TEST(relative_error(x, values<float>(want, l + "residual")) < 1e-4);
+            BOOST_TEST(relative_error(mlp_input, values<float>(want, l + "mlp_input")) < 1e-4);
+            Routing routing;
+            decoder->mlp(mlp_input, x, {}, &routing);
+            BOOST_TEST(relative_error(x, values<float>(want, l + "output")) < 1e-4);
+            std::vector<std::int32_t> chosen(routing.experts.begin(), routing.experts.end());
+            BOOST_TEST(chosen == values<std::int32_t>(want, l + "experts"), boost::test_tools::per_element());
+            BOOST_TEST(relative_error(routing.weights, values<float>(want, l + "weights")) < 1e-5);
+        }
+    }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(decoder_forward)
+
+BOOST_AUTO_TEST_CASE(qwen3_moe_layers_match_the_reference) { check_family("qwen3_moe"); }
+
+BOOST_AUTO_TEST_SUITE_END()
