@@ -4,6 +4,7 @@
 // (`layers.L.experts.E.w1.weight`, no "model." prefix) and the transformers-v5 fused layout A
 // (`mlp.experts.gate_up_proj` [E, 2I, H], router renamed to `mlp.gate.weight`).
 
+#include "gqa_decoder.hpp"
 #include "rule_based_adapter.hpp"
 #include "synth_blocks.hpp"
 #include "synth_side_files.hpp"
@@ -56,6 +57,14 @@ constexpr Preset small{512, 512, 4, 8, 2, 8, 1, 1024};
 class MixtralAdapter final : public RuleBasedAdapter {
 public:
     MixtralAdapter() : RuleBasedAdapter(mixtral_rules()) {}
+
+    // Mixtral (model-families.md §5.3): GQA with full rotate-half RoPE, no q/k norm, plain
+    // RMSNorm, softmax top-2 always renormalized, no shared expert. Hugging Face tensor names
+    // only (the Mistral-native consolidated layout has no forward here).
+    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig& config, const Checkpoint& checkpoint,
+                                                    const ModelPlan& plan) const override {
+        return make_gqa_decoder(gqa_spec_from_config(config, checkpoint), checkpoint, plan);
+    }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
         const SynthSettings s =

@@ -82,4 +82,6 @@ BOOST_AUTO_TEST_SUITE(decoder_forward)
 
 BOOST_AUTO_TEST_CASE(qwen3_moe_layers_match_the_reference) { check_family("qwen3_moe"); }
 
+BOOST_AUTO_TEST_CASE(mixtral_layers_match_the_reference) { check_family("mixtral"); }
+
 BOOST_AUTO_TEST_SUITE_END()

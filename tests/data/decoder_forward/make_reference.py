@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Reference decoder-layer outputs for tests/integration/decoder_forward_test.cpp, written from the
-Hugging Face modeling code (Qwen3MoeAttention / Qwen3MoeSparseMoeBlock / Qwen3MoeRMSNorm) in
-float32 with torch, on a checkpoint `moequant synth` makes:
+Hugging Face modeling code (Qwen3Moe*/Mixtral* Attention, SparseMoeBlock, RMSNorm) in float32
+with torch, on a checkpoint `moequant synth` makes:
 
     moequant synth --family qwen3_moe --out /tmp/qwen3_moe
-    /usr/bin/python3 make_reference.py /tmp/qwen3_moe qwen3_moe.safetensors
+    /usr/bin/python3 make_reference.py qwen3_moe /tmp/qwen3_moe qwen3_moe.safetensors
 
 Run once by hand with Debian's python3-torch; CI only reads the output file."""
 import json
@@ -15,6 +15,15 @@ import sys
 import torch
 
 SAMPLES = [[1, 5, 9, 200, 3, 77, 15], [42, 8, 310, 99, 5]]
+
+# What the families differ in here: q/k RMSNorm (Qwen3), the MoE block's names, and whether the
+# top-k weights are renormalized (Mixtral always; Qwen3 by norm_topk_prob).
+FAMILIES = {
+    "qwen3_moe": {"qk_norm": True, "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
+                  "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "num_experts"},
+    "mixtral": {"qk_norm": False, "router": "block_sparse_moe.gate.weight", "expert": "block_sparse_moe.experts.{e}.",
+                "projections": ("w1", "w3", "w2"), "experts": "num_local_experts", "always_normalize": True},
+}
 
 
 def read_safetensors(path):
@@ -50,12 +59,15 @@ def rotate_half(x):
     return torch.cat((-x[..., x.shape[-1] // 2 :], x[..., : x.shape[-1] // 2]), dim=-1)
 
 
-def attention(c, w, p, x):  # one sample, x [n, hidden]
-    n, d = x.shape[0], c["head_dim"]
+def attention(f, c, w, p, x):  # one sample, x [n, hidden]
     hq, hk = c["num_attention_heads"], c["num_key_value_heads"]
-    q = rms_norm((x @ w[p + "self_attn.q_proj.weight"].T).view(n, hq, d), w[p + "self_attn.q_norm.weight"], c["rms_norm_eps"])
-    k = rms_norm((x @ w[p + "self_attn.k_proj.weight"].T).view(n, hk, d), w[p + "self_attn.k_norm.weight"], c["rms_norm_eps"])
+    n, d = x.shape[0], c.get("head_dim") or c["hidden_size"] // hq
+    q = (x @ w[p + "self_attn.q_proj.weight"].T).view(n, hq, d)
+    k = (x @ w[p + "self_attn.k_proj.weight"].T).view(n, hk, d)
     v = (x @ w[p + "self_attn.v_proj.weight"].T).view(n, hk, d)
+    if f["qk_norm"]:
+        q = rms_norm(q, w[p + "self_attn.q_norm.weight"], c["rms_norm_eps"])
+        k = rms_norm(k, w[p + "self_attn.k_norm.weight"], c["rms_norm_eps"])
     inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
     freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
@@ -69,25 +81,27 @@ def attention(c, w, p, x):  # one sample, x [n, hidden]
     return out @ w[p + "self_attn.o_proj.weight"].T
 
 
-def moe(c, w, p, x):  # Qwen3MoeSparseMoeBlock
-    logits = x @ w[p + "mlp.gate.weight"].T
+def moe(f, c, w, p, x):  # Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
+    logits = x @ w[p + f["router"]].T
     probs = torch.softmax(logits, dim=1, dtype=torch.float)
     weights, experts = torch.topk(probs, c["num_experts_per_tok"], dim=-1)
-    if c["norm_topk_prob"]:
+    if f.get("always_normalize") or c.get("norm_topk_prob"):
         weights = weights / weights.sum(dim=-1, keepdim=True)
     y = torch.zeros_like(x)
-    for e in range(c["num_experts"]):
+    gate, up, down = f["projections"]
+    for e in range(c[f["experts"]]):
         rows, slot = torch.where(experts == e)
         if rows.numel() == 0:
             continue
-        q = p + f"mlp.experts.{e}."
+        q = p + f["expert"].format(e=e)
         xe = x[rows]
-        h = torch.nn.functional.silu(xe @ w[q + "gate_proj.weight"].T) * (xe @ w[q + "up_proj.weight"].T)
-        y.index_add_(0, rows, (h @ w[q + "down_proj.weight"].T) * weights[rows, slot, None])
+        h = torch.nn.functional.silu(xe @ w[q + gate + ".weight"].T) * (xe @ w[q + up + ".weight"].T)
+        y.index_add_(0, rows, (h @ w[q + down + ".weight"].T) * weights[rows, slot, None])
     return y, experts, weights
 
 
-def main(model_dir, output):
+def main(family, model_dir, output):
+    f = FAMILIES[family]
     c, w = load(model_dir)
     eps = c["rms_norm_eps"]
     out = {"ids": torch.tensor(sum(SAMPLES, []), dtype=torch.int32), "sample_lengths": torch.tensor([len(s) for s in SAMPLES], dtype=torch.int32)}
@@ -97,11 +111,11 @@ def main(model_dir, output):
         normed = rms_norm(x, w[p + "input_layernorm.weight"], eps)
         parts, start = [], 0
         for s in SAMPLES:
-            parts.append(attention(c, w, p, normed[start : start + len(s)]))
+            parts.append(attention(f, c, w, p, normed[start : start + len(s)]))
             start += len(s)
         h = x + torch.cat(parts)
         mlp_input = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
-        y, experts, weights = moe(c, w, p, mlp_input)
+        y, experts, weights = moe(f, c, w, p, mlp_input)
         x = h + y
         out[f"layer{layer}.residual"] = h
         out[f"layer{layer}.mlp_input"] = mlp_input
@@ -124,4 +138,4 @@ def main(model_dir, output):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3])
