@@ -3,6 +3,7 @@
 // e_score_correction_bias), GQA attention with q/k/v biases and partial RoPE, an MTP layer at
 // index num_hidden_layers.
 
+#include "gqa_decoder.hpp"
 #include "rule_based_adapter.hpp"
 #include "synth_blocks.hpp"
 #include "synth_side_files.hpp"
@@ -50,6 +51,26 @@ constexpr Preset small{512, 704, 512, 5, 1, 16, 4, 8, 2, 64, 1024};
 class Glm4MoeAdapter final : public RuleBasedAdapter {
 public:
     Glm4MoeAdapter() : RuleBasedAdapter(glm4_moe_rules()) {}
+
+    // GLM-4.5 (model-families.md §5.5): GQA with q/k/v biases, optional q/k norm (use_qk_norm),
+    // rotate-half RoPE on the first partial_rotary_factor of each head, DeepSeek's sigmoid router,
+    // n_shared_experts shared experts, dense first layers.
+    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig& config, const Checkpoint& checkpoint,
+                                                    const ModelPlan& plan) const override {
+        GqaDecoderSpec spec = gqa_spec_from_config(config, checkpoint);
+        auto flag = [&](const char* key, bool fallback) {
+            auto v = config.find(key);
+            return v && !v->is_null() ? v->as_bool() : fallback;
+        };
+        spec.attention_bias = flag("attention_bias", true);
+        spec.qk_norm = flag("use_qk_norm", false);
+        double partial = 0.5;
+        if (auto v = config.find("partial_rotary_factor"); v && !v->is_null()) partial = v->as_double();
+        spec.rotary_dim = static_cast<std::int64_t>(static_cast<double>(spec.head_dim) * partial);
+        spec.shared_experts = "mlp.shared_experts.";
+        spec.shared_intermediate = plan.expert_intermediate_size * config.int_or("n_shared_experts", 1);
+        return make_gqa_decoder(std::move(spec), checkpoint, plan);
+    }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
         const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});

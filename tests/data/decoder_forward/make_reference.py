@@ -3,7 +3,7 @@
 Hugging Face modeling code (Qwen3Moe*/Mixtral* Attention, SparseMoeBlock, RMSNorm) in float32
 with torch, on a checkpoint `moequant synth` makes:
 
-    moequant synth --family qwen3_moe --out /tmp/qwen3_moe
+    moequant synth --family qwen3_moe --dtype bf16 --out /tmp/qwen3_moe
     /usr/bin/python3 make_reference.py qwen3_moe /tmp/qwen3_moe qwen3_moe.safetensors
 
 Run once by hand with Debian's python3-torch; CI only reads the output file."""
@@ -23,6 +23,12 @@ FAMILIES = {
                   "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "num_experts"},
     "mixtral": {"qk_norm": False, "router": "block_sparse_moe.gate.weight", "expert": "block_sparse_moe.experts.{e}.",
                 "projections": ("w1", "w3", "w2"), "experts": "num_local_experts", "always_normalize": True},
+    # GLM-4.5 (Glm4MoeAttention / Glm4MoeMoE): q/k/v biases, rotary on the first
+    # partial_rotary_factor of each head, DeepSeek's sigmoid router with correction bias,
+    # shared experts, dense first layers.
+    "glm4_moe": {"qk_norm": False, "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
+                 "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "n_routed_experts",
+                 "sigmoid": True, "bias": True, "shared": "mlp.shared_experts."},
 }
 
 
@@ -62,17 +68,23 @@ def rotate_half(x):
 def attention(f, c, w, p, x):  # one sample, x [n, hidden]
     hq, hk = c["num_attention_heads"], c["num_key_value_heads"]
     n, d = x.shape[0], c.get("head_dim") or c["hidden_size"] // hq
-    q = (x @ w[p + "self_attn.q_proj.weight"].T).view(n, hq, d)
-    k = (x @ w[p + "self_attn.k_proj.weight"].T).view(n, hk, d)
-    v = (x @ w[p + "self_attn.v_proj.weight"].T).view(n, hk, d)
+    def proj(name, heads):
+        y = x @ w[p + f"self_attn.{name}.weight"].T
+        if f.get("bias"):
+            y = y + w[p + f"self_attn.{name}.bias"]
+        return y.view(n, heads, d)
+
+    q, k, v = proj("q_proj", hq), proj("k_proj", hk), proj("v_proj", hk)
     if f["qk_norm"]:
         q = rms_norm(q, w[p + "self_attn.q_norm.weight"], c["rms_norm_eps"])
         k = rms_norm(k, w[p + "self_attn.k_norm.weight"], c["rms_norm_eps"])
-    inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    r = int(d * c.get("partial_rotary_factor", 1.0))
+    inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, r, 2, dtype=torch.int64).float() / r))
     freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
-    q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+    q = torch.cat((q[..., :r] * cos + rotate_half(q[..., :r]) * sin, q[..., r:]), dim=-1)
+    k = torch.cat((k[..., :r] * cos + rotate_half(k[..., :r]) * sin, k[..., r:]), dim=-1)
     q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
     k = k.repeat_interleave(hq // hk, dim=0)
     v = v.repeat_interleave(hq // hk, dim=0)
@@ -83,10 +95,26 @@ def attention(f, c, w, p, x):  # one sample, x [n, hidden]
 
 def moe(f, c, w, p, x):  # Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
     logits = x @ w[p + f["router"]].T
-    probs = torch.softmax(logits, dim=1, dtype=torch.float)
-    weights, experts = torch.topk(probs, c["num_experts_per_tok"], dim=-1)
-    if f.get("always_normalize") or c.get("norm_topk_prob"):
-        weights = weights / weights.sum(dim=-1, keepdim=True)
+    k = c["num_experts_per_tok"]
+    if f.get("sigmoid"):  # noaux_tc: the bias chooses, the unbiased scores weigh
+        scores = logits.sigmoid()
+        choice = scores + w[p + "mlp.gate.e_score_correction_bias"]
+        groups = c.get("n_group", 1)
+        if groups > 1:
+            g = choice.view(-1, groups, choice.shape[1] // groups).topk(2, dim=-1)[0].sum(dim=-1)
+            keep = torch.zeros_like(g).scatter_(1, torch.topk(g, k=c["topk_group"], dim=-1)[1], 1)
+            mask = keep.unsqueeze(-1).expand(-1, groups, choice.shape[1] // groups).reshape(choice.shape)
+            choice = choice.masked_fill(~mask.bool(), 0.0)
+        experts = torch.topk(choice, k=k, dim=-1)[1]
+        weights = scores.gather(1, experts)
+        if c.get("norm_topk_prob"):
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+        weights = weights * c.get("routed_scaling_factor", 1.0)
+    else:
+        probs = torch.softmax(logits, dim=1, dtype=torch.float)
+        weights, experts = torch.topk(probs, k, dim=-1)
+        if f.get("always_normalize") or c.get("norm_topk_prob"):
+            weights = weights / weights.sum(dim=-1, keepdim=True)
     y = torch.zeros_like(x)
     gate, up, down = f["projections"]
     for e in range(c[f["experts"]]):
@@ -97,7 +125,14 @@ def moe(f, c, w, p, x):  # Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
         xe = x[rows]
         h = torch.nn.functional.silu(xe @ w[q + gate + ".weight"].T) * (xe @ w[q + up + ".weight"].T)
         y.index_add_(0, rows, (h @ w[q + down + ".weight"].T) * weights[rows, slot, None])
+    if f.get("shared"):
+        y = y + swiglu(w, p + f["shared"], x)
     return y, experts, weights
+
+
+def swiglu(w, prefix, x):
+    h = torch.nn.functional.silu(x @ w[prefix + "gate_proj.weight"].T) * (x @ w[prefix + "up_proj.weight"].T)
+    return h @ w[prefix + "down_proj.weight"].T
 
 
 def main(family, model_dir, output):
@@ -106,7 +141,7 @@ def main(family, model_dir, output):
     eps = c["rms_norm_eps"]
     out = {"ids": torch.tensor(sum(SAMPLES, []), dtype=torch.int32), "sample_lengths": torch.tensor([len(s) for s in SAMPLES], dtype=torch.int32)}
     x = torch.cat([w["model.embed_tokens.weight"][torch.tensor(s)] for s in SAMPLES])
-    for layer in range(2):
+    for layer in range(min(3, c["num_hidden_layers"])):
         p = f"model.layers.{layer}."
         normed = rms_norm(x, w[p + "input_layernorm.weight"], eps)
         parts, start = [], 0
@@ -115,13 +150,16 @@ def main(family, model_dir, output):
             start += len(s)
         h = x + torch.cat(parts)
         mlp_input = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
-        y, experts, weights = moe(f, c, w, p, mlp_input)
-        x = h + y
+        if layer < c.get("first_k_dense_replace", 0):  # a dense layer
+            x = h + swiglu(w, p + "mlp.", mlp_input)
+        else:
+            y, experts, weights = moe(f, c, w, p, mlp_input)
+            x = h + y
+            out[f"layer{layer}.experts"] = experts.to(torch.int32)
+            out[f"layer{layer}.weights"] = weights
         out[f"layer{layer}.residual"] = h
         out[f"layer{layer}.mlp_input"] = mlp_input
         out[f"layer{layer}.output"] = x
-        out[f"layer{layer}.experts"] = experts.to(torch.int32)
-        out[f"layer{layer}.weights"] = weights
     header, blobs, offset = {}, [], 0
     for name in sorted(out):
         t = out[name].contiguous()
