@@ -57,19 +57,20 @@ public:
     // n_shared_experts shared experts, dense first layers.
     std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig& config, const Checkpoint& checkpoint,
                                                     const ModelPlan& plan) const override {
-        GqaDecoderSpec spec = gqa_spec_from_config(config, checkpoint);
         auto flag = [&](const char* key, bool fallback) {
             auto v = config.find(key);
             return v && !v->is_null() ? v->as_bool() : fallback;
         };
-        spec.attention_bias = flag("attention_bias", true);
-        spec.qk_norm = flag("use_qk_norm", false);
+        GqaAttentionSpec attention = gqa_attention_from_config(config);
+        attention.bias = flag("attention_bias", true);
+        attention.qk_norm = flag("use_qk_norm", false);
         double partial = 0.5;
         if (auto v = config.find("partial_rotary_factor"); v && !v->is_null()) partial = v->as_double();
-        spec.rotary_dim = static_cast<std::int64_t>(static_cast<double>(spec.head_dim) * partial);
+        attention.rotary_dim = static_cast<std::int64_t>(static_cast<double>(attention.head_dim) * partial);
+        DecoderSpec spec = decoder_spec_from_config(config, checkpoint);
         spec.shared_experts = "mlp.shared_experts.";
         spec.shared_intermediate = plan.expert_intermediate_size * config.int_or("n_shared_experts", 1);
-        return make_gqa_decoder(std::move(spec), checkpoint, plan);
+        return make_gqa_decoder(std::move(spec), attention, checkpoint, plan);
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {

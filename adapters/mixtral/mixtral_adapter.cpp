@@ -63,7 +63,8 @@ public:
     // only (the Mistral-native consolidated layout has no forward here).
     std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig& config, const Checkpoint& checkpoint,
                                                     const ModelPlan& plan) const override {
-        return make_gqa_decoder(gqa_spec_from_config(config, checkpoint), checkpoint, plan);
+        return make_gqa_decoder(decoder_spec_from_config(config, checkpoint), gqa_attention_from_config(config), checkpoint,
+                                plan);
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {

@@ -48,10 +48,10 @@ public:
     // RoPE, plain RMSNorm, softmax router, no shared expert.
     std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig& config, const Checkpoint& checkpoint,
                                                     const ModelPlan& plan) const override {
-        GqaDecoderSpec spec = gqa_spec_from_config(config, checkpoint);
-        spec.qk_norm = true;
-        spec.attention_bias = config.find("attention_bias") && config.find("attention_bias")->as_bool();
-        return make_gqa_decoder(std::move(spec), checkpoint, plan);
+        GqaAttentionSpec attention = gqa_attention_from_config(config);
+        attention.qk_norm = true;
+        attention.bias = config.find("attention_bias") && config.find("attention_bias")->as_bool();
+        return make_gqa_decoder(decoder_spec_from_config(config, checkpoint), attention, checkpoint, plan);
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {

@@ -1,0 +1,143 @@
+#include "prenorm_decoder.hpp"
+
+#include <moequant/dtype_convert.hpp>
+#include <moequant/error.hpp>
+#include <moequant/expert_matrix.hpp>
+
+#include <cmath>
+#include <numeric>
+
+namespace moequant::adapters {
+
+namespace {
+
+std::vector<float> to_f32(const Tensor& t) {
+    std::vector<float> out(t.elements());
+    decode_to_f32(t.view(), out);
+    return out;
+}
+
+void add(std::vector<float>& x, const std::vector<float>& y) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+}
+
+class PreNormDecoder final : public DecoderForward {
+public:
+    PreNormDecoder(DecoderSpec spec, const Checkpoint& checkpoint, LayerFactory make_layer)
+        : spec_(std::move(spec)), checkpoint_(checkpoint), make_layer_(std::move(make_layer)) {}
+
+    std::vector<float> embed(std::span<const std::int32_t> ids) const override {
+        const TensorInfo& info = checkpoint_.info(spec_.embed);
+        if (info.shape.size() != 2 || info.shape[1] != spec_.hidden)
+            throw Error(ErrorKind::input, "is not [vocab, hidden_size]", {.tensor = spec_.embed, .code = "ShapeMismatch"});
+        const std::int64_t vocab = info.shape[0], h = spec_.hidden;
+        const TensorView table = checkpoint_.view(spec_.embed);
+        const std::size_t width = static_cast<std::size_t>(h) * dtype_bits(info.dtype) / 8;
+        std::vector<float> out(ids.size() * static_cast<std::size_t>(h));
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            if (ids[i] < 0 || ids[i] >= vocab)
+                throw Error(ErrorKind::input, "token id " + std::to_string(ids[i]) + " is outside the vocabulary of " + std::to_string(vocab),
+                            {.tensor = spec_.embed, .code = "BadToken"});
+            const TensorView row{info.dtype, {h}, table.bytes.subspan(static_cast<std::size_t>(ids[i]) * width, width)};
+            decode_to_f32(row, std::span<float>(out.data() + i * h, static_cast<std::size_t>(h)));
+        }
+        return out;
+    }
+
+    std::unique_ptr<DecoderLayerForward> layer(std::int64_t index) const override { return make_layer_(spec_, index); }
+
+private:
+    DecoderSpec spec_;
+    const Checkpoint& checkpoint_;
+    LayerFactory make_layer_;
+};
+
+}  // namespace
+
+DecoderSpec decoder_spec_from_config(const ModelConfig& config, const Checkpoint& checkpoint) {
+    DecoderSpec s;
+    s.hidden = config.require_int("hidden_size");
+    if (auto eps = config.find("rms_norm_eps"); eps && !eps->is_null()) s.eps = static_cast<float>(eps->as_double());
+    s.dense_intermediate = config.int_or("intermediate_size", 0);
+    for (const std::string prefix : {"model.layers.", "model.language_model.layers.", "language_model.model.layers."})
+        if (checkpoint.contains(prefix + "0." + s.input_norm)) {
+            s.layer_prefix = prefix;
+            s.embed = prefix.substr(0, prefix.size() - 7) + "embed_tokens.weight";
+            break;
+        }
+    if (s.layer_prefix.empty())
+        throw Error(ErrorKind::input, "no decoder layer 0 (" + s.input_norm + ") in the checkpoint",
+                    {.file = checkpoint.directory().string(), .code = "MissingTensor"});
+    return s;
+}
+
+PreNormDecoderLayer::PreNormDecoderLayer(const DecoderSpec& spec, const Checkpoint& checkpoint, const ModelPlan& plan,
+                                         std::int64_t index)
+    : spec_(spec), checkpoint_(checkpoint), plan_(plan), index_(index), prefix_(spec.layer_prefix + std::to_string(index) + ".") {
+    for (const auto& l : plan.moe_layers)
+        if (l.layer == index) moe_ = &l;
+}
+
+std::vector<float> PreNormDecoderLayer::weight(const std::string& name, const Shape& shape) const {
+    return load_f32(checkpoint_, prefix_ + name, plan_.fp8_block, shape);
+}
+
+std::vector<float> PreNormDecoderLayer::attention(std::vector<float>& x, std::span<const std::int64_t> lengths) const {
+    const std::int64_t h = spec_.hidden, t = static_cast<std::int64_t>(x.size()) / h;
+    std::vector<float> normed(x.size());
+    rms_norm(x.data(), t, h, weight(spec_.input_norm, {h}).data(), spec_.eps, spec_.zero_centred_norms, normed.data());
+    add(x, mix(normed, lengths));
+    std::vector<float> mlp_input(x.size());
+    rms_norm(x.data(), t, h, weight(spec_.post_attention_norm, {h}).data(), spec_.eps, spec_.zero_centred_norms,
+             mlp_input.data());
+    return mlp_input;
+}
+
+void PreNormDecoderLayer::mlp(const std::vector<float>& in, std::vector<float>& x, const ExpertMatrices& experts,
+                              Routing* routing) const {
+    const std::int64_t h = spec_.hidden, t = static_cast<std::int64_t>(in.size()) / h;
+    auto swiglu_at = [&](const std::string& m, std::int64_t i) {
+        return swiglu_mlp(in, t, h, weight(m + "gate_proj.weight", {i, h}), weight(m + "up_proj.weight", {i, h}),
+                          weight(m + "down_proj.weight", {h, i}), i);
+    };
+    if (!moe_) {
+        add(x, swiglu_at(spec_.dense_mlp, spec_.dense_intermediate));
+        return;
+    }
+    RouterSpec spec = plan_.router;
+    spec.bf16_logits = false;  // a float32 forward: logits as computed
+    const std::int64_t e = plan_.num_experts;
+    if (moe_->router_weight.empty())
+        throw Error(ErrorKind::input, "layer " + std::to_string(index_) + " has no router weight", {.code = "MissingTensor"});
+    const std::vector<float> router = load_f32(checkpoint_, moe_->router_weight, plan_.fp8_block, {e, h});
+    const std::vector<float> bias = moe_->router_bias.empty() ? std::vector<float>{} : load_f32(checkpoint_, moe_->router_bias, {}, {e});
+    std::vector<float> y(x.size(), 0.0f);
+    const Routing r = add_routed_experts(in, t, h, spec, router, bias, e, [&](std::int64_t expert) {
+        const ExpertPlan& p = moe_->experts[static_cast<std::size_t>(expert)];
+        auto matrix = [&](Projection proj) {
+            if (experts) return to_f32(experts(expert, proj));
+            return to_f32(load_expert_matrix(checkpoint_, p.weights[static_cast<int>(proj)], plan_.fp8_block));
+        };
+        return ExpertWeightsF32{matrix(Projection::gate), matrix(Projection::up), matrix(Projection::down),
+                                plan_.expert_intermediate_size};
+    }, y);
+    if (!spec_.shared_experts.empty()) {
+        std::vector<float> shared = swiglu_at(spec_.shared_experts, spec_.shared_intermediate);
+        if (!spec_.shared_expert_gate.empty()) {  // one sigmoid scalar per token
+            const std::vector<float> g = linear(in, t, weight(spec_.shared_expert_gate, {1, h}), 1, h);
+            for (std::int64_t r0 = 0; r0 < t; ++r0) {
+                const float s = 1.0f / (1.0f + std::exp(-g[r0]));
+                for (std::int64_t d = 0; d < h; ++d) shared[r0 * h + d] *= s;
+            }
+        }
+        add(y, shared);
+    }
+    add(x, y);
+    if (routing) *routing = r;
+}
+
+std::unique_ptr<DecoderForward> make_prenorm_decoder(DecoderSpec spec, const Checkpoint& checkpoint, LayerFactory make_layer) {
+    return std::make_unique<PreNormDecoder>(std::move(spec), checkpoint, std::move(make_layer));
+}
+
+}  // namespace moequant::adapters
