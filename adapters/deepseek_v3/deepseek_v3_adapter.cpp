@@ -3,6 +3,7 @@
 // expert, a sigmoid router with e_score_correction_bias, MLA attention, an MTP layer at index
 // num_hidden_layers (DeepSeek) and rotary_emb.inv_freq buffers (Kimi).
 
+#include "mla_decoder.hpp"
 #include "rule_based_adapter.hpp"
 #include "synth_side_files.hpp"
 
@@ -58,6 +59,11 @@ constexpr Preset small{512, 704, 512, 6, 2, 16, 4, 4, 2, 4, 384, 256, 64, 32, 64
 class DeepseekV3Adapter final : public RuleBasedAdapter {
 public:
     DeepseekV3Adapter() : RuleBasedAdapter(deepseek_rules()) {}
+
+    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig& config, const Checkpoint& checkpoint,
+                                                    const ModelPlan& plan) const override {
+        return make_mla_decoder(config, checkpoint, plan);
+    }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
         const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});

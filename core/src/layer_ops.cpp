@@ -32,6 +32,34 @@ std::vector<float> rope_inverse_frequencies(double base, std::int64_t rotary_dim
     return inv;
 }
 
+std::vector<float> yarn_inverse_frequencies(double base, std::int64_t rotary_dim, double factor, double original_max_positions,
+                                            double beta_fast, double beta_slow, bool truncate) {
+    const double dim = static_cast<double>(rotary_dim);
+    auto correction_dim = [&](double rotations) {
+        return dim * std::log(original_max_positions / (rotations * 2 * M_PI)) / (2 * std::log(base));
+    };
+    double low = correction_dim(beta_fast), high = correction_dim(beta_slow);
+    if (truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1);
+    if (low == high) high += 0.001;  // no division by zero in the ramp
+    std::vector<float> inv(static_cast<std::size_t>(rotary_dim / 2));
+    for (std::size_t i = 0; i < inv.size(); ++i) {
+        // float32 as torch: pos_freqs = base ** (arange(0, dim, 2).float() / dim)
+        const float pos = std::pow(static_cast<float>(base), static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
+        const float extrapolation = 1.0f / pos, interpolation = 1.0f / (static_cast<float>(factor) * pos);
+        const float ramp = std::clamp((static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low), 0.0f, 1.0f);
+        const float keep = 1.0f - ramp;  // the extrapolation factor
+        inv[i] = interpolation * (1.0f - keep) + extrapolation * keep;
+    }
+    return inv;
+}
+
+double yarn_mscale(double scale, double mscale) { return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
+
 void apply_rope(float* x, std::int64_t heads, std::int64_t head_dim, std::int64_t rotary_dim,
                 std::span<const std::int64_t> sample_lengths, std::span<const float> inv_freq, RopeStyle style) {
     if (rotary_dim > head_dim || rotary_dim % 2 != 0 || static_cast<std::int64_t>(inv_freq.size()) != rotary_dim / 2)

@@ -39,16 +39,17 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
     return diff / scale;
 }
 
-void check_family(const std::string& family) {
+void check_family(const std::string& family, const std::string& dtype = "bf16") {
     TempDir dir;
-    auto synth = run_moequant({"synth", "--family", family, "--dtype", "bf16", "--out", (dir / "m").string()});
+    auto synth = run_moequant({"synth", "--family", family, "--dtype", dtype, "--out", (dir / "m").string()});
     BOOST_REQUIRE_MESSAGE(synth.exit_code == 0, synth.err);
     const SafetensorsFile want =
         SafetensorsFile::open(fs::path(MOEQUANT_SOURCE_DIR) / "tests/data/decoder_forward" / (family + ".safetensors"));
 
+    const std::string plugin = family == "kimi_k2" ? "deepseek_v3" : family;
     Registry registry;
-    registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-adapter-" + family + ".so"), PluginOrigin::explicit_file);
-    const ModelAdapter* adapter = registry.adapter(family);
+    registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-adapter-" + plugin + ".so"), PluginOrigin::explicit_file);
+    const ModelAdapter* adapter = registry.adapter(plugin);
     BOOST_REQUIRE(adapter);
     const Checkpoint checkpoint = Checkpoint::open(dir / "m");
     const ModelConfig config = checkpoint.config();
@@ -92,5 +93,12 @@ BOOST_AUTO_TEST_CASE(qwen3_moe_layers_match_the_reference) { check_family("qwen3
 BOOST_AUTO_TEST_CASE(mixtral_layers_match_the_reference) { check_family("mixtral"); }
 
 BOOST_AUTO_TEST_CASE(glm4_moe_dense_and_moe_layers_match_the_reference) { check_family("glm4_moe"); }
+
+// MLA with YaRN, the group-limited sigmoid router, shared experts, a dense first layer, and
+// FP8 weights dequantized on the fly.
+BOOST_AUTO_TEST_CASE(deepseek_v3_fp8_mla_layers_match_the_reference) { check_family("deepseek_v3", "fp8"); }
+
+// Kimi-K2: the same adapter with one expert group, YaRN with beta_fast 1, rotary buffers.
+BOOST_AUTO_TEST_CASE(kimi_k2_layers_match_the_reference) { check_family("kimi_k2", "fp8"); }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -34,6 +34,16 @@ enum class RopeStyle : std::uint8_t {
 // inv_freq[i] = 1 / base^(2i / rotary_dim), i < rotary_dim / 2, as float32.
 MOEQUANT_API std::vector<float> rope_inverse_frequencies(double base, std::int64_t rotary_dim);
 
+// YaRN's inverse frequencies (the Hugging Face rope "yarn" initialisation): frequencies below
+// the beta_fast..beta_slow correction range keep their extrapolated value, those above it are
+// divided by `factor`, with a linear ramp between; `original_max_positions` is
+// original_max_position_embeddings; `truncate` floors/ceils the range (rope_scaling.truncate).
+MOEQUANT_API std::vector<float> yarn_inverse_frequencies(double base, std::int64_t rotary_dim, double factor,
+                                                         double original_max_positions, double beta_fast, double beta_slow,
+                                                         bool truncate = true);
+// YaRN's attention magnitude: 0.1 * mscale * ln(scale) + 1 for scale > 1, else 1.
+MOEQUANT_API double yarn_mscale(double scale, double mscale);
+
 // Rotates the first `rotary_dim` of every head's `head_dim` values in x [tokens, heads, head_dim]
 // by angle position * inv_freq; positions restart at 0 with each sample of `sample_lengths`.
 MOEQUANT_API void apply_rope(float* x, std::int64_t heads, std::int64_t head_dim, std::int64_t rotary_dim,

@@ -6,8 +6,12 @@ with torch, on a checkpoint `moequant synth` makes:
     moequant synth --family qwen3_moe --dtype bf16 --out /tmp/qwen3_moe
     /usr/bin/python3 make_reference.py qwen3_moe /tmp/qwen3_moe qwen3_moe.safetensors
 
+(and likewise mixtral, glm4_moe with --dtype bf16; deepseek_v3 and kimi_k2 (family key
+deepseek_v3) with --dtype fp8)
+
 Run once by hand with Debian's python3-torch; CI only reads the output file."""
 import json
+import math
 import os
 import struct
 import sys
@@ -26,6 +30,11 @@ FAMILIES = {
     # GLM-4.5 (Glm4MoeAttention / Glm4MoeMoE): q/k/v biases, rotary on the first
     # partial_rotary_factor of each head, DeepSeek's sigmoid router with correction bias,
     # shared experts, dense first layers.
+    # DeepSeek-V3 (DeepseekV3Attention / DeepseekV3MoE): MLA, YaRN, group-limited sigmoid router,
+    # shared experts, dense first layers; FP8 weights.
+    "deepseek_v3": {"mla": True, "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
+                    "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "n_routed_experts",
+                    "sigmoid": True, "shared": "mlp.shared_experts."},
     "glm4_moe": {"qk_norm": False, "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
                  "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "n_routed_experts",
                  "sigmoid": True, "bias": True, "shared": "mlp.shared_experts."},
@@ -43,9 +52,35 @@ def read_safetensors(path):
             continue
         b, e = info["data_offsets"]
         raw = bytearray(data[b:e])
+        if info["dtype"] == "F8_E4M3":
+            codes = torch.frombuffer(raw, dtype=torch.uint8).long()
+            out[name] = E4M3[codes].reshape(info["shape"])
+            continue
         dtype = {"BF16": torch.bfloat16, "F32": torch.float32, "F16": torch.float16}[info["dtype"]]
         out[name] = torch.frombuffer(raw, dtype=dtype).reshape(info["shape"]).float()
     return out
+
+
+def e4m3(code):  # float8_e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities
+    sign = -1.0 if code & 0x80 else 1.0
+    exponent, mantissa = (code >> 3) & 0xF, code & 0x7
+    if exponent == 0xF and mantissa == 0x7:
+        return float("nan")
+    if exponent == 0:
+        return sign * mantissa / 8.0 * 2.0**-6
+    return sign * (1 + mantissa / 8.0) * 2.0 ** (exponent - 7)
+
+
+E4M3 = torch.tensor([e4m3(c) for c in range(256)], dtype=torch.float32)
+
+
+def dequantize_fp8(weights, block):
+    """FP8 weights times their 128x128 weight_scale_inv blocks (float32), then BF16, as the
+    checkpoint's BF16 equivalent (model-families.md §4.4)."""
+    for name in [n for n in weights if n + "_scale_inv" in weights]:
+        w, scale = weights[name], weights.pop(name + "_scale_inv")
+        full = scale.repeat_interleave(block[0], 0)[: w.shape[0]].repeat_interleave(block[1], 1)[:, : w.shape[1]]
+        weights[name] = (w * full).to(torch.bfloat16).float()
 
 
 def load(model_dir):
@@ -54,7 +89,11 @@ def load(model_dir):
         if f.endswith(".safetensors"):
             weights.update(read_safetensors(os.path.join(model_dir, f)))
     with open(os.path.join(model_dir, "config.json")) as f:
-        return json.load(f), weights
+        config = json.load(f)
+    q = config.get("quantization_config")
+    if q:
+        dequantize_fp8(weights, q["weight_block_size"])
+    return config, weights
 
 
 def rms_norm(x, w, eps):
@@ -91,6 +130,66 @@ def attention(f, c, w, p, x):  # one sample, x [n, hidden]
     scores = q @ k.transpose(1, 2) * d**-0.5 + torch.full((n, n), float("-inf")).triu(1)
     out = (torch.softmax(scores, dim=-1, dtype=torch.float32) @ v).transpose(0, 1).reshape(n, hq * d)
     return out @ w[p + "self_attn.o_proj.weight"].T
+
+
+def yarn(c, dim):  # transformers' _compute_yarn_parameters; returns inv_freq and the cos/sin factor
+    base, rs = c.get("rope_theta", 10000.0), c["rope_scaling"]
+    factor = rs["factor"]
+
+    def get_mscale(scale, mscale=1):
+        return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+    mscale, mscale_all = rs.get("mscale"), rs.get("mscale_all_dim")
+    attention_factor = get_mscale(factor, mscale) / get_mscale(factor, mscale_all) if mscale and mscale_all else get_mscale(factor)
+
+    def correction_dim(rotations):
+        return (dim * math.log(rs["original_max_position_embeddings"] / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(rs.get("beta_fast", 32)), correction_dim(rs.get("beta_slow", 1))
+    if rs.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    keep = 1 - ramp
+    return interpolation * (1 - keep) + extrapolation * keep, attention_factor
+
+
+def mla(c, w, p, x):  # DeepseekV3Attention, one sample
+    n, heads = x.shape[0], c["num_attention_heads"]
+    nope, rope, vd, eps = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["rms_norm_eps"]
+    a = p + "self_attn."
+    q = rms_norm(x @ w[a + "q_a_proj.weight"].T, w[a + "q_a_layernorm.weight"], eps) @ w[a + "q_b_proj.weight"].T
+    q = q.view(n, heads, nope + rope).transpose(0, 1)
+    q_pass, q_rot = q[..., :nope], q[..., nope:]
+    ckv = x @ w[a + "kv_a_proj_with_mqa.weight"].T
+    k_pass, k_rot = ckv[:, : c["kv_lora_rank"]], ckv[:, c["kv_lora_rank"] :]
+    kv = (rms_norm(k_pass, w[a + "kv_a_layernorm.weight"], eps) @ w[a + "kv_b_proj.weight"].T).view(n, heads, nope + vd).transpose(0, 1)
+    k_pass, value = kv[..., :nope], kv[..., nope:]
+    k_rot = k_rot.view(1, n, rope)
+    inv_freq, attention_factor = yarn(c, rope)
+    freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos() * attention_factor, emb.sin() * attention_factor
+
+    def interleave(t):  # apply_rotary_pos_emb_interleave: de-interleave the pairs, then rotate_half
+        h, s_, d = t.shape
+        t = t.view(h, s_, d // 2, 2).transpose(3, 2).reshape(h, s_, d)
+        return t * cos + rotate_half(t) * sin
+
+    q_rot, k_rot = interleave(q_rot), interleave(k_rot).expand(heads, n, rope)
+    query, key = torch.cat((q_pass, q_rot), dim=-1), torch.cat((k_pass, k_rot), dim=-1)
+    scale = (nope + rope) ** -0.5
+    ms = c["rope_scaling"].get("mscale_all_dim", 0)
+    if ms:
+        m = 0.1 * ms * math.log(c["rope_scaling"]["factor"]) + 1.0
+        scale = scale * m * m
+    scores = query @ key.transpose(1, 2) * scale + torch.full((n, n), float("-inf")).triu(1)
+    out = (torch.softmax(scores, dim=-1, dtype=torch.float32) @ value).transpose(0, 1).reshape(n, heads * vd)
+    return out @ w[a + "o_proj.weight"].T
 
 
 def moe(f, c, w, p, x):  # Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
@@ -146,7 +245,8 @@ def main(family, model_dir, output):
         normed = rms_norm(x, w[p + "input_layernorm.weight"], eps)
         parts, start = [], 0
         for s in SAMPLES:
-            parts.append(attention(f, c, w, p, normed[start : start + len(s)]))
+            mix = mla if f.get("mla") else lambda c_, w_, p_, x_: attention(f, c_, w_, p_, x_)
+            parts.append(mix(c, w, p, normed[start : start + len(s)]))
             start += len(s)
         h = x + torch.cat(parts)
         mlp_input = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)

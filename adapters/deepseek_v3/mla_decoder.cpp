@@ -1,0 +1,126 @@
+#include "mla_decoder.hpp"
+
+#include <moequant/error.hpp>
+
+#include <cmath>
+#include <numeric>
+
+namespace moequant::adapters {
+
+namespace {
+
+struct MlaSpec {
+    std::int64_t heads = 0, q_lora = 0, kv_lora = 0, nope = 0, rope = 0, v_head = 0;
+    std::vector<float> inv_freq;  // over the rope dims
+    float scale = 1.0f;           // softmax scale
+};
+
+MlaSpec mla_from_config(const ModelConfig& config) {
+    MlaSpec m;
+    m.heads = config.require_int("num_attention_heads");
+    m.q_lora = config.int_or("q_lora_rank", 0);
+    m.kv_lora = config.require_int("kv_lora_rank");
+    m.nope = config.require_int("qk_nope_head_dim");
+    m.rope = config.require_int("qk_rope_head_dim");
+    m.v_head = config.require_int("v_head_dim");
+    double theta = 10000.0;
+    if (auto v = config.find("rope_theta"); v && !v->is_null()) theta = v->as_double();
+    m.scale = 1.0f / std::sqrt(static_cast<float>(m.nope + m.rope));
+    m.inv_freq = rope_inverse_frequencies(theta, m.rope);
+    const auto scaling = config.find("rope_scaling");
+    if (scaling && scaling->is_object()) {
+        auto number = [&](const char* key, double fallback) {
+            auto v = scaling->get(key);
+            return v && !v->is_null() ? v->as_double() : fallback;
+        };
+        std::string type = scaling->get("type") ? scaling->get("type")->as_string() : "";
+        if (type.empty() && scaling->get("rope_type")) type = scaling->get("rope_type")->as_string();
+        if (type != "yarn")
+            throw Error(ErrorKind::input, "rope_scaling type '" + type + "' is not supported (yarn only)",
+                        {.file = config.source(), .code = "InvalidConfig"});
+        const double factor = number("factor", 1.0);
+        m.inv_freq = yarn_inverse_frequencies(theta, m.rope, factor, number("original_max_position_embeddings", 4096),
+                                              number("beta_fast", 32), number("beta_slow", 1),
+                                              !(scaling->get("truncate") && !scaling->get("truncate")->as_bool()));
+        // cos/sin carry get_mscale(f, mscale) / get_mscale(f, mscale_all_dim); DeepSeek's configs
+        // set both to the same value, which makes it 1.
+        const double mscale = number("mscale", 1.0), mscale_all = number("mscale_all_dim", 0.0);
+        if (mscale_all != 0 && yarn_mscale(factor, mscale) != yarn_mscale(factor, mscale_all))
+            throw Error(ErrorKind::input, "rope_scaling mscale differs from mscale_all_dim (not supported)",
+                        {.file = config.source(), .code = "InvalidConfig"});
+        if (mscale_all != 0) {
+            const double ms = yarn_mscale(factor, mscale_all);
+            m.scale = static_cast<float>(m.scale * ms * ms);
+        }
+    }
+    return m;
+}
+
+class MlaLayer final : public PreNormDecoderLayer {
+public:
+    MlaLayer(const DecoderSpec& spec, const MlaSpec& m, const Checkpoint& ckpt, const ModelPlan& plan, std::int64_t index)
+        : PreNormDecoderLayer(spec, ckpt, plan, index), m_(m), hidden_(spec.hidden), eps_(spec.eps) {}
+
+private:
+    std::vector<float> mix(const std::vector<float>& x, std::span<const std::int64_t> lengths) const override {
+        const std::int64_t t = std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
+        const std::int64_t h = hidden_, heads = m_.heads, qk = m_.nope + m_.rope;
+        std::vector<float> q;
+        if (m_.q_lora > 0) {
+            std::vector<float> a = linear(x, t, weight("self_attn.q_a_proj.weight", {m_.q_lora, h}), m_.q_lora, h);
+            rms_norm(a.data(), t, m_.q_lora, weight("self_attn.q_a_layernorm.weight", {m_.q_lora}).data(), eps_, false, a.data());
+            q = linear(a, t, weight("self_attn.q_b_proj.weight", {heads * qk, m_.q_lora}), heads * qk, m_.q_lora);
+        } else {
+            q = linear(x, t, weight("self_attn.q_proj.weight", {heads * qk, h}), heads * qk, h);
+        }
+        const std::int64_t a_width = m_.kv_lora + m_.rope;
+        const std::vector<float> kv_a = linear(x, t, weight("self_attn.kv_a_proj_with_mqa.weight", {a_width, h}), a_width, h);
+        std::vector<float> c_kv(static_cast<std::size_t>(t * m_.kv_lora)), k_rope(static_cast<std::size_t>(t * m_.rope));
+        for (std::int64_t i = 0; i < t; ++i) {
+            std::copy_n(kv_a.data() + i * a_width, m_.kv_lora, c_kv.data() + i * m_.kv_lora);
+            std::copy_n(kv_a.data() + i * a_width + m_.kv_lora, m_.rope, k_rope.data() + i * m_.rope);
+        }
+        rms_norm(c_kv.data(), t, m_.kv_lora, weight("self_attn.kv_a_layernorm.weight", {m_.kv_lora}).data(), eps_, false, c_kv.data());
+        const std::int64_t b_width = heads * (m_.nope + m_.v_head);
+        const std::vector<float> kv = linear(c_kv, t, weight("self_attn.kv_b_proj.weight", {b_width, m_.kv_lora}), b_width, m_.kv_lora);
+
+        // Keys [t, heads, nope + rope] (the rope part shared by all heads) and values [t, heads, v].
+        apply_rope(k_rope.data(), 1, m_.rope, m_.rope, lengths, m_.inv_freq, RopeStyle::interleaved);
+        std::vector<float> k(static_cast<std::size_t>(t * heads * qk)), v(static_cast<std::size_t>(t * heads * m_.v_head));
+        for (std::int64_t i = 0; i < t; ++i)
+            for (std::int64_t hd = 0; hd < heads; ++hd) {
+                const float* src = kv.data() + (i * heads + hd) * (m_.nope + m_.v_head);
+                float* key = k.data() + (i * heads + hd) * qk;
+                std::copy_n(src, m_.nope, key);
+                std::copy_n(k_rope.data() + i * m_.rope, m_.rope, key + m_.nope);
+                std::copy_n(src + m_.nope, m_.v_head, v.data() + (i * heads + hd) * m_.v_head);
+            }
+        // Queries: rotate the rope part of every head (the last `rope` of its qk dims).
+        std::vector<float> q_rope(static_cast<std::size_t>(t * heads * m_.rope));
+        for (std::int64_t r = 0; r < t * heads; ++r) std::copy_n(q.data() + r * qk + m_.nope, m_.rope, q_rope.data() + r * m_.rope);
+        apply_rope(q_rope.data(), heads, m_.rope, m_.rope, lengths, m_.inv_freq, RopeStyle::interleaved);
+        for (std::int64_t r = 0; r < t * heads; ++r) std::copy_n(q_rope.data() + r * m_.rope, m_.rope, q.data() + r * qk + m_.nope);
+
+        std::vector<float> attended(static_cast<std::size_t>(t * heads * m_.v_head));
+        causal_attention(q.data(), k.data(), v.data(), heads, heads, qk, m_.v_head, lengths, m_.scale, attended.data());
+        return linear(attended, t, weight("self_attn.o_proj.weight", {h, heads * m_.v_head}), h, heads * m_.v_head);
+    }
+
+    const MlaSpec& m_;
+    std::int64_t hidden_;
+    float eps_;
+};
+
+}  // namespace
+
+std::unique_ptr<DecoderForward> make_mla_decoder(const ModelConfig& config, const Checkpoint& checkpoint, const ModelPlan& plan) {
+    DecoderSpec spec = decoder_spec_from_config(config, checkpoint);
+    spec.shared_experts = "mlp.shared_experts.";
+    spec.shared_intermediate = plan.expert_intermediate_size * config.int_or("n_shared_experts", 1);
+    auto m = std::make_shared<const MlaSpec>(mla_from_config(config));
+    return make_prenorm_decoder(std::move(spec), checkpoint, [m, &checkpoint, &plan](const DecoderSpec& s, std::int64_t index) {
+        return std::make_unique<MlaLayer>(s, *m, checkpoint, plan, index);
+    });
+}
+
+}  // namespace moequant::adapters
