@@ -2,6 +2,7 @@
 // scalar `shared_expert_gate`, Gated DeltaNet linear-attention layers with gated full attention
 // every `full_attention_interval` layers, and top-level `mtp.*` tensors that are skipped.
 
+#include "qwen3_next_decoder.hpp"
 #include "rule_based_adapter.hpp"
 #include "synth_blocks.hpp"
 #include "synth_side_files.hpp"
@@ -43,6 +44,11 @@ constexpr std::int64_t full_attention_interval = 4, conv_kernel = 4;
 class Qwen3NextAdapter final : public RuleBasedAdapter {
 public:
     Qwen3NextAdapter() : RuleBasedAdapter(qwen3_next_rules()) {}
+
+    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig& config, const Checkpoint& checkpoint,
+                                                    const ModelPlan& plan) const override {
+        return make_qwen3_next_decoder(config, checkpoint, plan);
+    }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
         const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});

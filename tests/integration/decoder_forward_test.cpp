@@ -98,6 +98,10 @@ BOOST_AUTO_TEST_CASE(glm4_moe_dense_and_moe_layers_match_the_reference) { check_
 // FP8 weights dequantized on the fly.
 BOOST_AUTO_TEST_CASE(deepseek_v3_fp8_mla_layers_match_the_reference) { check_family("deepseek_v3", "fp8"); }
 
+// Gated DeltaNet (layers 0-2) and gated attention (layer 3), zero-centred norms, the shared
+// expert's sigmoid gate.
+BOOST_AUTO_TEST_CASE(qwen3_next_linear_and_full_attention_layers_match_the_reference) { check_family("qwen3_next"); }
+
 // Kimi-K2: the same adapter with one expert group, YaRN with beta_fast 1, rotary buffers.
 BOOST_AUTO_TEST_CASE(kimi_k2_layers_match_the_reference) { check_family("kimi_k2", "fp8"); }
 

@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """Reference decoder-layer outputs for tests/integration/decoder_forward_test.cpp, written from the
-Hugging Face modeling code (Qwen3Moe*/Mixtral* Attention, SparseMoeBlock, RMSNorm) in float32
+Hugging Face modeling code of each family (attention, MoE block, norms) in float32
 with torch, on a checkpoint `moequant synth` makes:
 
     moequant synth --family qwen3_moe --dtype bf16 --out /tmp/qwen3_moe
     /usr/bin/python3 make_reference.py qwen3_moe /tmp/qwen3_moe qwen3_moe.safetensors
 
-(and likewise mixtral, glm4_moe with --dtype bf16; deepseek_v3 and kimi_k2 (family key
-deepseek_v3) with --dtype fp8)
+(and likewise mixtral, glm4_moe, qwen3_next with --dtype bf16; deepseek_v3 and kimi_k2 (family
+key deepseek_v3) with --dtype fp8)
 
 Run once by hand with Debian's python3-torch; CI only reads the output file."""
 import json
@@ -35,6 +35,11 @@ FAMILIES = {
     "deepseek_v3": {"mla": True, "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
                     "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "n_routed_experts",
                     "sigmoid": True, "shared": "mlp.shared_experts."},
+    # Qwen3-Next (Qwen3NextGatedDeltaNet / Qwen3NextAttention / Qwen3NextSparseMoeBlock):
+    # zero-centred norms, linear and full attention layers, shared expert with a sigmoid gate.
+    "qwen3_next": {"next": True, "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
+                   "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "num_experts",
+                   "shared": "mlp.shared_expert.", "shared_gate": "mlp.shared_expert_gate.weight", "layers": 4},
     "glm4_moe": {"qk_norm": False, "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
                  "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "n_routed_experts",
                  "sigmoid": True, "bias": True, "shared": "mlp.shared_experts."},
@@ -98,6 +103,71 @@ def load(model_dir):
 
 def rms_norm(x, w, eps):
     return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def rms_norm_zero_centred(x, w, eps):  # Qwen3NextRMSNorm: x_hat * (1 + w)
+    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)) * (1.0 + w)
+
+
+def l2norm(x, eps=1e-6):
+    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
+
+
+def gated_deltanet(c, w, p, x):  # Qwen3NextGatedDeltaNet with the recurrent torch rule, one sample
+    n = x.shape[0]
+    nk, nv, dk, dv = c["linear_num_key_heads"], c["linear_num_value_heads"], c["linear_key_head_dim"], c["linear_value_head_dim"]
+    r = nv // nk
+    a_ = p + "linear_attn."
+    qkvz = (x @ w[a_ + "in_proj_qkvz.weight"].T).view(n, nk, 2 * dk + 2 * r * dv)
+    ba = (x @ w[a_ + "in_proj_ba.weight"].T).view(n, nk, 2 * r)
+    q, k, v, z = torch.split(qkvz, [dk, dk, r * dv, r * dv], dim=2)
+    b, a = torch.split(ba, [r, r], dim=2)
+    v, z = v.reshape(n, nv, dv), z.reshape(n, nv, dv)
+    b, a = b.reshape(n, nv), a.reshape(n, nv)
+    mixed = torch.cat((q.reshape(n, -1), k.reshape(n, -1), v.reshape(n, -1)), dim=-1)  # [n, conv_dim]
+    kernel = c["linear_conv_kernel_dim"]
+    conv = torch.nn.functional.conv1d(mixed.T[None], w[a_ + "conv1d.weight"], padding=kernel - 1, groups=mixed.shape[1])
+    mixed = torch.nn.functional.silu(conv[0, :, :n]).T
+    q, k, v = torch.split(mixed, [nk * dk, nk * dk, nv * dv], dim=-1)
+    q, k, v = q.reshape(n, nk, dk), k.reshape(n, nk, dk), v.reshape(n, nv, dv)
+    beta = b.sigmoid()
+    g = -w[a_ + "A_log"].float().exp() * torch.nn.functional.softplus(a.float() + w[a_ + "dt_bias"])
+    q, k = q.repeat_interleave(r, dim=1), k.repeat_interleave(r, dim=1)
+    q, k = l2norm(q) * dk**-0.5, l2norm(k)
+    state = torch.zeros(nv, dk, dv)
+    out = torch.zeros(n, nv, dv)
+    for i in range(n):  # torch_recurrent_gated_delta_rule
+        state = state * g[i].exp()[:, None, None]
+        kv_mem = (state * k[i][:, :, None]).sum(dim=-2)
+        delta = (v[i] - kv_mem) * beta[i][:, None]
+        state = state + k[i][:, :, None] * delta[:, None, :]
+        out[i] = (state * q[i][:, :, None]).sum(dim=-2)
+    # Qwen3NextRMSNormGated: norm * weight * silu(z)
+    normed = w[a_ + "norm.weight"] * (out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + c["rms_norm_eps"]))
+    normed = normed * torch.nn.functional.silu(z)
+    return normed.reshape(n, nv * dv) @ w[a_ + "out_proj.weight"].T
+
+
+def gated_attention(c, w, p, x):  # Qwen3NextAttention, one sample
+    n, hq, hk, d = x.shape[0], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    eps = c["rms_norm_eps"]
+    a = p + "self_attn."
+    q, gate = torch.chunk((x @ w[a + "q_proj.weight"].T).view(n, hq, 2 * d), 2, dim=-1)
+    gate = gate.reshape(n, hq * d)
+    q = rms_norm_zero_centred(q, w[a + "q_norm.weight"], eps)
+    k = rms_norm_zero_centred((x @ w[a + "k_proj.weight"].T).view(n, hk, d), w[a + "k_norm.weight"], eps)
+    v = (x @ w[a + "v_proj.weight"].T).view(n, hk, d)
+    rd = int(d * c["partial_rotary_factor"])
+    inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, rd, 2, dtype=torch.int64).float() / rd))
+    freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
+    q = torch.cat((q[..., :rd] * cos + rotate_half(q[..., :rd]) * sin, q[..., rd:]), dim=-1)
+    k = torch.cat((k[..., :rd] * cos + rotate_half(k[..., :rd]) * sin, k[..., rd:]), dim=-1)
+    q, k, v = q.transpose(0, 1), k.transpose(0, 1).repeat_interleave(hq // hk, dim=0), v.transpose(0, 1).repeat_interleave(hq // hk, dim=0)
+    scores = q @ k.transpose(1, 2) * d**-0.5 + torch.full((n, n), float("-inf")).triu(1)
+    out = (torch.softmax(scores, dim=-1, dtype=torch.float32) @ v).transpose(0, 1).reshape(n, hq * d)
+    return (out * gate.sigmoid()) @ w[a + "o_proj.weight"].T
 
 
 def rotate_half(x):
@@ -225,7 +295,10 @@ def moe(f, c, w, p, x):  # Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
         h = torch.nn.functional.silu(xe @ w[q + gate + ".weight"].T) * (xe @ w[q + up + ".weight"].T)
         y.index_add_(0, rows, (h @ w[q + down + ".weight"].T) * weights[rows, slot, None])
     if f.get("shared"):
-        y = y + swiglu(w, p + f["shared"], x)
+        shared = swiglu(w, p + f["shared"], x)
+        if f.get("shared_gate"):
+            shared = (x @ w[p + f["shared_gate"]].T).sigmoid() * shared
+        y = y + shared
     return y, experts, weights
 
 
@@ -240,16 +313,19 @@ def main(family, model_dir, output):
     eps = c["rms_norm_eps"]
     out = {"ids": torch.tensor(sum(SAMPLES, []), dtype=torch.int32), "sample_lengths": torch.tensor([len(s) for s in SAMPLES], dtype=torch.int32)}
     x = torch.cat([w["model.embed_tokens.weight"][torch.tensor(s)] for s in SAMPLES])
-    for layer in range(min(3, c["num_hidden_layers"])):
+    norm = rms_norm_zero_centred if f.get("next") else rms_norm
+    for layer in range(min(f.get("layers", 3), c["num_hidden_layers"])):
         p = f"model.layers.{layer}."
-        normed = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        normed = norm(x, w[p + "input_layernorm.weight"], eps)
         parts, start = [], 0
         for s in SAMPLES:
             mix = mla if f.get("mla") else lambda c_, w_, p_, x_: attention(f, c_, w_, p_, x_)
+            if f.get("next"):
+                mix = gated_attention if (layer + 1) % c["full_attention_interval"] == 0 else gated_deltanet
             parts.append(mix(c, w, p, normed[start : start + len(s)]))
             start += len(s)
         h = x + torch.cat(parts)
-        mlp_input = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
+        mlp_input = norm(h, w[p + "post_attention_layernorm.weight"], eps)
         if layer < c.get("first_k_dense_replace", 0):  # a dense layer
             x = h + swiglu(w, p + "mlp.", mlp_input)
         else:
