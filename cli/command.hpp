@@ -21,6 +21,7 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
 int run_convert_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_synth_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals);
+int run_record_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_verify_command(const std::vector<std::string>& args, GlobalOptions globals);
 

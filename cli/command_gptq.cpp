@@ -7,12 +7,14 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "text_calibration.hpp"
 
 #include <moequant/calibration_activations.hpp>
 #include <moequant/checkpoint.hpp>
 #include <moequant/conversion.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
+#include <moequant/sequential_calibration.hpp>
 
 #include <iostream>
 #include <regex>
@@ -21,6 +23,7 @@
 namespace moequant::cli {
 
 namespace po = boost::program_options;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -91,7 +94,8 @@ std::set<std::int64_t> unquantized_layers(const std::vector<std::string>& patter
 
 int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals) {
     std::string input, output, method = "GPTQ", quant_type = "W4A16", strategy = "group", actorder = "static", family,
-                activations;
+                activations, dataset, save_activations;
+    std::uint64_t seed = 42;
     double dampening = 0.1;
     std::vector<std::string> ignore;
     std::int64_t samples = 0, max_length = 0, resume_layer = -1;
@@ -115,8 +119,16 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         ("dampening_frac", po::value(&dampening)->default_value(0.1), "GPTQ dampening, relative to mean(diag H)")
         ("calibration-activations", po::value(&activations)->value_name("FILE"),
          "recorded MoE inputs: layers.L.moe_input [tokens, hidden] and sample_lengths (safetensors)")
-        ("num_calibration_samples", po::value(&samples), "use the first N samples of the activations (default: all)")
-        ("max_sequence_length", po::value(&max_length), "use at most this many tokens of each sample (default: all)")
+        ("dataset", po::value(&dataset)->value_name("FILE|embedded"),
+         "built-in calibration: a JSONL file of {\"text\"} or {\"messages\"} rows, or 'embedded' (a short "
+         "public-domain text), run through the model layer by layer on the CPU")
+        ("num_calibration_samples", po::value(&samples),
+         "use N samples (default: all recorded ones; 512 rows of a --dataset)")
+        ("max_sequence_length", po::value(&max_length),
+         "use at most this many tokens of each sample (default: all recorded; 2048 with --dataset)")
+        ("random_seed", po::value(&seed)->default_value(42), "shuffles the --dataset rows")
+        ("save-activations", po::value(&save_activations)->value_name("FILE"),
+         "with --dataset: also write every MoE layer's inputs as recorded activations")
         ("routed-only", po::bool_switch(&routed_only),
          "an expert sees only the tokens its layer's router sends it (moe_calibrate_all_experts=False)")
         ("ignore_patterns", po::value(&ignore)->multitoken()->value_name("PATTERN..."),
@@ -155,11 +167,17 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         quantizer_id = "rtn";
     else
         throw_usage_error("--quant_method must be GPTQ or RTN, got '" + method + "'");
-    if (quantizer_id == "gptq" && activations.empty())
-        throw_usage_error("GPTQ needs calibration data", {.code = "NeedsCalibration",
-                                                          .hint = "pass --calibration-activations FILE, or use --quant_method RTN"});
-    if (routed_only && activations.empty())
-        throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations");
+    if (!activations.empty() && !dataset.empty())
+        throw_usage_error("give either --calibration-activations or --dataset, not both");
+    if (quantizer_id == "gptq" && activations.empty() && dataset.empty())
+        throw_usage_error("GPTQ needs calibration data",
+                          {.code = "NeedsCalibration",
+                           .hint = "pass --dataset FILE (or --dataset embedded), --calibration-activations FILE, or use "
+                                   "--quant_method RTN"});
+    if (routed_only && activations.empty() && dataset.empty())
+        throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations or --dataset");
+    if (!save_activations.empty() && (dataset.empty() || quantizer_id != "gptq"))
+        throw_usage_error("--save-activations records what GPTQ's --dataset calibration computes; it needs both");
     if (threads > 0) set_max_threads(threads);
 
     Registry registry;
@@ -173,6 +191,18 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     const PlannedSource source = open_planned_source(registry, input, family);
     const ModelPlan& plan = source.plan;
     const std::set<std::int64_t> kept_layers = unquantized_layers(ignore, plan);
+    // Built-in calibration: the tokenized dataset through the family's forward, layer by layer.
+    std::optional<ScratchFolder> scratch;
+    std::unique_ptr<DecoderForward> forward;
+    std::optional<SequentialCalibration> sequential;
+    if (!dataset.empty() && quantizer_id == "gptq") {
+        TextCalibrationOptions text{dataset, {samples > 0 ? samples : 512, max_length > 0 ? max_length : 2048, seed}};
+        CalibrationSamples tokenized = load_text_calibration(registry, source, text);
+        forward = source_adapter(registry, source).decoder_forward(source.config, source.checkpoint, plan);
+        scratch.emplace();
+        sequential.emplace(*forward, plan, std::move(tokenized.samples), scratch->path(),
+                           save_activations.empty() ? std::nullopt : std::optional<fs::path>(save_activations), routed_only);
+    }
     std::optional<CalibrationActivations> calibration;
     if (!activations.empty()) {
         calibration.emplace(CalibrationActivations::open(activations));
@@ -193,6 +223,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     job.allow_non_finite = allow_non_finite;
     job.unquantized_layers = kept_layers;
     if (quantizer_id == "gptq") job.calibration = calibration ? &*calibration : nullptr;
+    job.sequential = sequential ? &*sequential : nullptr;
     job.quantizer_options.set("quant_type", quant_type);
     job.quantizer_options.set("strategy", strategy);
     if (quantizer_id == "gptq") {
@@ -209,14 +240,19 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         for (std::int64_t l : kept_layers) layers += (layers.empty() ? "" : ", ") + std::to_string(l);
         sink.note("routed experts kept in BF16 (--ignore_patterns): layer(s) " + layers);
     }
-    if (job.calibration)
+    if (job.sequential)
+        sink.note("calibration: " + std::to_string(sequential->samples()) + " sample(s), " +
+                  std::to_string(sequential->tokens()) + " token(s) of " + dataset + ", run through the model layer by layer" +
+                  (routed_only ? "; experts see the tokens routed to them" : "; every expert sees all of them"));
+    else if (job.calibration)
         sink.note("calibration: " + std::to_string(calibration->samples()) + " sample(s), " +
                   std::to_string(calibration->tokens()) + " token(s) per MoE layer from " + activations +
                   (routed_only ? "; experts see the tokens routed to them (" + describe_router(plan.router) + ")"
                                : "; every expert sees all of them"));
-    else if (calibration)
-        sink.note("RTN needs no calibration: " + activations + " is not used");
+    else if (calibration || !dataset.empty())
+        sink.note("RTN needs no calibration: " + (calibration ? activations : dataset) + " is not used");
     ConversionResult result = run_conversion(job, sink);
+    if (sequential) sequential->finish();  // commits --save-activations
     std::cout << "quantized " << result.layers_written << " layer(s)";
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
     std::cout << " of " << plan.family << " with " << quantizer_id << " " << quant_type << " into compressed-tensors ("

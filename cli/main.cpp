@@ -29,6 +29,8 @@ const Command commands[] = {
     {"gptq", "quantize the routed experts for the GPU (GPTQ or RTN, W4A16/W8A16) into compressed-tensors",
      &moequant::cli::run_gptq_command},
     {"gpu", "same as gptq", &moequant::cli::run_gptq_command},
+    {"record", "run the model on text (--dataset) and write every MoE layer's inputs as recorded activations",
+     &moequant::cli::run_record_command},
     {"plan", "place the most used routed experts on the GPU from recorded MoE inputs (--num-gpu-experts)",
      &moequant::cli::run_plan_command},
     {"verify", "check a converted output against its source (--source, --converted), or compare two outputs",

@@ -1,4 +1,5 @@
 #include "calibrated_layer.hpp"
+#include "expert_tokens.hpp"
 
 #include <moequant/conversion.hpp>
 #include <moequant/error.hpp>
@@ -8,6 +9,8 @@
 #include <moequant/version.hpp>
 
 #include <algorithm>
+#include <mutex>
+#include <map>
 #include <chrono>
 #include <filesystem>
 #include <span>
@@ -54,7 +57,12 @@ RunManifest describe_job(const ConversionJob& job) {
                   {"family", job.plan->family}};
     for (const auto& [k, v] : job.quantizer_options.items()) m.settings.emplace_back("quantizer." + k, v);
     for (const auto& [k, v] : job.format_options.items()) m.settings.emplace_back("format." + k, v);
-    if (job.calibration) {  // which activations, by content (no paths in the manifest)
+    if (job.sequential) {  // built-in calibration: which token ids
+        m.settings.emplace_back("calibration", "sequential:" + job.sequential->digest());
+        m.settings.emplace_back("calibration.samples", std::to_string(job.sequential->samples()));
+        m.settings.emplace_back("calibration.tokens", std::to_string(job.sequential->tokens()));
+        m.settings.emplace_back("calibration.experts_see", job.sequential->routed_only() ? "routed tokens" : "all tokens");
+    } else if (job.calibration) {  // which activations, by content (no paths in the manifest)
         const SafetensorsFile& f = job.calibration->file();
         m.settings.emplace_back("calibration", std::to_string(f.file_size()) + ":" + f.header_digest());
         m.settings.emplace_back("calibration.samples", std::to_string(job.calibration->samples()));
@@ -201,7 +209,7 @@ void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer,
 }
 
 void convert_layer(const ConversionJob& job, const Quantizer& quantizer, const MoeLayerPlan& layer, LayerSink& sink,
-                   ProgressSink& progress) {
+                   const CalibrationActivations* calibration, ProgressSink& progress) {
     if (job.unquantized_layers.count(layer.layer)) {  // kept in BF16: one "weight" part per matrix
         for_each_expert_matrix(job, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
             QuantizedTensor kept;
@@ -214,7 +222,7 @@ void convert_layer(const ConversionJob& job, const Quantizer& quantizer, const M
     if (quantizer.uses_calibration()) {
         CalibratedLayerJob calibrated;
         calibrated.quantizer = &quantizer;
-        calibrated.calibration = job.calibration;
+        calibrated.calibration = calibration;
         calibrated.plan = job.plan;
         calibrated.source = job.source;
         calibrated.quantizer_options = job.quantizer_options;
@@ -236,6 +244,28 @@ void convert_layer(const ConversionJob& job, const Quantizer& quantizer, const M
         }
     });
 }
+
+// Passes parts on to the format's sink and keeps them: sequential calibration finishes the layer
+// with its experts as quantized.
+class RecordingSink final : public LayerSink {
+public:
+    explicit RecordingSink(LayerSink& inner) : inner_(inner) {}
+    void write(const QuantizedExpert& part) override {
+        inner_.write(part);
+        QuantizedTensor copy;
+        copy.method = part.tensor.method;
+        for (const auto& [name, tensor] : part.tensor.parts) copy.parts.emplace_back(name, Tensor::copy_of(tensor.view()));
+        std::lock_guard lock(mutex_);
+        parts_.emplace(std::pair{part.expert, part.projection}, std::move(copy));
+    }
+    std::vector<WrittenFile> commit() override { return inner_.commit(); }
+    const QuantizedTensor& part(std::int64_t expert, Projection p) const { return parts_.at({expert, p}); }
+
+private:
+    LayerSink& inner_;
+    std::mutex mutex_;
+    std::map<std::pair<std::int64_t, Projection>, QuantizedTensor> parts_;
+};
 
 std::uint64_t total_bytes(const std::vector<WrittenFile>& files) {
     std::uint64_t n = 0;
@@ -262,14 +292,19 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     const std::shared_ptr<const Quantizer> configured = job.quantizer ? job.quantizer->configure(job.quantizer_options) : nullptr;
     const Quantizer* quantizer = configured ? configured.get() : job.quantizer;
     if (quantizer && quantizer->uses_calibration()) {
-        if (!job.calibration)
+        if (!job.calibration && !job.sequential)
             throw Error(ErrorKind::usage, "quantizer '" + std::string(quantizer->id()) + "' needs calibration data",
                         {.code = "NeedsCalibration", .hint = "pass --calibration-activations FILE, or use --quant_method RTN"});
         if (job.parts != 1)
             throw Error(ErrorKind::usage, "calibrated quantization writes one part per matrix, not " + std::to_string(job.parts));
-        job.calibration->check_plan(*job.plan);
-        check_routing(*job.calibration, *job.plan, *job.source);
+        if (job.calibration) {
+            job.calibration->check_plan(*job.plan);
+            check_routing(*job.calibration, *job.plan, *job.source);
+        } else if (job.sequential->routed_only()) {
+            check_routers(*job.plan, *job.source);
+        }
     }
+    const bool sequential = job.sequential && quantizer && quantizer->uses_calibration();
     OutputContext context;
     context.directory = job.output;
     context.source = job.source;
@@ -335,7 +370,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         ++index;
         const std::uint64_t layer_bytes = layer_input_bytes(layer);
         const ManifestLayer* done = manifest.completed(layer.layer);
-        if (done && still_complete(job, *writer, *done)) {
+        if (done && !sequential && still_complete(job, *writer, *done)) {
             writer->adopt_layer(layer.layer);
             kept.push_back(*done);
             ++result.layers_adopted;
@@ -346,8 +381,18 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         if (!job.format->needs_quantizer() && !job.allow_non_finite)
             for_each_expert_matrix(job, layer, [](const ExpertPlan&, Projection, const Tensor&) {});
         std::unique_ptr<LayerSink> sink = writer->begin_layer(layer.layer);
-        if (job.format->needs_quantizer()) convert_layer(job, *quantizer, layer, *sink, progress);
+        RecordingSink recording(*sink);
+        const CalibrationActivations* calibration = sequential ? &job.sequential->layer_inputs(layer.layer) : job.calibration;
+        if (job.format->needs_quantizer())
+            convert_layer(job, *quantizer, layer, sequential ? static_cast<LayerSink&>(recording) : *sink, calibration, progress);
         std::vector<WrittenFile> files = sink->commit();
+        if (sequential)  // the next layers see this one's output with its experts as quantized
+            job.sequential->finish_layer(layer.layer, [&](std::int64_t expert, Projection p) {
+                const QuantizedTensor& q = recording.part(expert, p);
+                if (q.method == "BF16") return Tensor::copy_of(q.parts.front().second.view());  // kept unquantized
+                const ExpertWeightSource& s = layer.experts[static_cast<std::size_t>(expert)].weights[static_cast<int>(p)];
+                return quantizer->dequantize(q, {s.rows, s.cols});
+            });
         release_layer_pages(*job.source, layer);  // memory stays about one layer, whatever the model size
         result.output_bytes += total_bytes(files);
         kept.push_back({layer.layer, manifest_files(files)});

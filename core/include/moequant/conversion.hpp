@@ -28,6 +28,7 @@
 #include <moequant/output_format.hpp>
 #include <moequant/progress.hpp>
 #include <moequant/quantizer.hpp>
+#include <moequant/sequential_calibration.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -51,6 +52,10 @@ struct ConversionJob {
     bool overwrite = false;
     bool allow_non_finite = false;          // convert NaN/Inf expert weights instead of refusing them
     const CalibrationActivations* calibration = nullptr;  // recorded MoE inputs (GPTQ)
+    // Or built-in calibration: each layer's inputs from the decoder forward, the layer then
+    // finished with its quantized experts (sequential_calibration.hpp). Layers are never adopted
+    // from an earlier run in this mode: the hidden states need every layer recomputed.
+    SequentialCalibration* sequential = nullptr;
     // MoE layers whose routed experts are written unquantized (BF16), if the format supports
     // it (OutputContext::unquantized_layers); needs parts == 1.
     std::set<std::int64_t> unquantized_layers;

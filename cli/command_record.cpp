@@ -1,0 +1,79 @@
+// `moequant record`: the MoE inputs of a model on text, without quantizing anything — the
+// tokenized dataset runs through the family's decoder forward layer by layer with the
+// checkpoint's own weights, and every MoE layer's inputs are written as recorded activations
+// (conventions.md §4). What an inference engine would dump; usable by `gptq
+// --calibration-activations`, `verify --calibration-activations` (e.g. held-out text) and `plan`.
+
+#include "command.hpp"
+#include "family_selection.hpp"
+#include "global_options.hpp"
+#include "human_format.hpp"
+#include "text_calibration.hpp"
+
+#include <moequant/error.hpp>
+#include <moequant/parallel.hpp>
+#include <moequant/sequential_calibration.hpp>
+
+#include <boost/program_options.hpp>
+
+#include <iostream>
+
+namespace moequant::cli {
+
+namespace po = boost::program_options;
+
+int run_record_command(const std::vector<std::string>& args, GlobalOptions globals) {
+    std::string input, dataset, output, family;
+    std::int64_t samples = 512, max_length = 2048;
+    std::uint64_t seed = 42;
+    std::size_t threads = 0;
+    bool quiet = false, help = false;
+    po::options_description options("Options");
+    options.add_options()
+        ("model_id", po::value(&input)->value_name("PATH"), "model folder (with tokenizer.json)")
+        ("input-path,i", po::value(&input)->value_name("PATH"), "same as --model_id")
+        ("dataset", po::value(&dataset)->value_name("FILE|embedded"),
+         "a JSONL file of {\"text\"} or {\"messages\"} rows, or 'embedded' (a short public-domain text)")
+        ("output,o", po::value(&output)->value_name("FILE"), "the recorded activations to write (safetensors)")
+        ("num_calibration_samples", po::value(&samples)->default_value(512), "rows to use")
+        ("max_sequence_length", po::value(&max_length)->default_value(2048), "tokens per row at most")
+        ("random_seed", po::value(&seed)->default_value(42), "shuffles the rows")
+        ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
+        ("threads", po::value(&threads), "worker threads (default: all cores)")
+        ("quiet,q", po::bool_switch(&quiet), "no progress output")
+        ("help,h", po::bool_switch(&help), "show this help");
+    options.add(global_option_group(globals));
+    parse_command_line(args, options, {});
+    if (help) {
+        print_command_help(
+            "moequant record --model_id MODEL --dataset FILE|embedded --output ACTIVATIONS.safetensors",
+            "Runs the model (its own weights, float32, on the CPU) on the tokenized dataset and writes the\n"
+            "hidden states entering every MoE block, with the samples' lengths, as recorded activations.",
+            options);
+        return 0;
+    }
+    if (input.empty()) throw_usage_error("record needs --model_id", {.hint = "moequant record --help"});
+    if (dataset.empty()) throw_usage_error("record needs --dataset FILE (or --dataset embedded)");
+    if (output.empty()) throw_usage_error("record needs --output FILE");
+    if (threads > 0) set_max_threads(threads);
+
+    Registry registry;
+    load_plugins(registry, globals);
+    const PlannedSource source = open_planned_source(registry, input, family);
+    CalibrationSamples tokenized = load_text_calibration(registry, source, {dataset, {samples, max_length, seed}});
+    const auto forward = source_adapter(registry, source).decoder_forward(source.config, source.checkpoint, source.plan);
+    ScratchFolder scratch;
+    SequentialCalibration run(*forward, source.plan, std::move(tokenized.samples), scratch.path(), output);
+    std::size_t done = 0;
+    for (const auto& layer : source.plan.moe_layers) {
+        run.layer_inputs(layer.layer);
+        run.finish_layer(layer.layer, {});
+        if (!quiet) std::cerr << "layer " << layer.layer << " recorded (" << ++done << "/" << source.plan.moe_layers.size() << ")\n";
+    }
+    run.finish();
+    std::cout << "recorded " << source.plan.moe_layers.size() << " MoE layer(s) of " << source.plan.family << ": "
+              << run.samples() << " sample(s), " << run.tokens() << " token(s) -> " << output << "\n";
+    return 0;
+}
+
+}  // namespace moequant::cli

@@ -1,0 +1,44 @@
+#include "text_calibration.hpp"
+
+#include <moequant/error.hpp>
+#include <moequant/tokenizer.hpp>
+
+#include <random>
+#include <unistd.h>
+
+namespace moequant::cli {
+
+namespace fs = std::filesystem;
+
+const ModelAdapter& source_adapter(const Registry& registry, const PlannedSource& source) {
+    const ModelAdapter* adapter = find_adapter(registry, source.plan.family);
+    if (!adapter) throw Error(ErrorKind::internal, "the planning adapter '" + source.plan.family + "' is gone");
+    return *adapter;
+}
+
+CalibrationSamples load_text_calibration(const Registry& registry, const PlannedSource& source,
+                                         const TextCalibrationOptions& options) {
+    const fs::path tokenizer_file = source.checkpoint.directory() / "tokenizer.json";
+    if (!fs::exists(tokenizer_file))
+        throw Error(ErrorKind::input, "the model folder has no tokenizer.json; built-in calibration needs it",
+                    {.file = source.checkpoint.directory().string(), .code = "MissingTokenizer",
+                     .hint = "or pass recorded MoE inputs with --calibration-activations"});
+    const Tokenizer tokenizer = Tokenizer::load(tokenizer_file);
+    if (options.dataset == "embedded")
+        return tokenize_calibration_texts(embedded_calibration_paragraphs(), tokenizer, options.selection);
+    const ChatTemplate chat = source_adapter(registry, source).chat_template(source.config);
+    return load_calibration_dataset(options.dataset, tokenizer, chat, options.selection);
+}
+
+ScratchFolder::ScratchFolder() {
+    std::random_device random;
+    path_ = fs::temp_directory_path() / ("moequant-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
+    fs::create_directories(path_);
+}
+
+ScratchFolder::~ScratchFolder() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+}
+
+}  // namespace moequant::cli

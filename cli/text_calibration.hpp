@@ -1,0 +1,41 @@
+// Built-in calibration's inputs for the CLI: a dataset ("embedded" or a JSONL file) tokenized
+// with the model's own tokenizer.json and chat format, and a scratch folder for the per-layer
+// inputs. Shared by `gptq --dataset` and `record`.
+#pragma once
+
+#include "family_selection.hpp"
+
+#include <moequant/calibration_dataset.hpp>
+#include <moequant/plugin_registry.hpp>
+
+#include <filesystem>
+#include <string>
+
+namespace moequant::cli {
+
+struct TextCalibrationOptions {
+    std::string dataset;             // "embedded" or a JSONL path
+    DatasetSelection selection;
+};
+
+// Error(input) when the model folder has no tokenizer.json, or the dataset is bad.
+CalibrationSamples load_text_calibration(const Registry& registry, const PlannedSource& source,
+                                         const TextCalibrationOptions& options);
+
+// The family adapter of a planned source (by its plan's family id).
+const ModelAdapter& source_adapter(const Registry& registry, const PlannedSource& source);
+
+// A fresh folder under the system's temporary folder, removed with everything in it.
+class ScratchFolder {
+public:
+    ScratchFolder();
+    ~ScratchFolder();
+    ScratchFolder(const ScratchFolder&) = delete;
+    ScratchFolder& operator=(const ScratchFolder&) = delete;
+    const std::filesystem::path& path() const noexcept { return path_; }
+
+private:
+    std::filesystem::path path_;
+};
+
+}  // namespace moequant::cli

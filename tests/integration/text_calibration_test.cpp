@@ -1,0 +1,132 @@
+// Built-in calibration end to end: for every family, synth -> gptq --dataset embedded (the
+// model's tokenizer, its decoder forward layer by layer, GPTQ on each MoE layer's inputs, the
+// layer recomputed with its quantized experts) -> verify passes on the activations it saved;
+// on held-out text recorded with `record`, GPTQ's output error is below RTN's; the first MoE
+// layer's saved inputs equal the unquantized model's and later ones differ (they follow the
+// quantized layers); reruns are byte-identical; bad requests fail with one line.
+#include "checkpoint_rewrite.hpp"
+#include "test_support.hpp"
+
+#include <moequant/safetensors_reader.hpp>
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+
+using namespace moequant;
+using namespace moequant::test;
+namespace json = boost::json;
+
+namespace {
+
+struct Family {
+    std::string name, dtype;
+};
+
+const std::vector<Family> families = {{"qwen3_moe", "bf16"}, {"qwen3_next", "bf16"}, {"mixtral", "bf16"},
+                                      {"glm4_moe", "bf16"},  {"deepseek_v3", "fp8"},  {"kimi_k2", "fp8"}};
+
+const char* held_out_text =
+    "{\"text\": \"A lighthouse keeper counts the ships that pass at night and writes their names in a book.\"}\n"
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"Which road leads to the market?\"}, "
+    "{\"role\": \"assistant\", \"content\": \"Take the second bridge, then follow the river.\"}]}\n"
+    "{\"text\": \"Seven bakers share one oven; each knows the hour when the bread must come out.\"}\n"
+    "{\"text\": \"The numbers 12, 345 and 6789 were painted on the doors of the old warehouse.\"}\n";
+
+double sum_of(const json::value& report, const char* key) {
+    double sum = 0;
+    for (const auto& part : report.at("tensors").as_array()) sum += part.at(key).to_number<double>();
+    return sum;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(text_calibration)
+
+BOOST_AUTO_TEST_CASE(every_family_calibrates_on_text_and_verifies) {
+    for (const Family& f : families) {
+        BOOST_TEST_CONTEXT(f.name) {
+            TempDir dir;
+            auto synth = run_moequant({"synth", "--family", f.name, "--dtype", f.dtype, "--out", (dir / "m").string()});
+            BOOST_REQUIRE_MESSAGE(synth.exit_code == 0, synth.err);
+            auto gptq = run_moequant({"gptq", "--model_id", (dir / "m").string(), "--output_dir", (dir / "o").string(),
+                                      "--dataset", "embedded", "--save-activations", (dir / "acts.safetensors").string()});
+            BOOST_REQUIRE_MESSAGE(gptq.exit_code == 0, gptq.err);
+            BOOST_TEST(gptq.err.find("run through the model layer by layer") != std::string::npos, gptq.err);
+            auto verify = run_moequant({"verify", "--source", (dir / "m").string(), "--converted", (dir / "o").string(),
+                                        "--quiet", "--calibration-activations", (dir / "acts.safetensors").string()});
+            BOOST_TEST(verify.exit_code == 0, verify.out << verify.err);
+
+            // Held-out text through the unquantized model: GPTQ's output error stays below RTN's.
+            write_text(dir / "held_out.jsonl", held_out_text);
+            auto record = run_moequant({"record", "--model_id", (dir / "m").string(), "--dataset",
+                                        (dir / "held_out.jsonl").string(), "--output", (dir / "held.safetensors").string(), "-q"});
+            BOOST_REQUIRE_MESSAGE(record.exit_code == 0, record.err);
+            auto held = run_moequant({"verify", "--source", (dir / "m").string(), "--converted", (dir / "o").string(),
+                                      "--json", "--quiet", "--calibration-activations", (dir / "held.safetensors").string()});
+            const json::value report = json::parse(held.out);
+            BOOST_TEST(sum_of(report, "output_error") < sum_of(report, "reference_output_error"));
+
+            // The first MoE layer's inputs do not depend on any quantization; later ones do.
+            auto embedded = run_moequant({"record", "--model_id", (dir / "m").string(), "--dataset", "embedded", "--output",
+                                          (dir / "plain.safetensors").string(), "-q"});
+            BOOST_REQUIRE(embedded.exit_code == 0);
+            const SafetensorsFile saved = SafetensorsFile::open(dir / "acts.safetensors");
+            const SafetensorsFile plain = SafetensorsFile::open(dir / "plain.safetensors");
+            std::vector<std::string> layers;
+            for (const auto& t : saved.tensors())
+                if (t.name.ends_with(".moe_input")) layers.push_back(t.name);
+            std::sort(layers.begin(), layers.end(), [](const std::string& a, const std::string& b) {
+                return std::stoi(a.substr(7)) < std::stoi(b.substr(7));
+            });
+            BOOST_REQUIRE(layers.size() >= 2u);
+            auto same = [&](const std::string& name) {
+                const TensorView a = saved.view(name), b = plain.view(name);
+                return a.size_bytes() == b.size_bytes() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+            };
+            BOOST_TEST(same(layers.front()));
+            BOOST_TEST(!same(layers.back()));
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_rerun_gives_the_same_bytes_and_another_seed_another_job) {
+    TempDir dir;
+    BOOST_REQUIRE(run_moequant({"synth", "--family", "qwen3_moe", "--out", (dir / "m").string()}).exit_code == 0);
+    const std::vector<std::string> args = {"gptq", "--model_id", (dir / "m").string(), "--output_dir", (dir / "o").string(),
+                                           "--dataset", "embedded", "--num_calibration_samples", "8", "-q"};
+    BOOST_REQUIRE(run_moequant(args).exit_code == 0);
+    const auto first = file_hashes(dir / "o");
+    BOOST_TEST(run_moequant(args).exit_code == 0);
+    BOOST_TEST((file_hashes(dir / "o") == first));
+    auto seeded = args;
+    seeded.insert(seeded.end(), {"--random_seed", "7"});
+    auto refused = run_moequant(seeded);
+    BOOST_TEST(refused.exit_code == 5, refused.err);  // another calibration set: not this folder's job
+}
+
+BOOST_AUTO_TEST_CASE(bad_text_calibration_requests_fail_with_one_line) {
+    TempDir dir;
+    BOOST_REQUIRE(run_moequant({"synth", "--family", "mixtral", "--out", (dir / "m").string()}).exit_code == 0);
+    auto gptq = [&](const fs::path& model, std::vector<std::string> extra) {
+        std::vector<std::string> args = {"gptq", "--model_id", model.string(), "--output_dir", (dir / "o").string(), "-q"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        return run_moequant(args);
+    };
+    write_text(dir / "bad.jsonl", "{\"text\": \"fine\"}\n{\"messages\": 3}\n");
+    auto bad = gptq(dir / "m", {"--dataset", (dir / "bad.jsonl").string()});
+    BOOST_TEST(bad.exit_code == 3, bad.err);
+    BOOST_TEST(bad.err.find("line 2") != std::string::npos, bad.err);
+    BOOST_TEST(!fs::exists(dir / "o"));
+    rewrite(dir / "m", dir / "no_tokenizer", [](const std::string&, std::optional<Replacement>&) { return true; });
+    fs::remove(dir / "no_tokenizer" / "tokenizer.json");
+    auto untokenized = gptq(dir / "no_tokenizer", {"--dataset", "embedded"});
+    BOOST_TEST(untokenized.exit_code == 3, untokenized.err);
+    BOOST_TEST(untokenized.err.find("MissingTokenizer") != std::string::npos, untokenized.err);
+    BOOST_TEST(gptq(dir / "m", {"--dataset", "embedded", "--calibration-activations", "x"}).exit_code == 2);
+    BOOST_TEST(gptq(dir / "m", {"--quant_method", "RTN", "--save-activations", (dir / "a").string()}).exit_code == 2);
+    BOOST_TEST(!fs::exists(dir / "o"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
