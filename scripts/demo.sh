@@ -41,11 +41,13 @@ run verify --source "$work/deepseek-v3-tiny" --converted "$work/deepseek-v3-tiny
 run convert -i "$work/deepseek-v3-tiny" -o "$work/deepseek-v3-tiny-int4-tree" --quant-method int4 --no-merge-safetensor --quiet
 run verify "$work/deepseek-v3-tiny-int4" "$work/deepseek-v3-tiny-int4-tree"
 
-# The GPU path: GPTQ W4A16 from recorded MoE inputs (synthesized here) into a compressed-tensors
-# checkpoint vLLM/SGLang load, then verify with each part's output error next to RTN's.
-run synth --family deepseek_v3 --dtype fp8 --out "$work/deepseek-v3-tiny-b" --activations "$work/calibration.safetensors"
-run gptq --model_id "$work/deepseek-v3-tiny-b" --output_dir "$work/deepseek-v3-tiny-gptq" --quant_method GPTQ --quant_type W4A16 --calibration-activations "$work/calibration.safetensors" --quiet
-run verify --source "$work/deepseek-v3-tiny-b" --converted "$work/deepseek-v3-tiny-gptq" --calibration-activations "$work/calibration.safetensors" --worst 3 --quiet
+# The GPU path: GPTQ W4A16 calibrated on text (the embedded public-domain text, tokenized with the
+# model's tokenizer and run through its layers on the CPU, each layer seeing the quantized ones
+# before it) into a compressed-tensors checkpoint vLLM/SGLang load; then verify with each part's
+# output error on the calibration inputs next to RTN's, and place GPU experts by router statistics.
+run gptq --model_id "$work/deepseek-v3-tiny" --output_dir "$work/deepseek-v3-tiny-gptq" --quant_method GPTQ --quant_type W4A16 --dataset embedded --save-activations "$work/calibration.safetensors" --quiet
+run verify --source "$work/deepseek-v3-tiny" --converted "$work/deepseek-v3-tiny-gptq" --calibration-activations "$work/calibration.safetensors" --worst 3 --quiet
+run plan --model_id "$work/deepseek-v3-tiny" --activations "$work/calibration.safetensors" --num-gpu-experts 4
 
 fixture="$shared/fixtures/third_party/safetensors_cpp_testdata/test/safetensors_abuse_attempt_1.safetensors"
 if [[ -f "$fixture" ]]; then

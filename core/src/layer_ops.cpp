@@ -101,34 +101,35 @@ void causal_attention(const float* q, const float* k, const float* v, std::int64
         starts.push_back(at);
         at += n;
     }
+    // One (sample, head) per task: scores = Q K^T as a GEMM over the head's strided rows, the
+    // causal mask, a float32 row softmax, then P V.
+    using Rows = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using Strided = Eigen::Map<const Rows, 0, Eigen::OuterStride<>>;
+    using StridedOut = Eigen::Map<Rows, 0, Eigen::OuterStride<>>;
     const std::size_t tasks = sample_lengths.size() * static_cast<std::size_t>(q_heads);
     parallel_for(0, tasks, 1, [&](std::size_t first, std::size_t last) {
-        std::vector<float> scores;
+        Rows scores;
         for (std::size_t task = first; task < last; ++task) {
             const std::size_t s = task / static_cast<std::size_t>(q_heads);
             const std::int64_t h = static_cast<std::int64_t>(task % static_cast<std::size_t>(q_heads)), kvh = h / group;
             const std::int64_t begin = starts[s], n = sample_lengths[s];
-            scores.resize(static_cast<std::size_t>(n));
+            if (n == 0) continue;
+            const Strided qh(q + (begin * q_heads + h) * qk_dim, n, qk_dim, Eigen::OuterStride<>(q_heads * qk_dim));
+            const Strided kh(k + (begin * kv_heads + kvh) * qk_dim, n, qk_dim, Eigen::OuterStride<>(kv_heads * qk_dim));
+            const Strided vh(v + (begin * kv_heads + kvh) * v_dim, n, v_dim, Eigen::OuterStride<>(kv_heads * v_dim));
+            scores.resize(n, n);
+            scores.noalias() = qh * kh.transpose();
             for (std::int64_t i = 0; i < n; ++i) {
-                const float* qi = q + ((begin + i) * q_heads + h) * qk_dim;
+                float* row = scores.data() + i * n;
                 float peak = -INFINITY;
-                for (std::int64_t j = 0; j <= i; ++j) {
-                    const float* kj = k + ((begin + j) * kv_heads + kvh) * qk_dim;
-                    float dot = 0;
-                    for (std::int64_t d = 0; d < qk_dim; ++d) dot += qi[d] * kj[d];
-                    scores[j] = dot * scale;
-                    peak = std::max(peak, scores[j]);
-                }
+                for (std::int64_t j = 0; j <= i; ++j) peak = std::max(peak, row[j] *= scale);
                 float sum = 0;
-                for (std::int64_t j = 0; j <= i; ++j) sum += (scores[j] = std::exp(scores[j] - peak));
-                float* o = out + ((begin + i) * q_heads + h) * v_dim;
-                std::fill(o, o + v_dim, 0.0f);
-                for (std::int64_t j = 0; j <= i; ++j) {
-                    const float w = scores[j] / sum;
-                    const float* vj = v + ((begin + j) * kv_heads + kvh) * v_dim;
-                    for (std::int64_t d = 0; d < v_dim; ++d) o[d] += w * vj[d];
-                }
+                for (std::int64_t j = 0; j <= i; ++j) sum += (row[j] = std::exp(row[j] - peak));
+                for (std::int64_t j = 0; j <= i; ++j) row[j] /= sum;
+                for (std::int64_t j = i + 1; j < n; ++j) row[j] = 0.0f;  // causal: no later token
             }
+            StridedOut oh(out + (begin * q_heads + h) * v_dim, n, v_dim, Eigen::OuterStride<>(q_heads * v_dim));
+            oh.noalias() = scores * vh;
         }
     });
 }
@@ -177,8 +178,16 @@ std::vector<float> load_f32(const Checkpoint& checkpoint, const std::string& nam
 std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight, std::int64_t out,
                           std::int64_t in, const std::vector<float>* bias) {
     std::vector<float> y(static_cast<std::size_t>(rows * out));
+    const Eigen::Map<const RowMajor> xm(x.data(), rows, in), wm(weight.data(), out, in);
     Eigen::Map<RowMajor> ym(y.data(), rows, out);
-    ym.noalias() = Eigen::Map<const RowMajor>(x.data(), rows, in) * Eigen::Map<const RowMajor>(weight.data(), out, in).transpose();
+    // The BLAS is serial: one block of output columns per thread, so every core works on a big
+    // product and each packs only its own slice of W.
+    const auto threads = static_cast<std::int64_t>(std::max<std::size_t>(1, max_threads()));
+    const std::int64_t block = std::max<std::int64_t>(256, (out + threads - 1) / threads);
+    parallel_for(0, static_cast<std::size_t>(out), static_cast<std::size_t>(block), [&](std::size_t first, std::size_t last) {
+        const auto n = static_cast<Eigen::Index>(last - first);
+        ym.middleCols(first, n).noalias() = xm * wm.middleRows(first, n).transpose();
+    });
     if (bias)
         for (std::int64_t r = 0; r < rows; ++r)
             for (std::int64_t c = 0; c < out; ++c) y[r * out + c] += (*bias)[c];

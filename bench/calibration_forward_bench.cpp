@@ -1,0 +1,186 @@
+// Built-in calibration's cost per layer: calibration tokens per second through one
+// DeepSeek-V3-shaped decoder layer (hidden 7168, MLA with 128 heads, q_lora 1536, kv_lora 512,
+// YaRN; top-8 routing over E experts of 2048 x 7168 plus one shared expert), run by the
+// deepseek_v3 adapter's forward on a checkpoint this program writes (random BF16). The attention
+// half and the MLP half are timed apart, and their multiply-adds are reported as a fraction of
+// the same run's SGEMM rate (Eigen products through BLIS, as the forward uses them).
+//
+// Usage: moequant_calibration_forward_bench [--tokens T] [--samples S] [--experts E] [--threads N]
+//   defaults: T = 2048 tokens in S = 1 sample, E = 16 experts (every token still uses 8 routed
+//   experts, as in DeepSeek-V3, so the per-token work is the real layer's), 2 threads.
+#include "bench_timing.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/decoder_forward.hpp>
+#include <moequant/dtype_convert.hpp>
+#include <moequant/parallel.hpp>
+#include <moequant/plugin_registry.hpp>
+#include <moequant/safetensors_writer.hpp>
+
+#include <Eigen/Core>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <unistd.h>
+#include <string>
+
+extern "C" int bli_arch_query_id(void);
+extern "C" const char* bli_arch_string(int id);
+
+using namespace moequant;
+using moequant::bench::best_seconds;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::int64_t H = 7168, heads = 128, q_lora = 1536, kv_lora = 512, nope = 128, rope = 64, v_head = 128,
+                       inter = 2048, top_k = 8, vocab = 1024;
+
+double sgemm_rate(std::int64_t n, std::size_t threads) {
+    using Matrix = Eigen::MatrixXf;
+    Matrix a = Matrix::Random(n, n), b = Matrix::Random(n, n), c = Matrix::Zero(n, n);
+    const auto width = static_cast<std::int64_t>((n + threads - 1) / threads);
+    const double t = best_seconds(3, [&] {
+        parallel_for(0, threads, 1, [&](std::size_t first, std::size_t last) {
+            for (std::size_t i = first; i < last; ++i) {
+                const std::int64_t c0 = static_cast<std::int64_t>(i) * width, cn = std::min(width, n - c0);
+                if (cn > 0) c.middleCols(c0, cn).noalias() = a * b.middleCols(c0, cn);
+            }
+        });
+    });
+    return static_cast<double>(n) * n * n / t;
+}
+
+// Writes the one-layer checkpoint: config.json and model.safetensors with random BF16 weights.
+void write_checkpoint(const fs::path& dir, std::int64_t experts) {
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json")
+        << "{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"model_type\": \"deepseek_v3\", \"hidden_size\": " << H
+        << ", \"intermediate_size\": 18432, \"moe_intermediate_size\": " << inter << ", \"n_routed_experts\": " << experts
+        << ", \"n_shared_experts\": 1, \"num_experts_per_tok\": " << top_k
+        << ", \"n_group\": 1, \"topk_group\": 1, \"norm_topk_prob\": true, \"routed_scaling_factor\": 2.5,"
+           " \"scoring_func\": \"sigmoid\", \"topk_method\": \"noaux_tc\", \"first_k_dense_replace\": 0, \"moe_layer_freq\": 1,"
+           " \"num_hidden_layers\": 1, \"num_attention_heads\": " << heads << ", \"num_key_value_heads\": " << heads
+        << ", \"q_lora_rank\": " << q_lora << ", \"kv_lora_rank\": " << kv_lora << ", \"qk_nope_head_dim\": " << nope
+        << ", \"qk_rope_head_dim\": " << rope << ", \"v_head_dim\": " << v_head
+        << ", \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000, \"vocab_size\": " << vocab
+        << ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 40, \"beta_fast\": 32, \"beta_slow\": 1, \"mscale\": 1.0,"
+           " \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 4096}}\n";
+    std::vector<TensorSpec> specs;
+    auto add = [&](const std::string& name, Shape shape, DType dtype = DType::BF16) { specs.push_back({name, dtype, std::move(shape)}); };
+    const std::string l = "model.layers.0.";
+    add("model.embed_tokens.weight", {vocab, H});
+    add(l + "input_layernorm.weight", {H});
+    add(l + "post_attention_layernorm.weight", {H});
+    add(l + "self_attn.q_a_proj.weight", {q_lora, H});
+    add(l + "self_attn.q_a_layernorm.weight", {q_lora});
+    add(l + "self_attn.q_b_proj.weight", {heads * (nope + rope), q_lora});
+    add(l + "self_attn.kv_a_proj_with_mqa.weight", {kv_lora + rope, H});
+    add(l + "self_attn.kv_a_layernorm.weight", {kv_lora});
+    add(l + "self_attn.kv_b_proj.weight", {heads * (nope + v_head), kv_lora});
+    add(l + "self_attn.o_proj.weight", {H, heads * v_head});
+    add(l + "mlp.gate.weight", {experts, H});
+    add(l + "mlp.gate.e_score_correction_bias", {experts}, DType::F32);
+    for (std::int64_t e = 0; e < experts; ++e) {
+        const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
+        add(x + "gate_proj.weight", {inter, H});
+        add(x + "up_proj.weight", {inter, H});
+        add(x + "down_proj.weight", {H, inter});
+    }
+    add(l + "mlp.shared_experts.gate_proj.weight", {inter, H});
+    add(l + "mlp.shared_experts.up_proj.weight", {inter, H});
+    add(l + "mlp.shared_experts.down_proj.weight", {H, inter});
+    SafetensorsWriter writer(dir / "model.safetensors", specs);
+    std::mt19937_64 rng(1);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (const auto& s : specs) {
+        std::int64_t n = 1;
+        for (auto d : s.shape) n *= d;
+        if (s.dtype == DType::F32) {
+            std::vector<float> zeros(static_cast<std::size_t>(n), 0.0f);
+            writer.write(s.name, std::as_bytes(std::span(zeros)));
+            continue;
+        }
+        const bool norm = s.shape.size() == 1;
+        const float scale = norm ? 0.0f : 1.0f / std::sqrt(static_cast<float>(s.shape.back()));
+        std::vector<std::uint16_t> bits(static_cast<std::size_t>(n));
+        for (auto& b : bits) b = f32_to_bf16(norm ? 1.0f : normal(rng) * scale);
+        writer.write(s.name, std::as_bytes(std::span(bits)));
+    }
+    writer.finish();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::int64_t tokens = 2048, samples = 1, experts = 16;
+    std::size_t threads = 2;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string a = argv[i];
+        const long long v = std::atoll(argv[i + 1]);
+        if (a == "--tokens") tokens = v;
+        else if (a == "--samples") samples = v;
+        else if (a == "--experts") experts = v;
+        else if (a == "--threads") threads = static_cast<std::size_t>(v);
+    }
+    set_max_threads(threads);
+    std::printf("calibration forward of one DeepSeek-V3-shaped layer: hidden %lld, MLA %lld heads, %lld experts of %lldx%lld "
+                "(top-%lld) + 1 shared; %lld tokens in %lld sample(s), %zu threads\n",
+                static_cast<long long>(H), static_cast<long long>(heads), static_cast<long long>(experts),
+                static_cast<long long>(inter), static_cast<long long>(H), static_cast<long long>(top_k),
+                static_cast<long long>(tokens), static_cast<long long>(samples), threads);
+    const double gemm = sgemm_rate(2048, threads);
+    std::printf("reference: SGEMM 2048^3 through BLIS ('%s'), %zu threads: %.1f G multiply-add/s\n",
+                bli_arch_string(bli_arch_query_id()), threads, gemm / 1e9);
+
+    const fs::path dir = fs::temp_directory_path() / ("moequant-forward-bench-" + std::to_string(::getpid()));
+    write_checkpoint(dir, experts);
+    Registry registry;
+    registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / "moequant-adapter-deepseek_v3.so", PluginOrigin::explicit_file);
+    const ModelAdapter* adapter = registry.adapter("deepseek_v3");
+    if (!adapter) {
+        std::fprintf(stderr, "the deepseek_v3 adapter plugin did not load\n");
+        return 1;
+    }
+    const Checkpoint checkpoint = Checkpoint::open(dir);
+    const ModelConfig config = checkpoint.config();
+    const ModelPlan plan = adapter->plan(config, checkpoint, {});
+    const auto forward = adapter->decoder_forward(config, checkpoint, plan);
+
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7919) % vocab);
+    const std::vector<std::int64_t> lengths(static_cast<std::size_t>(samples), tokens / samples);
+    const std::vector<float> embedded = forward->embed(ids);
+    const auto layer = forward->layer(0);
+    std::vector<float> x, mlp_input;
+    const double t_attention = best_seconds(1, [&] {
+        x = embedded;
+        mlp_input = layer->attention(x, lengths);
+    });
+    Routing routing;
+    const double t_mlp = best_seconds(1, [&] { layer->mlp(mlp_input, x, {}, &routing); });
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+
+    // Useful multiply-adds per token.
+    const double n = static_cast<double>(tokens / samples);
+    const double projections = H * q_lora + q_lora * heads * (nope + rope) + H * (kv_lora + rope) +
+                               kv_lora * heads * (nope + v_head) + heads * v_head * H;
+    const double scores = heads * (n + 1) / 2 * ((nope + rope) + v_head);  // causal: (n+1)/2 keys on average
+    const double moe = H * static_cast<double>(experts) + (top_k + 1) * 3.0 * inter * H;
+    const double t = static_cast<double>(tokens);
+    std::printf("\nattention half  %.2f s  %7.1f tokens/s  %.3f of SGEMM\n", t_attention, t / t_attention,
+                (projections + scores) * t / t_attention / gemm);
+    std::printf("MLP half (MoE)  %.2f s  %7.1f tokens/s  %.3f of SGEMM\n", t_mlp, t / t_mlp, moe * t / t_mlp / gemm);
+    std::printf("whole layer     %.2f s  %7.1f tokens/s  %.3f of SGEMM  (%.0f M multiply-adds per token)\n",
+                t_attention + t_mlp, t / (t_attention + t_mlp), (projections + scores + moe) * t / (t_attention + t_mlp) / gemm,
+                (projections + scores + moe) / 1e6);
+    std::printf("a 58-MoE-layer DeepSeek-V3 at this rate: %.1f h for 512 x 2048 calibration tokens (forward only)\n",
+                58.0 * 512 * 2048 / (t / (t_attention + t_mlp)) / 3600);
+    return routing.tokens == tokens ? 0 : 1;
+}
