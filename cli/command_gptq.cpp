@@ -96,6 +96,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     std::string input, output, method = "GPTQ", quant_type = "W4A16", strategy = "group", actorder = "static", family,
                 activations, dataset, save_activations;
     std::uint64_t seed = 42;
+    double max_memory_gb = 0;
     double dampening = 0.1;
     std::vector<std::string> ignore;
     std::int64_t samples = 0, max_length = 0, resume_layer = -1;
@@ -127,6 +128,9 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         ("max_sequence_length", po::value(&max_length),
          "use at most this many tokens of each sample (default: all recorded; 2048 with --dataset)")
         ("random_seed", po::value(&seed)->default_value(42), "shuffles the --dataset rows")
+        ("max-memory", po::value(&max_memory_gb)->value_name("GB"),
+         "with --dataset: bound the calibration hidden states in memory (beyond, a mapped scratch file) and "
+         "run the samples in batches that fit (default: no limit)")
         ("save-activations", po::value(&save_activations)->value_name("FILE"),
          "with --dataset: also write every MoE layer's inputs as recorded activations")
         ("routed-only", po::bool_switch(&routed_only),
@@ -201,7 +205,8 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         forward = source_adapter(registry, source).decoder_forward(source.config, source.checkpoint, plan);
         scratch.emplace();
         sequential.emplace(*forward, plan, std::move(tokenized.samples), scratch->path(),
-                           save_activations.empty() ? std::nullopt : std::optional<fs::path>(save_activations), routed_only);
+                           save_activations.empty() ? std::nullopt : std::optional<fs::path>(save_activations), routed_only,
+                           static_cast<std::uint64_t>(max_memory_gb * 1e9));
     }
     std::optional<CalibrationActivations> calibration;
     if (!activations.empty()) {
@@ -242,7 +247,9 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     }
     if (job.sequential)
         sink.note("calibration: " + std::to_string(sequential->samples()) + " sample(s), " +
-                  std::to_string(sequential->tokens()) + " token(s) of " + dataset + ", run through the model layer by layer" +
+                  std::to_string(sequential->tokens()) + " token(s) of " + dataset + ", run through the model layer by layer in " +
+                  std::to_string(sequential->batches()) + " batch(es)" +
+                  (sequential->hidden_states_on_disk() ? ", hidden states in a scratch file" : "") +
                   (routed_only ? "; experts see the tokens routed to them" : "; every expert sees all of them"));
     else if (job.calibration)
         sink.note("calibration: " + std::to_string(calibration->samples()) + " sample(s), " +

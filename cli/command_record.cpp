@@ -26,6 +26,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     std::string input, dataset, output, family;
     std::int64_t samples = 512, max_length = 2048;
     std::uint64_t seed = 42;
+    double max_memory_gb = 0;
     std::size_t threads = 0;
     bool quiet = false, help = false;
     po::options_description options("Options");
@@ -38,6 +39,8 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
         ("num_calibration_samples", po::value(&samples)->default_value(512), "rows to use")
         ("max_sequence_length", po::value(&max_length)->default_value(2048), "tokens per row at most")
         ("random_seed", po::value(&seed)->default_value(42), "shuffles the rows")
+        ("max-memory", po::value(&max_memory_gb)->value_name("GB"),
+         "bound the hidden states in memory (beyond, a mapped scratch file) and run the samples in batches that fit")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
         ("threads", po::value(&threads), "worker threads (default: all cores)")
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
@@ -63,7 +66,8 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     CalibrationSamples tokenized = load_text_calibration(registry, source, {dataset, {samples, max_length, seed}});
     const auto forward = source_adapter(registry, source).decoder_forward(source.config, source.checkpoint, source.plan);
     ScratchFolder scratch;
-    SequentialCalibration run(*forward, source.plan, std::move(tokenized.samples), scratch.path(), output);
+    SequentialCalibration run(*forward, source.plan, std::move(tokenized.samples), scratch.path(), output, false,
+                              static_cast<std::uint64_t>(max_memory_gb * 1e9));
     std::size_t done = 0;
     for (const auto& layer : source.plan.moe_layers) {
         run.layer_inputs(layer.layer);

@@ -180,11 +180,10 @@ std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const 
     std::vector<float> y(static_cast<std::size_t>(rows * out));
     const Eigen::Map<const RowMajor> xm(x.data(), rows, in), wm(weight.data(), out, in);
     Eigen::Map<RowMajor> ym(y.data(), rows, out);
-    // The BLAS is serial: one block of output columns per thread, so every core works on a big
-    // product and each packs only its own slice of W.
-    const auto threads = static_cast<std::int64_t>(std::max<std::size_t>(1, max_threads()));
-    const std::int64_t block = std::max<std::int64_t>(256, (out + threads - 1) / threads);
-    parallel_for(0, static_cast<std::size_t>(out), static_cast<std::size_t>(block), [&](std::size_t first, std::size_t last) {
+    // The BLAS is serial: blocks of output columns run in parallel, each packing only its slice of
+    // W. The blocks are fixed, not per thread, so the bytes do not depend on the thread count.
+    constexpr std::size_t block = 1024;
+    parallel_for(0, static_cast<std::size_t>(out), block, [&](std::size_t first, std::size_t last) {
         const auto n = static_cast<Eigen::Index>(last - first);
         ym.middleCols(first, n).noalias() = xm * wm.middleRows(first, n).transpose();
     });

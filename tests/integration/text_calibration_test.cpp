@@ -100,10 +100,27 @@ BOOST_AUTO_TEST_CASE(a_rerun_gives_the_same_bytes_and_another_seed_another_job) 
     const auto first = file_hashes(dir / "o");
     BOOST_TEST(run_moequant(args).exit_code == 0);
     BOOST_TEST((file_hashes(dir / "o") == first));
+    auto one_thread = args;
+    one_thread[4] = (dir / "one").string();
+    one_thread.insert(one_thread.end(), {"--threads", "1"});
+    BOOST_REQUIRE(run_moequant(one_thread).exit_code == 0);
+    BOOST_TEST((file_hashes(dir / "one") == first));  // the bytes do not depend on the thread count
     auto seeded = args;
     seeded.insert(seeded.end(), {"--random_seed", "7"});
     auto refused = run_moequant(seeded);
     BOOST_TEST(refused.exit_code == 5, refused.err);  // another calibration set: not this folder's job
+    // Under a tiny memory budget: file-backed hidden states, one sample per batch; it verifies
+    // on the inputs it calibrated with (the BLAS may round batch-sized products differently).
+    auto bounded = args;
+    bounded[4] = (dir / "bounded").string();
+    bounded.pop_back();  // -q: the note says how it ran
+    bounded.insert(bounded.end(), {"--max-memory", "0.0001", "--save-activations", (dir / "b.safetensors").string()});
+    auto run = run_moequant(bounded);
+    BOOST_REQUIRE_MESSAGE(run.exit_code == 0, run.err);
+    BOOST_TEST(run.err.find("in 8 batch(es), hidden states in a scratch file") != std::string::npos, run.err);
+    auto verify = run_moequant({"verify", "--source", (dir / "m").string(), "--converted", (dir / "bounded").string(), "--quiet",
+                                "--calibration-activations", (dir / "b.safetensors").string()});
+    BOOST_TEST(verify.exit_code == 0, verify.out << verify.err);
 }
 
 BOOST_AUTO_TEST_CASE(bad_text_calibration_requests_fail_with_one_line) {

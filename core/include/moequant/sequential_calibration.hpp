@@ -3,8 +3,9 @@
 // (the MLP block's input after the attention half) become that layer's calibration data, and
 // once its experts are quantized the layer's output is recomputed with them, so that layer L
 // sees the outputs of the already-quantized layers before it. Layers without experts to quantize
-// run with their own weights. The hidden states of all samples stay in memory (float32,
-// tokens x hidden_size x 2).
+// run with their own weights. The samples run in batches of whole samples; the hidden states of
+// all of them (float32, tokens x hidden_size) stay in memory, or under a memory budget in a
+// memory-mapped scratch file, and each layer's inputs go to a scratch file.
 #pragma once
 
 #include <moequant/calibration_activations.hpp>
@@ -27,9 +28,11 @@ public:
     // missing, emptied of them as layers finish). `save_activations`: also write every MoE
     // layer's inputs there (BF16, the recorded-activation format of conventions.md §4), committed
     // by finish(). `routed_only` marks the layer inputs for routed-only calibration.
+    // `max_memory` (bytes, 0 = no limit) bounds the hidden states kept in memory (beyond half of
+    // it they are file-backed) and the batch size (about 32 floats per token and hidden unit).
     SequentialCalibration(const DecoderForward& forward, const ModelPlan& plan, std::vector<std::vector<std::int32_t>> samples,
                           std::filesystem::path scratch, std::optional<std::filesystem::path> save_activations = {},
-                          bool routed_only = false);
+                          bool routed_only = false, std::uint64_t max_memory = 0);
     ~SequentialCalibration();
     SequentialCalibration(const SequentialCalibration&) = delete;
     SequentialCalibration& operator=(const SequentialCalibration&) = delete;
@@ -37,6 +40,8 @@ public:
     std::int64_t samples() const noexcept;
     std::int64_t tokens() const noexcept;
     bool routed_only() const noexcept;
+    std::size_t batches() const noexcept;  // the sample batches each layer runs in
+    bool hidden_states_on_disk() const noexcept;  // in a mapped scratch file (over the budget)
     // A digest of every sample's token ids: which calibration data a run used.
     const std::string& digest() const noexcept;
 

@@ -1,0 +1,44 @@
+#include "hidden_states.hpp"
+
+#include <moequant/error.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace moequant::detail {
+
+HiddenStates::HiddenStates(std::int64_t tokens, std::int64_t hidden, const std::filesystem::path& file)
+    : tokens_(tokens), hidden_(hidden), file_(file) {
+    const auto bytes = static_cast<std::size_t>(tokens * hidden) * sizeof(float);
+    if (file.empty() || bytes == 0) {
+        memory_.assign(static_cast<std::size_t>(tokens * hidden), 0.0f);
+        data_ = memory_.data();
+        return;
+    }
+    const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    auto fail = [&](const char* what) {
+        const int e = errno;
+        if (fd >= 0) ::close(fd);
+        throw Error(ErrorKind::io, std::string(what) + ": " + std::strerror(e), {.file = file.string(), .code = "ScratchFailed"});
+    };
+    if (fd < 0) fail("cannot create the hidden-state scratch file");
+    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) fail("cannot size the hidden-state scratch file");
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) fail("cannot map the hidden-state scratch file");
+    ::close(fd);
+    data_ = static_cast<float*>(p);
+    mapped_ = true;
+}
+
+HiddenStates::~HiddenStates() {
+    if (mapped_) {
+        ::munmap(data_, static_cast<std::size_t>(tokens_ * hidden_) * sizeof(float));
+        std::error_code ec;
+        std::filesystem::remove(file_, ec);
+    }
+}
+
+}  // namespace moequant::detail
