@@ -29,15 +29,6 @@ std::vector<T> values(const SafetensorsFile& f, const std::string& name) {
     return out;
 }
 
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-    BOOST_REQUIRE(got.size() == want.size());
-    double diff = 0, scale = 0;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-        diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
-        scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-    }
-    return diff / scale;
-}
 
 void check_family(const std::string& family, const std::string& dtype = "bf16") {
     TempDir dir;
@@ -68,18 +59,18 @@ void check_family(const std::string& family, const std::string& dtype = "bf16") 
             const std::string l = "layer" + std::to_string(layer) + ".";
             const auto decoder = forward->layer(layer);
             const std::vector<float> mlp_input = decoder->attention(x, lengths);
-            BOOST_TEST(relative_error(x, values<float>(want, l + "residual")) < 1e-4);
-            BOOST_TEST(relative_error(mlp_input, values<float>(want, l + "mlp_input")) < 1e-4);
+            BOOST_TEST(max_relative_error(x, values<float>(want, l + "residual")) < 1e-4);
+            BOOST_TEST(max_relative_error(mlp_input, values<float>(want, l + "mlp_input")) < 1e-4);
             Routing routing;
             decoder->mlp(mlp_input, x, {}, &routing);
-            BOOST_TEST(relative_error(x, values<float>(want, l + "output")) < 1e-4);
+            BOOST_TEST(max_relative_error(x, values<float>(want, l + "output")) < 1e-4);
             if (!want.find(l + "experts")) {  // a dense layer
                 BOOST_TEST(routing.experts.empty());
                 continue;
             }
             std::vector<std::int32_t> chosen(routing.experts.begin(), routing.experts.end());
             BOOST_TEST(chosen == values<std::int32_t>(want, l + "experts"), boost::test_tools::per_element());
-            BOOST_TEST(relative_error(routing.weights, values<float>(want, l + "weights")) < 1e-5);
+            BOOST_TEST(max_relative_error(routing.weights, values<float>(want, l + "weights")) < 1e-5);
         }
     }
 }

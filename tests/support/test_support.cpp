@@ -1,5 +1,8 @@
 #include "test_support.hpp"
 
+#include <cmath>
+#include <limits>
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -211,6 +214,16 @@ std::map<std::string, std::string> file_hashes(const fs::path& dir, bool with_ma
         out[name] = line.substr(0, 64);
     }
     return out;
+}
+
+double max_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+    if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
+    double diff = 0, scale = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+        scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+    }
+    return diff / scale;
 }
 
 }  // namespace moequant::test

@@ -98,4 +98,8 @@ std::string sha256_file(const fs::path& file);
 // run manifest (moequant-run.json) unless `with_manifest`.
 std::map<std::string, std::string> file_hashes(const fs::path& dir, bool with_manifest = false);
 
+// max |got - want| / max |want| over the elements: the relative error bounds of the forward
+// tests (issue 7: 1e-4 for float32). The sizes must match.
+double max_relative_error(const std::vector<float>& got, const std::vector<float>& want);
+
 }  // namespace moequant::test
