@@ -106,6 +106,7 @@ void causal_attention(const float* q, const float* k, const float* v, std::int64
     using Rows = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     using Strided = Eigen::Map<const Rows, 0, Eigen::OuterStride<>>;
     using StridedOut = Eigen::Map<Rows, 0, Eigen::OuterStride<>>;
+    constexpr std::int64_t query_block = 256;
     const std::size_t tasks = sample_lengths.size() * static_cast<std::size_t>(q_heads);
     parallel_for(0, tasks, 1, [&](std::size_t first, std::size_t last) {
         Rows scores;
@@ -117,19 +118,25 @@ void causal_attention(const float* q, const float* k, const float* v, std::int64
             const Strided qh(q + (begin * q_heads + h) * qk_dim, n, qk_dim, Eigen::OuterStride<>(q_heads * qk_dim));
             const Strided kh(k + (begin * kv_heads + kvh) * qk_dim, n, qk_dim, Eigen::OuterStride<>(kv_heads * qk_dim));
             const Strided vh(v + (begin * kv_heads + kvh) * v_dim, n, v_dim, Eigen::OuterStride<>(kv_heads * v_dim));
-            scores.resize(n, n);
-            scores.noalias() = qh * kh.transpose();
-            for (std::int64_t i = 0; i < n; ++i) {
-                float* row = scores.data() + i * n;
-                float peak = -INFINITY;
-                for (std::int64_t j = 0; j <= i; ++j) peak = std::max(peak, row[j] *= scale);
-                float sum = 0;
-                for (std::int64_t j = 0; j <= i; ++j) sum += (row[j] = std::exp(row[j] - peak));
-                for (std::int64_t j = 0; j <= i; ++j) row[j] /= sum;
-                for (std::int64_t j = i + 1; j < n; ++j) row[j] = 0.0f;  // causal: no later token
-            }
             StridedOut oh(out + (begin * q_heads + h) * v_dim, n, v_dim, Eigen::OuterStride<>(q_heads * v_dim));
-            oh.noalias() = scores * vh;
+            // Blocks of queries: a block sees the keys up to its last query only, so memory is
+            // block x n and the masked half of the products is mostly skipped.
+            for (std::int64_t r0 = 0; r0 < n; r0 += query_block) {
+                const std::int64_t rows = std::min(query_block, n - r0), keys = r0 + rows;
+                scores.resize(rows, keys);
+                scores.noalias() = qh.middleRows(r0, rows) * kh.topRows(keys).transpose();
+                for (std::int64_t i = 0; i < rows; ++i) {
+                    float* row = scores.data() + i * keys;
+                    const std::int64_t seen = r0 + i;  // causal: keys 0..seen
+                    float peak = -INFINITY;
+                    for (std::int64_t j = 0; j <= seen; ++j) peak = std::max(peak, row[j] *= scale);
+                    float sum = 0;
+                    for (std::int64_t j = 0; j <= seen; ++j) sum += (row[j] = std::exp(row[j] - peak));
+                    for (std::int64_t j = 0; j <= seen; ++j) row[j] /= sum;
+                    for (std::int64_t j = seen + 1; j < keys; ++j) row[j] = 0.0f;
+                }
+                oh.middleRows(r0, rows).noalias() = scores * vh.topRows(keys);
+            }
         }
     });
 }

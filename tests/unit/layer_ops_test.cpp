@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 using namespace moequant;
 using namespace moequant::test;
@@ -62,6 +63,42 @@ BOOST_AUTO_TEST_CASE(causal_grouped_query_attention_over_two_samples) {
     // The first token of each sample sees only itself: its output is its own value row.
     const std::vector<float> v = tensor("attn.v");
     for (std::int64_t d = 0; d < 24; ++d) BOOST_TEST(out[(7 * 4 + 3) * 24 + d] == v[(7 * 2 + 1) * 24 + d]);
+}
+
+// Long samples run in query blocks (each seeing only the keys up to its last query): against a
+// float64 loop written here, over block boundaries and two samples.
+BOOST_AUTO_TEST_CASE(causal_attention_over_query_blocks) {
+    const std::vector<std::int64_t> long_lengths = {600, 300};
+    const std::int64_t t = 900, hq = 2, hk = 1, d = 16, dv = 8;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> q(t * hq * d), k(t * hk * d), v(t * hk * dv), out(t * hq * dv);
+    for (auto* a : {&q, &k, &v})
+        for (auto& x : *a) x = normal(rng);
+    const float scale = 0.25f;
+    causal_attention(q.data(), k.data(), v.data(), hq, hk, d, dv, long_lengths, scale, out.data());
+    std::vector<float> want(out.size());
+    std::int64_t begin = 0;
+    for (std::int64_t n : long_lengths) {
+        for (std::int64_t h = 0; h < hq; ++h)
+            for (std::int64_t i = 0; i < n; ++i) {
+                std::vector<double> w(static_cast<std::size_t>(i + 1));
+                double peak = -1e300, sum = 0;
+                for (std::int64_t j = 0; j <= i; ++j) {
+                    double dot = 0;
+                    for (std::int64_t c = 0; c < d; ++c) dot += double(q[((begin + i) * hq + h) * d + c]) * k[((begin + j) * hk) * d + c];
+                    peak = std::max(peak, w[j] = dot * scale);
+                }
+                for (auto& x : w) sum += (x = std::exp(x - peak));
+                for (std::int64_t c = 0; c < dv; ++c) {
+                    double o = 0;
+                    for (std::int64_t j = 0; j <= i; ++j) o += w[j] / sum * v[((begin + j) * hk) * dv + c];
+                    want[((begin + i) * hq + h) * dv + c] = static_cast<float>(o);
+                }
+            }
+        begin += n;
+    }
+    BOOST_TEST(max_relative_error(out, want) < 1e-5);
 }
 
 BOOST_AUTO_TEST_CASE(swiglu_matches) {
