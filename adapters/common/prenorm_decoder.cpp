@@ -78,8 +78,15 @@ PreNormDecoderLayer::PreNormDecoderLayer(const DecoderSpec& spec, const Checkpoi
         if (l.layer == index) moe_ = &l;
 }
 
-std::vector<float> PreNormDecoderLayer::weight(const std::string& name, const Shape& shape) const {
-    return load_f32(checkpoint_, prefix_ + name, plan_.fp8_block, shape);
+const std::vector<float>& PreNormDecoderLayer::decoded(const std::string& name, const Shape& shape) const {
+    std::lock_guard lock(decoded_mutex_);
+    auto it = decoded_.find(name);
+    if (it == decoded_.end()) it = decoded_.emplace(name, load_f32(checkpoint_, name, plan_.fp8_block, shape)).first;
+    return it->second;
+}
+
+const std::vector<float>& PreNormDecoderLayer::weight(const std::string& name, const Shape& shape) const {
+    return decoded(prefix_ + name, shape);
 }
 
 std::vector<float> PreNormDecoderLayer::attention(std::vector<float>& x, std::span<const std::int64_t> lengths) const {
@@ -109,8 +116,8 @@ void PreNormDecoderLayer::mlp(const std::vector<float>& in, std::vector<float>& 
     const std::int64_t e = plan_.num_experts;
     if (moe_->router_weight.empty())
         throw Error(ErrorKind::input, "layer " + std::to_string(index_) + " has no router weight", {.code = "MissingTensor"});
-    const std::vector<float> router = load_f32(checkpoint_, moe_->router_weight, plan_.fp8_block, {e, h});
-    const std::vector<float> bias = moe_->router_bias.empty() ? std::vector<float>{} : load_f32(checkpoint_, moe_->router_bias, {}, {e});
+    const std::vector<float>& router = decoded(moe_->router_weight, {e, h});
+    const std::vector<float> bias = moe_->router_bias.empty() ? std::vector<float>{} : decoded(moe_->router_bias, {e});
     std::vector<float> y(x.size(), 0.0f);
     const Routing r = add_routed_experts(in, t, h, spec, router, bias, e, [&](std::int64_t expert) {
         const ExpertPlan& p = moe_->experts[static_cast<std::size_t>(expert)];

@@ -10,6 +10,8 @@
 #include <moequant/model_config.hpp>
 
 #include <functional>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,7 +47,10 @@ protected:
     // The family's attention on the normed input [tokens, hidden] -> [tokens, hidden].
     virtual std::vector<float> mix(const std::vector<float>& normed, std::span<const std::int64_t> sample_lengths) const = 0;
     // A tensor of this layer ("self_attn.q_proj.weight") as float32, checked against `shape`.
-    std::vector<float> weight(const std::string& name, const Shape& shape) const;
+    // Decoded once per layer object and kept while it lives: the samples run through a layer in
+    // batches, and every batch needs the same attention, norm, router and shared weights.
+    // (Routed experts are not kept: a layer's experts do not fit in memory as float32.)
+    const std::vector<float>& weight(const std::string& name, const Shape& shape) const;
     std::int64_t index() const noexcept { return index_; }
 
 private:
@@ -55,6 +60,10 @@ private:
     std::int64_t index_;
     std::string prefix_;
     const MoeLayerPlan* moe_ = nullptr;
+    // Decoded tensors by full name (weight() and the router's).
+    const std::vector<float>& decoded(const std::string& name, const Shape& shape) const;
+    mutable std::mutex decoded_mutex_;
+    mutable std::map<std::string, std::vector<float>> decoded_;
 };
 
 // Makes layer `index` with the decoder's spec (the decoder outlives its layers' use).

@@ -86,7 +86,7 @@ private:
                 std::copy_n(bsrc + ratio, ratio, a.data() + i * nv + g * ratio);
             }
         // Causal depthwise convolution (per sample, zeros before its start), then SiLU.
-        const std::vector<float> conv = weight("linear_attn.conv1d.weight", {conv_width, 1, kernel});
+        const std::vector<float>& conv = weight("linear_attn.conv1d.weight", {conv_width, 1, kernel});
         std::vector<float> activated(mixed.size());
         std::int64_t start = 0;
         for (std::int64_t n : lengths) {
@@ -101,7 +101,8 @@ private:
                 }
             start += n;
         }
-        const std::vector<float> a_log = weight("linear_attn.A_log", {nv}), dt_bias = weight("linear_attn.dt_bias", {nv});
+        const std::vector<float>& a_log = weight("linear_attn.A_log", {nv});
+        const std::vector<float>& dt_bias = weight("linear_attn.dt_bias", {nv});
         // The gated delta rule per sample and value head, with its own [dk, dv] state.
         std::vector<float> core(static_cast<std::size_t>(t * value_width));
         std::vector<std::int64_t> starts;
@@ -146,7 +147,7 @@ private:
             }
         });
         // Gated RMSNorm per value head (plain weight), times silu(z).
-        const std::vector<float> norm = weight("linear_attn.norm.weight", {dv});
+        const std::vector<float>& norm = weight("linear_attn.norm.weight", {dv});
         rms_norm(core.data(), t * nv, dv, norm.data(), eps_, false, core.data());
         for (std::size_t i = 0; i < core.size(); ++i) core[i] *= z[i] * sigmoid(z[i]);
         return linear(core, t, weight("linear_attn.out_proj.weight", {h, value_width}), h, value_width);
