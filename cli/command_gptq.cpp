@@ -151,11 +151,12 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (help) {
         print_command_help(
             "moequant gptq --model_id MODEL --output_dir OUT [--quant_method GPTQ|RTN] [--quant_type W4A16|W8A16]\n"
-            "              [--calibration-activations FILE]",
+            "              [--dataset FILE|embedded | --calibration-activations FILE]",
             "Quantizes the routed experts for the GPU (GPTQ or RTN, llm-compressor's numerics) into a\n"
             "compressed-tensors pack-quantized checkpoint vLLM and SGLang load as it is. Every other\n"
-            "tensor is copied (FP8 dequantized to BF16). GPTQ takes its calibration from recorded MoE\n"
-            "inputs: all experts of a layer see all tokens (one shared gate/up Hessian per layer), or\n"
+            "tensor is copied (FP8 dequantized to BF16). GPTQ calibrates on text (--dataset: run through\n"
+            "the model layer by layer on the CPU, each layer seeing the quantized ones before it) or on\n"
+            "recorded MoE inputs: all experts of a layer see all tokens (one shared gate/up Hessian per layer), or\n"
             "with --routed-only the tokens the family's router sends them (an expert that gets none is\n"
             "calibrated on all tokens rather than zeroed).\n"
             "One layer in flight; rerunning the same command continues an interrupted run.",

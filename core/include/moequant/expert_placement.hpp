@@ -22,11 +22,7 @@ struct ExpertActivity {
     std::int64_t experts = 0;                     // routed experts per layer
     std::int64_t top_k = 0;
     std::vector<std::int64_t> layers;             // MoE layer indices
-    std::vector<std::vector<std::int64_t>> counts;  // [layer][expert]: tokens routed to it
-    // The fraction of the layer's tokens that choose the expert (sums to top_k over a layer).
-    double frequency(std::size_t layer, std::int64_t expert) const noexcept {
-        return tokens > 0 ? static_cast<double>(counts[layer][static_cast<std::size_t>(expert)]) / tokens : 0.0;
-    }
+    std::vector<std::vector<std::int64_t>> counts;  // [layer][expert]: tokens routed to it (a layer sums to tokens x top_k)
 };
 
 // Routes every selected token of every MoE layer (Error(input) naming a missing or misshapen
