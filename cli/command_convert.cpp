@@ -40,7 +40,8 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
         ("cpuinfer-threads", po::value(&cpuinfer_threads), "worker threads for the conversion (default: all cores)")
         ("threads", po::value(&threads), "same as --cpuinfer-threads")
         ("resume-layer", po::value(&resume_layer), "redo layers from this one on; earlier ones must be complete")
-        ("overwrite", po::bool_switch(&overwrite), "empty an output folder that holds other files first")
+        ("overwrite", po::bool_switch(&overwrite),
+         "replace another run's output in the output folder (removes only what a conversion writes)")
         ("allow-non-finite", po::bool_switch(&allow_non_finite),
          "convert expert weights holding NaN or Inf as they are (default: refuse them, naming the tensor)")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")

@@ -13,6 +13,7 @@
 #include <moequant/checkpoint.hpp>
 #include <moequant/conversion.hpp>
 #include <moequant/error.hpp>
+#include <moequant/output_location.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/sequential_calibration.hpp>
 
@@ -141,7 +142,8 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         ("allow-unaligned", po::bool_switch(&allow_unaligned), "write shapes vLLM/SGLang's Marlin kernels cannot run")
         ("threads", po::value(&threads), "worker threads (default: all cores)")
         ("resume-layer", po::value(&resume_layer), "redo layers from this one on; earlier ones must be complete")
-        ("overwrite", po::bool_switch(&overwrite), "empty an output folder that holds other files first")
+        ("overwrite", po::bool_switch(&overwrite),
+         "replace another run's output in the output folder (only what a conversion writes) and a --save-activations file")
         ("allow-non-finite", po::bool_switch(&allow_non_finite), "quantize expert weights holding NaN or Inf as they are")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
@@ -200,6 +202,9 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     std::optional<ScratchFolder> scratch;
     std::unique_ptr<DecoderForward> forward;
     std::optional<SequentialCalibration> sequential;
+    const CommandInputs inputs{.folders = {source.checkpoint.directory()},
+                               .files = activations.empty() ? dataset_files(dataset) : std::vector<fs::path>{activations}};
+    if (!save_activations.empty()) check_output_file(save_activations, inputs, overwrite);
     if (!dataset.empty() && quantizer_id == "gptq") {
         TextCalibrationOptions text{dataset, {samples > 0 ? samples : 512, max_length > 0 ? max_length : 2048, seed}};
         CalibrationSamples tokenized = load_text_calibration(registry, source, text);
@@ -226,6 +231,8 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     job.parts = 1;
     if (resume_layer >= 0) job.resume_layer = resume_layer;
     job.overwrite = overwrite;
+    job.input_files = dataset_files(dataset);
+    if (!save_activations.empty()) job.input_files.push_back(save_activations);  // never inside the output folder
     job.allow_non_finite = allow_non_finite;
     job.unquantized_layers = kept_layers;
     if (quantizer_id == "gptq") job.calibration = calibration ? &*calibration : nullptr;

@@ -12,6 +12,7 @@
 #include <moequant/error.hpp>
 #include <moequant/expert_placement.hpp>
 #include <moequant/output_file.hpp>
+#include <moequant/output_location.hpp>
 #include <moequant/parallel.hpp>
 
 #include <boost/json.hpp>
@@ -82,7 +83,7 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
     std::string input, activations, output, strategy_name = "frequency", family;
     std::int64_t gpu_experts = -1, samples = 0, max_length = 0;
     std::size_t threads = 0;
-    bool as_json = false, help = false;
+    bool as_json = false, help = false, overwrite = false;
     po::options_description options("Options");
     options.add_options()
         ("model_id", po::value(&input)->value_name("PATH"), "model folder (index or model.safetensors)")
@@ -95,6 +96,7 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
         ("num_calibration_samples", po::value(&samples), "use the first N samples of the activations (default: all)")
         ("max_sequence_length", po::value(&max_length), "use at most this many tokens of each sample (default: all)")
         ("output,o", po::value(&output)->value_name("FILE"), "write the placement JSON here")
+        ("overwrite", po::bool_switch(&overwrite), "replace an existing --output file")
         ("json", po::bool_switch(&as_json), "print the placement JSON instead of the summary")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
         ("threads", po::value(&threads), "worker threads (default: all cores)")
@@ -120,6 +122,8 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
     Registry registry;
     load_plugins(registry, globals);
     const PlannedSource source = open_planned_source(registry, input, family);
+    if (!output.empty())
+        check_output_file(output, {.folders = {source.checkpoint.directory()}, .files = {activations}}, overwrite);
     CalibrationActivations calibration = CalibrationActivations::open(activations);
     calibration.select(samples, max_length);
     const ExpertActivity activity = measure_expert_activity(calibration, source.plan, source.checkpoint);

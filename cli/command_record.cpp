@@ -11,6 +11,7 @@
 #include "text_calibration.hpp"
 
 #include <moequant/error.hpp>
+#include <moequant/output_location.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/sequential_calibration.hpp>
 
@@ -28,7 +29,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     std::uint64_t seed = 42;
     double max_memory_gb = 0;
     std::size_t threads = 0;
-    bool quiet = false, help = false;
+    bool quiet = false, help = false, overwrite = false;
     po::options_description options("Options");
     options.add_options()
         ("model_id", po::value(&input)->value_name("PATH"), "model folder (with tokenizer.json)")
@@ -36,6 +37,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
         ("dataset", po::value(&dataset)->value_name("FILE|embedded"),
          "a JSONL file of {\"text\"} or {\"messages\"} rows, or 'embedded' (a short public-domain text)")
         ("output,o", po::value(&output)->value_name("FILE"), "the recorded activations to write (safetensors)")
+        ("overwrite", po::bool_switch(&overwrite), "replace an existing --output file")
         ("num_calibration_samples", po::value(&samples)->default_value(512), "rows to use")
         ("max_sequence_length", po::value(&max_length)->default_value(2048), "tokens per row at most")
         ("random_seed", po::value(&seed)->default_value(42), "shuffles the rows")
@@ -63,6 +65,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     Registry registry;
     load_plugins(registry, globals);
     const PlannedSource source = open_planned_source(registry, input, family);
+    check_output_file(output, {.folders = {source.checkpoint.directory()}, .files = dataset_files(dataset)}, overwrite);
     CalibrationSamples tokenized = load_text_calibration(registry, source, {dataset, {samples, max_length, seed}});
     const auto forward = source_adapter(registry, source).decoder_forward(source.config, source.checkpoint, source.plan);
     ScratchFolder scratch;

@@ -10,6 +10,16 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/error.hpp>
+#include <moequant/output_file.hpp>
+#include <moequant/output_location.hpp>
+#include <moequant/output_lock.hpp>
+#include <moequant/output_overwrite.hpp>
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
 
 #include <algorithm>
 #include <filesystem>
@@ -22,17 +32,34 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// "<parent>/.<name>.partial": a sibling, so the final rename stays on one filesystem.
-fs::path staging_folder(const fs::path& out) {
-    return out.parent_path() / ("." + out.filename().string() + ".partial");
+// "<parent>/.<name>.moequant.partial": a sibling, so the final rename stays on one filesystem.
+fs::path staging_folder(const fs::path& out) { return out.parent_path() / ("." + out.filename().string() + partial_marker); }
+
+// A fresh staging folder, locked while this run lives: a leftover of a killed run is removed, one
+// another run holds is refused (OutputLocked), and a link found under the name loses only its name.
+std::unique_ptr<OutputFolderLock> prepare_staging(const fs::path& staging) {
+    std::error_code ec;
+    const fs::file_status found = fs::symlink_status(staging, ec);
+    if (fs::is_directory(found)) {
+        OutputFolderLock stale(staging, OutputFolderLock::Where::folder_itself);  // throws while another run holds it
+        fs::remove_all(staging, ec);
+    } else if (fs::exists(found)) {
+        fs::remove(staging, ec);
+    }
+    if (::mkdir(staging.c_str(), 0755) != 0) {
+        const int e = errno;
+        throw Error(ErrorKind::io, std::string("cannot create the output folder: ") + std::strerror(e),
+                    {.file = staging.string(), .code = e == EEXIST ? "OutputLocked" : "WriteFailed",
+                     .hint = e == EEXIST ? "another moequant synth is writing the same output" : ""});
+    }
+    return std::make_unique<OutputFolderLock>(staging, OutputFolderLock::Where::folder_itself);
 }
 
-void prepare_staging(const fs::path& staging) {
-    std::error_code ec;
-    fs::remove_all(staging, ec);  // a leftover of an interrupted run
-    if (!fs::create_directories(staging, ec) || ec)
-        throw Error(ErrorKind::io, "cannot create the output folder: " + ec.message(),
-                    {.file = staging.string(), .code = "WriteFailed"});
+// The top-level names of a folder: what synth wrote, so --overwrite may replace them.
+std::set<std::string> entry_names(const fs::path& dir) {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+    return names;
 }
 
 }  // namespace
@@ -56,7 +83,8 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
          "also write calibration activations for gptq --calibration-activations (random hidden states)")
         ("samples", po::value(&samples)->default_value(8), "calibration samples in --activations")
         ("sample-tokens", po::value(&sample_tokens)->default_value(64), "tokens per calibration sample")
-        ("overwrite", po::bool_switch(&overwrite), "replace an existing output folder")
+        ("overwrite", po::bool_switch(&overwrite),
+         "replace an existing output folder (only what synth or a conversion writes) and --activations file")
         ("help,h", po::bool_switch(&help), "show this help");
     options.add(global_option_group(globals));
     parse_command_line(args, options, {});
@@ -88,24 +116,33 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
     synth_options.set("seed", std::to_string(seed));
     if (!layout.empty()) synth_options.set("layout", layout);
 
-    const fs::path target = fs::absolute(fs::path(out)).lexically_normal();
+    // The real folder (a symlinked --out is replaced where it points), checked before any file.
+    const fs::path target = resolved_path(out);
+    check_output_folder(target, {}, overwrite);
+    if (!activations.empty()) check_output_file(activations, {}, overwrite);
     std::error_code ec;
     if (fs::exists(target, ec) && !overwrite)
         throw Error(ErrorKind::io, "the output folder already exists", {.file = target.string(), .code = "OutputExists",
                                                                         .hint = "choose another --out or pass --overwrite"});
+    if (fs::exists(target, ec) && !fs::is_directory(target, ec))
+        throw Error(ErrorKind::io, "the output path exists and is not a folder", {.file = target.string(), .code = "OutputExists"});
     const fs::path staging = staging_folder(target);
-    prepare_staging(staging);
+    const std::unique_ptr<OutputFolderLock> lock = prepare_staging(staging);
     try {
         adapter->synthesize(staging, synth_options);
+        // --overwrite replaces only what a synth or a conversion writes, and refuses anything else.
+        if (fs::exists(target, ec)) clear_for_overwrite(target, entry_names(staging));
     } catch (...) {
         fs::remove_all(staging, ec);
         throw;
     }
-    if (fs::exists(target, ec)) fs::remove_all(target, ec);
-    fs::rename(staging, target, ec);
-    if (ec)
+    fs::rename(staging, target, ec);  // onto a missing or emptied folder
+    if (ec) {
+        std::error_code ignored;
+        fs::remove_all(staging, ignored);
         throw Error(ErrorKind::io, "cannot move the finished checkpoint into place: " + ec.message(),
                     {.file = target.string(), .code = "WriteFailed"});
+    }
 
     Checkpoint written = Checkpoint::open(target);
     std::uint64_t bytes = 0;

@@ -3,7 +3,9 @@
 #include <moequant/error.hpp>
 #include <moequant/tokenizer.hpp>
 
-#include <random>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <unistd.h>
 
 namespace moequant::cli {
@@ -30,10 +32,18 @@ CalibrationSamples load_text_calibration(const Registry& registry, const Planned
     return load_calibration_dataset(options.dataset, tokenizer, chat, options.selection);
 }
 
+std::vector<fs::path> dataset_files(const std::string& dataset) {
+    if (dataset.empty() || dataset == "embedded") return {};
+    return {dataset};
+}
+
 ScratchFolder::ScratchFolder() {
-    std::random_device random;
-    path_ = fs::temp_directory_path() / ("moequant-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
-    fs::create_directories(path_);
+    // mkdtemp: a new folder only this process made (0700), never one planted under a guessed name.
+    std::string pattern = (fs::temp_directory_path() / "moequant-XXXXXX").string();
+    if (!::mkdtemp(pattern.data()))
+        throw Error(ErrorKind::io, std::string("cannot create a scratch folder: ") + std::strerror(errno),
+                    {.file = pattern, .code = "ScratchFailed", .hint = "set TMPDIR to a writable folder"});
+    path_ = pattern;
 }
 
 ScratchFolder::~ScratchFolder() {

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace moequant::cli {
 
@@ -21,6 +22,9 @@ struct TextCalibrationOptions {
 // Error(input) when the model folder has no tokenizer.json, or the dataset is bad.
 CalibrationSamples load_text_calibration(const Registry& registry, const PlannedSource& source,
                                          const TextCalibrationOptions& options);
+
+// The files a --dataset value reads: none for "embedded" or no dataset.
+std::vector<std::filesystem::path> dataset_files(const std::string& dataset);
 
 // The family adapter of a planned source (by its plan's family id).
 const ModelAdapter& source_adapter(const Registry& registry, const PlannedSource& source);

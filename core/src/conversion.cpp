@@ -2,18 +2,26 @@
 #include "expert_tokens.hpp"
 
 #include <moequant/conversion.hpp>
+#include <moequant/digest.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
+#include <moequant/output_file.hpp>
+#include <moequant/output_location.hpp>
+#include <moequant/output_lock.hpp>
+#include <moequant/output_overwrite.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/run_manifest.hpp>
 #include <moequant/version.hpp>
 
 #include <algorithm>
-#include <mutex>
-#include <map>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
 #include <span>
+#include <thread>
 
 namespace moequant {
 
@@ -75,78 +83,124 @@ RunManifest describe_job(const ConversionJob& job) {
         m.settings.emplace_back("unquantized_layers", layers);
     }
     m.source_fingerprint = source_fingerprint(*job.source);
+    m.source_shards = source_shard_records(*job.source);
     m.plan_digest = plan_digest(*job.plan);
     return m;
 }
 
-// True when the folder holds nothing but a manifest and hidden ".<name>.partial" leftovers: what
-// a run killed or failed before it completed its first layer leaves behind.
+// True when the folder holds nothing but a manifest, the lock and the tool's own partials: what a
+// run killed or failed before it completed its first layer leaves behind.
 bool holds_nothing_complete(const fs::path& dir) {
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
         const std::string name = it->path().filename().string();
-        if (name != run_manifest_name && !(name.starts_with(".") && name.ends_with(".partial"))) return false;
+        if (name != run_manifest_name && name != output_lock_name && !is_partial_name(name)) return false;
     }
     return !ec;
 }
 
-void empty_folder(const fs::path& dir) {
-    for (const auto& entry : fs::directory_iterator(dir)) {
-        std::error_code ec;
-        fs::remove_all(entry.path(), ec);
-        if (ec)
-            throw Error(ErrorKind::io, "cannot clear the output folder for --overwrite: " + ec.message(),
-                        {.file = entry.path().string(), .code = "WriteFailed"});
-    }
+// The top-level names an earlier run's manifest says it wrote: --overwrite may remove them.
+std::set<std::string> files_written_by(const std::optional<RunManifest>& earlier) {
+    std::set<std::string> names;
+    if (!earlier) return names;
+    auto add = [&](const ManifestFile& f) {
+        const fs::path name(f.name);
+        if (!name.empty() && !name.is_absolute()) names.insert(name.begin()->string());
+    };
+    for (const auto& layer : earlier->completed_layers)
+        for (const auto& f : layer.files) add(f);
+    for (const auto& f : earlier->final_files) add(f);
+    return names;
 }
 
-// Creates or checks the output folder; returns the manifest to continue from.
-RunManifest prepare_output(const ConversionJob& job) {
-    RunManifest fresh = describe_job(job);
+// The output folder, checked against the inputs, created if needed and locked for this run.
+std::unique_ptr<OutputFolderLock> lock_output(const ConversionJob& job) {
+    CommandInputs inputs{.folders = {job.source->directory()}, .files = job.input_files};
+    if (job.calibration) inputs.files.push_back(job.calibration->path());
+    check_output_folder(job.output, inputs, job.overwrite);
     std::error_code ec;
-    if (!fs::exists(job.output, ec)) {
-        if (!fs::create_directories(job.output, ec) || ec)
-            throw Error(ErrorKind::io, "cannot create the output folder: " + ec.message(),
-                        {.file = job.output.string(), .code = "WriteFailed"});
-        return fresh;
-    }
-    if (!fs::is_directory(job.output, ec))
+    if (fs::exists(fs::symlink_status(job.output, ec)) && !fs::is_directory(job.output, ec))
         throw Error(ErrorKind::io, "the output path exists and is not a folder", {.file = job.output.string(), .code = "OutputExists"});
+    fs::create_directories(job.output, ec);
+    if (ec)
+        throw Error(ErrorKind::io, "cannot create the output folder: " + ec.message(),
+                    {.file = job.output.string(), .code = "WriteFailed"});
+    return std::make_unique<OutputFolderLock>(job.output);
+}
+
+// What the locked output folder holds: the manifest to continue from, and the earlier run's
+// record of the source shards (empty when starting afresh).
+struct PreparedOutput {
+    RunManifest manifest;
+    RunManifest earlier;
+};
+
+PreparedOutput prepare_output(const ConversionJob& job) {
+    PreparedOutput out{describe_job(job), {}};
     std::optional<RunManifest> earlier;
     try {
         earlier = RunManifest::load(job.output);
     } catch (const Error&) {
         if (!job.overwrite) throw;
     }
-    if (earlier && earlier->same_job(fresh) && !job.overwrite) {
-        fresh.completed_layers = earlier->completed_layers;
-        return fresh;
+    if (earlier && earlier->same_job(out.manifest) && !job.overwrite) {
+        out.manifest.completed_layers = earlier->completed_layers;
+        out.earlier = std::move(*earlier);
+        return out;
     }
     // Nothing completed yet, whoever started it: start afresh.
     if ((!earlier || (earlier->completed_layers.empty() && !earlier->complete)) && holds_nothing_complete(job.output)) {
-        empty_folder(job.output);
-        return fresh;
+        clear_for_overwrite(job.output);
+        return out;
     }
     if (!job.overwrite)
         throw Error(ErrorKind::io,
                     earlier ? "the output folder holds the output of another conversion (different source, plan or settings)"
                             : "the output folder is not empty and holds no moequant-run.json",
                     {.file = job.output.string(), .code = "OutputExists", .hint = "choose another --output or pass --overwrite"});
-    empty_folder(job.output);
-    return fresh;
+    clear_for_overwrite(job.output, files_written_by(earlier));
+    return out;
 }
 
-// A layer an earlier run completed counts only if every file it recorded is still there with
-// its size, and the format names the same files.
-bool still_complete(const ConversionJob& job, const OutputWriter& writer, const ManifestLayer& done) {
+// The shards a layer's experts (and router) are read from.
+std::set<std::string> shards_feeding(const Checkpoint& source, const MoeLayerPlan& layer) {
+    std::set<std::string> shards;
+    auto add = [&](const std::string& tensor) {
+        if (!tensor.empty() && source.contains(tensor)) shards.insert(source.shard_of(tensor));
+    };
+    for (const auto& e : layer.experts)
+        for (const auto& s : e.weights) {
+            add(s.tensor);
+            add(s.scale_tensor);
+        }
+    add(layer.router_weight);
+    add(layer.router_bias);
+    return shards;
+}
+
+// Why a layer an earlier run completed cannot be adopted, or nullopt when it can: every file it
+// recorded must still hold the bytes written (digest), the format must name the same files, and
+// the source shards feeding the layer must be as they were (size, modification time, header).
+std::optional<std::string> why_redo(const ConversionJob& job, const OutputWriter& writer, const MoeLayerPlan& layer,
+                                    const ManifestLayer& done, const RunManifest& earlier, const RunManifest& now) {
     auto expected = writer.layer_files(done.layer);
-    if (expected.size() != done.files.size()) return false;
-    for (const auto& f : done.files) {
-        if (std::find(expected.begin(), expected.end(), f.name) == expected.end()) return false;
-        std::error_code ec;
-        if (fs::file_size(job.output / f.name, ec) != f.bytes || ec) return false;
+    if (expected.size() != done.files.size()) return "the output format now names other files for it";
+    for (const auto& shard : shards_feeding(*job.source, layer)) {
+        const ManifestShard* then = earlier.source_shard(shard);
+        const ManifestShard* current = now.source_shard(shard);
+        if (!then) return "the earlier run recorded no state of source shard " + shard;
+        if (!current || !(*then == *current)) return "source shard " + shard + " changed since the layer was written";
     }
-    return true;
+    for (const auto& f : done.files) {
+        if (std::find(expected.begin(), expected.end(), f.name) == expected.end())
+            return "the output format now names other files for it";
+        std::error_code ec;
+        const fs::path file = job.output / f.name;
+        if (fs::is_symlink(file, ec) || !fs::is_regular_file(file, ec)) return f.name + " is missing or not a regular file";
+        if (fs::file_size(file, ec) != f.bytes || ec) return f.name + " has another size than the earlier run wrote";
+        if (file_digest(file) != f.digest) return f.name + " holds other bytes than the earlier run wrote";
+    }
+    return std::nullopt;
 }
 
 // Index of the first BF16 NaN or +-Inf (exponent bits all ones) in `bits`, or bits.size(). The
@@ -267,6 +321,16 @@ private:
     std::map<std::pair<std::int64_t, Projection>, QuantizedTensor> parts_;
 };
 
+// Test hook: MOEQUANT_TEST_PAUSE_AFTER_LAYER_MS=N sleeps N ms after each committed layer, so the
+// concurrency tests can start or kill a second run while the first one is mid-way.
+void pause_for_tests() {
+    static const long ms = [] {
+        const char* v = std::getenv("MOEQUANT_TEST_PAUSE_AFTER_LAYER_MS");
+        return v ? std::strtol(v, nullptr, 10) : 0L;
+    }();
+    if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
 std::uint64_t total_bytes(const std::vector<WrittenFile>& files) {
     std::uint64_t n = 0;
     for (const auto& f : files) n += f.bytes;
@@ -344,7 +408,10 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     }
 
 
-    RunManifest manifest = prepare_output(job);
+    // One writer per folder, for the whole run; the checks above touched no file.
+    const std::unique_ptr<OutputFolderLock> lock = lock_output(job);
+    PreparedOutput prepared = prepare_output(job);
+    RunManifest& manifest = prepared.manifest;
     if (job.resume_layer) {
         for (const auto& layer : job.plan->moe_layers)
             if (layer.layer < *job.resume_layer && !manifest.completed(layer.layer))
@@ -365,17 +432,25 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     std::uint64_t bytes_total = 0, bytes_done = 0;
     for (const auto& layer : job.plan->moe_layers) bytes_total += layer_input_bytes(layer);
     std::size_t index = 0;
+    // What the earlier run completed, looked up as it was: the manifest saved after each layer
+    // lists only the layers of this run so far.
+    RunManifest carried;
+    carried.completed_layers = manifest.completed_layers;
     std::vector<ManifestLayer> kept;
     for (const auto& layer : job.plan->moe_layers) {
         ++index;
         const std::uint64_t layer_bytes = layer_input_bytes(layer);
-        const ManifestLayer* done = manifest.completed(layer.layer);
-        if (done && !sequential && still_complete(job, *writer, *done)) {
-            writer->adopt_layer(layer.layer);
-            kept.push_back(*done);
-            ++result.layers_adopted;
-            bytes_done += layer_bytes;
-            continue;
+        const ManifestLayer* done = carried.completed(layer.layer);
+        if (done && !sequential) {
+            if (const auto reason = why_redo(job, *writer, layer, *done, prepared.earlier, manifest)) {
+                progress.note("layer " + std::to_string(layer.layer) + " is converted again: " + *reason);
+            } else {
+                writer->adopt_layer(layer.layer);
+                kept.push_back(*done);
+                ++result.layers_adopted;
+                bytes_done += layer_bytes;
+                continue;
+            }
         }
         // Formats without a quantizer read the experts themselves: check them before they write.
         if (!job.format->needs_quantizer() && !job.allow_non_finite)
@@ -398,6 +473,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         kept.push_back({layer.layer, manifest_files(files)});
         manifest.completed_layers = kept;
         manifest.save(job.output);  // after every layer: an interrupted run resumes from here
+        pause_for_tests();
         ++result.layers_written;
         bytes_done += layer_bytes;
         result.input_bytes += layer_bytes;

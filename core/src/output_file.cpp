@@ -2,6 +2,7 @@
 #include <moequant/output_file.hpp>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,28 +45,94 @@ void sync_directory(const std::filesystem::path& dir) {
     ::close(fd);
 }
 
+// Removes a partial file found where a new one is to be created, unless a live run holds its lock.
+// Returns false when one does. A non-regular entry (a planted symlink, a FIFO) loses only its
+// name: unlink() never follows a link.
+bool remove_stale_partial(const std::filesystem::path& partial) {
+    struct stat seen {};
+    if (::lstat(partial.c_str(), &seen) != 0) return true;  // gone meanwhile: retry the create
+    if (S_ISDIR(seen.st_mode)) {
+        errno = EISDIR;
+        return true;  // the retried create reports it
+    }
+    if (!S_ISREG(seen.st_mode)) {
+        ::unlink(partial.c_str());
+        return true;
+    }
+    const int fd = ::open(partial.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return true;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ::close(fd);
+        return false;
+    }
+    // Still the file we locked (not one another run has created since)?
+    struct stat locked {}, now {};
+    if (::fstat(fd, &locked) == 0 && ::lstat(partial.c_str(), &now) == 0 && locked.st_ino == now.st_ino &&
+        locked.st_dev == now.st_dev)
+        ::unlink(partial.c_str());
+    ::close(fd);
+    return true;
+}
+
 }  // namespace
 
 std::filesystem::path partial_path_for(const std::filesystem::path& final_path) {
-    return final_path.parent_path() / ("." + final_path.filename().string() + ".partial");
+    return final_path.parent_path() / ("." + final_path.filename().string() + partial_marker);
+}
+
+bool is_partial_name(std::string_view name) noexcept {
+    return name.size() > std::string_view(partial_marker).size() + 1 && name.front() == '.' && name.ends_with(partial_marker);
 }
 
 OutputFile::OutputFile(std::filesystem::path final_path, std::uint64_t expected_size, Durability durability)
     : final_path_(std::move(final_path)), partial_path_(partial_path_for(final_path_)), durability_(durability) {
-    fd_ = ::open(partial_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail(errno, "cannot create");
+    // O_EXCL | O_NOFOLLOW: never write through a link planted under the partial name, and never
+    // share a partial with another run; the flock marks it live for as long as it is open.
+    for (int attempt = 0; attempt < 8 && fd_ < 0; ++attempt) {
+        fd_ = ::open(partial_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd_ >= 0) {
+            if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) busy();
+            break;
+        }
+        if (errno != EEXIST) fail(errno, "cannot create");
+        if (!remove_stale_partial(partial_path_)) busy();
+    }
+    if (fd_ < 0) fail(EEXIST, "cannot create");
+    struct stat created {};
+    if (::fstat(fd_, &created) == 0) {
+        partial_device_ = created.st_dev;
+        partial_inode_ = created.st_ino;
+    }
     if (expected_size > 0 && ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(expected_size)) != 0) {
         // Filesystems without fallocate simply do not reserve; real failures are reported.
-        if (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINTR) fail(errno, "cannot reserve space for");
+        const int error_number = errno;
+        if (error_number != EOPNOTSUPP && error_number != ENOSYS && error_number != EINTR) {
+            ::close(fd_);  // no destructor runs for a constructor that throws
+            fd_ = -1;
+            fail(error_number, "cannot reserve space for");
+        }
     }
 }
 
 OutputFile::~OutputFile() {
+    if (!committed_) remove_own_partial();
     if (fd_ >= 0) ::close(fd_);
-    if (!committed_) {
-        std::error_code ec;
-        std::filesystem::remove(partial_path_, ec);
-    }
+}
+
+void OutputFile::remove_own_partial() noexcept {
+    struct stat now {};
+    if (partial_inode_ != 0 && ::lstat(partial_path_.c_str(), &now) == 0 && now.st_ino == partial_inode_ &&
+        now.st_dev == partial_device_)
+        ::unlink(partial_path_.c_str());
+}
+
+void OutputFile::busy() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    throw Error(ErrorKind::io, "another moequant run is writing this file",
+                {.file = final_path_.string(),
+                 .code = "OutputBusy",
+                 .hint = "wait for it to finish, or write elsewhere; its partial file is " + partial_path_.filename().string()});
 }
 
 void OutputFile::fail(int error_number, const char* action) {
@@ -81,8 +148,7 @@ void OutputFile::fail(int error_number, const char* action) {
             failure_ = std::make_unique<Error>(ErrorKind::io, std::string(action) + " the file: " + std::strerror(error_number),
                                                ErrorContext{.file = final_path_.string(), .code = code, .hint = hint});
             // The partial file is useless now; its name goes at once, the descriptor at destruction.
-            std::error_code ec;
-            std::filesystem::remove(partial_path_, ec);
+            remove_own_partial();
             failed_ = true;
         }
     }

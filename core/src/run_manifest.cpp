@@ -5,6 +5,8 @@
 
 #include <boost/json.hpp>
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -28,6 +30,21 @@ std::vector<ManifestFile> files_from(const json::value& v) {
     return out;
 }
 
+json::array shards_json(const std::vector<ManifestShard>& shards) {
+    json::array a;
+    for (const auto& s : shards)
+        a.push_back(json::object{{"name", s.name}, {"bytes", s.bytes}, {"mtime_ns", s.mtime_ns}, {"header_digest", s.header_digest}});
+    return a;
+}
+
+std::vector<ManifestShard> shards_from(const json::value& v) {
+    std::vector<ManifestShard> out;
+    for (const auto& s : v.as_array())
+        out.push_back({std::string(s.at("name").as_string()), s.at("bytes").to_number<std::uint64_t>(),
+                       s.at("mtime_ns").to_number<std::int64_t>(), std::string(s.at("header_digest").as_string())});
+    return out;
+}
+
 }  // namespace
 
 std::optional<RunManifest> RunManifest::load(const std::filesystem::path& directory) {
@@ -45,6 +62,7 @@ std::optional<RunManifest> RunManifest::load(const std::filesystem::path& direct
         for (const auto& kv : o.at("settings").as_object()) m.settings.emplace_back(kv.key(), kv.value().as_string());
         m.source_fingerprint = o.at("source_fingerprint").as_string();
         m.plan_digest = o.at("plan_digest").as_string();
+        if (const json::value* shards = o.if_contains("source_shards")) m.source_shards = shards_from(*shards);
         for (const auto& l : o.at("completed_layers").as_array())
             m.completed_layers.push_back({l.at("layer").to_number<std::int64_t>(), files_from(l.at("files"))});
         m.final_files = files_from(o.at("final_files"));
@@ -66,6 +84,7 @@ void RunManifest::save(const std::filesystem::path& directory) const {
                    {"settings", std::move(settings_json)},
                    {"source_fingerprint", source_fingerprint},
                    {"plan_digest", plan_digest},
+                   {"source_shards", shards_json(source_shards)},
                    {"completed_layers", std::move(layers)},
                    {"final_files", files_json(final_files)},
                    {"complete", complete}};
@@ -83,6 +102,25 @@ bool RunManifest::same_job(const RunManifest& other) const noexcept {
            plan_digest == other.plan_digest;
 }
 
+const ManifestShard* RunManifest::source_shard(const std::string& name) const noexcept {
+    for (const auto& s : source_shards)
+        if (s.name == name) return &s;
+    return nullptr;
+}
+
+std::vector<ManifestShard> source_shard_records(const Checkpoint& checkpoint) {
+    std::vector<ManifestShard> out;
+    for (const auto& name : checkpoint.shard_names()) {
+        const SafetensorsFile& shard = checkpoint.shard(name);
+        struct stat st {};
+        std::int64_t mtime = 0;
+        if (::stat(shard.path().c_str(), &st) == 0)
+            mtime = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+        out.push_back({name, shard.file_size(), mtime, shard.header_digest()});
+    }
+    return out;
+}
+
 std::string source_fingerprint(const Checkpoint& checkpoint) {
     Digest64 d;
     if (checkpoint.has_config()) {
@@ -91,10 +129,7 @@ std::string source_fingerprint(const Checkpoint& checkpoint) {
         text << in.rdbuf();
         d.update(text.str());
     }
-    for (const auto& name : checkpoint.shard_names()) {
-        const SafetensorsFile& shard = checkpoint.shard(name);
-        d.update(name + "|" + std::to_string(shard.file_size()) + "|" + shard.header_digest() + "\n");
-    }
+    for (const auto& name : checkpoint.shard_names()) d.update(name + "\n");
     return d.hex();
 }
 

@@ -1,8 +1,8 @@
 // `kt-tree` (`--no-merge-safetensor`): kt-kernel's `.kt` file tree (kt-cpu-format.md §6):
 // `_layer_{L}/_numa_{i}/{P}_{proj}_{e}_{B}Byte_quant_.kt` (the code bytes) and
 // `..._{S}Byte_scale_.kt` (the float32 row scales), P = INT4 / INT8, and nothing else. A layer
-// is written into `._layer_{L}.partial/` and renamed when complete, so a layer folder under
-// its final name is always whole.
+// is written into `._layer_{L}.moequant.partial/` and renamed when complete, so a layer folder
+// under its final name is always whole.
 
 #include "kt_naming.hpp"
 #include "kt_tree_reader.hpp"
@@ -13,6 +13,7 @@
 #include <moequant/plugin.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,11 +41,18 @@ class KtTreeSink final : public LayerSink {
 public:
     KtTreeSink(fs::path output, std::int64_t layer, std::string prefix, int parts)
         : output_(std::move(output)), layer_(layer), prefix_(std::move(prefix)), parts_(parts) {
-        staging_ = output_ / ("." + layer_folder(layer) + ".partial");
+        staging_ = output_ / ("." + layer_folder(layer) + partial_marker);
         std::error_code ec;
-        fs::remove_all(staging_, ec);  // leftovers of an interrupted run
+        fs::remove_all(staging_, ec);  // leftovers of an interrupted run (a link loses only its name)
+        // mkdir, not create_directories: the staging folder must be one this run made, never
+        // something found under its name.
+        if (::mkdir(staging_.c_str(), 0755) != 0) {
+            const int e = errno;
+            throw Error(ErrorKind::io, std::string("cannot create the layer folder: ") + std::strerror(e),
+                        {.file = staging_.string(), .code = "WriteFailed"});
+        }
         for (int i = 0; i < parts_; ++i) {
-            fs::create_directories(staging_ / ("_numa_" + std::to_string(i)), ec);
+            fs::create_directory(staging_ / ("_numa_" + std::to_string(i)), ec);
             if (ec)
                 throw Error(ErrorKind::io, "cannot create the layer folder: " + ec.message(),
                             {.file = staging_.string(), .code = "WriteFailed"});

@@ -316,8 +316,13 @@ BOOST_AUTO_TEST_CASE(refusals) {
     BOOST_TEST(busy.exit_code == 5);
     BOOST_TEST(busy.err.find("OutputExists") != std::string::npos, busy.err);
     BOOST_TEST(fs::exists(dir / "busy/notes.txt"));
-    BOOST_TEST(run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "busy").string(), "--quiet", "--overwrite"}).exit_code == 0);
-    BOOST_TEST(!fs::exists(dir / "busy/notes.txt"));
+    // --overwrite removes only what a conversion writes: a user's file refuses it, untouched.
+    auto foreign = run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "busy").string(), "--quiet", "--overwrite"});
+    BOOST_TEST(foreign.exit_code == 5);
+    BOOST_TEST(foreign.err.find("ForeignEntry") != std::string::npos, foreign.err);
+    BOOST_TEST(read_text(dir / "busy/notes.txt") == "mine");
+    fs::remove(dir / "busy/notes.txt");
+    BOOST_TEST(run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "busy").string(), "--quiet"}).exit_code == 0);
     // Another job into the same folder (other method) is refused too.
     auto other = run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "busy").string(), "--quant-method", "int8", "--quiet"});
     BOOST_TEST(other.exit_code == 5);

@@ -317,7 +317,7 @@ BOOST_AUTO_TEST_CASE(synth_refuses_bad_options_and_existing_output) {
     auto layout = run_moequant({"synth", "--family", "deepseek_v3", "--layout", "fused-bmm", "--out", (dir / "x").string()});
     BOOST_TEST(layout.exit_code == 2);
     BOOST_TEST(!fs::exists(dir / "x"));
-    BOOST_TEST(!fs::exists(dir / ".x.partial"));
+    BOOST_TEST(!fs::exists(dir / ".x.moequant.partial"));
     BOOST_REQUIRE(run_moequant({"synth", "--family", "mixtral", "--out", (dir / "x").string()}).exit_code == 0);
     auto again = run_moequant({"synth", "--family", "mixtral", "--out", (dir / "x").string()});
     BOOST_TEST(again.exit_code == 5);

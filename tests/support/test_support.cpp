@@ -111,7 +111,11 @@ Child::Child(const std::vector<std::string>& argv, const std::vector<std::string
     args.push_back(nullptr);
     std::vector<std::string> env_strings;
     for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
-    for (const auto& e : env) env_strings.push_back(e);
+    for (const auto& e : env) {  // an added NAME=value replaces the inherited NAME
+        const std::string name = e.substr(0, e.find('=') + 1);
+        std::erase_if(env_strings, [&](const std::string& have) { return have.starts_with(name); });
+        env_strings.push_back(e);
+    }
     std::vector<char*> envp;
     for (auto& e : env_strings) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -121,6 +125,7 @@ Child::Child(const std::vector<std::string>& argv, const std::vector<std::string
         posix_spawn_file_actions_init(&actions);
         posix_spawn_file_actions_adddup2(&actions, out_fd_, 1);
         posix_spawn_file_actions_adddup2(&actions, err_fd_, 2);
+        if (limits.working_directory) posix_spawn_file_actions_addchdir_np(&actions, limits.working_directory->c_str());
         int rc = ::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), envp.data());
         posix_spawn_file_actions_destroy(&actions);
         if (rc != 0) {
@@ -141,6 +146,7 @@ Child::Child(const std::vector<std::string>& argv, const std::vector<std::string
     }
     if (pid_ == 0) {
         if (::dup2(out_fd_, 1) < 0 || ::dup2(err_fd_, 2) < 0 || ::setrlimit(RLIMIT_FSIZE, &fsize) != 0) ::_exit(127);
+        if (limits.working_directory && ::chdir(limits.working_directory->c_str()) != 0) ::_exit(127);
         ::execve(args[0], args.data(), envp.data());
         ::_exit(127);
     }

@@ -53,11 +53,12 @@ struct CommandResult {
 // Resource limits set in the child only (between fork and exec), never in the test process.
 struct ChildLimits {
     std::optional<std::uint64_t> file_size;  // RLIMIT_FSIZE in bytes (ulimit -f)
+    std::optional<fs::path> working_directory;  // the child's current folder (default: the test's)
 };
 
 // A program started without waiting for it (no shell), stdout and stderr captured. `env`
-// entries ("NAME=value") are added to the inherited environment. The destructor kills and
-// reaps a child still running.
+// entries ("NAME=value") are added to the inherited environment, replacing an inherited NAME.
+// The destructor kills and reaps a child still running.
 class Child {
 public:
     Child(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},

@@ -125,13 +125,13 @@ BOOST_AUTO_TEST_CASE(the_file_has_its_final_name_only_after_finish) {
     auto final_path = dir / "model-00001-of-00002.safetensors";
     std::vector<std::uint8_t> data(16, 1);
     SafetensorsWriter w(final_path, {{"w", DType::F32, {4}}});
-    BOOST_TEST(fs::exists(dir / ".model-00001-of-00002.safetensors.partial"));
+    BOOST_TEST(fs::exists(dir / ".model-00001-of-00002.safetensors.moequant.partial"));
     BOOST_TEST(!fs::exists(final_path));
     BOOST_TEST(partial_path_for(final_path).extension() == ".partial");
     w.write("w", bytes_of(data));
     w.finish();
     BOOST_TEST(fs::exists(final_path));
-    BOOST_TEST(!fs::exists(dir / ".model-00001-of-00002.safetensors.partial"));
+    BOOST_TEST(!fs::exists(dir / ".model-00001-of-00002.safetensors.moequant.partial"));
 }
 
 BOOST_AUTO_TEST_CASE(an_unfinished_writer_leaves_nothing_behind) {

@@ -6,9 +6,14 @@
 // flight, whatever the model size; the bytes do not depend on the number of threads.
 //
 // Reruns: the output folder's moequant-run.json records the job and its completed layers. A
-// rerun of the same job adopts the completed layers and continues; --resume-layer R redoes
-// every layer >= R (the layers before R must be complete). A folder with another job's files,
-// or files moequant did not write, is refused unless `overwrite` is set, which empties it.
+// rerun of the same job adopts a completed layer while its files hold the bytes written and the
+// source shards feeding it are unchanged (otherwise the layer is redone, with a progress note
+// saying why); --resume-layer R redoes every layer >= R (the layers before R must be complete).
+// A folder with another job's files is refused unless `overwrite` is set, which removes what a
+// conversion writes and refuses a folder holding anything else (output_overwrite.hpp).
+//
+// Output safety (README "Output folders"): before any file is touched the output is checked
+// against the inputs (output_location.hpp), then locked for the whole run (output_lock.hpp).
 //
 // A routed-expert weight holding NaN or Inf (seen in BF16, after FP8 dequantization) is refused
 // with Error(input, "NonFiniteWeight") naming the tensor, layer and first bad element, before
@@ -52,6 +57,8 @@ struct ConversionJob {
     bool overwrite = false;
     bool allow_non_finite = false;          // convert NaN/Inf expert weights instead of refusing them
     const CalibrationActivations* calibration = nullptr;  // recorded MoE inputs (GPTQ)
+    // Other files the job reads (a --dataset): the output folder may not hold them.
+    std::vector<std::filesystem::path> input_files;
     // Or built-in calibration: each layer's inputs from the decoder forward, the layer then
     // finished with its quantized experts (sequential_calibration.hpp). Layers are never adopted
     // from an earlier run in this mode: the hidden states need every layer recomputed.

@@ -1,9 +1,15 @@
 // Writing output files safely: under a temporary name, renamed into place only when complete.
 //
 // The kt runtime and transformers load every `*.safetensors` they find, so a half-written file
-// must never carry its final name. An OutputFile writes "<dir>/.<name>.partial", and commit()
-// flushes it to disk (fdatasync), renames it to <name> and syncs the folder. Destroying an
-// uncommitted OutputFile removes the partial file. Write failures become Error(io) naming the
+// must never carry its final name. An OutputFile writes "<dir>/.<name>.moequant.partial", and
+// commit() flushes it to disk (fdatasync), renames it to <name> and syncs the folder. Destroying
+// an uncommitted OutputFile removes the partial file.
+//
+// The partial is created with O_EXCL | O_NOFOLLOW and flock()ed while it is open: a link planted
+// under its name is never written through, and two runs never share one. A partial left by a
+// killed run (nobody holds its lock) is removed; a live one held by another run is refused with
+// Error(io, "OutputBusy"). The marker ".moequant.partial" keeps the tool from ever touching a
+// user's own ".<name>.partial". Write failures become Error(io) naming the
 // file, with code "DiskFull" (ENOSPC), "FileTooLarge" (EFBIG: RLIMIT_FSIZE or a filesystem
 // limit; the host ignores SIGXFSZ so this is reported instead of killing the process) or
 // "WriteFailed".
@@ -26,8 +32,13 @@
 
 namespace moequant {
 
-// "<dir>/.<name>.partial" for "<dir>/<name>" (never ends in .safetensors).
+// Ends every temporary name the tool creates (files and staging folders).
+inline constexpr const char* partial_marker = ".moequant.partial";
+
+// "<dir>/.<name>.moequant.partial" for "<dir>/<name>" (never ends in .safetensors).
 MOEQUANT_API std::filesystem::path partial_path_for(const std::filesystem::path& final_path);
+// True for ".<name>.moequant.partial": a temporary the tool made (never a user's own file).
+MOEQUANT_API bool is_partial_name(std::string_view name) noexcept;
 
 class MOEQUANT_API OutputFile {
 public:
@@ -62,10 +73,13 @@ public:
 private:
     [[noreturn]] void fail(int error_number, const char* action);
     [[noreturn]] void rethrow_failure() const;
+    [[noreturn]] void busy();
+    void remove_own_partial() noexcept;  // only while the name is still the file this object made
 
     std::filesystem::path final_path_;
     std::filesystem::path partial_path_;
     int fd_ = -1;
+    std::uint64_t partial_device_ = 0, partial_inode_ = 0;
     std::uint64_t append_offset_ = 0;
     bool committed_ = false;
     Durability durability_ = Durability::synced_on_commit;

@@ -58,7 +58,12 @@
 //              unquantized_layers (OutputFormat::check() refuses them by default);
 //              expert_module_name(); Tokenizer (tokenizer.hpp); ModelAdapter::chat_template()
 //              (chat_template.hpp); calibration_dataset.hpp; expert_placement.hpp; layer_ops.hpp.
-#define MOEQUANT_PLUGIN_ABI_VERSION 7
+//   8 (0.1.0): ModelAdapter::decoder_forward() (decoder_forward.hpp; added under 7 without a
+//              bump); OutputFile gains the identity of its partial (layout change), partial names
+//              carry ".moequant.partial" (partial_marker, is_partial_name()); output_location.hpp,
+//              output_lock.hpp, output_overwrite.hpp; RunManifest records source shards
+//              (ManifestShard); ConversionJob::input_files.
+#define MOEQUANT_PLUGIN_ABI_VERSION 8
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

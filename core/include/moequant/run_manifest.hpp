@@ -2,7 +2,9 @@
 // an interrupted run stopped and refuse a folder that holds another run's output
 // (conventions.md §4). It records the tool version, the settings that decide the output bytes,
 // a fingerprint of the source, a digest of the plan, and every completed layer with the
-// digests of the files written. No absolute paths, no times: the same inputs give the same
+// digests of the files written, and each source shard's size, modification time and header
+// digest, so a rerun adopts a completed layer only while its files and the shards feeding it are
+// unchanged. No absolute paths and no clock times of the run: the same inputs give the same
 // manifest.
 #pragma once
 
@@ -27,6 +29,15 @@ struct ManifestFile {
     std::string digest;
 };
 
+// A source shard as it was when the run started.
+struct ManifestShard {
+    std::string name;
+    std::uint64_t bytes = 0;
+    std::int64_t mtime_ns = 0;
+    std::string header_digest;
+    bool operator==(const ManifestShard&) const = default;
+};
+
 struct ManifestLayer {
     std::int64_t layer = 0;
     std::vector<ManifestFile> files;
@@ -36,8 +47,9 @@ struct MOEQUANT_API RunManifest {
     std::string tool_version;
     std::string command;  // e.g. "convert"
     std::vector<std::pair<std::string, std::string>> settings;  // what decides the bytes
-    std::string source_fingerprint;
+    std::string source_fingerprint;  // config.json and the shard names: which model
     std::string plan_digest;
+    std::vector<ManifestShard> source_shards;  // in the checkpoint's order
     std::vector<ManifestLayer> completed_layers;  // in completion order
     std::vector<ManifestFile> final_files;        // written by the last step
     bool complete = false;
@@ -48,12 +60,17 @@ struct MOEQUANT_API RunManifest {
     void save(const std::filesystem::path& directory) const;
 
     const ManifestLayer* completed(std::int64_t layer) const noexcept;
-    // True when both were made from the same source, plan and settings.
+    // True when both were made from the same source, plan and settings (a shard whose data
+    // changed since does not make another job: only the layers it feeds are redone).
     bool same_job(const RunManifest& other) const noexcept;
+    // The recorded state of a source shard, or null when this manifest has none.
+    const ManifestShard* source_shard(const std::string& name) const noexcept;
 };
 
-// Digest of config.json and every shard's name, size and header (reads headers only).
+// Digest of config.json and the shard names (which model, not the state of its data).
 MOEQUANT_API std::string source_fingerprint(const Checkpoint& checkpoint);
+// Each shard's size, modification time and header digest now (reads headers only).
+MOEQUANT_API std::vector<ManifestShard> source_shard_records(const Checkpoint& checkpoint);
 // Digest of everything in a plan.
 MOEQUANT_API std::string plan_digest(const ModelPlan& plan);
 
