@@ -11,6 +11,7 @@
 #include <moequant/conversion.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
+#include <moequant/printable.hpp>
 
 #include <iostream>
 
@@ -112,7 +113,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     std::cout << "converted " << result.layers_written << " layer(s)";
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
     std::cout << " of " << plan.family << " with " << (quantizer ? quantizer->id() : std::string_view("no quantizer"))
-              << " into " << format->id() << " (" << output << "): " << human_bytes(result.input_bytes) << " of experts in, "
+              << " into " << format->id() << " (" << printable_name(output) << "): " << human_bytes(result.input_bytes) << " of experts in, "
               << human_bytes(result.output_bytes) << " written, " << result.seconds << " s\n";
     return 0;
 }

@@ -13,6 +13,7 @@
 #include <moequant/checkpoint.hpp>
 #include <moequant/conversion.hpp>
 #include <moequant/error.hpp>
+#include <moequant/printable.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/sequential_calibration.hpp>
 
@@ -264,7 +265,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     std::cout << "quantized " << result.layers_written << " layer(s)";
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
     std::cout << " of " << plan.family << " with " << quantizer_id << " " << quant_type << " into compressed-tensors ("
-              << output << "): " << human_bytes(result.input_bytes) << " of experts in, " << human_bytes(result.output_bytes)
+              << printable_name(output) << "): " << human_bytes(result.input_bytes) << " of experts in, " << human_bytes(result.output_bytes)
               << " written, " << result.seconds << " s\n";
     return 0;
 }

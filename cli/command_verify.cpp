@@ -12,6 +12,7 @@
 #include <moequant/error.hpp>
 #include <moequant/output_comparison.hpp>
 #include <moequant/parallel.hpp>
+#include <moequant/printable.hpp>
 #include <moequant/verification.hpp>
 
 #include <boost/json.hpp>
@@ -183,19 +184,21 @@ void print_report_text(const VerificationReport& report, const OpenedOutput& out
         for (const PartCheck* c : worst_parts(report, worst))
             std::cout << "  " << key_text(c->key) << "  relRMS " << number(c->rel_rms_error) << "  SNR "
                       << number(c->snr_db, "%.1f") << " dB  max |err| " << number(c->max_abs_error) << "  ("
-                      << codes_location(c->location) << ")\n";
+                      << printable_name(codes_location(c->location)) << ")\n";
     }
     std::size_t failed = 0;
     for (const auto& c : report.checks)
         if (!c.problem.empty()) ++failed;
     if (!report.problems.empty() || failed) {
         std::cout << "\nproblems:\n";
-        for (const auto& p : report.problems) std::cout << "  " << p << "\n";
+        // Locations are the output's tensor names; problems quote them.
+        for (const auto& p : report.problems) std::cout << "  " << printable_text(p) << "\n";
         std::size_t shown = 0;
         for (const auto& c : report.checks)
             if (!c.problem.empty() && shown++ < 50)
-                std::cout << "  " << key_text(c.key) << " (" << (c.location.empty() ? c.source_tensor : c.location)
-                          << "): " << c.problem << "\n";
+                std::cout << "  " << key_text(c.key) << " ("
+                          << printable_name(c.location.empty() ? c.source_tensor : c.location)
+                          << "): " << printable_text(c.problem) << "\n";
         if (shown > 50) std::cout << "  ... and " << shown - 50 << " more failed parts\n";
     }
     std::cout << "\n"
@@ -271,12 +274,13 @@ int compare_two_outputs(const std::string& a_path, const std::string& b_path, bo
                                                   {"differences", std::move(differences)}})
                   << "\n";
     } else {
-        std::cout << "compare: " << a.format->id() << " (" << a_path << ") vs " << b.format->id() << " (" << b_path
-                  << "), " << report.method << ", " << report.parts << " part(s)\n";
+        std::cout << "compare: " << a.format->id() << " (" << printable_name(a_path) << ") vs " << b.format->id() << " ("
+                  << printable_name(b_path) << "), " << printable_name(report.method) << ", " << report.parts << " part(s)\n";
         std::size_t shown = 0;
         for (const auto& d : report.differences) {
             if (shown++ >= 50) break;
-            std::cout << "  " << key_text(d.key) << (d.tensor.empty() ? "" : " " + d.tensor) << ": " << d.problem;
+            std::cout << "  " << key_text(d.key) << (d.tensor.empty() ? "" : " " + printable_name(d.tensor)) << ": "
+                      << printable_text(d.problem);
             if (d.differing_bytes)
                 std::cout << " (" << with_commas(d.differing_bytes) << " of " << with_commas(d.bytes)
                           << " bytes, first at byte " << d.first_difference << ")";
