@@ -6,6 +6,7 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "saturated_rows_warning.hpp"
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/conversion.hpp>
@@ -107,9 +108,13 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     job.overwrite = overwrite;
     job.allow_non_finite = allow_non_finite;
 
+    SaturatedRowLog saturated;
+    job.saturated_rows = &saturated;
+
     StreamProgress progress(stderr);
     SilentProgress silent;
     ConversionResult result = run_conversion(job, quiet ? static_cast<ProgressSink&>(silent) : progress);
+    warn_about_saturated_rows(saturated);
     std::cout << "converted " << result.layers_written << " layer(s)";
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
     std::cout << " of " << plan.family << " with " << (quantizer ? quantizer->id() : std::string_view("no quantizer"))

@@ -6,6 +6,7 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "saturated_rows_warning.hpp"
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/calibration_activations.hpp>
@@ -122,6 +123,7 @@ json::object check_json(const PartCheck& c) {
         o["gemv_rel_error"] = *c.gemv_rel_error;
         o["gemv_rows_beyond_bound"] = c.gemv_rows_beyond_bound;
     }
+    if (!c.saturated_rows.empty()) o["saturated_rows"] = json::value_from(c.saturated_rows);
     if (!c.problem.empty()) o["problem"] = c.problem;
     return o;
 }
@@ -241,6 +243,11 @@ int verify_against_source(const std::string& source_path, const std::string& con
     const VerificationReport report = verify_output(job, quiet || as_json ? static_cast<ProgressSink&>(silent) : progress);
     if (as_json) print_report_json(report, output);
     else print_report_text(report, output, worst);
+    // The same warning convert printed when it wrote them: such rows pass, as convert accepted them.
+    SaturatedRowLog saturated;
+    for (const auto& c : report.checks)
+        saturated.add(c.source_tensor, c.key.projection, c.key.part, report.parts, c.rows, c.saturated_rows);
+    warn_about_saturated_rows(saturated);
     return report.passed() ? 0 : exit_code(ErrorKind::verification);
 }
 

@@ -151,6 +151,7 @@ void check_part(const VerificationJob& job, const StoredPartKey& key, const Tens
     const Tensor decoded = job.quantizer->dequantize(stored.tensor, shape);
     const std::optional<Tensor> bounds = job.quantizer->error_bounds(stored.tensor, shape);
     check.has_bound = bounds.has_value();
+    check.saturated_rows = job.quantizer->saturated_rows(stored.tensor, shape);  // their bound covers them
     const std::vector<float> source = source_values(source_part);
     compare_values(source, decoded, bounds, check);
     if (job.gemv) check_gemv(*job.quantizer, stored.tensor, source, bounds, job.gemv_seed, check);

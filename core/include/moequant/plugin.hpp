@@ -58,6 +58,8 @@
 //              unquantized_layers (OutputFormat::check() refuses them by default);
 //              expert_module_name(); Tokenizer (tokenizer.hpp); ModelAdapter::chat_template()
 //              (chat_template.hpp); calibration_dataset.hpp; expert_placement.hpp; layer_ops.hpp.
+//   next ABI (issue 13): Quantizer::saturated_rows() (rows whose codes saturate; convert and
+//              verify warn about them).
 #define MOEQUANT_PLUGIN_ABI_VERSION 7
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
