@@ -12,6 +12,7 @@
 
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
+#include <moequant/printable.hpp>
 #include <moequant/sequential_calibration.hpp>
 
 #include <boost/program_options.hpp>
@@ -76,7 +77,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     }
     run.finish();
     std::cout << "recorded " << source.plan.moe_layers.size() << " MoE layer(s) of " << source.plan.family << ": "
-              << run.samples() << " sample(s), " << run.tokens() << " token(s) -> " << output << "\n";
+              << run.samples() << " sample(s), " << run.tokens() << " token(s) -> " << printable_name(output) << "\n";
     return 0;
 }
 
