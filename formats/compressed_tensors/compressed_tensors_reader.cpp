@@ -10,9 +10,9 @@
 #include <moequant/sharded_writer.hpp>
 
 #include <boost/json.hpp>
+#include <boost/regex.hpp>
 
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -81,33 +81,44 @@ void record_weight_arguments(const json::object& q, Options& recorded) {
 }
 
 // quantization_config.ignore: module names, or `re:` patterns matched from the start of the
-// name (as vLLM matches them, spec §8.1). A missing list ignores nothing.
+// name (as vLLM matches them, spec §8.1). A missing list ignores nothing. Boost.Regex, not
+// std::regex: it gives up on a pattern that backtracks without end (e.g. `re:(a|aa)*$`), where
+// std::regex would hang verify.
 class IgnoreList {
 public:
-    IgnoreList(const json::object& q, const std::string& where) {
+    IgnoreList(const json::object& q, const std::string& where) : where_(where) {
         const json::value* list = q.if_contains("ignore");
         if (!list || list->is_null()) return;
         try {
             for (const auto& n : list->as_array()) {
                 const std::string entry(n.as_string());
-                if (entry.starts_with("re:")) patterns_.emplace_back(entry.substr(3));
+                if (entry.starts_with("re:")) patterns_.emplace_back(entry.substr(3));  // throws on bad syntax
                 else names_.insert(entry);
             }
         } catch (const std::exception& e) {
-            throw Error(ErrorKind::input, std::string("quantization_config.ignore is not a list of names and re: patterns: ") + e.what(),
+            throw Error(ErrorKind::input,
+                        std::string("quantization_config.ignore is not a list of names and re: patterns: ") + e.what(),
                         {.file = where, .code = "UnsupportedFormat"});
         }
     }
     bool lists(const std::string& module) const {
         if (names_.count(module)) return true;
-        for (const auto& p : patterns_)
-            if (std::regex_search(module, p, std::regex_constants::match_continuous)) return true;
+        for (const auto& p : patterns_) {
+            try {
+                if (boost::regex_search(module, p, boost::match_continuous)) return true;
+            } catch (const std::runtime_error&) {  // the match exceeded Boost.Regex's complexity bound
+                throw Error(ErrorKind::input,
+                            "quantization_config.ignore pattern 're:" + p.str() + "' is too complex to match",
+                            {.file = where_, .tensor = module, .code = "UnsupportedFormat"});
+            }
+        }
         return false;
     }
 
 private:
+    std::string where_;
     std::set<std::string> names_;
-    std::vector<std::regex> patterns_;
+    std::vector<boost::regex> patterns_;
 };
 
 // What the config states that the stored experts contradict without the source's shapes (those
@@ -122,7 +133,8 @@ void check_against_config(const StoredPartIndex& index, const Options& recorded,
         const std::string module = any.substr(0, any.rfind('.'));
         if (tensors.count("weight")) {
             if (!ignore.lists(module))
-                throw Error(ErrorKind::input, "stores expert '" + module + "' unquantized, but quantization_config.ignore does not list it",
+                throw Error(ErrorKind::input,
+                            "stores expert '" + module + "' unquantized, but quantization_config.ignore does not list it",
                             {.file = where, .tensor = tensors.at("weight"), .code = "UnlistedUnquantized"});
             continue;
         }
@@ -131,12 +143,13 @@ void check_against_config(const StoredPartIndex& index, const Options& recorded,
                         "quantization_config.ignore lists expert '" + module +
                             "', but the output stores it quantized (vLLM would load it as an unquantized weight)",
                         {.file = where, .tensor = any, .code = "IgnoredButQuantized"});
-        if (tensors.count("weight_g_idx") != (group_order ? 1u : 0u))
-            throw Error(ErrorKind::input,
-                        group_order ? "quantization_config.actorder is \"group\", but expert '" + module + "' has no weight_g_idx"
-                                    : "quantization_config.actorder is " + recorded.get_string("actorder", "none") +
-                                          ", but expert '" + module + "' stores a weight_g_idx (read only with actorder \"group\")",
-                        {.file = where, .tensor = any, .code = "ConfigContradictsParts"});
+        if (tensors.count("weight_g_idx") != (group_order ? 1u : 0u)) {
+            const std::string why =
+                group_order ? "quantization_config.actorder is \"group\", but expert '" + module + "' has no weight_g_idx"
+                            : "quantization_config.actorder is " + recorded.get_string("actorder", "none") + ", but expert '" +
+                                  module + "' stores a weight_g_idx (read only with actorder \"group\")";
+            throw Error(ErrorKind::input, why, {.file = where, .tensor = any, .code = "ConfigContradictsParts"});
+        }
     }
 }
 

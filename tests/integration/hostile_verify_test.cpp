@@ -149,6 +149,24 @@ BOOST_AUTO_TEST_CASE(config_scheme_contradicting_the_stored_sizes_fails) {
                bits.out);
     BOOST_TEST(contains(bits.out, "num_bits 8"), bits.out);
 
+    // One part stored with another group size than the config's (and its neighbours').
+    const fs::path odd = o.dir / "odd_part";
+    rewrite(o.out, odd, [&](const std::string& name, std::optional<Replacement>& r) {
+        if (name == module + ".weight_scale")
+            r = Replacement{{name, DType::BF16, {scale[0], scale[1] * 2}},
+                            std::vector<std::uint8_t>(static_cast<std::size_t>(scale[0] * scale[1] * 4), 0x3c)};
+        return true;
+    });
+    auto part = run_moequant({"verify", "--source", o.source.string(), "--converted", odd.string(), "--quiet",
+                              "--quantizer", "rtn"});  // rewrite() drops the shards' moequant metadata
+    BOOST_TEST(part.exit_code == 6, part.out << part.err);
+    BOOST_TEST(lines_with(part.out, module + ".weight_scale, ") == 1u, part.out);
+    BOOST_TEST(contains(part.out, "'weight_scale' has shape " + shape_text(scale[0], scale[1] * 2) + ", expected " +
+                                      shape_to_string(scale) + " (the layout of rtn with the output's num_bits 4, "
+                                      "strategy group, group_size 128)"),
+               part.out);
+    BOOST_TEST(contains(part.out, "FAILED: 47 of 48 parts"), part.out);
+
     // A strategy and group_size that do not go together are no scheme at all.
     auto mixed = o.verify(o.with_config("mixed", [](json::object& q) { weight_arguments(q)["strategy"] = "channel"; }));
     check_one_error_line(mixed, 3, "UnsupportedFormat");
@@ -168,12 +186,14 @@ BOOST_AUTO_TEST_CASE(type_symmetric_and_actorder_contradicting_the_parts_are_ref
 
     auto order = o.verify(o.with_config("group_order", [](json::object& q) { weight_arguments(q)["actorder"] = "group"; }));
     check_one_error_line(order, 3, "ConfigContradictsParts");
-    BOOST_TEST(contains(order.err, "quantization_config.actorder is \"group\", but expert 'model.layers.0.mlp.experts.0.gate_proj' has no weight_g_idx"),
+    BOOST_TEST(contains(order.err, "quantization_config.actorder is \"group\", but expert "
+                                   "'model.layers.0.mlp.experts.0.gate_proj' has no weight_g_idx"),
                order.err);
 
     // And the other way: a weight_g_idx that actorder says is not there.
     auto gptq = run_moequant({"synth", "--family", "qwen3_moe", "--layout", "per-expert", "--out", (o.dir / "s2").string(),
-                              "--activations", (o.dir / "a.safetensors").string(), "--samples", "4", "--sample-tokens", "32"});
+                              "--activations", (o.dir / "a.safetensors").string(), "--samples", "4",
+                              "--sample-tokens", "32"});
     BOOST_REQUIRE_MESSAGE(gptq.exit_code == 0, gptq.err);
     const fs::path grouped = o.dir / "grouped";
     auto g = run_moequant({"gptq", "--model_id", (o.dir / "s2").string(), "--output_dir", grouped.string(), "--actorder",
@@ -193,7 +213,8 @@ BOOST_AUTO_TEST_CASE(a_quantized_expert_listed_in_ignore_is_refused) {
     RtnOutput o;
     auto named = o.verify(o.with_config("named", [](json::object& q) { q["ignore"].as_array().emplace_back(module); }));
     check_one_error_line(named, 3, "IgnoredButQuantized");
-    BOOST_TEST(contains(named.err, "quantization_config.ignore lists expert '" + module + "', but the output stores it quantized"),
+    BOOST_TEST(contains(named.err,
+                        "quantization_config.ignore lists expert '" + module + "', but the output stores it quantized"),
                named.err);
     BOOST_TEST(contains(named.err, "tensor '" + module + ".weight_packed'"), named.err);
 
@@ -202,6 +223,12 @@ BOOST_AUTO_TEST_CASE(a_quantized_expert_listed_in_ignore_is_refused) {
     }));
     check_one_error_line(pattern, 3, "IgnoredButQuantized");
     BOOST_TEST(contains(pattern.err, "expert 'model.layers.1.mlp.experts.0.gate_proj'"), pattern.err);
+
+    // A pattern that backtracks without end is refused, not matched for ever.
+    auto endless = o.verify(
+        o.with_config("endless", [](json::object& q) { q["ignore"].as_array().emplace_back("re:(\\w|\\w|.)*Z"); }));
+    check_one_error_line(endless, 3, "UnsupportedFormat");
+    BOOST_TEST(contains(endless.err, "pattern 're:(\\w|\\w|.)*Z' is too complex to match"), endless.err);
 }
 
 // A checkpoint's tensor name can hold ESC sequences, CR, LF and C1 controls: inspect and error
