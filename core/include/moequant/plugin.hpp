@@ -59,7 +59,8 @@
 //              expert_module_name(); Tokenizer (tokenizer.hpp); ModelAdapter::chat_template()
 //              (chat_template.hpp); calibration_dataset.hpp; expert_placement.hpp; layer_ops.hpp.
 //   next ABI (issue 13): Quantizer::saturated_rows() (rows whose codes saturate; convert and
-//              verify warn about them).
+//              verify warn about them); printable.hpp (printable_name(), printable_text());
+//              saturated_rows.hpp.
 #define MOEQUANT_PLUGIN_ABI_VERSION 7
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
