@@ -82,8 +82,8 @@ void record_weight_arguments(const json::object& q, Options& recorded) {
 
 // quantization_config.ignore: module names, or `re:` patterns matched from the start of the
 // name (as vLLM matches them, spec §8.1). A missing list ignores nothing. Boost.Regex, not
-// std::regex: it gives up on a pattern that backtracks without end (e.g. `re:(a|aa)*$`), where
-// std::regex would hang verify.
+// std::regex: it gives up on a pattern that backtracks without end, where std::regex would hang
+// verify (`re:(.*)*y` over a module name does).
 class IgnoreList {
 public:
     IgnoreList(const json::object& q, const std::string& where) : where_(where) {
@@ -127,7 +127,8 @@ private:
 // exactly when actorder is "group" (vLLM reads it only then).
 void check_against_config(const StoredPartIndex& index, const Options& recorded, const IgnoreList& ignore,
                           const std::string& where) {
-    const bool group_order = recorded.get_string("actorder", "none") == "group";
+    const std::string actorder = recorded.get_string("actorder", "none");
+    const bool group_order = actorder == "group" || actorder == "dynamic";  // "dynamic" is group's alias
     for (const auto& [key, tensors] : index) {
         const std::string& any = tensors.begin()->second;
         const std::string module = any.substr(0, any.rfind('.'));
@@ -146,7 +147,7 @@ void check_against_config(const StoredPartIndex& index, const Options& recorded,
         if (tensors.count("weight_g_idx") != (group_order ? 1u : 0u)) {
             const std::string why =
                 group_order ? "quantization_config.actorder is \"group\", but expert '" + module + "' has no weight_g_idx"
-                            : "quantization_config.actorder is " + recorded.get_string("actorder", "none") + ", but expert '" +
+                            : "quantization_config.actorder is " + actorder + ", but expert '" +
                                   module + "' stores a weight_g_idx (read only with actorder \"group\")";
             throw Error(ErrorKind::input, why, {.file = where, .tensor = any, .code = "ConfigContradictsParts"});
         }
