@@ -6,11 +6,13 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "saturated_rows_warning.hpp"
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/conversion.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
+#include <moequant/printable.hpp>
 
 #include <iostream>
 
@@ -107,13 +109,17 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     job.overwrite = overwrite;
     job.allow_non_finite = allow_non_finite;
 
+    SaturatedRowLog saturated;
+    job.saturated_rows = &saturated;
+
     StreamProgress progress(stderr);
     SilentProgress silent;
     ConversionResult result = run_conversion(job, quiet ? static_cast<ProgressSink&>(silent) : progress);
+    warn_about_saturated_rows(saturated);
     std::cout << "converted " << result.layers_written << " layer(s)";
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
     std::cout << " of " << plan.family << " with " << (quantizer ? quantizer->id() : std::string_view("no quantizer"))
-              << " into " << format->id() << " (" << output << "): " << human_bytes(result.input_bytes) << " of experts in, "
+              << " into " << format->id() << " (" << printable_name(output) << "): " << human_bytes(result.input_bytes) << " of experts in, "
               << human_bytes(result.output_bytes) << " written, " << result.seconds << " s\n";
     return 0;
 }

@@ -7,6 +7,7 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "saturated_rows_warning.hpp"
 #include "text_calibration.hpp"
 
 #include <moequant/calibration_activations.hpp>
@@ -15,6 +16,7 @@
 #include <moequant/error.hpp>
 #include <moequant/output_location.hpp>
 #include <moequant/parallel.hpp>
+#include <moequant/printable.hpp>
 #include <moequant/sequential_calibration.hpp>
 
 #include <iostream>
@@ -266,12 +268,15 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
                                : "; every expert sees all of them"));
     else if (calibration || !dataset.empty())
         sink.note("RTN needs no calibration: " + (calibration ? activations : dataset) + " is not used");
+    SaturatedRowLog saturated;
+    job.saturated_rows = &saturated;
     ConversionResult result = run_conversion(job, sink);
     if (sequential) sequential->finish();  // commits --save-activations
+    warn_about_saturated_rows(saturated);
     std::cout << "quantized " << result.layers_written << " layer(s)";
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
     std::cout << " of " << plan.family << " with " << quantizer_id << " " << quant_type << " into compressed-tensors ("
-              << output << "): " << human_bytes(result.input_bytes) << " of experts in, " << human_bytes(result.output_bytes)
+              << printable_name(output) << "): " << human_bytes(result.input_bytes) << " of experts in, " << human_bytes(result.output_bytes)
               << " written, " << result.seconds << " s\n";
     return 0;
 }

@@ -9,6 +9,7 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/error.hpp>
+#include <moequant/printable.hpp>
 
 #include <boost/json.hpp>
 
@@ -139,15 +140,16 @@ void print_json(const Checkpoint& c, const Summary& s, std::size_t top, bool all
 
 void print_text(const Checkpoint& c, const Summary& s, std::size_t top, bool all_tensors, const PlanResult& plan,
                 bool full_plan) {
-    std::cout << "checkpoint: " << c.directory().string();
-    if (c.index_path()) std::cout << " (index " << c.index_path()->filename().string() << ")";
-    else std::cout << " (single file " << c.shard_names().front() << ")";
+    // Every name below comes from the checkpoint's files: printed through printable_name().
+    std::cout << "checkpoint: " << printable_name(c.directory().string());
+    if (c.index_path()) std::cout << " (index " << printable_name(c.index_path()->filename().string()) << ")";
+    else std::cout << " (single file " << printable_name(c.shard_names().front()) << ")";
     std::cout << "\n";
     if (c.has_config()) {
         ModelConfig config = c.config();
-        std::cout << "model_type: " << (config.model_type().empty() ? "(none)" : config.model_type());
+        std::cout << "model_type: " << (config.model_type().empty() ? "(none)" : printable_name(config.model_type()));
         auto arch = config.architectures();
-        if (!arch.empty()) std::cout << "  architectures: " << arch.front();
+        if (!arch.empty()) std::cout << "  architectures: " << printable_name(arch.front());
         std::cout << "\n";
     }
     std::cout << "shards: " << c.shard_names().size() << "  tensors: " << with_commas(s.rows.size())
@@ -157,7 +159,7 @@ void print_text(const Checkpoint& c, const Summary& s, std::size_t top, bool all
         const SafetensorsFile& f = c.shard(c.shard_names().front());
         if (f.header().has_metadata) {
             std::cout << "metadata:";
-            for (const auto& [k, v] : f.header().metadata) std::cout << " " << k << "=" << v;
+            for (const auto& [k, v] : f.header().metadata) std::cout << " " << printable_name(k) << "=" << printable_name(v);
             std::cout << "\n";
         }
     }
@@ -169,9 +171,9 @@ void print_text(const Checkpoint& c, const Summary& s, std::size_t top, bool all
     if (n > 0) std::cout << "\n" << (all_tensors ? "tensors (largest first):\n" : "largest tensors:\n");
     for (std::size_t i = 0; i < n; ++i) {
         const auto& r = s.rows[i];
-        std::cout << "  " << std::left << std::setw(48) << r.info->name << " " << std::setw(8)
+        std::cout << "  " << std::left << std::setw(48) << printable_name(r.info->name) << " " << std::setw(8)
                   << dtype_name(r.info->dtype) << " " << std::setw(18) << shape_to_string(r.info->shape) << " "
-                  << std::right << std::setw(12) << human_bytes(r.info->size_bytes()) << "  " << *r.shard << "\n";
+                  << std::right << std::setw(12) << human_bytes(r.info->size_bytes()) << "  " << printable_name(*r.shard) << "\n";
     }
     if (plan.plan) print_plan_text(std::cout, {*plan.plan, plan.overridden}, full_plan);
     else if (!plan.reason_absent.empty()) std::cout << "\n" << plan.reason_absent << "\n";

@@ -6,6 +6,7 @@
 
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
+#include <moequant/printable.hpp>
 
 #include <boost/json.hpp>
 
@@ -85,19 +86,22 @@ void print_table(const Registry& registry, bool all) {
         std::cout << std::left << std::setw(22) << "PLUGIN" << std::setw(20) << "KIND" << std::setw(10) << "VERSION"
                   << "FILE\n";
         for (const auto& p : registry.plugins()) {
-            std::cout << std::setw(22) << p.id << std::setw(20) << kinds_text(p.kinds) << std::setw(10) << p.version
-                      << p.file.string() << "\n";
+            // Ids, versions and descriptions come from the modules, file names from the folders searched.
+            std::cout << std::setw(22) << printable_name(p.id) << std::setw(20) << kinds_text(p.kinds) << std::setw(10)
+                      << printable_name(p.version) << printable_name(p.file.string()) << "\n";
             for (const auto& o : objects)
                 if (o.plugin->file == p.file)
-                    std::cout << "    " << std::setw(10) << o.kind << std::setw(22) << o.id << o.description << "\n";
+                    std::cout << "    " << std::setw(10) << o.kind << std::setw(22) << printable_name(o.id)
+                              << printable_text(o.description) << "\n";
         }
     }
     const auto& rejected = registry.rejections();
     if (all) {
         if (!rejected.empty()) std::cout << "\nRejected:\n";
         for (const auto& r : rejected) {
-            std::cout << "  " << r.file.string() << " (" << plugin_origin_name(r.origin) << "): " << r.reason << "\n";
-            if (!r.hint.empty()) std::cout << "      hint: " << r.hint << "\n";
+            std::cout << "  " << printable_name(r.file.string()) << " (" << plugin_origin_name(r.origin)
+                      << "): " << printable_text(r.reason) << "\n";
+            if (!r.hint.empty()) std::cout << "      hint: " << printable_text(r.hint) << "\n";
         }
     } else {
         warn_about_rejections(registry);

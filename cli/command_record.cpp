@@ -13,6 +13,7 @@
 #include <moequant/error.hpp>
 #include <moequant/output_location.hpp>
 #include <moequant/parallel.hpp>
+#include <moequant/printable.hpp>
 #include <moequant/sequential_calibration.hpp>
 
 #include <boost/program_options.hpp>
@@ -79,7 +80,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     }
     run.finish();
     std::cout << "recorded " << source.plan.moe_layers.size() << " MoE layer(s) of " << source.plan.family << ": "
-              << run.samples() << " sample(s), " << run.tokens() << " token(s) -> " << output << "\n";
+              << run.samples() << " sample(s), " << run.tokens() << " token(s) -> " << printable_name(output) << "\n";
     return 0;
 }
 

@@ -6,12 +6,14 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "saturated_rows_warning.hpp"
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/calibration_activations.hpp>
 #include <moequant/error.hpp>
 #include <moequant/output_comparison.hpp>
 #include <moequant/parallel.hpp>
+#include <moequant/printable.hpp>
 #include <moequant/verification.hpp>
 
 #include <boost/json.hpp>
@@ -121,6 +123,7 @@ json::object check_json(const PartCheck& c) {
         o["gemv_rel_error"] = *c.gemv_rel_error;
         o["gemv_rows_beyond_bound"] = c.gemv_rows_beyond_bound;
     }
+    if (!c.saturated_rows.empty()) o["saturated_rows"] = json::value_from(c.saturated_rows);
     if (!c.problem.empty()) o["problem"] = c.problem;
     return o;
 }
@@ -183,19 +186,21 @@ void print_report_text(const VerificationReport& report, const OpenedOutput& out
         for (const PartCheck* c : worst_parts(report, worst))
             std::cout << "  " << key_text(c->key) << "  relRMS " << number(c->rel_rms_error) << "  SNR "
                       << number(c->snr_db, "%.1f") << " dB  max |err| " << number(c->max_abs_error) << "  ("
-                      << codes_location(c->location) << ")\n";
+                      << printable_name(codes_location(c->location)) << ")\n";
     }
     std::size_t failed = 0;
     for (const auto& c : report.checks)
         if (!c.problem.empty()) ++failed;
     if (!report.problems.empty() || failed) {
         std::cout << "\nproblems:\n";
-        for (const auto& p : report.problems) std::cout << "  " << p << "\n";
+        // Locations are the output's tensor names; problems quote them.
+        for (const auto& p : report.problems) std::cout << "  " << printable_text(p) << "\n";
         std::size_t shown = 0;
         for (const auto& c : report.checks)
             if (!c.problem.empty() && shown++ < 50)
-                std::cout << "  " << key_text(c.key) << " (" << (c.location.empty() ? c.source_tensor : c.location)
-                          << "): " << c.problem << "\n";
+                std::cout << "  " << key_text(c.key) << " ("
+                          << printable_name(c.location.empty() ? c.source_tensor : c.location)
+                          << "): " << printable_text(c.problem) << "\n";
         if (shown > 50) std::cout << "  ... and " << shown - 50 << " more failed parts\n";
     }
     std::cout << "\n"
@@ -238,6 +243,11 @@ int verify_against_source(const std::string& source_path, const std::string& con
     const VerificationReport report = verify_output(job, quiet || as_json ? static_cast<ProgressSink&>(silent) : progress);
     if (as_json) print_report_json(report, output);
     else print_report_text(report, output, worst);
+    // The same warning convert printed when it wrote them: such rows pass, as convert accepted them.
+    SaturatedRowLog saturated;
+    for (const auto& c : report.checks)
+        saturated.add(c.source_tensor, c.key.projection, c.key.part, report.parts, c.rows, c.saturated_rows);
+    warn_about_saturated_rows(saturated);
     return report.passed() ? 0 : exit_code(ErrorKind::verification);
 }
 
@@ -271,12 +281,13 @@ int compare_two_outputs(const std::string& a_path, const std::string& b_path, bo
                                                   {"differences", std::move(differences)}})
                   << "\n";
     } else {
-        std::cout << "compare: " << a.format->id() << " (" << a_path << ") vs " << b.format->id() << " (" << b_path
-                  << "), " << report.method << ", " << report.parts << " part(s)\n";
+        std::cout << "compare: " << a.format->id() << " (" << printable_name(a_path) << ") vs " << b.format->id() << " ("
+                  << printable_name(b_path) << "), " << printable_name(report.method) << ", " << report.parts << " part(s)\n";
         std::size_t shown = 0;
         for (const auto& d : report.differences) {
             if (shown++ >= 50) break;
-            std::cout << "  " << key_text(d.key) << (d.tensor.empty() ? "" : " " + d.tensor) << ": " << d.problem;
+            std::cout << "  " << key_text(d.key) << (d.tensor.empty() ? "" : " " + printable_name(d.tensor)) << ": "
+                      << printable_text(d.problem);
             if (d.differing_bytes)
                 std::cout << " (" << with_commas(d.differing_bytes) << " of " << with_commas(d.bytes)
                           << " bytes, first at byte " << d.first_difference << ")";

@@ -2,6 +2,8 @@
 
 #include "human_format.hpp"
 
+#include <moequant/printable.hpp>
+
 #include <boost/json.hpp>
 
 #include <map>
@@ -75,7 +77,7 @@ json::object source_json(const ExpertWeightSource& s) {
 
 void print_plan_text(std::ostream& out, const PlanReport& report, bool full) {
     const ModelPlan& p = report.plan;
-    out << "\nfamily: " << p.family << " (model_type " << (p.model_type.empty() ? "(none)" : p.model_type)
+    out << "\nfamily: " << p.family << " (model_type " << (p.model_type.empty() ? "(none)" : printable_name(p.model_type))
         << (report.overridden ? ", chosen with --family" : "") << ")\n";
     auto layers = moe_layer_indices(p);
     out << "MoE plan: " << layers.size() << " of " << p.num_hidden_layers
@@ -105,7 +107,7 @@ void print_plan_text(std::ostream& out, const PlanReport& report, bool full) {
         if (counts.count(TensorRole::skipped_buffer))
             out << "  " << counts[TensorRole::skipped_buffer] << " non-parameter buffers (rotary_emb.inv_freq)\n";
     }
-    for (const auto& w : p.warnings) out << "warning: " << w << "\n";
+    for (const auto& w : p.warnings) out << "warning: " << printable_text(w) << "\n";
     if (!full) return;
     out << "\nexperts:\n";
     for (const auto& layer : p.moe_layers)
@@ -113,16 +115,16 @@ void print_plan_text(std::ostream& out, const PlanReport& report, bool full) {
             for (Projection proj : projections) {
                 const auto& s = e.weights[static_cast<int>(proj)];
                 out << "  layer " << layer.layer << " expert " << e.expert << " " << projection_name(proj) << ": "
-                    << s.tensor;
+                    << printable_name(s.tensor);
                 if (s.slice)
                     out << " [expert " << s.slice->expert << ", " << (s.slice->along_columns ? "columns " : "rows ")
                         << s.slice->offset << ".." << s.slice->offset + s.slice->length
                         << (s.slice->transposed ? ", transposed" : "") << "]";
-                if (!s.scale_tensor.empty()) out << " scale " << s.scale_tensor;
+                if (!s.scale_tensor.empty()) out << " scale " << printable_name(s.scale_tensor);
                 out << "\n";
             }
     out << "\nroles:\n";
-    for (const auto& [name, role] : p.roles) out << "  " << name << " " << tensor_role_name(role) << "\n";
+    for (const auto& [name, role] : p.roles) out << "  " << printable_name(name) << " " << tensor_role_name(role) << "\n";
 }
 
 json::object plan_json(const PlanReport& report, bool full) {

@@ -294,7 +294,11 @@ void convert_layer(const ConversionJob& job, const Quantizer& quantizer, const M
     for_each_expert_matrix(job, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
         for (int part = 0; part < job.parts; ++part) {
             Tensor piece = split_expert_part(matrix, projection, part, job.parts);
-            sink.write({expert.expert, projection, part, quantizer.quantize(piece.view(), job.quantizer_options)});
+            QuantizedTensor quantized = quantizer.quantize(piece.view(), job.quantizer_options);
+            if (job.saturated_rows)
+                job.saturated_rows->add(expert.weights[static_cast<int>(projection)].tensor, projection, part, job.parts,
+                                        piece.shape()[0], quantizer.saturated_rows(quantized, piece.shape()));
+            sink.write({expert.expert, projection, part, std::move(quantized)});
         }
     });
 }

@@ -1,4 +1,5 @@
 #include <moequant/cpu_isa.hpp>
+#include <moequant/printable.hpp>
 
 #include <cpuid.h>
 
@@ -37,7 +38,7 @@ Isa environment_limit() noexcept {
         if (text == nullptr || *text == '\0') return Isa::avx512;
         if (auto isa = isa_from_name(text)) return *isa;
         std::fprintf(stderr, "moequant: ignoring MOEQUANT_ISA='%s' (expected scalar, avx2 or avx512)\n",
-                     text);
+                     printable_name(text).c_str());
         return Isa::avx512;
     }();
     return limit;

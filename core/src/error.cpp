@@ -1,18 +1,21 @@
 #include <moequant/error.hpp>
+#include <moequant/printable.hpp>
 
 namespace moequant {
 namespace {
 
-// "file: tensor 'x' (layer 3, plugin amx): message (Code); hint: ..." — one line.
+// "file: tensor 'x' (layer 3, plugin amx): message (Code); hint: ..." — one line, which stays
+// one line on a terminal whatever the names hold: fields are escaped as names, the message and
+// hint (which may quote names) as text.
 std::string compose(const std::string& message, const ErrorContext& c) {
     std::string out;
-    if (!c.plugin.empty()) out.append("plugin '").append(c.plugin).append("': ");
-    if (!c.file.empty()) out.append(c.file).append(": ");
+    if (!c.plugin.empty()) out.append("plugin '").append(printable_name(c.plugin)).append("': ");
+    if (!c.file.empty()) out.append(printable_name(c.file)).append(": ");
     if (c.layer) out.append("layer ").append(std::to_string(*c.layer)).append(": ");
-    if (!c.tensor.empty()) out.append("tensor '").append(c.tensor).append("': ");
-    out.append(message);
-    if (!c.code.empty()) out.append(" (").append(c.code).append(")");
-    if (!c.hint.empty()) out.append("; hint: ").append(c.hint);
+    if (!c.tensor.empty()) out.append("tensor '").append(printable_name(c.tensor)).append("': ");
+    out.append(printable_text(message));
+    if (!c.code.empty()) out.append(" (").append(printable_name(c.code)).append(")");
+    if (!c.hint.empty()) out.append("; hint: ").append(printable_text(c.hint));
     return out;
 }
 

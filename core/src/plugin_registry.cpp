@@ -1,6 +1,7 @@
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
 #include <moequant/plugin_registry.hpp>
+#include <moequant/printable.hpp>
 
 #include "plugin_loader.hpp"
 
@@ -44,7 +45,8 @@ bool trace_enabled() {
 }
 
 void trace(const std::string& line) {
-    if (trace_enabled()) std::fprintf(stderr, "moequant: plugins: %s\n", line.c_str());
+    // Lines name the candidate files found in the plugin folders.
+    if (trace_enabled()) std::fprintf(stderr, "moequant: plugins: %s\n", printable_text(line).c_str());
 }
 
 template <class T>

@@ -1,3 +1,4 @@
+#include <moequant/printable.hpp>
 #include <moequant/progress.hpp>
 
 #include <unistd.h>
@@ -32,7 +33,7 @@ void StreamProgress::step(std::size_t done, std::size_t total, const std::string
     const double rate = elapsed > 0 ? static_cast<double>(bytes_done) / elapsed : 0;
     const double eta = rate > 0 ? static_cast<double>(bytes_total - bytes_done) / rate : 0;
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s %zu/%zu  %.2f/%.2f GB  %.2f GB/s  ETA %s", label.c_str(), done, total,
+    std::snprintf(buf, sizeof buf, "%s %zu/%zu  %.2f/%.2f GB  %.2f GB/s  ETA %s", printable_text(label).c_str(), done, total,
                   static_cast<double>(bytes_done) / 1e9, static_cast<double>(bytes_total) / 1e9, rate / 1e9,
                   duration_text(eta).c_str());
     if (terminal_) {
@@ -47,7 +48,7 @@ void StreamProgress::step(std::size_t done, std::size_t total, const std::string
 void StreamProgress::note(const std::string& line) {
     if (line_open_) std::fputc('\n', stream_);
     line_open_ = false;
-    std::fprintf(stream_, "%s\n", line.c_str());
+    std::fprintf(stream_, "%s\n", printable_text(line).c_str());  // notes quote names and paths
     std::fflush(stream_);
 }
 

@@ -1,5 +1,6 @@
 // UTF-8 validation (private to the core): the reference reader rejects a header that is not
-// valid UTF-8 before it parses any JSON (InvalidHeader).
+// valid UTF-8 before it parses any JSON (InvalidHeader); printable_name() escapes the bytes
+// that are not.
 #pragma once
 
 #include <cstddef>
@@ -8,8 +9,13 @@
 
 namespace moequant::detail {
 
-// Offset of the first byte that does not start a well-formed UTF-8 sequence (overlong forms,
-// surrogates and code points above U+10FFFF are ill-formed), or nullopt if all is valid.
+// Length of the well-formed UTF-8 sequence starting at text[at], with its code point in
+// `code_point`; 0 when the bytes there are ill-formed (overlong forms, surrogates and code
+// points above U+10FFFF are) or the text ends inside the sequence.
+std::size_t utf8_sequence(std::string_view text, std::size_t at, char32_t& code_point) noexcept;
+
+// Offset of the first byte that does not start a well-formed UTF-8 sequence, or nullopt if all
+// is valid.
 std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept;
 
 }  // namespace moequant::detail

@@ -49,6 +49,18 @@ std::string layout_problem(const QuantizedTensor& stored, const std::vector<Tens
     return problem;
 }
 
+// The recorded settings the quantizer's layout follows, e.g. " (the layout of gptq with the
+// output's num_bits 8, strategy group, group_size 128)": a part that does not fit them
+// contradicts what the output says about itself (compressed-tensors' quantization_config).
+std::string recorded_scheme(const Quantizer& quantizer, const OutputReader& output) {
+    const Options recorded = output.recorded(), settings = quantizer.settings();
+    std::string listed;
+    for (const auto& [key, value] : settings.items())
+        if (recorded.get(key) == value) listed += (listed.empty() ? "" : ", ") + key + " " + value;
+    if (listed.empty()) return {};
+    return " (the layout of " + std::string(quantizer.id()) + " with the output's " + listed + ")";
+}
+
 std::vector<float> source_values(const Tensor& bf16) {
     std::vector<float> out(bf16.elements());
     decode_to_f32(bf16.view(), out);
@@ -133,12 +145,13 @@ void check_part(const VerificationJob& job, const StoredPartKey& key, const Tens
     check.rows = shape[0];
     check.cols = shape[1];
     if (auto problem = layout_problem(stored.tensor, job.quantizer->output_layout(shape)); !problem.empty()) {
-        check.problem = problem;
+        check.problem = problem + recorded_scheme(*job.quantizer, *job.output);
         return;
     }
     const Tensor decoded = job.quantizer->dequantize(stored.tensor, shape);
     const std::optional<Tensor> bounds = job.quantizer->error_bounds(stored.tensor, shape);
     check.has_bound = bounds.has_value();
+    check.saturated_rows = job.quantizer->saturated_rows(stored.tensor, shape);  // their bound covers them
     const std::vector<float> source = source_values(source_part);
     compare_values(source, decoded, bounds, check);
     if (job.gemv) check_gemv(*job.quantizer, stored.tensor, source, bounds, job.gemv_seed, check);

@@ -132,18 +132,38 @@ Tensor AmxQuantizer::dequantize(const QuantizedTensor& quantized, const Shape& s
     return out;
 }
 
+namespace {
+
+// quantize() multiplies by fl32(1/d); below d = 2^-128 that is +inf and every code saturates
+// (or is whatever the kernel makes of 0 * inf), as in kt-kernel.
+bool saturated(float d) noexcept { return d > 0 && std::isinf(1.0f / d); }
+
+}  // namespace
+
 std::optional<Tensor> AmxQuantizer::error_bounds(const QuantizedTensor& quantized, const Shape& shape) const {
     const auto [codes, d, n, k] = packed_parts(quantized, shape);
     // Rounding slack in steps: fl32(1/d) and fl32(x * inv) move the code by up to about
     // 127 * 2^-24 + 2^-18, and the decoded float q*d is rounded by up to 127 * 2^-24 of d.
     const double slack = 1.0 / 16384;
     const double steps = method_ == Method::int8 ? 0.5 + slack : 16.0 * (0.53125 + slack);
+    // A saturated row decodes to at most 128 d while |w| <= 127 d (INT4: 112 d): 256 d covers
+    // any code it holds.
+    const double saturated_steps = 256;
     Tensor bounds(DType::F32, {n, 1});
     for (std::int64_t r = 0; r < n; ++r) {
-        const auto bound = static_cast<float>(steps * static_cast<double>(std::fabs(d[r])));
+        const auto bound =
+            static_cast<float>((saturated(d[r]) ? saturated_steps : steps) * static_cast<double>(std::fabs(d[r])));
         bounds.data_as<float>()[r] = std::nextafter(bound, INFINITY);  // never round the bound down
     }
     return bounds;
+}
+
+std::vector<std::int64_t> AmxQuantizer::saturated_rows(const QuantizedTensor& quantized, const Shape& shape) const {
+    const auto [codes, d, n, k] = packed_parts(quantized, shape);
+    std::vector<std::int64_t> rows;
+    for (std::int64_t r = 0; r < n; ++r)
+        if (saturated(d[r])) rows.push_back(r);
+    return rows;
 }
 
 }  // namespace moequant::amx

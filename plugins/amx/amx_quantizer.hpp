@@ -28,12 +28,16 @@ public:
 
     // Per row (groups = 1): half a step d (INT8), or 0.53125 of a step 16*d (INT4: the double
     // rounding of §3.2 can lose up to 1/32 of a step more), each plus 2^-14 of a step for the
-    // float roundings around it.
+    // float roundings around it; 256 d for a saturated row (saturated_rows()).
     std::optional<Tensor> error_bounds(const QuantizedTensor& quantized, const Shape& shape) const override;
 
     // Walks the code bytes once, in storage order (N-block, K-block, row group, tile, panel,
     // line, row), the way an AMX kernel streams B tiles (amx_packed_gemv.cpp).
     bool packed_gemv(const QuantizedTensor& quantized, const Shape& shape, const float* x, float* y) const override;
+
+    // Rows whose scale d is below 2^-128 (max |w| below about 3.3e-37), where 1/d overflows
+    // and the codes saturate; error_bounds() gives them 256 d.
+    std::vector<std::int64_t> saturated_rows(const QuantizedTensor& quantized, const Shape& shape) const override;
 
 private:
     struct PackedParts {

@@ -21,6 +21,11 @@ Scheme parse_scheme(const Options& options, bool gptq) {
     else if (strategy != "group")
         throw Error(ErrorKind::usage, "--strategy '" + strategy + "' is not supported",
                     {.code = "BadOption", .hint = "use group or channel"});
+    else if (options.has("group_size")) {  // what an output's quantization_config records (verify)
+        s.group_size = options.get_int("group_size", s.group_size);
+        if (s.group_size <= 0)
+            throw Error(ErrorKind::usage, "group_size must be positive, not " + std::to_string(s.group_size), {.code = "BadOption"});
+    }
     if (!gptq) {
         s.actorder = ActOrder::none;
         return s;

@@ -35,6 +35,8 @@ struct Scheme {
 };
 
 // Options: quant_type W4A16|W8A16 (default W4A16), strategy group|channel (default group),
+// group_size (strategy group; default 128: the gptq command always writes 128, verify passes
+// what an output's quantization_config records),
 // actorder static|weight|group|dynamic|none (GPTQ only; default static), dampening_frac
 // (0 < f < 1, default 0.1). Throws Error(usage) naming the option.
 Scheme parse_scheme(const Options& options, bool gptq);

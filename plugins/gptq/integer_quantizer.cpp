@@ -263,7 +263,21 @@ std::optional<Tensor> IntegerQuantizer::error_bounds(const QuantizedTensor& quan
     return bounds;
 }
 
+namespace {
+
+// vLLM and SGLang take the matrix shape from weight_shape, not from the packed sizes.
+std::string weight_shape_problem(const QuantizedTensor& stored, const Shape& source) {
+    const Tensor* shape = stored.part("weight_shape");
+    if (!shape || shape->dtype() != DType::I64 || shape->elements() != 2) return "weight_shape is not I64 [2]";
+    const Shape declared{shape->data_as<std::int64_t>()[0], shape->data_as<std::int64_t>()[1]};
+    if (declared == source) return {};
+    return "weight_shape holds " + shape_to_string(declared) + ", but the source matrix is " + shape_to_string(source);
+}
+
+}  // namespace
+
 std::string IntegerQuantizer::stored_problem(const QuantizedTensor& stored, const TensorView& source) const {
+    if (auto problem = weight_shape_problem(stored, source.shape); !problem.empty()) return problem;
     const PackedParts p = packed_parts(stored, source.shape);
     const std::vector<float> w = weight_values(source);
     std::vector<float> absmax(static_cast<std::size_t>(p.rows * p.groups), 0.0f);

@@ -47,8 +47,9 @@ public:
     // the clamp at the top of the code range and the BF16 rounding of the dequantized value.
     std::optional<Tensor> error_bounds(const QuantizedTensor& quantized, const Shape& shape) const override;
 
-    // The stored scales must be the min-max observer's on the source, per group (the groups of
-    // weight_g_idx when present), bit for bit.
+    // weight_shape must hold the source matrix's [rows, cols], and the stored scales must be the
+    // min-max observer's on the source, per group (the groups of weight_g_idx when present), bit
+    // for bit.
     std::string stored_problem(const QuantizedTensor& stored, const TensorView& source) const override;
 
     // Decodes the packed words of each row in storage order.

@@ -92,17 +92,6 @@ std::set<std::string> unquantized_linears(const std::map<std::string, WrittenTen
     return modules;
 }
 
-// Rewrites one tensor of a written output in place (same size).
-void damage(const fs::path& out, const std::string& tensor, const std::function<void(std::uint8_t*, std::size_t)>& edit) {
-    const auto index = json::parse(read_text(out / "model.safetensors.index.json")).as_object();
-    const fs::path shard = out / std::string(index.at("weight_map").at(tensor).as_string());
-    std::vector<std::uint8_t> bytes = read_bytes(shard);
-    SafetensorsFile file = SafetensorsFile::open(shard);
-    const TensorInfo& info = file.info(tensor);
-    edit(bytes.data() + file.data_start() + info.begin, info.size_bytes());
-    write_bytes(shard, bytes);
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(gptq)
@@ -491,7 +480,7 @@ BOOST_AUTO_TEST_CASE(ignored_moe_layers_keep_their_experts_in_bf16) {
     // One kept element changed: verify fails that part.
     const std::string kept_tensor = "model.layers.2.mlp.experts.5.up_proj.weight";
     fs::copy(dir / "out", dir / "changed", fs::copy_options::recursive);
-    damage(dir / "changed", kept_tensor, [](std::uint8_t* p, std::size_t) { p[1] ^= 0x40; });
+    edit_tensor_bytes(dir / "changed", kept_tensor, [](std::uint8_t* p, std::size_t) { p[1] ^= 0x40; });
     auto changed = run_moequant({"verify", "--source", (dir / "src").string(), "--converted", (dir / "changed").string(), "--quiet"});
     BOOST_TEST(changed.exit_code == 6, changed.out << changed.err);
     BOOST_TEST(contains(changed.out, "differs from the source"), changed.out);
@@ -521,14 +510,14 @@ BOOST_AUTO_TEST_CASE(verify_fails_damaged_compressed_tensors_outputs) {
     const std::string module = "model.layers.0.mlp.experts.1.down_proj";
 
     fs::copy(dir / "out", dir / "scale", fs::copy_options::recursive);
-    damage(dir / "scale", module + ".weight_scale", [](std::uint8_t* p, std::size_t) { p[1] ^= 0x01; });
+    edit_tensor_bytes(dir / "scale", module + ".weight_scale", [](std::uint8_t* p, std::size_t) { p[1] ^= 0x01; });
     auto bad_scale = verify(dir / "scale");
     BOOST_TEST(bad_scale.exit_code == 6, bad_scale.out);
     BOOST_TEST(contains(bad_scale.out, "weight_scale value(s) differ from the min-max observer's"), bad_scale.out);
     BOOST_TEST(contains(bad_scale.out, module), bad_scale.out);
 
     fs::copy(dir / "out", dir / "codes", fs::copy_options::recursive);
-    damage(dir / "codes", module + ".weight_packed", [](std::uint8_t* p, std::size_t n) {
+    edit_tensor_bytes(dir / "codes", module + ".weight_packed", [](std::uint8_t* p, std::size_t n) {
         for (std::size_t i = 0; i < n; ++i) p[i] ^= 0x77;  // every nibble moved far from its code
     });
     auto bad_codes = verify(dir / "codes");

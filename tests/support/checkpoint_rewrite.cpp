@@ -3,6 +3,7 @@
 #include "test_support.hpp"
 
 #include <moequant/checkpoint.hpp>
+#include <moequant/safetensors_reader.hpp>
 #include <moequant/sharded_writer.hpp>
 
 #include <map>
@@ -47,6 +48,17 @@ void rewrite(const fs::path& from, const fs::path& to,
         w.finish();
     }
     out.write_index();
+}
+
+void edit_tensor_bytes(const fs::path& dir, const std::string& tensor,
+                       const std::function<void(std::uint8_t*, std::size_t)>& edit) {
+    const auto index = json::parse(read_text(dir / "model.safetensors.index.json")).as_object();
+    const fs::path shard = dir / std::string(index.at("weight_map").at(tensor).as_string());
+    std::vector<std::uint8_t> bytes = read_bytes(shard);
+    SafetensorsFile file = SafetensorsFile::open(shard);
+    const TensorInfo& info = file.info(tensor);
+    edit(bytes.data() + file.data_start() + info.begin, info.size_bytes());
+    write_bytes(shard, bytes);
 }
 
 }  // namespace moequant::test

@@ -27,4 +27,9 @@ void rewrite(const std::filesystem::path& from, const std::filesystem::path& to,
              const std::function<bool(const std::string&, std::optional<Replacement>&)>& edit,
              const std::function<void(boost::json::object&)>& config_edit = {});
 
+// Changes the bytes of one tensor of a sharded checkpoint (or converted output) in place, its
+// size and everything else in the files as they are: `edit` gets the tensor's data and size.
+void edit_tensor_bytes(const std::filesystem::path& dir, const std::string& tensor,
+                       const std::function<void(std::uint8_t*, std::size_t)>& edit);
+
 }  // namespace moequant::test

@@ -33,6 +33,7 @@
 #include <moequant/output_format.hpp>
 #include <moequant/progress.hpp>
 #include <moequant/quantizer.hpp>
+#include <moequant/saturated_rows.hpp>
 #include <moequant/sequential_calibration.hpp>
 
 #include <cstdint>
@@ -68,6 +69,9 @@ struct ConversionJob {
     std::set<std::int64_t> unquantized_layers;
     Options quantizer_options;
     Options format_options;
+    // Where the rows whose codes the quantizer saturates are logged (Quantizer::saturated_rows()),
+    // for the caller's warning; null to not look for them.
+    SaturatedRowLog* saturated_rows = nullptr;
 };
 
 struct ConversionResult {

@@ -62,7 +62,9 @@
 //              bump); OutputFile gains the identity of its partial (layout change), partial names
 //              carry ".moequant.partial" (partial_marker, is_partial_name()); output_location.hpp,
 //              output_lock.hpp, output_overwrite.hpp; RunManifest records source shards
-//              (ManifestShard); ConversionJob::input_files.
+//              (ManifestShard); ConversionJob::input_files; Quantizer::saturated_rows() (rows
+//              whose codes saturate; convert and verify warn about them); printable.hpp
+//              (printable_name(), printable_text()); saturated_rows.hpp.
 #define MOEQUANT_PLUGIN_ABI_VERSION 8
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).

@@ -107,6 +107,15 @@ public:
                              float* /*y*/) const {
         return false;
     }
+
+    // Rows of the [rows, cols] matrix `quantized` was made from whose codes the method saturates
+    // instead of rounding, read from the stored parts (AMX: a row whose max |w| is below about
+    // 3.3e-37, where 1/scale overflows, exactly as kt-kernel's own arithmetic does). The bytes
+    // stay what the runtime would write; convert and verify warn naming the rows, and
+    // error_bounds() must cover them, so both accept them alike. Empty when there are none.
+    virtual std::vector<std::int64_t> saturated_rows(const QuantizedTensor& /*quantized*/, const Shape& /*shape*/) const {
+        return {};
+    }
 };
 
 }  // namespace moequant
