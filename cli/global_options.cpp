@@ -1,6 +1,7 @@
 #include "global_options.hpp"
 
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 
 #include <iostream>
 
@@ -54,7 +55,13 @@ void warn_about_rejections(const Registry& registry) {
 
 void load_plugins(Registry& registry, const GlobalOptions& globals, bool fail_on_explicit) {
     PluginSearch search;
-    for (const auto& f : globals.plugin_files) search.files.emplace_back(f);
+    for (const auto& f : globals.plugin_files) {
+        // A named FIFO, device or folder is bad input, refused before the loader sees it; a
+        // missing file stays a plugin error.
+        std::error_code ec;
+        if (std::filesystem::exists(f, ec)) require_regular_file(f);
+        search.files.emplace_back(f);
+    }
     for (const auto& d : globals.plugin_dirs) search.dirs.emplace_back(d);
     search.use_environment = !globals.no_default_plugins;
     search.use_default_dir = !globals.no_default_plugins;

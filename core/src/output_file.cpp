@@ -1,4 +1,5 @@
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
 
 #include <fcntl.h>
@@ -137,14 +138,7 @@ void OutputFile::commit() {
 }
 
 void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to) {
-    std::FILE* f = std::fopen(from.c_str(), "rb");
-    if (!f) throw Error(ErrorKind::input, "cannot read the file to copy", {.file = from.string(), .code = "ReadFailed"});
-    std::string content;
-    char buffer[65536];
-    std::size_t n;
-    while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) content.append(buffer, n);
-    std::fclose(f);
-    write_file_atomically(to, content);
+    write_file_atomically(to, read_small_file(from, tokenizer_file_limit));
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
