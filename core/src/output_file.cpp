@@ -2,6 +2,8 @@
 #include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
 
+#include "mapped_ranges.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -106,6 +108,11 @@ void OutputFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes
         ssize_t n = ::pwrite(fd_, p, chunk, static_cast<off_t>(offset));
         if (n < 0) {
             if (errno == EINTR) continue;
+            // The bytes come from a mapped input that shrank: the input's fault, not the output's.
+            if (errno == EFAULT)
+                if (const char* input = detail::mapped_file_at(p))
+                    throw Error(ErrorKind::input, detail::truncated_input_reason,
+                                {.file = input, .code = detail::truncated_input_code});
             fail(errno, "cannot write");
         }
         if (n == 0) fail(ENOSPC, "cannot write");
