@@ -1,4 +1,5 @@
 #include "global_options.hpp"
+#include "option_values.hpp"
 
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>
@@ -27,7 +28,9 @@ po::variables_map parse_command_line(const std::vector<std::string>& args, const
                                      const po::positional_options_description& positional) {
     po::variables_map vm;
     try {
-        po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+        const po::parsed_options parsed = po::command_line_parser(args).options(options).positional(positional).run();
+        po::store(parsed, vm);
+        check_numeric_options(parsed, vm);
         po::notify(vm);
     } catch (const po::error& e) {
         throw_usage_error(e.what(), {.hint = "see --help"});
