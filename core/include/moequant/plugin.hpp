@@ -58,6 +58,11 @@
 //              unquantized_layers (OutputFormat::check() refuses them by default);
 //              expert_module_name(); Tokenizer (tokenizer.hpp); ModelAdapter::chat_template()
 //              (chat_template.hpp); calibration_dataset.hpp; expert_placement.hpp; layer_ops.hpp.
+//   next ABI (issue 13, not yet bumped): input_file.hpp (InputFile, require_regular_file,
+//              read_small_file and the input size limits); checked_math.hpp (checked_mul,
+//              checked_add); fault_handler.hpp (install_mapped_file_fault_handler());
+//              copy_file_atomically() refuses sources that are not regular files or exceed
+//              tokenizer_file_limit.
 #define MOEQUANT_PLUGIN_ABI_VERSION 7
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
