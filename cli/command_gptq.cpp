@@ -205,7 +205,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (!dataset.empty() && quantizer_id == "gptq") {
         TextCalibrationOptions text{dataset, {samples > 0 ? samples : 512, max_length > 0 ? max_length : 2048, seed}};
         CalibrationSamples tokenized = load_text_calibration(registry, source, text);
-        forward = source_adapter(registry, source).decoder_forward(source.config, source.checkpoint, plan);
+        forward = source_decoder_forward(registry, source, plan);
         scratch.emplace();
         sequential.emplace(*forward, plan, std::move(tokenized.samples), scratch->path(),
                            save_activations.empty() ? std::nullopt : std::optional<fs::path>(save_activations), routed_only,

@@ -66,7 +66,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     load_plugins(registry, globals);
     const PlannedSource source = open_planned_source(registry, input, family);
     CalibrationSamples tokenized = load_text_calibration(registry, source, {dataset, {samples, max_length, seed}});
-    const auto forward = source_adapter(registry, source).decoder_forward(source.config, source.checkpoint, source.plan);
+    const auto forward = source_decoder_forward(registry, source, source.plan);
     ScratchFolder scratch;
     SequentialCalibration run(*forward, source.plan, std::move(tokenized.samples), scratch.path(), output, false,
                               memory_limit_bytes(max_memory_gb));

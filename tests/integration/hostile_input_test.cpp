@@ -25,15 +25,16 @@ namespace {
 
 using Hashes = std::map<std::string, std::string>;
 
-// The synthesized qwen3_moe checkpoints every case copies, made on first use: tiny
-// per-expert with calibration activations, tiny fused-bmm, and the small preset for the
-// truncation race.
+// The synthesized checkpoints every case copies, made on first use: qwen3_moe tiny per-expert
+// with calibration activations, tiny fused-bmm, the small preset for the truncation race, and
+// deepseek_v3 tiny (MLA attention).
 struct Models {
     TempDir dir;
     fs::path per_expert = dir / "qwen3_moe";
     fs::path activations = dir / "activations.safetensors";
     fs::path fused = dir / "qwen3_moe_fused";
     fs::path small = dir / "qwen3_moe_small";
+    fs::path deepseek = dir / "deepseek_v3";
 
     static const Models& get() {
         static const Models m;
@@ -42,11 +43,13 @@ struct Models {
 
 private:
     Models() {
-        for (std::vector<std::string> extra : {std::vector<std::string>{"--out", per_expert.string(), "--activations", activations.string()},
-                                               {"--out", fused.string(), "--layout", "fused-bmm"},
-                                               {"--out", small.string(), "--preset", "small"}}) {
-            extra.insert(extra.begin(), {"synth", "--family", "qwen3_moe"});
-            const auto r = run_moequant(extra);
+        for (std::vector<std::string> args :
+             {std::vector<std::string>{"qwen3_moe", "--out", per_expert.string(), "--activations", activations.string()},
+              {"qwen3_moe", "--out", fused.string(), "--layout", "fused-bmm"},
+              {"qwen3_moe", "--out", small.string(), "--preset", "small"},
+              {"deepseek_v3", "--out", deepseek.string()}}) {
+            args.insert(args.begin(), {"synth", "--family"});
+            const auto r = run_moequant(args);
             if (r.exit_code != 0) throw std::runtime_error("synth failed: " + r.err);
         }
     }
@@ -251,6 +254,17 @@ BOOST_AUTO_TEST_CASE(an_overflowing_fused_expert_size_is_refused) {
     Case c(Models::get().fused);
     c.edit_config([](json::object& config) { config["moe_intermediate_size"] = std::int64_t{1} << 62; });
     c.refused(c.convert(), 3, {"config.json", "moe_intermediate_size", "overflows", "ValueOverflow"});
+}
+
+BOOST_AUTO_TEST_CASE(a_rotary_dimension_beyond_any_head_is_refused_before_allocating) {
+    // The rope table is sized by the config before any weight is compared with it (was exit 1).
+    for (std::int64_t rope : {std::int64_t{1'000'000'000'000}, std::int64_t{-2}}) {
+        Case c(Models::get().deepseek);
+        c.edit_config([&](json::object& config) { config["qk_rope_head_dim"] = rope; });
+        c.refused({"record", "--model_id", c.model.string(), "--dataset", "embedded", "--output",
+                   (c.out / "a.safetensors").string(), "--quiet"},
+                  3, {"config.json", "rotary dimension", "InvalidConfig"});
+    }
 }
 
 BOOST_AUTO_TEST_CASE(sample_lengths_whose_sum_wraps_are_refused) {
