@@ -289,6 +289,7 @@ BOOST_AUTO_TEST_CASE(bad_numeric_option_values_are_usage_errors) {
         {"convert", "-i", m, "-o", out, "--threads", "-1"},
         {"convert", "-i", m, "-o", out, "--threads", "0"},
         {"convert", "-i", m, "-o", out, "--cpuinfer-threads", "-3"},
+        {"convert", "-i", m, "-o", out, "--threads", "18446744073709551616"},
         {"gptq", "--model_id", m, "--output_dir", out, "--quant_method", "RTN", "--threads", "-1"},
         {"gptq", "--model_id", m, "--output_dir", out, "--dataset", "embedded", "--num_calibration_samples", "-5"},
         {"gptq", "--model_id", m, "--output_dir", out, "--dataset", "embedded", "--max_sequence_length", "-1"},
@@ -313,6 +314,14 @@ BOOST_AUTO_TEST_CASE(bad_numeric_option_values_are_usage_errors) {
             c.refused(args, 2, {option});
         }
     }
+}
+
+BOOST_AUTO_TEST_CASE(a_thread_count_beyond_the_cores_is_capped_not_an_allocation) {
+    // TBB sized its bookkeeping by the cap: this ran out of memory (exit 1).
+    Case c;
+    const auto r = run_bounded({"convert", "-i", c.model.string(), "-o", c.out.string(), "--quiet", "--threads", "100000000000"});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(fs::exists(c.out / "model.safetensors.index.json"));
 }
 
 BOOST_AUTO_TEST_CASE(a_shard_truncated_while_mapped_is_an_input_error_not_a_signal) {
