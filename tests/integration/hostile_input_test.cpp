@@ -267,6 +267,17 @@ BOOST_AUTO_TEST_CASE(a_rotary_dimension_beyond_any_head_is_refused_before_alloca
     }
 }
 
+BOOST_AUTO_TEST_CASE(zero_head_counts_are_refused_not_divided_by) {
+    // The forward divides by them (hidden_size / num_attention_heads): this was SIGFPE.
+    for (const char* key : {"num_attention_heads", "num_key_value_heads", "head_dim"}) {
+        Case c;
+        c.edit_config([&](json::object& config) { config[key] = 0; });
+        c.refused({"record", "--model_id", c.model.string(), "--dataset", "embedded", "--output",
+                   (c.out / "a.safetensors").string(), "--quiet"},
+                  3, {"config.json", key, "must be positive", "InvalidConfig"});
+    }
+}
+
 BOOST_AUTO_TEST_CASE(sample_lengths_whose_sum_wraps_are_refused) {
     // 4 x 2^62 wraps to 0, so the sum would look like the 512 rows the file holds.
     Case c;
