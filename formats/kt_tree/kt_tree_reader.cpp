@@ -7,7 +7,6 @@
 #include <moequant/input_file.hpp>
 #include <moequant/run_manifest.hpp>
 
-
 namespace moequant::formats {
 namespace {
 

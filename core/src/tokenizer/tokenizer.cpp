@@ -12,7 +12,6 @@
 
 #include <boost/json.hpp>
 
-
 namespace moequant {
 
 namespace json = boost::json;
