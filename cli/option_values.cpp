@@ -2,6 +2,7 @@
 
 #include <moequant/error.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -58,7 +59,9 @@ void require_positive(const po::variables_map& vm, std::initializer_list<const c
 std::uint64_t memory_limit_bytes(double gigabytes) {
     const double bytes = gigabytes * 1e9;
     constexpr auto most = std::numeric_limits<std::uint64_t>::max();
-    return bytes >= static_cast<double>(most) ? most : static_cast<std::uint64_t>(bytes);
+    if (bytes >= static_cast<double>(most)) return most;
+    // A positive limit below one byte is still a limit, not "none".
+    return gigabytes > 0 ? std::max<std::uint64_t>(1, static_cast<std::uint64_t>(bytes)) : 0;
 }
 
 }  // namespace moequant::cli
