@@ -6,6 +6,7 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "option_values.hpp"
 #include "saturated_rows_warning.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -50,7 +51,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help");
     options.add(global_option_group(globals));
-    parse_command_line(args, options, {});
+    require_positive(parse_command_line(args, options, {}), {"threads", "cpuinfer-threads"});
     if (help) {
         print_command_help(
             "moequant convert -i MODEL -o OUT [--quant-method int4|int8] [--threadpool-count T] [--no-merge-safetensor]",

@@ -7,6 +7,7 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "option_values.hpp"
 #include "saturated_rows_warning.hpp"
 #include "text_calibration.hpp"
 
@@ -151,7 +152,8 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help");
     options.add(global_option_group(globals));
-    parse_command_line(args, options, {});
+    require_positive(parse_command_line(args, options, {}),
+                     {"threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
     if (help) {
         print_command_help(
             "moequant gptq --model_id MODEL --output_dir OUT [--quant_method GPTQ|RTN] [--quant_type W4A16|W8A16]\n"
@@ -210,11 +212,11 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (!dataset.empty() && quantizer_id == "gptq") {
         TextCalibrationOptions text{dataset, {samples > 0 ? samples : 512, max_length > 0 ? max_length : 2048, seed}};
         CalibrationSamples tokenized = load_text_calibration(registry, source, text);
-        forward = source_adapter(registry, source).decoder_forward(source.config, source.checkpoint, plan);
+        forward = source_decoder_forward(registry, source, plan);
         scratch.emplace();
         sequential.emplace(*forward, plan, std::move(tokenized.samples), scratch->path(),
                            save_activations.empty() ? std::nullopt : std::optional<fs::path>(save_activations), routed_only,
-                           static_cast<std::uint64_t>(max_memory_gb * 1e9));
+                           memory_limit_bytes(max_memory_gb));
     }
     std::optional<CalibrationActivations> calibration;
     if (!activations.empty()) {

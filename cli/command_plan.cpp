@@ -7,6 +7,7 @@
 #include "command.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
+#include "option_values.hpp"
 
 #include <moequant/calibration_activations.hpp>
 #include <moequant/error.hpp>
@@ -102,7 +103,7 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
         ("threads", po::value(&threads), "worker threads (default: all cores)")
         ("help,h", po::bool_switch(&help), "show this help");
     options.add(global_option_group(globals));
-    parse_command_line(args, options, {});
+    require_positive(parse_command_line(args, options, {}), {"threads", "num_calibration_samples", "max_sequence_length"});
     if (help) {
         print_command_help(
             "moequant plan --model_id MODEL --activations FILE --num-gpu-experts N [--strategy frequency|uniform|front-loading]\n"

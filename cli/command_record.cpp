@@ -8,6 +8,7 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "option_values.hpp"
 #include "text_calibration.hpp"
 
 #include <moequant/error.hpp>
@@ -49,7 +50,8 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help");
     options.add(global_option_group(globals));
-    parse_command_line(args, options, {});
+    require_positive(parse_command_line(args, options, {}),
+                     {"threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
     if (help) {
         print_command_help(
             "moequant record --model_id MODEL --dataset FILE|embedded --output ACTIVATIONS.safetensors",
@@ -68,10 +70,10 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     const PlannedSource source = open_planned_source(registry, input, family);
     check_output_file(output, {.folders = {source.checkpoint.directory()}, .files = dataset_files(dataset)}, overwrite);
     CalibrationSamples tokenized = load_text_calibration(registry, source, {dataset, {samples, max_length, seed}});
-    const auto forward = source_adapter(registry, source).decoder_forward(source.config, source.checkpoint, source.plan);
+    const auto forward = source_decoder_forward(registry, source, source.plan);
     ScratchFolder scratch;
     SequentialCalibration run(*forward, source.plan, std::move(tokenized.samples), scratch.path(), output, false,
-                              static_cast<std::uint64_t>(max_memory_gb * 1e9));
+                              memory_limit_bytes(max_memory_gb));
     std::size_t done = 0;
     for (const auto& layer : source.plan.moe_layers) {
         run.layer_inputs(layer.layer);

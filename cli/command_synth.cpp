@@ -101,6 +101,10 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
     if (family.empty()) throw_usage_error("synth needs --family", {.hint = "moequant synth --help"});
     if (out.empty()) throw_usage_error("synth needs --out DIR");
     if (samples < 1 || sample_tokens < 1) throw_usage_error("--samples and --sample-tokens must be at least 1");
+    // The activations are built in memory; they are test data, not a model's worth of tokens.
+    constexpr std::int64_t max_synth_tokens = 1 << 20;
+    if (samples > max_synth_tokens / sample_tokens)
+        throw_usage_error("--samples x --sample-tokens must be at most " + std::to_string(max_synth_tokens) + " tokens");
 
     Registry registry;
     load_plugins(registry, globals);

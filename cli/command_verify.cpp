@@ -6,6 +6,7 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "option_values.hpp"
 #include "saturated_rows_warning.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -329,7 +330,7 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
     options.add(global_option_group(globals));
     po::positional_options_description positional;
     positional.add("outputs", -1);
-    parse_command_line(args, options, positional);
+    require_positive(parse_command_line(args, options, positional), {"threads"});
     if (help) {
         print_command_help(
             "moequant verify --source MODEL --converted OUT [--gemv] [--json]\n"

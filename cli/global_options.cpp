@@ -1,6 +1,8 @@
 #include "global_options.hpp"
+#include "option_values.hpp"
 
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 
 #include <iostream>
 
@@ -26,7 +28,9 @@ po::variables_map parse_command_line(const std::vector<std::string>& args, const
                                      const po::positional_options_description& positional) {
     po::variables_map vm;
     try {
-        po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+        const po::parsed_options parsed = po::command_line_parser(args).options(options).positional(positional).run();
+        po::store(parsed, vm);
+        check_numeric_options(parsed, vm);
         po::notify(vm);
     } catch (const po::error& e) {
         throw_usage_error(e.what(), {.hint = "see --help"});
@@ -54,7 +58,13 @@ void warn_about_rejections(const Registry& registry) {
 
 void load_plugins(Registry& registry, const GlobalOptions& globals, bool fail_on_explicit) {
     PluginSearch search;
-    for (const auto& f : globals.plugin_files) search.files.emplace_back(f);
+    for (const auto& f : globals.plugin_files) {
+        // A named FIFO, device or folder is bad input, refused before the loader sees it; a
+        // missing file stays a plugin error.
+        std::error_code ec;
+        if (std::filesystem::exists(f, ec)) require_regular_file(f);
+        search.files.emplace_back(f);
+    }
     for (const auto& d : globals.plugin_dirs) search.dirs.emplace_back(d);
     search.use_environment = !globals.no_default_plugins;
     search.use_default_dir = !globals.no_default_plugins;

@@ -7,6 +7,7 @@
 #include "global_options.hpp"
 
 #include <moequant/error.hpp>
+#include <moequant/fault_handler.hpp>
 #include <moequant/version.hpp>
 
 #include <csignal>
@@ -101,6 +102,8 @@ int main(int argc, char** argv) {
     // A file-size limit (ulimit -f) must surface as a write error (EFBIG) naming the file, not
     // kill the process half-way through a shard.
     std::signal(SIGXFSZ, SIG_IGN);
+    // An input shard truncated while mapped: one error line and exit 3, not a SIGBUS.
+    moequant::install_mapped_file_fault_handler();
     std::ios::sync_with_stdio(false);
     try {
         return run(argc, argv);

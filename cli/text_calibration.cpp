@@ -1,5 +1,6 @@
 #include "text_calibration.hpp"
 
+#include <moequant/decoder_forward.hpp>
 #include <moequant/error.hpp>
 #include <moequant/tokenizer.hpp>
 
@@ -16,6 +17,15 @@ const ModelAdapter& source_adapter(const Registry& registry, const PlannedSource
     const ModelAdapter* adapter = find_adapter(registry, source.plan.family);
     if (!adapter) throw Error(ErrorKind::internal, "the planning adapter '" + source.plan.family + "' is gone");
     return *adapter;
+}
+
+std::unique_ptr<DecoderForward> source_decoder_forward(const Registry& registry, const PlannedSource& source,
+                                                       const ModelPlan& plan) {
+    try {
+        return source_adapter(registry, source).decoder_forward(source.config, source.checkpoint, plan);
+    } catch (const Error& e) {
+        throw e.with_context({.file = source.config.source()});
+    }
 }
 
 CalibrationSamples load_text_calibration(const Registry& registry, const PlannedSource& source,

@@ -29,6 +29,11 @@ std::vector<std::filesystem::path> dataset_files(const std::string& dataset);
 // The family adapter of a planned source (by its plan's family id).
 const ModelAdapter& source_adapter(const Registry& registry, const PlannedSource& source);
 
+// The source family's decoder forward for `plan`; an Error reading its settings that names no
+// file names config.json.
+std::unique_ptr<DecoderForward> source_decoder_forward(const Registry& registry, const PlannedSource& source,
+                                                       const ModelPlan& plan);
+
 // A fresh folder under the system's temporary folder, removed with everything in it.
 class ScratchFolder {
 public:

@@ -1,5 +1,7 @@
 #include "gqa_decoder.hpp"
 
+#include "config_counts.hpp"
+
 #include <cmath>
 #include <numeric>
 
@@ -43,9 +45,9 @@ private:
 
 GqaAttentionSpec gqa_attention_from_config(const ModelConfig& config) {
     GqaAttentionSpec a;
-    a.heads = config.require_int("num_attention_heads");
-    a.kv_heads = config.int_or("num_key_value_heads", a.heads);
-    a.head_dim = config.int_or("head_dim", config.require_int("hidden_size") / a.heads);
+    a.heads = positive_int(config, "num_attention_heads");
+    a.kv_heads = positive_int_or(config, "num_key_value_heads", a.heads);
+    a.head_dim = positive_int_or(config, "head_dim", config.require_int("hidden_size") / a.heads);
     a.rotary_dim = a.head_dim;
     if (auto theta = config.find("rope_theta"); theta && !theta->is_null()) a.rope_theta = theta->as_double();
     return a;

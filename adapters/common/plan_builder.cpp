@@ -2,6 +2,7 @@
 
 #include "tensor_roles.hpp"
 
+#include <moequant/checked_math.hpp>
 #include <moequant/error.hpp>
 
 #include <algorithm>
@@ -28,6 +29,8 @@ public:
     ModelPlan build() {
         read_config();
         find_layer_prefix();
+        check_layer_count();
+        moe_layer_.assign(static_cast<std::size_t>(plan_.num_hidden_layers), false);
         for (std::int64_t layer = 0; layer < plan_.num_hidden_layers; ++layer)
             moe_layer_[static_cast<std::size_t>(layer)] = rules_.is_moe_layer(config_, layer);
         for (std::int64_t layer = 0; layer < plan_.num_hidden_layers; ++layer)
@@ -60,7 +63,6 @@ private:
             plan_.fp8_block = BlockSize{block[0], block[1]};
         }
         if (rules_.router) plan_.router = rules_.router(config_, plan_.experts_per_token);
-        moe_layer_.assign(static_cast<std::size_t>(plan_.num_hidden_layers), false);
     }
 
     std::int64_t positive(const std::string& key, std::int64_t value) {
@@ -68,8 +70,8 @@ private:
         return value;
     }
 
-    [[noreturn]] void config_error(const std::string& message) {
-        throw Error(ErrorKind::input, message, {.file = config_.source(), .code = "InvalidConfig"});
+    [[noreturn]] void config_error(const std::string& message, const std::string& code = "InvalidConfig") {
+        throw Error(ErrorKind::input, message, {.file = config_.source(), .code = code});
     }
 
     // ---- tensors ----
@@ -92,6 +94,20 @@ private:
         for (const auto& p : rules_.layer_prefixes) tried += (tried.empty() ? "'" : ", '") + p + "N.'";
         tensor_error("", "no decoder-layer tensors found (looked for names starting with " + tried + ")",
                      "NoLayers");
+    }
+
+    // The work done per layer must follow the tensors present, not the config's claim: a
+    // num_hidden_layers beyond the checkpoint's layers is refused before anything loops over it.
+    // Distinct indices, not the highest one: a tensor name can claim any index too.
+    void check_layer_count() {
+        std::unordered_set<std::int64_t> present;
+        for (const auto& name : checkpoint_.tensor_names())
+            if (auto split = split_layer_name(name, {prefix_})) present.insert(split->layer);
+        if (plan_.num_hidden_layers > static_cast<std::int64_t>(present.size()))
+            config_error("'num_hidden_layers' is " + std::to_string(plan_.num_hidden_layers) +
+                             ", but the checkpoint holds tensors of only " + std::to_string(present.size()) +
+                             " decoder layers ('" + prefix_ + "N.')",
+                         "LayerCountMismatch");
     }
 
     std::string layer_prefix(std::int64_t layer) const { return prefix_ + std::to_string(layer) + "."; }
@@ -218,7 +234,9 @@ private:
         }
         const TensorInfo& info = checkpoint_.info(scale);
         const BlockSize b = *plan_.fp8_block;
-        const Shape expected{(rows + b.rows - 1) / b.rows, (cols + b.cols - 1) / b.cols};
+        const ErrorContext where{.file = config_.source(), .tensor = scale};
+        const Shape expected{checked_add(rows, b.rows - 1, "the weight's rows rounded up to whole blocks", where) / b.rows,
+                             checked_add(cols, b.cols - 1, "the weight's columns rounded up to whole blocks", where) / b.cols};
         if (info.shape != expected)
             tensor_error(scale, "has shape " + shape_to_string(info.shape) + ", but weight " + dims(rows, cols) +
                                     " with block " + dims(b.rows, b.cols) + " needs " + shape_to_string(expected),
@@ -242,14 +260,16 @@ private:
                                           "; fused experts are supported in BF16, F16 and F32 only",
                              "UnsupportedDtype");
         const std::int64_t E = plan_.num_experts, H = plan_.hidden_size, I = plan_.expert_intermediate_size;
-        const bool linear = gu.shape == Shape{E, 2 * I, H} && dn.shape == Shape{E, H, I};
-        const bool bmm = gu.shape == Shape{E, H, 2 * I} && dn.shape == Shape{E, I, H};
+        const std::int64_t I2 = checked_mul(std::int64_t{2}, I, "2 x " + rules_.expert_size_keys.front(),
+                                            {.file = config_.source()});
+        const bool linear = gu.shape == Shape{E, I2, H} && dn.shape == Shape{E, H, I};
+        const bool bmm = gu.shape == Shape{E, H, I2} && dn.shape == Shape{E, I, H};
         if (linear == bmm)  // neither (both cannot hold for I > 0)
             tensor_error(gate_up,
                          "fused experts have gate_up " + shape_to_string(gu.shape) + " and down " +
                              shape_to_string(dn.shape) + ", which match neither layout A (" +
-                             shape_to_string({E, 2 * I, H}) + " / " + shape_to_string({E, H, I}) + ") nor layout B (" +
-                             shape_to_string({E, H, 2 * I}) + " / " + shape_to_string({E, I, H}) +
+                             shape_to_string({E, I2, H}) + " / " + shape_to_string({E, H, I}) + ") nor layout B (" +
+                             shape_to_string({E, H, I2}) + " / " + shape_to_string({E, I, H}) +
                              ") for experts " + std::to_string(E) + ", hidden_size " + std::to_string(H) +
                              ", expert size " + std::to_string(I),
                          "AmbiguousFusedLayout", "refusing to guess how gate and up are packed");

@@ -1,5 +1,7 @@
 #include "mla_decoder.hpp"
 
+#include "config_counts.hpp"
+
 #include <moequant/error.hpp>
 
 #include <cmath>
@@ -17,12 +19,12 @@ struct MlaSpec {
 
 MlaSpec mla_from_config(const ModelConfig& config) {
     MlaSpec m;
-    m.heads = config.require_int("num_attention_heads");
+    m.heads = positive_int(config, "num_attention_heads");
     m.q_lora = config.int_or("q_lora_rank", 0);
-    m.kv_lora = config.require_int("kv_lora_rank");
-    m.nope = config.require_int("qk_nope_head_dim");
+    m.kv_lora = positive_int(config, "kv_lora_rank");
+    m.nope = positive_int(config, "qk_nope_head_dim");
     m.rope = config.require_int("qk_rope_head_dim");
-    m.v_head = config.require_int("v_head_dim");
+    m.v_head = positive_int(config, "v_head_dim");
     double theta = 10000.0;
     if (auto v = config.find("rope_theta"); v && !v->is_null()) theta = v->as_double();
     m.scale = 1.0f / std::sqrt(static_cast<float>(m.nope + m.rope));

@@ -1,5 +1,7 @@
 #include "qwen3_next_decoder.hpp"
 
+#include "config_counts.hpp"
+
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
 
@@ -160,25 +162,25 @@ private:
 
 NextSpec next_from_config(const ModelConfig& config) {
     NextSpec n;
-    n.heads = config.require_int("num_attention_heads");
-    n.kv_heads = config.int_or("num_key_value_heads", n.heads);
-    n.head_dim = config.int_or("head_dim", config.require_int("hidden_size") / n.heads);
+    n.heads = positive_int(config, "num_attention_heads");
+    n.kv_heads = positive_int_or(config, "num_key_value_heads", n.heads);
+    n.head_dim = positive_int_or(config, "head_dim", config.require_int("hidden_size") / n.heads);
     double partial = 0.25, theta = 10000.0;
     if (auto v = config.find("partial_rotary_factor"); v && !v->is_null()) partial = v->as_double();
     if (auto v = config.find("rope_theta"); v && !v->is_null()) theta = v->as_double();
     n.rotary_dim = static_cast<std::int64_t>(static_cast<double>(n.head_dim) * partial);
     n.inv_freq = rope_inverse_frequencies(theta, n.rotary_dim);
-    n.key_heads = config.require_int("linear_num_key_heads");
-    n.value_heads = config.require_int("linear_num_value_heads");
-    n.key_dim = config.require_int("linear_key_head_dim");
-    n.value_dim = config.require_int("linear_value_head_dim");
-    n.conv_kernel = config.int_or("linear_conv_kernel_dim", 4);
+    n.key_heads = positive_int(config, "linear_num_key_heads");
+    n.value_heads = positive_int(config, "linear_num_value_heads");
+    n.key_dim = positive_int(config, "linear_key_head_dim");
+    n.value_dim = positive_int(config, "linear_value_head_dim");
+    n.conv_kernel = positive_int_or(config, "linear_conv_kernel_dim", 4);
     if (n.value_heads % n.key_heads != 0)
         throw Error(ErrorKind::input, "linear_num_value_heads is not a multiple of linear_num_key_heads",
                     {.file = config.source(), .code = "InvalidConfig"});
     const std::int64_t layers = config.require_int("num_hidden_layers");
     const auto types = config.find("layer_types");
-    const std::int64_t interval = config.int_or("full_attention_interval", 4);
+    const std::int64_t interval = positive_int_or(config, "full_attention_interval", 4);
     for (std::int64_t l = 0; l < layers; ++l) {
         bool full = (l + 1) % interval == 0;
         if (types && types->is_array() && static_cast<std::int64_t>(types->size()) == layers)

@@ -1,4 +1,5 @@
 #include <moequant/calibration_activations.hpp>
+#include <moequant/checked_math.hpp>
 #include <moequant/error.hpp>
 
 #include <cstring>
@@ -28,7 +29,7 @@ CalibrationActivations CalibrationActivations::open(const std::filesystem::path&
         if (n < 0)
             throw Error(ErrorKind::input, "holds a negative length " + std::to_string(n),
                         {.file = file, .tensor = "sample_lengths", .code = "BadCalibration"});
-        a.stored_tokens_ += n;
+        a.stored_tokens_ = checked_add(a.stored_tokens_, n, "the sum of sample_lengths", {.file = file, .tensor = "sample_lengths"});
     }
     if (a.stored_tokens_ <= 0)
         throw Error(ErrorKind::input, "the samples hold no tokens", {.file = file, .tensor = "sample_lengths", .code = "BadCalibration"});

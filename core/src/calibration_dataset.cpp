@@ -1,10 +1,10 @@
 #include <moequant/calibration_dataset.hpp>
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 
 #include <boost/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <random>
 
 namespace moequant {
@@ -84,13 +84,15 @@ std::int64_t CalibrationSamples::tokens() const noexcept {
 
 CalibrationSamples load_calibration_dataset(const std::filesystem::path& jsonl, const Tokenizer& tokenizer,
                                             const ChatTemplate& chat, const DatasetSelection& selection) {
-    std::ifstream in(jsonl, std::ios::binary);
-    if (!in) throw Error(ErrorKind::input, "cannot be read", {.file = jsonl.string(), .code = "NotFound"});
+    const std::string content = read_small_file(jsonl, dataset_file_limit);
     // Every row is checked and rendered up front: a bad line fails before any work.
     std::vector<std::string> texts;
-    std::string line;
-    for (std::int64_t number = 1; std::getline(in, line); ++number) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::int64_t number = 1;  // of the line being read
+    for (std::size_t at = 0; at < content.size(); ++number) {
+        const std::size_t end = std::min(content.find('\n', at), content.size());
+        std::string_view line(content.data() + at, end - at);
+        at = end + 1;
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
         if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines
         boost::system::error_code ec;
         const json::value row = json::parse(line, ec);

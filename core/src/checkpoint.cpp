@@ -1,13 +1,12 @@
 #include <moequant/checkpoint.hpp>
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 #include <moequant/sharded_writer.hpp>
 
 #include <boost/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <unordered_map>
 
 namespace moequant {
@@ -77,15 +76,12 @@ struct Checkpoint::Impl {
     }
 
     void read_index(const fs::path& index_file) {
-        std::ifstream in(index_file, std::ios::binary);
-        if (!in) bad_index(index_file, "cannot read the index file");
-        std::ostringstream text;
-        text << in.rdbuf();
+        const std::string text = read_small_file(index_file, json_file_limit);
         json::error_code ec;
         // The index of a big model holds ~100k entries; a monotonic arena makes building and
         // dropping the document cheap.
         json::monotonic_resource arena;
-        json::value root = json::parse(text.str(), ec, &arena);
+        json::value root = json::parse(text, ec, &arena);
         if (ec) bad_index(index_file, "not valid JSON: " + ec.message());
         const json::object* obj = root.if_object();
         const json::value* map = obj ? obj->if_contains("weight_map") : nullptr;
@@ -109,7 +105,7 @@ struct Checkpoint::Impl {
         }
         for (const auto& name : shard_names) {
             std::error_code fec;
-            if (!fs::is_regular_file(directory / name, fec))
+            if (!fs::exists(directory / name, fec))
                 bad_index(index_file, "weight_map names shard '" + name + "', which does not exist in " +
                                           directory.string(),
                           "the download may be incomplete");
@@ -134,12 +130,14 @@ Checkpoint::~Checkpoint() = default;
 Checkpoint Checkpoint::open(const fs::path& path) {
     auto impl = std::make_unique<Impl>();
     std::error_code ec;
+    // exists(), not is_regular_file(): a FIFO or folder under a checkpoint file's name is
+    // refused by the reader (NotARegularFile) instead of being taken for a missing file.
     if (fs::is_directory(path, ec)) {
         impl->directory = path;
-        if (fs::is_regular_file(path / safetensors_index_name, ec)) {
+        if (fs::exists(path / safetensors_index_name, ec)) {
             impl->index = path / safetensors_index_name;
             impl->read_index(*impl->index);
-        } else if (fs::is_regular_file(path / single_file_name, ec)) {
+        } else if (fs::exists(path / single_file_name, ec)) {
             impl->read_single(path / single_file_name);
         } else {
             std::size_t others = 0;
@@ -153,7 +151,7 @@ Checkpoint Checkpoint::open(const fs::path& path) {
                                               " other .safetensors file(s) are there; pass the index or one file"
                                         : ""});
         }
-    } else if (fs::is_regular_file(path, ec)) {
+    } else if (fs::exists(path, ec)) {
         impl->directory = path.parent_path().empty() ? fs::path(".") : path.parent_path();
         if (path.extension() == ".json") {
             impl->index = path;
@@ -231,7 +229,7 @@ void Checkpoint::validate_all() const {
 
 bool Checkpoint::has_config() const {
     std::error_code ec;
-    return fs::is_regular_file(impl_->directory / "config.json", ec);
+    return fs::exists(impl_->directory / "config.json", ec);  // reading it refuses what is not a regular file
 }
 
 ModelConfig Checkpoint::config() const { return ModelConfig::load(impl_->directory / "config.json"); }

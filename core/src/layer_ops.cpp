@@ -25,8 +25,22 @@ void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const float* 
     });
 }
 
+namespace {
+
+// The rotary dimension comes from config.json and sizes a table: real heads have a few hundred
+// dimensions, so a config claiming far more (or fewer than none) is refused before allocating.
+std::size_t rotary_table_size(std::int64_t rotary_dim) {
+    constexpr std::int64_t most = 1 << 16;
+    if (rotary_dim < 0 || rotary_dim > most)
+        throw_input_error("the rotary dimension " + std::to_string(rotary_dim) + " is outside 0.." + std::to_string(most),
+                          {.code = "InvalidConfig"});
+    return static_cast<std::size_t>(rotary_dim / 2);
+}
+
+}  // namespace
+
 std::vector<float> rope_inverse_frequencies(double base, std::int64_t rotary_dim) {
-    std::vector<float> inv(static_cast<std::size_t>(rotary_dim / 2));
+    std::vector<float> inv(rotary_table_size(rotary_dim));
     for (std::size_t i = 0; i < inv.size(); ++i)  // float32 pow, as torch's base ** (arange(0, d, 2).float() / d)
         inv[i] = 1.0f / std::pow(static_cast<float>(base), static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
     return inv;
@@ -46,7 +60,7 @@ std::vector<float> yarn_inverse_frequencies(double base, std::int64_t rotary_dim
     low = std::max(low, 0.0);
     high = std::min(high, dim - 1);
     if (low == high) high += 0.001;  // no division by zero in the ramp
-    std::vector<float> inv(static_cast<std::size_t>(rotary_dim / 2));
+    std::vector<float> inv(rotary_table_size(rotary_dim));
     for (std::size_t i = 0; i < inv.size(); ++i) {
         // float32 as torch: pos_freqs = base ** (arange(0, dim, 2).float() / dim)
         const float pos = std::pow(static_cast<float>(base), static_cast<float>(2 * i) / static_cast<float>(rotary_dim));

@@ -1,11 +1,10 @@
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 #include <moequant/model_config.hpp>
 
 #include <boost/json.hpp>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 namespace moequant {
 
@@ -123,11 +122,10 @@ ConfigValue ConfigValue::at(std::size_t index) const {
 std::string ConfigValue::to_json() const { return json::serialize(as_json(value_)); }
 
 ModelConfig ModelConfig::load(const std::filesystem::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw Error(ErrorKind::input, "cannot read the model config", {.file = file.string(), .code = "MissingConfig"});
-    std::ostringstream text;
-    text << in.rdbuf();
-    return parse(text.str(), file.string());
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec))
+        throw Error(ErrorKind::input, "cannot read the model config", {.file = file.string(), .code = "MissingConfig"});
+    return parse(read_small_file(file, json_file_limit), file.string());
 }
 
 ModelConfig ModelConfig::parse(std::string_view json_text, const std::string& source) {

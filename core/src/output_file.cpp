@@ -1,5 +1,8 @@
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
+
+#include "mapped_ranges.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -171,6 +174,11 @@ void OutputFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes
         ssize_t n = ::pwrite(fd_, p, chunk, static_cast<off_t>(offset));
         if (n < 0) {
             if (errno == EINTR) continue;
+            // The bytes come from a mapped input that shrank: the input's fault, not the output's.
+            if (errno == EFAULT)
+                if (const char* input = detail::mapped_file_at(p))
+                    throw Error(ErrorKind::input, detail::truncated_input_reason,
+                                {.file = input, .code = detail::truncated_input_code});
             fail(errno, "cannot write");
         }
         if (n == 0) fail(ENOSPC, "cannot write");
@@ -203,14 +211,7 @@ void OutputFile::commit() {
 }
 
 void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to) {
-    std::FILE* f = std::fopen(from.c_str(), "rb");
-    if (!f) throw Error(ErrorKind::input, "cannot read the file to copy", {.file = from.string(), .code = "ReadFailed"});
-    std::string content;
-    char buffer[65536];
-    std::size_t n;
-    while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) content.append(buffer, n);
-    std::fclose(f);
-    write_file_atomically(to, content);
+    write_file_atomically(to, read_small_file(from, tokenizer_file_limit));
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view content) {

@@ -40,8 +40,11 @@ void set_max_threads(std::size_t threads) {
         thread_limit().reset();
         return;
     }
+    // Beyond the cores the default arena gets no more workers, but TBB sizes bookkeeping by the
+    // cap: --threads 100000000000 ran out of memory.
+    const auto cores = static_cast<std::size_t>(std::max(1, tbb::info::default_concurrency()));
     thread_limit() = std::make_unique<tbb::global_control>(
-        tbb::global_control::max_allowed_parallelism, threads);
+        tbb::global_control::max_allowed_parallelism, std::min(threads, cores));
 }
 
 std::size_t max_threads() noexcept {

@@ -1,5 +1,8 @@
 #include "plugin_loader.hpp"
 
+#include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
+
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
@@ -55,6 +58,13 @@ bool is_valid_id(std::string_view id, bool allow_dash) noexcept {
 }
 
 ModuleCheck open_plugin_module(const std::filesystem::path& file) {
+    // 0. Only a regular file: reading a FIFO or a device would block or never end.
+    try {
+        require_regular_file(file);
+    } catch (const Error& e) {
+        return reject(e.message() + " (" + e.code() + ")");
+    }
+
     // 1. Symbols first, without running any code of the file.
     std::vector<std::string> symbols;
     try {

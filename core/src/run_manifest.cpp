@@ -1,14 +1,12 @@
 #include <moequant/digest.hpp>
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
 #include <moequant/run_manifest.hpp>
 
 #include <boost/json.hpp>
 
 #include <sys/stat.h>
-
-#include <fstream>
-#include <sstream>
 
 namespace moequant {
 
@@ -51,11 +49,9 @@ std::optional<RunManifest> RunManifest::load(const std::filesystem::path& direct
     const auto path = directory / run_manifest_name;
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) return std::nullopt;
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
+    const std::string text = read_small_file(path, json_file_limit);
     try {
-        json::object o = json::parse(text.str()).as_object();
+        json::object o = json::parse(text).as_object();
         RunManifest m;
         m.tool_version = o.at("tool_version").as_string();
         m.command = o.at("command").as_string();
@@ -123,12 +119,7 @@ std::vector<ManifestShard> source_shard_records(const Checkpoint& checkpoint) {
 
 std::string source_fingerprint(const Checkpoint& checkpoint) {
     Digest64 d;
-    if (checkpoint.has_config()) {
-        std::ifstream in(checkpoint.directory() / "config.json", std::ios::binary);
-        std::ostringstream text;
-        text << in.rdbuf();
-        d.update(text.str());
-    }
+    if (checkpoint.has_config()) d.update(read_small_file(checkpoint.directory() / "config.json", json_file_limit));
     for (const auto& name : checkpoint.shard_names()) d.update(name + "\n");
     return d.hex();
 }

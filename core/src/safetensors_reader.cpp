@@ -1,16 +1,14 @@
 #include <moequant/digest.hpp>
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 #include <moequant/safetensors_reader.hpp>
 
 #include "mapped_file.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -25,20 +23,6 @@ std::uint64_t read_le64(const unsigned char* p) {
     std::uint64_t v = 0;
     for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
     return v;
-}
-
-// Reads exactly `size` bytes at `offset`; false on a short read.
-bool pread_all(int fd, void* buffer, std::size_t size, std::uint64_t offset) {
-    auto* p = static_cast<char*>(buffer);
-    while (size > 0) {
-        ssize_t n = ::pread(fd, p, size, static_cast<off_t>(offset));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        p += n;
-        size -= static_cast<std::size_t>(n);
-        offset += static_cast<std::uint64_t>(n);
-    }
-    return true;
 }
 
 // The first three checks of the reference reader, which only need the length prefix.
@@ -70,14 +54,10 @@ struct SafetensorsFile::Impl {
     std::string header_digest;
 
     // Data access: either an image given by the caller or a lazily created mapping.
-    int fd = -1;
+    InputFile input;  // open until mapped
     std::once_flag map_once;
     detail::MappedFile mapping;
     std::span<const std::byte> image;
-
-    ~Impl() {
-        if (fd >= 0) ::close(fd);
-    }
 
     void index_names() {
         by_name.reserve(header.tensors.size());
@@ -86,15 +66,14 @@ struct SafetensorsFile::Impl {
 
     std::span<const std::byte> data() {
         std::call_once(map_once, [this] {
-            if (!image.empty() || fd < 0) return;
+            if (!image.empty() || input.fd() < 0) return;
             struct stat st{};
-            if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != file_size)
+            if (::fstat(input.fd(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != file_size)
                 throw Error(ErrorKind::input, "the file changed size since its header was read",
-                            {.file = display_name});
-            mapping = detail::MappedFile(fd, static_cast<std::size_t>(file_size), path);
+                            {.file = display_name, .code = "FileTruncated"});
+            mapping = detail::MappedFile(input.fd(), static_cast<std::size_t>(file_size), path);
             image = mapping.bytes();
-            ::close(fd);
-            fd = -1;
+            input = InputFile();
         });
         return image;
     }
@@ -111,23 +90,15 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
     impl->display_name = path.string();
     const std::string& name = impl->display_name;
 
-    impl->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (impl->fd < 0)
-        throw Error(ErrorKind::input, std::string("cannot open: ") + std::strerror(errno), {.file = name});
-    struct stat st{};
-    if (::fstat(impl->fd, &st) != 0)
-        throw Error(ErrorKind::input, std::string("cannot stat: ") + std::strerror(errno), {.file = name});
-    if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::input, "not a regular file", {.file = name});
-    impl->file_size = static_cast<std::uint64_t>(st.st_size);
+    impl->input = InputFile::open(path);
+    impl->file_size = impl->input.size();
 
     unsigned char prefix[8] = {};
-    if (impl->file_size >= 8 && !pread_all(impl->fd, prefix, 8, 0))
-        throw Error(ErrorKind::input, "cannot read the header length", {.file = name});
+    if (impl->file_size >= 8) impl->input.read_at(prefix, 8, 0);
     impl->header_length = checked_header_length(impl->file_size, prefix, name);
 
     std::string header_text(static_cast<std::size_t>(impl->header_length), '\0');
-    if (!pread_all(impl->fd, header_text.data(), header_text.size(), 8))
-        throw Error(ErrorKind::input, "cannot read the header", {.file = name});
+    impl->input.read_at(header_text.data(), header_text.size(), 8);
     impl->header = parse_safetensors_header(header_text, impl->file_size - 8 - impl->header_length, name);
     impl->header_digest = digest_hex(std::as_bytes(std::span<const char>(header_text.data(), header_text.size())));
     impl->index_names();

@@ -4,24 +4,21 @@
 #pragma once
 
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
 
 #include <boost/json.hpp>
 
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 namespace moequant::formats {
 
 // Error(input, "BadJson") naming the file when it does not parse.
 inline boost::json::value read_json_file(const std::filesystem::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
+    const std::string text = read_small_file(file, json_file_limit);
     try {
-        return boost::json::parse(text.str());
+        return boost::json::parse(text);
     } catch (const std::exception& e) {
         throw Error(ErrorKind::input, std::string("is not valid JSON: ") + e.what(), {.file = file.string(), .code = "BadJson"});
     }

@@ -4,9 +4,8 @@
 #include "stored_parts.hpp"
 
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 #include <moequant/run_manifest.hpp>
-
-#include <fstream>
 
 namespace moequant::formats {
 namespace {
@@ -45,10 +44,9 @@ std::optional<std::int64_t> numbered(std::string_view name, std::string_view pre
 }
 
 Tensor read_file(const fs::path& file, DType dtype, std::int64_t expected_bytes) {
-    std::error_code ec;
-    const auto size = fs::file_size(file, ec);
-    if (ec) throw Error(ErrorKind::input, "cannot read: " + ec.message(), {.file = file.string(), .code = "ReadFailed"});
-    if (static_cast<std::int64_t>(size) != expected_bytes)
+    const InputFile in = InputFile::open(file);
+    const std::uint64_t size = in.size();
+    if (size != static_cast<std::uint64_t>(expected_bytes))
         throw Error(ErrorKind::input,
                     "holds " + std::to_string(size) + " bytes but its name says " + std::to_string(expected_bytes),
                     {.file = file.string(), .code = "SizeMismatch"});
@@ -56,9 +54,7 @@ Tensor read_file(const fs::path& file, DType dtype, std::int64_t expected_bytes)
     if (expected_bytes % element != 0)
         throw Error(ErrorKind::input, "size is not a whole number of float32 scales", {.file = file.string(), .code = "SizeMismatch"});
     Tensor t(dtype, {expected_bytes / element});
-    std::ifstream in(file, std::ios::binary);
-    if (!in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size_bytes())))
-        throw Error(ErrorKind::input, "cannot read all of its bytes", {.file = file.string(), .code = "ReadFailed"});
+    in.read_at(t.data(), t.size_bytes(), 0);
     return t;
 }
 

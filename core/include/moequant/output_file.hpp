@@ -93,7 +93,8 @@ private:
 // Writes a whole small file (JSON, a copied config) through an OutputFile.
 MOEQUANT_API void write_file_atomically(const std::filesystem::path& path, std::string_view content);
 
-// Copies a small side file (config.json, tokenizer.json) through an OutputFile.
+// Copies a small side file (config.json, tokenizer.json) through an OutputFile. The source must
+// be a regular file of at most tokenizer_file_limit bytes (input_file.hpp), else Error(input).
 MOEQUANT_API void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to);
 
 }  // namespace moequant

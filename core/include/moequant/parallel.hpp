@@ -18,7 +18,8 @@ namespace moequant {
 MOEQUANT_API void parallel_for(std::size_t begin, std::size_t end, std::size_t grain,
                                const std::function<void(std::size_t, std::size_t)>& body);
 
-// Caps the number of worker threads for all later parallel work (0 = one per core).
+// Caps the number of worker threads for all later parallel work (0 = one per core; a cap above
+// the number of cores counts as that number).
 MOEQUANT_API void set_max_threads(std::size_t threads);
 
 // The current cap (the number of cores unless set_max_threads was called).

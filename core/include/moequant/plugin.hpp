@@ -64,7 +64,12 @@
 //              output_lock.hpp, output_overwrite.hpp; RunManifest records source shards
 //              (ManifestShard); ConversionJob::input_files; Quantizer::saturated_rows() (rows
 //              whose codes saturate; convert and verify warn about them); printable.hpp
-//              (printable_name(), printable_text()); saturated_rows.hpp.
+//              (printable_name(), printable_text()); saturated_rows.hpp; input_file.hpp (InputFile,
+//              require_regular_file, read_small_file and the input size limits); checked_math.hpp
+//              (checked_mul, checked_add); fault_handler.hpp (install_mapped_file_fault_handler());
+//              copy_file_atomically() refuses sources that are not regular files or exceed
+//              tokenizer_file_limit; rope/yarn_inverse_frequencies() refuse a rotary dimension
+//              outside 0..65536; set_max_threads() caps at the core count.
 #define MOEQUANT_PLUGIN_ABI_VERSION 8
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).

@@ -1,4 +1,5 @@
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 #include <moequant/tokenizer.hpp>
 
 #include "../utf8.hpp"
@@ -10,9 +11,6 @@
 #include "pre_tokenizer.hpp"
 
 #include <boost/json.hpp>
-
-#include <fstream>
-#include <sstream>
 
 namespace moequant {
 
@@ -49,20 +47,13 @@ json::value parse_json(std::string_view text, const std::string& source) {
     return v;
 }
 
-std::string read_file(const std::filesystem::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw Error(ErrorKind::input, "cannot be read", {.file = file.string(), .code = "NotFound"});
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 }  // namespace
 
 Tokenizer Tokenizer::load(const std::filesystem::path& tokenizer_json) {
     const std::filesystem::path config = tokenizer_json.parent_path() / "tokenizer_config.json";
     std::error_code ec;
-    return parse(read_file(tokenizer_json), std::filesystem::exists(config, ec) ? read_file(config) : std::string(),
+    return parse(read_small_file(tokenizer_json, tokenizer_file_limit),
+                 std::filesystem::exists(config, ec) ? read_small_file(config, json_file_limit) : std::string(),
                  tokenizer_json.string());
 }
 

@@ -1,0 +1,17 @@
+// Counts from config.json that divide or size a decoder's work (head counts, head sizes, layer
+// intervals): each must be positive, else Error(input, InvalidConfig) naming config.json and
+// the key. A zero head count used to end in SIGFPE.
+#pragma once
+
+#include <moequant/model_config.hpp>
+
+#include <cstdint>
+#include <string_view>
+
+namespace moequant::adapters {
+
+std::int64_t positive_int(const ModelConfig& config, std::string_view key);
+// `fallback` when the key is absent (or null); a present value must be positive.
+std::int64_t positive_int_or(const ModelConfig& config, std::string_view key, std::int64_t fallback);
+
+}  // namespace moequant::adapters
