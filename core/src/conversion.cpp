@@ -5,6 +5,7 @@
 #include <moequant/digest.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
+#include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
 #include <moequant/output_location.hpp>
 #include <moequant/output_lock.hpp>
@@ -113,8 +114,23 @@ std::set<std::string> files_written_by(const std::optional<RunManifest>& earlier
     return names;
 }
 
+// The side files a format will copy at the end are checked now, so a FIFO or a folder under such
+// a name fails the run before its first layer rather than after its last.
+void check_side_files(const Checkpoint& source) {
+    for (const char* name : copied_side_files) {
+        std::error_code ec;
+        const fs::path file = source.directory() / name;
+        if (!fs::exists(file, ec)) continue;
+        require_regular_file(file);
+        if (fs::file_size(file, ec) > tokenizer_file_limit)
+            throw Error(ErrorKind::input, "the side file is larger than " + std::to_string(tokenizer_file_limit >> 20) + " MiB",
+                        {.file = file.string(), .code = "FileTooLarge"});
+    }
+}
+
 // The output folder, checked against the inputs, created if needed and locked for this run.
 std::unique_ptr<OutputFolderLock> lock_output(const ConversionJob& job) {
+    check_side_files(*job.source);
     CommandInputs inputs{.folders = {job.source->directory()}, .files = job.input_files};
     if (job.calibration) inputs.files.push_back(job.calibration->path());
     check_output_folder(job.output, inputs, job.overwrite);

@@ -14,9 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* side_files[] = {"config.json",           "tokenizer.json",        "tokenizer_config.json",
-                                      "special_tokens_map.json", "generation_config.json", "chat_template.jinja"};
-
 // "<prefix><digits>"
 bool numbered(const std::string& name, std::string_view prefix) {
     if (!name.starts_with(prefix) || name.size() == prefix.size()) return false;
@@ -53,7 +50,7 @@ bool is_conversion_output_entry(const fs::directory_entry& entry) {
     if (folder) return numbered(name, "_layer_") && is_kt_layer_tree(entry.path());
     if (!file) return false;
     if (name == run_manifest_name || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")) return true;
-    return std::find(std::begin(side_files), std::end(side_files), name) != std::end(side_files);
+    return std::find(copied_side_files.begin(), copied_side_files.end(), name) != copied_side_files.end();
 }
 
 void clear_for_overwrite(const fs::path& dir, const std::set<std::string>& also_owned) {

@@ -11,11 +11,17 @@
 
 #include <moequant/export.hpp>
 
+#include <array>
 #include <filesystem>
 #include <set>
 #include <string>
 
 namespace moequant {
+
+// The model side files the output formats copy next to the weights (each format a subset).
+inline constexpr std::array<const char*, 6> copied_side_files = {
+    "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
+    "chat_template.jinja"};
 
 // True when a conversion writes an entry of this name (and kind) at the top of its output.
 MOEQUANT_API bool is_conversion_output_entry(const std::filesystem::directory_entry& entry);
