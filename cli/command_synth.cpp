@@ -14,12 +14,16 @@
 #include <moequant/output_location.hpp>
 #include <moequant/output_lock.hpp>
 #include <moequant/output_overwrite.hpp>
+#include <moequant/sharded_writer.hpp>
+
+#include <boost/json.hpp>
 
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include <algorithm>
 #include <filesystem>
@@ -31,9 +35,6 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 namespace {
-
-// "<parent>/.<name>.moequant.partial": a sibling, so the final rename stays on one filesystem.
-fs::path staging_folder(const fs::path& out) { return out.parent_path() / ("." + out.filename().string() + partial_marker); }
 
 // A fresh staging folder, locked while this run lives: a leftover of a killed run is removed, one
 // another run holds is refused (OutputLocked), and a link found under the name loses only its name.
@@ -58,8 +59,46 @@ std::unique_ptr<OutputFolderLock> prepare_staging(const fs::path& staging) {
 // The top-level names of a folder: what synth wrote, so --overwrite may replace them.
 std::set<std::string> entry_names(const fs::path& dir) {
     std::set<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) names.insert(it->path().filename().string());
+    if (ec) throw Error(ErrorKind::io, "cannot list the staging folder: " + ec.message(), {.file = dir.string(), .code = "WriteFailed"});
     return names;
+}
+
+// A hidden file in every checkpoint synth writes (loaders ignore it): what made it, and the proof
+// that `synth --overwrite` may replace the folder.
+constexpr const char* synth_marker_name = ".moequant-synth.json";
+
+std::string synth_marker(const ModelAdapter& adapter, const Options& options) {
+    boost::json::object o{{"written_by", "moequant synth"}, {"adapter", std::string(adapter.id())}};
+    for (const auto& [key, value] : options.items()) o[key] = value;
+    return boost::json::serialize(o) + "\n";
+}
+
+void refuse_unless_synthesized(const fs::path& target) {
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(target / synth_marker_name, ec)))
+        throw Error(ErrorKind::io,
+                    std::string("synth --overwrite replaces only a checkpoint synth wrote, and the folder has no ") +
+                        synth_marker_name,
+                    {.file = target.string(), .code = "ForeignEntry", .hint = "choose another --out, or remove the folder yourself"});
+}
+
+// Moves the staged checkpoint into the emptied target, its index last: until then the folder does
+// not look like a complete checkpoint.
+void move_entries(const fs::path& staging, const fs::path& target) {
+    std::set<std::string> names = entry_names(staging);
+    const bool has_index = names.erase(safetensors_index_name) > 0;
+    std::vector<std::string> order(names.begin(), names.end());
+    if (has_index) order.push_back(safetensors_index_name);
+    for (const auto& name : order) {
+        std::error_code ec;
+        fs::rename(staging / name, target / name, ec);
+        if (ec)
+            throw Error(ErrorKind::io, "cannot move the finished checkpoint into place: " + ec.message(),
+                        {.file = (target / name).string(), .code = "WriteFailed"});
+    }
+    sync_folder(target);
 }
 
 }  // namespace
@@ -123,29 +162,39 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
     // The real folder (a symlinked --out is replaced where it points), checked before any file.
     const fs::path target = resolved_path(out);
     check_output_folder(target, {}, overwrite);
-    if (!activations.empty()) check_output_file(activations, {}, overwrite);
+    // Never inside the checkpoint: loaders take every *.safetensors they find there.
+    if (!activations.empty()) check_output_file(activations, {.folders = {target}}, overwrite);
     std::error_code ec;
-    if (fs::exists(target, ec) && !overwrite)
+    const bool replacing = fs::exists(fs::symlink_status(target, ec));
+    if (replacing && !overwrite)
         throw Error(ErrorKind::io, "the output folder already exists", {.file = target.string(), .code = "OutputExists",
                                                                         .hint = "choose another --out or pass --overwrite"});
-    if (fs::exists(target, ec) && !fs::is_directory(target, ec))
+    if (replacing && !fs::is_directory(target, ec))
         throw Error(ErrorKind::io, "the output path exists and is not a folder", {.file = target.string(), .code = "OutputExists"});
-    const fs::path staging = staging_folder(target);
+    // A folder being replaced is locked like any output folder: a conversion running into it
+    // stops this run (OutputLocked), never the other way round.
+    const std::unique_ptr<OutputFolderLock> target_lock = replacing ? std::make_unique<OutputFolderLock>(target) : nullptr;
+    const fs::path staging = partial_path_for(target);
     const std::unique_ptr<OutputFolderLock> lock = prepare_staging(staging);
     try {
         adapter->synthesize(staging, synth_options);
-        // --overwrite replaces only what a synth or a conversion writes, and refuses anything else.
-        if (fs::exists(target, ec)) clear_for_overwrite(target, entry_names(staging));
+        write_file_atomically(staging / synth_marker_name, synth_marker(*adapter, synth_options));
+        if (replacing) {
+            // Only a checkpoint synth wrote (it has the marker), and only the names this synth
+            // writes: a downloaded model or a conversion's output under --out keeps every file.
+            refuse_unless_synthesized(target);
+            clear_for_overwrite(target, {.conversion_output = false, .names = entry_names(staging)});
+            move_entries(staging, target);
+            fs::remove(staging, ec);
+        } else {
+            fs::rename(staging, target, ec);
+            if (ec)
+                throw Error(ErrorKind::io, "cannot move the finished checkpoint into place: " + ec.message(),
+                            {.file = target.string(), .code = "WriteFailed"});
+        }
     } catch (...) {
         fs::remove_all(staging, ec);
         throw;
-    }
-    fs::rename(staging, target, ec);  // onto a missing or emptied folder
-    if (ec) {
-        std::error_code ignored;
-        fs::remove_all(staging, ignored);
-        throw Error(ErrorKind::io, "cannot move the finished checkpoint into place: " + ec.message(),
-                    {.file = target.string(), .code = "WriteFailed"});
     }
 
     Checkpoint written = Checkpoint::open(target);

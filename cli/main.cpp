@@ -7,6 +7,7 @@
 #include "global_options.hpp"
 
 #include <moequant/error.hpp>
+#include <moequant/printable.hpp>
 #include <moequant/fault_handler.hpp>
 #include <moequant/version.hpp>
 
@@ -115,7 +116,7 @@ int main(int argc, char** argv) {
         std::cerr << "moequant: error: out of memory\n";
         return moequant::exit_code(moequant::ErrorKind::internal);
     } catch (const std::exception& e) {
-        std::cerr << "moequant: internal error: " << e.what() << "\n";
+        std::cerr << "moequant: internal error: " << moequant::printable_text(e.what()) << "\n";  // may quote raw paths
         return moequant::exit_code(moequant::ErrorKind::internal);
     }
 }

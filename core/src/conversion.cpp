@@ -100,10 +100,14 @@ bool holds_nothing_complete(const fs::path& dir) {
     return !ec;
 }
 
-// The top-level names an earlier run's manifest says it wrote: --overwrite may remove them.
-std::set<std::string> files_written_by(const std::optional<RunManifest>& earlier) {
-    std::set<std::string> names;
-    if (!earlier) return names;
+// What --overwrite may remove: a conversion's files when the folder holds a manifest (even an
+// unreadable one: the name is the tool's), and the files an earlier manifest lists.
+OverwriteScope overwrite_scope(const fs::path& dir, const std::optional<RunManifest>& earlier) {
+    OverwriteScope scope;
+    std::error_code ec;
+    scope.conversion_output = fs::is_regular_file(fs::symlink_status(dir / run_manifest_name, ec));
+    std::set<std::string>& names = scope.names;
+    if (!earlier) return scope;
     auto add = [&](const ManifestFile& f) {
         const fs::path name(f.name);
         if (!name.empty() && !name.is_absolute()) names.insert(name.begin()->string());
@@ -111,7 +115,7 @@ std::set<std::string> files_written_by(const std::optional<RunManifest>& earlier
     for (const auto& layer : earlier->completed_layers)
         for (const auto& f : layer.files) add(f);
     for (const auto& f : earlier->final_files) add(f);
-    return names;
+    return scope;
 }
 
 // The side files a format will copy at the end are checked now, so a FIFO or a folder under such
@@ -166,7 +170,7 @@ PreparedOutput prepare_output(const ConversionJob& job) {
     }
     // Nothing completed yet, whoever started it: start afresh.
     if ((!earlier || (earlier->completed_layers.empty() && !earlier->complete)) && holds_nothing_complete(job.output)) {
-        clear_for_overwrite(job.output);
+        clear_for_overwrite(job.output, overwrite_scope(job.output, earlier));
         return out;
     }
     if (!job.overwrite)
@@ -174,7 +178,7 @@ PreparedOutput prepare_output(const ConversionJob& job) {
                     earlier ? "the output folder holds the output of another conversion (different source, plan or settings)"
                             : "the output folder is not empty and holds no moequant-run.json",
                     {.file = job.output.string(), .code = "OutputExists", .hint = "choose another --output or pass --overwrite"});
-    clear_for_overwrite(job.output, files_written_by(earlier));
+    clear_for_overwrite(job.output, overwrite_scope(job.output, earlier));
     return out;
 }
 

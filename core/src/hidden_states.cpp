@@ -25,7 +25,12 @@ HiddenStates::HiddenStates(std::int64_t tokens, std::int64_t hidden, const std::
         throw Error(ErrorKind::io, std::string(what) + ": " + std::strerror(e), {.file = file.string(), .code = "ScratchFailed"});
     };
     if (fd < 0) fail("cannot create the hidden-state scratch file");
-    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) fail("cannot size the hidden-state scratch file");
+    // Allocated, not just sized: a sparse file on a full disk would fault (SIGBUS) on first touch.
+    if (const int e = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0) {
+        errno = e;
+        fail(e == ENOSPC ? "no room for the hidden-state scratch file (set TMPDIR or --max-memory)"
+                         : "cannot allocate the hidden-state scratch file");
+    }
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) fail("cannot map the hidden-state scratch file");
     ::close(fd);

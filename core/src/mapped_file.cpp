@@ -3,6 +3,7 @@
 #include "mapped_ranges.hpp"
 
 #include <moequant/error.hpp>
+#include <moequant/printable.hpp>
 
 #include <sys/mman.h>
 
@@ -19,7 +20,7 @@ MappedFile::MappedFile(int fd, std::size_t size, const std::filesystem::path& pa
         throw_io_error(std::string("cannot map the file into memory: ") + std::strerror(errno),
                        {.file = path.string()});
     data_ = static_cast<std::byte*>(p);
-    const std::string name = path.string();
+    const std::string name = printable_name(path.string());  // the fault handler prints it as it is
     name_ = std::make_unique<char[]>(name.size() + 1);
     std::memcpy(name_.get(), name.c_str(), name.size() + 1);
     slot_ = detail::add_mapped_range(data_, size_, name_.get());

@@ -2,9 +2,12 @@
 #include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
 
+#include "file_identity.hpp"
+
 #include "mapped_ranges.hpp"
 
 #include <fcntl.h>
+#include <stdio.h>  // renameat2
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -41,13 +44,6 @@ InjectedDiskFull& injected_disk_full() {
     return instance;
 }
 
-void sync_directory(const std::filesystem::path& dir) {
-    int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return;  // best effort: the data itself is already synced
-    ::fsync(fd);
-    ::close(fd);
-}
-
 // Removes a partial file found where a new one is to be created, unless a live run holds its lock.
 // Returns false when one does. A non-regular entry (a planted symlink, a FIFO) loses only its
 // name: unlink() never follows a link.
@@ -68,16 +64,19 @@ bool remove_stale_partial(const std::filesystem::path& partial) {
         ::close(fd);
         return false;
     }
-    // Still the file we locked (not one another run has created since)?
-    struct stat locked {}, now {};
-    if (::fstat(fd, &locked) == 0 && ::lstat(partial.c_str(), &now) == 0 && locked.st_ino == now.st_ino &&
-        locked.st_dev == now.st_dev)
-        ::unlink(partial.c_str());
+    if (detail::names_same_file(fd, partial)) ::unlink(partial.c_str());  // not one created since
     ::close(fd);
     return true;
 }
 
 }  // namespace
+
+void sync_folder(const std::filesystem::path& dir) noexcept {
+    int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;  // best effort: the data itself is already synced
+    ::fsync(fd);
+    ::close(fd);
+}
 
 std::filesystem::path partial_path_for(const std::filesystem::path& final_path) {
     return final_path.parent_path() / ("." + final_path.filename().string() + partial_marker);
@@ -89,6 +88,10 @@ bool is_partial_name(std::string_view name) noexcept {
 
 OutputFile::OutputFile(std::filesystem::path final_path, std::uint64_t expected_size, Durability durability)
     : final_path_(std::move(final_path)), partial_path_(partial_path_for(final_path_)), durability_(durability) {
+    // A file that is not there now must not be replaced by commit(): if one appears meanwhile,
+    // another run wrote it, and its bytes are not this run's to discard.
+    struct stat existing {};
+    may_replace_ = ::lstat(final_path_.c_str(), &existing) == 0;
     // O_EXCL | O_NOFOLLOW: never write through a link planted under the partial name, and never
     // share a partial with another run; the flock marks it live for as long as it is open.
     for (int attempt = 0; attempt < 8 && fd_ < 0; ++attempt) {
@@ -140,10 +143,12 @@ void OutputFile::busy() {
 
 void OutputFile::fail(int error_number, const char* action) {
     std::string code = error_number == ENOSPC ? "DiskFull" : error_number == EFBIG ? "FileTooLarge"
+                     : error_number == EEXIST ? "OutputExists"
                      : error_number == EACCES || error_number == EPERM || error_number == EROFS ? "PermissionDenied"
                                                                                               : "WriteFailed";
     std::string hint = error_number == ENOSPC ? "free disk space and rerun the same command; completed work is kept"
                      : error_number == EFBIG ? "the file size limit (ulimit -f) or the filesystem's limit was reached"
+                     : error_number == EEXIST ? "another run wrote this file meanwhile; it is kept"
                                              : "";
     {
         std::lock_guard lock(failure_mutex_);
@@ -202,12 +207,17 @@ void OutputFile::commit() {
     if (fd_ < 0) throw Error(ErrorKind::internal, "commit after commit", {.file = final_path_.string()});
     const bool sync = durability_ == Durability::synced_on_commit;
     if (sync && ::fdatasync(fd_) != 0) fail(errno, "cannot flush");
+    // Renamed while still open and locked: no other run can take the partial for a stale one and
+    // put its own bytes under the name in between.
+    int renamed = may_replace_ ? -1 : ::renameat2(AT_FDCWD, partial_path_.c_str(), AT_FDCWD, final_path_.c_str(), RENAME_NOREPLACE);
+    if (renamed != 0 && (may_replace_ || errno == EINVAL || errno == ENOSYS))  // a filesystem without RENAME_NOREPLACE
+        renamed = ::rename(partial_path_.c_str(), final_path_.c_str());
+    if (renamed != 0) fail(errno, "cannot rename into place");
+    committed_ = true;
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) fail(errno, "cannot close");
-    if (::rename(partial_path_.c_str(), final_path_.c_str()) != 0) fail(errno, "cannot rename into place");
-    committed_ = true;
-    if (sync) sync_directory(final_path_.parent_path());
+    if (sync) sync_folder(final_path_.parent_path());
 }
 
 void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to) {

@@ -1,6 +1,8 @@
 #include <moequant/error.hpp>
 #include <moequant/output_lock.hpp>
 
+#include "file_identity.hpp"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -33,7 +35,7 @@ OutputFolderLock::OutputFolderLock(std::filesystem::path dir, Where where)
     for (;;) {
         fd_ = ::open(path_.c_str(), flags, 0644);
         if (fd_ < 0) fail_to_lock(path_, errno);
-        struct stat held {}, now {};
+        struct stat held {};
         if (::fstat(fd_, &held) != 0 || (where_ == Where::lock_file && !S_ISREG(held.st_mode))) {
             ::close(fd_);
             throw Error(ErrorKind::io, "the output lock is not a regular file", {.file = path_.string(), .code = "UnsafeLock"});
@@ -46,9 +48,9 @@ OutputFolderLock::OutputFolderLock(std::filesystem::path dir, Where where)
             ::close(fd_);
             fail_to_lock(path_, e);
         }
-        // The run that held it may have unlinked the file between our open and our flock; a lock
-        // on an unlinked file excludes nobody, so take the one now under the name.
-        if (::lstat(path_.c_str(), &now) == 0 && now.st_ino == held.st_ino && now.st_dev == held.st_dev) return;
+        // The run that held it may have unlinked the file between our open and our flock: then
+        // take the one now under the name.
+        if (detail::names_same_file(fd_, path_)) return;
         ::close(fd_);
     }
 }

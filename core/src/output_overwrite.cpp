@@ -53,16 +53,19 @@ bool is_conversion_output_entry(const fs::directory_entry& entry) {
     return std::find(copied_side_files.begin(), copied_side_files.end(), name) != copied_side_files.end();
 }
 
-void clear_for_overwrite(const fs::path& dir, const std::set<std::string>& also_owned) {
+void clear_for_overwrite(const fs::path& dir, const OverwriteScope& scope) {
     std::vector<fs::path> remove;
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
         const std::string name = it->path().filename().string();
         if (name == output_lock_name) continue;  // held by this run
         std::error_code kind_ec;
-        const bool owned_file = also_owned.count(name) && !it->is_directory(kind_ec);
-        if (!owned_file && !is_conversion_output_entry(*it))
-            throw Error(ErrorKind::io, "--overwrite removes only what a conversion writes, and the output folder also holds '" + name + "'",
+        const bool owned_file = scope.names.count(name) && (it->is_symlink(kind_ec) || !it->is_directory(kind_ec));
+        const bool owned = owned_file || is_partial_name(name) || (scope.conversion_output && is_conversion_output_entry(*it));
+        if (!owned)
+            throw Error(ErrorKind::io,
+                        std::string("--overwrite removes only what moequant wrote, and the output folder also holds '") + name +
+                            "'" + (scope.conversion_output ? "" : " (the folder holds no moequant-run.json)"),
                         {.file = it->path().string(),
                          .code = "ForeignEntry",
                          .hint = "move it away, or choose another output folder"});

@@ -29,14 +29,6 @@ namespace fs = std::filesystem;
 
 std::string layer_folder(std::int64_t layer) { return "_layer_" + std::to_string(layer); }
 
-void sync_folder(const fs::path& dir) {
-    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        ::fsync(fd);
-        ::close(fd);
-    }
-}
-
 class KtTreeSink final : public LayerSink {
 public:
     KtTreeSink(fs::path output, std::int64_t layer, std::string prefix, int parts)

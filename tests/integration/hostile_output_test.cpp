@@ -187,6 +187,55 @@ BOOST_AUTO_TEST_CASE(overwrite_removes_only_what_a_conversion_writes) {
     BOOST_TEST(read_text(dir / "old/thesis.tex") == "the user's");
 }
 
+BOOST_AUTO_TEST_CASE(overwrite_of_a_folder_that_no_run_wrote_removes_nothing) {
+    // A downloaded model (no moequant-run.json) holds only names a conversion also writes; it is
+    // still not a conversion's output, and --overwrite keeps every file of it.
+    TempDir dir;
+    const fs::path src = copy_model(dir / "m");
+    const fs::path other = copy_model(dir / "downloaded");
+    fs::remove(other / ".moequant-synth.json");  // what synth adds; a real download has no such file
+    const Hashes before = file_hashes(dir.path(), true);
+    auto r = run_moequant(convert_args(src, other) + std::vector<std::string>{"--overwrite"});
+    expect_refused(r, 5, "ForeignEntry", {"no moequant-run.json"});
+    expect_refused(run_moequant({"gptq", "--model_id", src.string(), "--output_dir", other.string(), "--quant_method", "RTN",
+                                 "--overwrite", "--quiet"}),
+                   5, "ForeignEntry");
+    expect_refused(run_moequant({"synth", "--family", "mixtral", "--out", other.string(), "--overwrite"}), 5, "ForeignEntry");
+    BOOST_TEST((file_hashes(dir.path(), true) == before));
+}
+
+BOOST_AUTO_TEST_CASE(synth_overwrite_respects_a_conversion_in_its_folder) {
+    TempDir dir;
+    const fs::path src = copy_model(dir / "m");
+    const fs::path out = dir / "out";
+    // A live conversion into --out: synth stops, the conversion finishes and verifies.
+    Child converting(host(convert_args(src, out)), slow_layers);
+    BOOST_REQUIRE(wait_until(converting, [&] { return recorded_layers(out) >= 1; }));
+    expect_refused(run_moequant({"synth", "--family", "qwen3_moe", "--out", out.string(), "--overwrite"}), 5, "OutputLocked");
+    BOOST_TEST(converting.wait().exit_code == 0);
+    BOOST_TEST(verifies(src, out));
+    // A conversion killed in --out (its lock file stays): its files are not synth's to remove.
+    fs::remove_all(out);
+    {
+        Child killed(host(convert_args(src, out)), slow_layers);
+        BOOST_REQUIRE(wait_until(killed, [&] { return recorded_layers(out) >= 1; }));
+        killed.kill(SIGKILL);
+        killed.wait();
+    }
+    auto without_lock = [](Hashes h) {  // the stale lock file may go: it is the tool's, and held by nobody
+        h.erase(".moequant.lock");
+        return h;
+    };
+    const Hashes before = without_lock(file_hashes(out, true));
+    expect_refused(run_moequant({"synth", "--family", "qwen3_moe", "--out", out.string(), "--overwrite"}), 5, "ForeignEntry");
+    BOOST_TEST((without_lock(file_hashes(out, true)) == before));
+    // Calibration activations are never written into the checkpoint synth makes.
+    expect_refused(run_moequant({"synth", "--family", "qwen3_moe", "--out", (dir / "n").string(), "--activations",
+                                 (dir / "n/model-00001-of-00003.safetensors").string()}),
+                   5, "OutputInsideInput");
+    BOOST_TEST(!fs::exists(dir / "n"));
+}
+
 BOOST_AUTO_TEST_CASE(synth_keeps_users_files) {
     TempDir dir;
     // A user's sibling ".m.partial" is not synth's staging folder.
@@ -228,10 +277,8 @@ BOOST_AUTO_TEST_CASE(one_writer_per_folder) {
         for (const std::string method : {"int4", "int8"}) {
             const fs::path out = dir / ("out-" + std::to_string(second_started_mid_run++));
             Child first(host(convert_args(src, out)), slow_layers);
-            if (!wait_until(first, [&] { return reached(out); })) {
-                BOOST_TEST_MESSAGE("the first run finished before '" << moment << "'; case skipped");
-                continue;
-            }
+            // The pause after each layer makes every moment reachable; missing one is a failure.
+            BOOST_REQUIRE_MESSAGE(wait_until(first, [&] { return reached(out); }), "the first run ended before '" << moment << "'");
             auto second = run_moequant(convert_args(src, out) + std::vector<std::string>{"--quant-method", method});
             expect_refused(second, 5, "OutputLocked", {".moequant.lock"});
             auto done = first.wait();
@@ -254,7 +301,8 @@ BOOST_AUTO_TEST_CASE(a_killed_run_leaves_no_lock_that_blocks_the_rerun) {
             const bool mid = wait_until(first, [&] { return fs::exists(out / ".moequant.lock") && recorded_layers(out) >= layers; });
             first.kill(SIGKILL);
             first.wait();
-            if (!mid) BOOST_TEST_MESSAGE("the run finished before the kill at " << layers << " layer(s)");
+            BOOST_REQUIRE_MESSAGE(mid, "the run ended before the kill at " << layers << " layer(s)");
+            BOOST_TEST(fs::exists(out / ".moequant.lock"), "a killed run leaves its lock file (and no held lock)");
         }
         BOOST_TEST((!looks_complete(out) || verifies(src, out)), "a killed run left an output that looks complete");
         auto rerun = run_moequant(convert_args(src, out));

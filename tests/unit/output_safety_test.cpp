@@ -82,23 +82,35 @@ BOOST_AUTO_TEST_CASE(outputs_and_inputs_never_overlap) {
 
 BOOST_AUTO_TEST_CASE(overwrite_clears_only_conversion_entries) {
     TempDir dir;
+    const OverwriteScope conversion{.conversion_output = true};
     for (const char* f : {"model-00001-of-00002.safetensors", "model.safetensors.index.json", "moequant-run.json",
                           "config.json", "tokenizer.json", ".x.safetensors.moequant.partial"})
         write_text(dir / f, "x");
     fs::create_directories(dir / "_layer_3/_numa_0");
     write_text(dir / "_layer_3/_numa_0/INT4_down_0_64Byte_quant_.kt", "x");
-    BOOST_TEST(refusal([&] { clear_for_overwrite(dir.path()); }) == "");
+    // A folder that holds no manifest is not known to be a conversion's: its shards stay.
+    fs::remove(dir / "moequant-run.json");
+    BOOST_TEST(refusal([&] { clear_for_overwrite(dir.path(), {}); }) == "ForeignEntry");
+    BOOST_TEST(fs::exists(dir / "model-00001-of-00002.safetensors"));
+    write_text(dir / "moequant-run.json", "x");
+    BOOST_TEST(refusal([&] { clear_for_overwrite(dir.path(), conversion); }) == "");
     BOOST_TEST(fs::is_empty(dir.path()));
     // Anything else refuses the whole clear, before anything is removed.
     write_text(dir / "model-00001-of-00002.safetensors", "x");
     fs::create_directories(dir / "_layer_4/_numa_0");
     write_text(dir / "_layer_4/_numa_0/notes.txt", "the user's");
-    BOOST_TEST(refusal([&] { clear_for_overwrite(dir.path()); }) == "ForeignEntry");
+    BOOST_TEST(refusal([&] { clear_for_overwrite(dir.path(), conversion); }) == "ForeignEntry");
     BOOST_TEST(fs::exists(dir / "model-00001-of-00002.safetensors"));
     fs::remove_all(dir / "_layer_4");
     write_text(dir / ".mine.partial", "the user's");  // not the tool's marker
-    BOOST_TEST(refusal([&] { clear_for_overwrite(dir.path()); }) == "ForeignEntry");
-    BOOST_TEST(refusal([&] { clear_for_overwrite(dir.path(), {".mine.partial"}); }) == "");  // named by an earlier manifest
+    BOOST_TEST(refusal([&] { clear_for_overwrite(dir.path(), conversion); }) == "ForeignEntry");
+    // Named by the caller (an earlier manifest's files, synth's own): removed.
+    BOOST_TEST(refusal([&] { clear_for_overwrite(dir.path(), {.conversion_output = true, .names = {".mine.partial"}}); }) == "");
+    // Only the named files when the scope is not a conversion's (synth replacing a checkpoint).
+    write_text(dir / "config.json", "x");
+    write_text(dir / "model-00001-of-00009.safetensors", "x");
+    BOOST_TEST(refusal([&] { clear_for_overwrite(dir.path(), {.names = {"config.json"}}); }) == "ForeignEntry");
+    BOOST_TEST(fs::exists(dir / "config.json"));
 }
 
 BOOST_AUTO_TEST_CASE(the_lock_admits_one_holder_and_goes_with_it) {
@@ -136,6 +148,16 @@ BOOST_AUTO_TEST_CASE(partials_never_follow_links_and_are_never_shared) {
     write_file_atomically(target, "newer");
     BOOST_TEST(read_text(target) == "newer");
     BOOST_TEST(!fs::exists(partial_path_for(target)));
+    // A file that appears under the final name while one is written (another run's) is kept.
+    const fs::path fresh = dir / "fresh.json";
+    {
+        OutputFile file(fresh);
+        file.append(std::string_view("mine"));
+        write_text(fresh, "the other run's");
+        BOOST_TEST(refusal([&] { file.commit(); }) == "OutputExists");
+    }
+    BOOST_TEST(read_text(fresh) == "the other run's");
+    BOOST_TEST(!fs::exists(partial_path_for(fresh)));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -42,7 +42,7 @@ MOEQUANT_API bool is_partial_name(std::string_view name) noexcept;
 
 class MOEQUANT_API OutputFile {
 public:
-    // Creates (or truncates) the partial file. If `expected_size` is non-zero, that much disk
+    // Creates the partial file (see above; never an existing one). If `expected_size` is non-zero, that much disk
     // space is reserved up front (the file size still grows only with writes), so a full disk
     // is reported before any work is done.
     //
@@ -82,6 +82,7 @@ private:
     std::uint64_t partial_device_ = 0, partial_inode_ = 0;
     std::uint64_t append_offset_ = 0;
     bool committed_ = false;
+    bool may_replace_ = false;  // the final name existed when this file was begun
     Durability durability_ = Durability::synced_on_commit;
     // The first failure; writes from other threads after it report the same error. The
     // descriptor stays open until destruction so no thread ever writes to a reused number.
@@ -89,6 +90,9 @@ private:
     mutable std::mutex failure_mutex_;
     std::unique_ptr<Error> failure_;
 };
+
+// fsync of a folder, so the renames inside it are durable (best effort: errors are ignored).
+MOEQUANT_API void sync_folder(const std::filesystem::path& dir) noexcept;
 
 // Writes a whole small file (JSON, a copied config) through an OutputFile.
 MOEQUANT_API void write_file_atomically(const std::filesystem::path& path, std::string_view content);
