@@ -5,9 +5,19 @@
 namespace moequant::adapters {
 namespace {
 
+// Far above any real model (head counts reach 128, head sizes 1024, ranks 1536), and low enough
+// that a product of three such counts fits in 64 bits: the decoders multiply them into expected
+// weight shapes before the checkpoint's real shapes are compared.
+constexpr std::int64_t count_limit = std::int64_t{1} << 20;
+
 std::int64_t checked_positive(const ModelConfig& config, std::string_view key, std::int64_t value) {
     if (value <= 0)
         throw Error(ErrorKind::input, "'" + std::string(key) + "' must be positive, got " + std::to_string(value),
+                    {.file = config.source(), .code = "InvalidConfig"});
+    if (value > count_limit)
+        throw Error(ErrorKind::input,
+                    "'" + std::string(key) + "' = " + std::to_string(value) + " is beyond any decoder (at most " +
+                        std::to_string(count_limit) + ")",
                     {.file = config.source(), .code = "InvalidConfig"});
     return value;
 }

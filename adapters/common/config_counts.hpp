@@ -1,6 +1,7 @@
 // Counts from config.json that divide or size a decoder's work (head counts, head sizes, layer
-// intervals): each must be positive, else Error(input, InvalidConfig) naming config.json and
-// the key. A zero head count used to end in SIGFPE.
+// intervals): each must be positive and at most 2^20, else Error(input, InvalidConfig) naming
+// config.json and the key. A zero head count used to end in SIGFPE; a huge one would overflow the
+// expected weight shapes the decoders compute from them.
 #pragma once
 
 #include <moequant/model_config.hpp>

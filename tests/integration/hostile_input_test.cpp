@@ -278,6 +278,17 @@ BOOST_AUTO_TEST_CASE(zero_head_counts_are_refused_not_divided_by) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(huge_head_counts_are_refused_before_any_shape_is_computed) {
+    // Their products (heads x head_dim x tokens) would wrap 64 bits: undefined behaviour, not an error.
+    for (const char* key : {"num_attention_heads", "num_key_value_heads", "head_dim"}) {
+        Case c;
+        c.edit_config([&](json::object& config) { config[key] = std::int64_t{1} << 40; });
+        c.refused({"record", "--model_id", c.model.string(), "--dataset", "embedded", "--output",
+                   (c.out / "a.safetensors").string(), "--quiet"},
+                  3, {"config.json", key, "beyond any decoder", "InvalidConfig"});
+    }
+}
+
 BOOST_AUTO_TEST_CASE(sample_lengths_whose_sum_wraps_are_refused) {
     // 4 x 2^62 wraps to 0, so the sum would look like the 512 rows the file holds.
     Case c;

@@ -273,8 +273,10 @@ BOOST_AUTO_TEST_CASE(one_writer_per_folder) {
         {"first layer done", [](const fs::path& out) { return recorded_layers(out) >= 1; }},
     };
     int second_started_mid_run = 0;
-    for (const auto& [moment, reached] : moments)
+    for (const auto& point : moments)
         for (const std::string method : {"int4", "int8"}) {
+            const std::string& moment = point.first;  // no structured binding: clang 14 cannot capture one
+            const auto& reached = point.second;
             const fs::path out = dir / ("out-" + std::to_string(second_started_mid_run++));
             Child first(host(convert_args(src, out)), slow_layers);
             // The pause after each layer makes every moment reachable; missing one is a failure.
