@@ -159,6 +159,10 @@ BOOST_AUTO_TEST_CASE(plugins_lists_good_modules_and_with_all_the_rejected_ones) 
     for (const char* reason : {"toolchain mismatch", "built for plugin ABI", "not usable on this machine",
                                "registration failed", "cannot load", "not a shared library", "hint:"})
         BOOST_TEST(contains(all.out, reason), reason);
+    // The plugin built against ABI 7 is listed as refused, with both numbers.
+    BOOST_TEST(contains(all.out, "moequant-quantizer-fixture_abi_seven.so"));
+    BOOST_TEST(contains(all.out, "built for plugin ABI 7"));
+    BOOST_TEST(!contains(r.out, "fixture_abi_seven"), "an ABI 7 plugin was loaded");
 }
 
 BOOST_AUTO_TEST_CASE(plugins_json_lists_objects_and_rejections) {

@@ -124,11 +124,15 @@ int register_good(void* registrar, char*, std::size_t) {
 }
 #if defined(FIXTURE_ABI_PLUS_ONE)
 constexpr std::uint32_t abi = MOEQUANT_PLUGIN_ABI_VERSION + 1;
+#elif defined(FIXTURE_ABI_SEVEN)
+constexpr std::uint32_t abi = 7;  // the ABI the 0.1.0 SDK headers declared
 #else
 constexpr std::uint32_t abi = MOEQUANT_PLUGIN_ABI_VERSION;
 #endif
 #if defined(FIXTURE_SDK_MAJOR_PLUS_ONE)
 constexpr std::uint32_t sdk = MOEQUANT_SDK_VERSION + 10000;
+#elif defined(FIXTURE_ABI_SEVEN)
+constexpr std::uint32_t sdk = 100;  // 0.1.0
 #else
 constexpr std::uint32_t sdk = MOEQUANT_SDK_VERSION;
 #endif

@@ -76,6 +76,14 @@ BOOST_AUTO_TEST_CASE(abi_mismatch_names_both_numbers) {
     BOOST_TEST(contains(reason, "this moequant uses ABI " + std::to_string(MOEQUANT_PLUGIN_ABI_VERSION)), reason);
 }
 
+BOOST_AUTO_TEST_CASE(a_plugin_built_against_abi_7_is_refused) {
+    // Its ModelAdapter has no decoder_forward() slot and its OutputFile is smaller: calling
+    // through it would be undefined behaviour, so it never gets that far.
+    auto reason = rejection_of(fixture("abi_seven"));
+    BOOST_TEST(contains(reason, "built for plugin ABI 7"), reason);
+    BOOST_TEST(contains(reason, "this moequant uses ABI " + std::to_string(MOEQUANT_PLUGIN_ABI_VERSION)), reason);
+}
+
 BOOST_AUTO_TEST_CASE(sdk_major_mismatch_is_rejected) {
     BOOST_TEST(contains(rejection_of(fixture("sdk_major_plus_one")), "SDK"));
 }

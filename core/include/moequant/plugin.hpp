@@ -38,7 +38,10 @@
 
 // The binary contract between host and plugins. Bump it with EVERY change to a public
 // interface (a virtual function, a struct crossing the boundary, the descriptor), keep one
-// changelog line per bump here, and rebuild all first-party plugins with the host.
+// changelog line per bump here, and rebuild all first-party plugins with the host. Since 8 the
+// SDK's minor version is the ABI (CMakeLists.txt refuses a mismatch), and the unit test
+// abi_digest fails when the plugin-facing headers no longer match MOEQUANT_PLUGIN_ABI_DIGEST:
+// a change to a declaration cannot land without a bump.
 //   1 (0.1.0): first drafts of ModelAdapter, Quantizer, OutputFormat; descriptor generation v1.
 //   2 (0.1.0): ModelAdapter gains model_types() and synthesize(); ModelPlan gains model_type,
 //              layer counts, layout and warnings; ExpertWeightSource gains dtype and matrix shape.
@@ -58,7 +61,7 @@
 //              unquantized_layers (OutputFormat::check() refuses them by default);
 //              expert_module_name(); Tokenizer (tokenizer.hpp); ModelAdapter::chat_template()
 //              (chat_template.hpp); calibration_dataset.hpp; expert_placement.hpp; layer_ops.hpp.
-//   8 (0.1.0): ModelAdapter::decoder_forward() (decoder_forward.hpp; added under 7 without a
+//   8 (0.8.0): ModelAdapter::decoder_forward() (decoder_forward.hpp; added under 7 without a
 //              bump); OutputFile gains the identity of its partial (layout change), partial names
 //              carry ".moequant.partial" (partial_marker, is_partial_name()); output_location.hpp,
 //              output_lock.hpp, output_overwrite.hpp; RunManifest records source shards
@@ -71,6 +74,8 @@
 //              tokenizer_file_limit; rope/yarn_inverse_frequencies() refuse a rotary dimension
 //              outside 0..65536; set_max_threads() caps at the core count.
 #define MOEQUANT_PLUGIN_ABI_VERSION 8
+// Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
+#define MOEQUANT_PLUGIN_ABI_DIGEST "acaff5a4e40d05e1"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u
