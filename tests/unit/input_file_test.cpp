@@ -1,6 +1,7 @@
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>
 
+#include "error_code_of.hpp"
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -17,16 +18,9 @@ BOOST_AUTO_TEST_SUITE(input_file)
 
 namespace {
 
-// The reason code a call fails with ("" if it does not fail).
 template <typename F>
 std::string code_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        BOOST_TEST((e.kind() == ErrorKind::input), e.what());
-        return e.code();
-    }
-    return "";
+    return error_code_of(std::forward<F>(f), ErrorKind::input);
 }
 
 }  // namespace

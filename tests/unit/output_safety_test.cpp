@@ -2,6 +2,7 @@
 // --overwrite may remove, the folder lock, and partial files that never follow links. The
 // refusals of / and of the current folder are tested here, where a failure can remove nothing.
 
+#include "error_code_of.hpp"
 #include "test_support.hpp"
 
 #include <moequant/error.hpp>
@@ -19,16 +20,9 @@ using namespace moequant::test;
 
 namespace {
 
-// The reason code of the Error that `f` throws ("" when it throws none).
 template <class F>
 std::string refusal(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        BOOST_TEST((e.kind() == ErrorKind::io), e.what());
-        return e.code();
-    }
-    return "";
+    return error_code_of(std::forward<F>(f), ErrorKind::io);
 }
 
 }  // namespace
