@@ -11,9 +11,7 @@ namespace {
 constexpr std::int64_t count_limit = std::int64_t{1} << 20;
 
 std::int64_t checked_positive(const ModelConfig& config, std::string_view key, std::int64_t value) {
-    if (value <= 0)
-        throw Error(ErrorKind::input, "'" + std::string(key) + "' must be positive, got " + std::to_string(value),
-                    {.file = config.source(), .code = "InvalidConfig"});
+    positive_value(config, key, value);
     if (value > count_limit)
         throw Error(ErrorKind::input,
                     "'" + std::string(key) + "' = " + std::to_string(value) + " is beyond any decoder (at most " +
@@ -23,6 +21,13 @@ std::int64_t checked_positive(const ModelConfig& config, std::string_view key, s
 }
 
 }  // namespace
+
+std::int64_t positive_value(const ModelConfig& config, std::string_view key, std::int64_t value) {
+    if (value <= 0)
+        throw Error(ErrorKind::input, "'" + std::string(key) + "' must be positive, got " + std::to_string(value),
+                    {.file = config.source(), .code = "InvalidConfig"});
+    return value;
+}
 
 std::int64_t positive_int(const ModelConfig& config, std::string_view key) {
     return checked_positive(config, key, config.require_int(key));

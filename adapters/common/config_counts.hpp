@@ -11,6 +11,9 @@
 
 namespace moequant::adapters {
 
+// `value` (read from `key`) when positive, else Error(input, InvalidConfig); no upper bound.
+std::int64_t positive_value(const ModelConfig& config, std::string_view key, std::int64_t value);
+
 std::int64_t positive_int(const ModelConfig& config, std::string_view key);
 // `fallback` when the key is absent (or null); a present value must be positive.
 std::int64_t positive_int_or(const ModelConfig& config, std::string_view key, std::int64_t fallback);

@@ -1,5 +1,7 @@
 #include "plan_builder.hpp"
 
+#include "config_counts.hpp"
+
 #include "tensor_roles.hpp"
 
 #include <moequant/checked_math.hpp>
@@ -65,10 +67,7 @@ private:
         if (rules_.router) plan_.router = rules_.router(config_, plan_.experts_per_token);
     }
 
-    std::int64_t positive(const std::string& key, std::int64_t value) {
-        if (value <= 0) config_error("'" + key + "' must be positive, got " + std::to_string(value));
-        return value;
-    }
+    std::int64_t positive(const std::string& key, std::int64_t value) { return positive_value(config_, key, value); }
 
     [[noreturn]] void config_error(const std::string& message, const std::string& code = "InvalidConfig") {
         throw Error(ErrorKind::input, message, {.file = config_.source(), .code = code});

@@ -77,13 +77,24 @@ void InputFile::read_at(void* buffer, std::size_t size, std::uint64_t offset) co
 
 void require_regular_file(const std::filesystem::path& path) { InputFile::open(path); }
 
+namespace {
+
+[[noreturn]] void refuse_too_large(const std::filesystem::path& path, std::uint64_t bytes, std::uint64_t max_bytes) {
+    refuse(path, "holds " + std::to_string(bytes) + " bytes or more, over the limit of " + std::to_string(max_bytes) +
+                     " bytes for this file",
+           "FileTooLarge");
+}
+
+}  // namespace
+
+void require_small_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
+    const InputFile f = InputFile::open(path);
+    if (f.size() > max_bytes) refuse_too_large(path, f.size(), max_bytes);
+}
+
 std::string read_small_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
     const InputFile f = InputFile::open(path);
-    auto too_large = [&](std::uint64_t bytes) {
-        refuse(path, "holds " + std::to_string(bytes) + " bytes or more, over the limit of " + std::to_string(max_bytes) +
-                         " bytes for this file",
-               "FileTooLarge");
-    };
+    auto too_large = [&](std::uint64_t bytes) { refuse_too_large(path, bytes, max_bytes); };
     if (f.size() > max_bytes) too_large(f.size());
     // Read to the end rather than trusting the size: a file that grows is still bounded.
     std::string text;

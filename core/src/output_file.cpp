@@ -104,18 +104,17 @@ OutputFile::OutputFile(std::filesystem::path final_path, std::uint64_t expected_
         if (!remove_stale_partial(partial_path_)) busy();
     }
     if (fd_ < 0) fail(EEXIST, "cannot create");
-    struct stat created {};
-    if (::fstat(fd_, &created) == 0) {
-        partial_device_ = created.st_dev;
-        partial_inode_ = created.st_ino;
-    }
     if (expected_size > 0 && ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(expected_size)) != 0) {
         // Filesystems without fallocate simply do not reserve; real failures are reported.
         const int error_number = errno;
         if (error_number != EOPNOTSUPP && error_number != ENOSYS && error_number != EINTR) {
-            ::close(fd_);  // no destructor runs for a constructor that throws
-            fd_ = -1;
-            fail(error_number, "cannot reserve space for");
+            try {
+                fail(error_number, "cannot reserve space for");  // removes the partial
+            } catch (...) {
+                ::close(fd_);  // no destructor runs for a constructor that throws
+                fd_ = -1;
+                throw;
+            }
         }
     }
 }
@@ -126,10 +125,7 @@ OutputFile::~OutputFile() {
 }
 
 void OutputFile::remove_own_partial() noexcept {
-    struct stat now {};
-    if (partial_inode_ != 0 && ::lstat(partial_path_.c_str(), &now) == 0 && now.st_ino == partial_inode_ &&
-        now.st_dev == partial_device_)
-        ::unlink(partial_path_.c_str());
+    if (fd_ >= 0 && detail::names_same_file(fd_, partial_path_)) ::unlink(partial_path_.c_str());
 }
 
 void OutputFile::busy() {

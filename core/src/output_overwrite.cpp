@@ -37,8 +37,7 @@ bool is_kt_layer_tree(const fs::path& layer) {
     return !ec;
 }
 
-}  // namespace
-
+// True when a conversion writes an entry of this name (and kind) at the top of its output.
 bool is_conversion_output_entry(const fs::directory_entry& entry) {
     const std::string name = entry.path().filename().string();
     std::error_code ec;
@@ -52,6 +51,8 @@ bool is_conversion_output_entry(const fs::directory_entry& entry) {
     if (name == run_manifest_name || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")) return true;
     return std::find(copied_side_files.begin(), copied_side_files.end(), name) != copied_side_files.end();
 }
+
+}  // namespace
 
 void clear_for_overwrite(const fs::path& dir, const OverwriteScope& scope) {
     std::vector<fs::path> remove;

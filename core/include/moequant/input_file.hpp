@@ -52,6 +52,10 @@ private:
 // does not exist. Opens nothing that could block (see InputFile::open).
 MOEQUANT_API void require_regular_file(const std::filesystem::path& path);
 
+// require_regular_file(), and Error(input, FileTooLarge) when it holds more than `max_bytes`:
+// a file read later (a side file copied at the end) is checked up front.
+MOEQUANT_API void require_small_file(const std::filesystem::path& path, std::uint64_t max_bytes);
+
 // The whole file, at most `max_bytes` of it: Error(input, FileTooLarge) naming the file and the
 // limit when it is larger (or grows past the limit while read).
 MOEQUANT_API std::string read_small_file(const std::filesystem::path& path, std::uint64_t max_bytes);

@@ -74,12 +74,11 @@ private:
     [[noreturn]] void fail(int error_number, const char* action);
     [[noreturn]] void rethrow_failure() const;
     [[noreturn]] void busy();
-    void remove_own_partial() noexcept;  // only while the name is still the file this object made
+    void remove_own_partial() noexcept;  // only while the name is still the open file (not another run's)
 
     std::filesystem::path final_path_;
     std::filesystem::path partial_path_;
     int fd_ = -1;
-    std::uint64_t partial_device_ = 0, partial_inode_ = 0;
     std::uint64_t append_offset_ = 0;
     bool committed_ = false;
     bool may_replace_ = false;  // the final name existed when this file was begun

@@ -24,12 +24,9 @@ inline constexpr std::array<const char*, 6> copied_side_files = {
     "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
     "chat_template.jinja"};
 
-// True when a conversion writes an entry of this name (and kind) at the top of its output.
-MOEQUANT_API bool is_conversion_output_entry(const std::filesystem::directory_entry& entry);
-
 // Whose files an overwrite may remove besides the tool's partials.
 struct OverwriteScope {
-    bool conversion_output = false;  // the folder holds a run manifest: is_conversion_output_entry()
+    bool conversion_output = false;  // the folder holds a run manifest: the conversion patterns apply
     std::set<std::string> names;     // top-level file names the caller wrote (a manifest's, synth's)
 };
 

@@ -75,7 +75,7 @@
 //              outside 0..65536; set_max_threads() caps at the core count.
 #define MOEQUANT_PLUGIN_ABI_VERSION 8
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "acaff5a4e40d05e1"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "c683d6e7ac107f5e"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u
