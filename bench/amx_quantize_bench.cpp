@@ -8,7 +8,7 @@
 
 #include <moequant/cpu_isa.hpp>
 #include <moequant/parallel.hpp>
-#include <moequant/plugin_registry.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 
 #include <immintrin.h>
 

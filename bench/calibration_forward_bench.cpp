@@ -14,7 +14,7 @@
 #include <moequant/decoder_forward.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/parallel.hpp>
-#include <moequant/plugin_registry.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 #include <moequant/safetensors_writer.hpp>
 
 #include <Eigen/Core>

@@ -30,7 +30,7 @@
 #include "inverse_hessian.hpp"
 
 #include <moequant/dtype_convert.hpp>
-#include <moequant/hessian.hpp>
+#include <moequant/engine/hessian.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/tensor.hpp>
 

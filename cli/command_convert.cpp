@@ -10,7 +10,7 @@
 #include "saturated_rows_warning.hpp"
 
 #include <moequant/checkpoint.hpp>
-#include <moequant/conversion.hpp>
+#include <moequant/engine/conversion.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/printable.hpp>

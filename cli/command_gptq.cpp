@@ -11,14 +11,14 @@
 #include "saturated_rows_warning.hpp"
 #include "text_calibration.hpp"
 
-#include <moequant/calibration_activations.hpp>
+#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/checkpoint.hpp>
-#include <moequant/conversion.hpp>
+#include <moequant/engine/conversion.hpp>
 #include <moequant/error.hpp>
-#include <moequant/output_location.hpp>
+#include <moequant/engine/output_location.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/printable.hpp>
-#include <moequant/sequential_calibration.hpp>
+#include <moequant/engine/sequential_calibration.hpp>
 
 #include <iostream>
 #include <regex>

@@ -9,11 +9,11 @@
 #include "global_options.hpp"
 #include "option_values.hpp"
 
-#include <moequant/calibration_activations.hpp>
+#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/error.hpp>
-#include <moequant/expert_placement.hpp>
+#include <moequant/engine/expert_placement.hpp>
 #include <moequant/output_file.hpp>
-#include <moequant/output_location.hpp>
+#include <moequant/engine/output_location.hpp>
 #include <moequant/parallel.hpp>
 
 #include <boost/json.hpp>

@@ -12,10 +12,10 @@
 #include "text_calibration.hpp"
 
 #include <moequant/error.hpp>
-#include <moequant/output_location.hpp>
+#include <moequant/engine/output_location.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/printable.hpp>
-#include <moequant/sequential_calibration.hpp>
+#include <moequant/engine/sequential_calibration.hpp>
 
 #include <boost/program_options.hpp>
 

@@ -11,9 +11,9 @@
 #include <moequant/checkpoint.hpp>
 #include <moequant/error.hpp>
 #include <moequant/output_file.hpp>
-#include <moequant/output_location.hpp>
-#include <moequant/output_lock.hpp>
-#include <moequant/output_overwrite.hpp>
+#include <moequant/engine/output_location.hpp>
+#include <moequant/engine/output_lock.hpp>
+#include <moequant/engine/output_overwrite.hpp>
 #include <moequant/sharded_writer.hpp>
 
 #include <boost/json.hpp>

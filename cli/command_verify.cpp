@@ -10,12 +10,12 @@
 #include "saturated_rows_warning.hpp"
 
 #include <moequant/checkpoint.hpp>
-#include <moequant/calibration_activations.hpp>
+#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/error.hpp>
-#include <moequant/output_comparison.hpp>
+#include <moequant/engine/output_comparison.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/printable.hpp>
-#include <moequant/verification.hpp>
+#include <moequant/engine/verification.hpp>
 
 #include <boost/json.hpp>
 

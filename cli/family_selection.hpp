@@ -4,7 +4,7 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/model_config.hpp>
-#include <moequant/plugin_registry.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 
 #include <string>
 

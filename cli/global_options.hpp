@@ -2,7 +2,7 @@
 // plugin registry from them.
 #pragma once
 
-#include <moequant/plugin_registry.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 
 #include <boost/program_options.hpp>
 

@@ -15,7 +15,6 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::array<Projection, 3> projections = {Projection::gate, Projection::up, Projection::down};
 
 // "1-3,5,7-8"
 std::string layer_ranges(const std::vector<std::int64_t>& layers) {
@@ -41,7 +40,7 @@ std::map<Projection, std::set<std::string>> expert_dtypes(const ModelPlan& plan)
     std::map<Projection, std::set<std::string>> out;
     for (const auto& layer : plan.moe_layers)
         for (const auto& e : layer.experts)
-            for (Projection p : projections) {
+            for (Projection p : expert_projections) {
                 const auto& src = e.weights[static_cast<int>(p)];
                 out[p].insert(std::string(dtype_name(src.dtype)) + (src.scale_tensor.empty() ? "" : "+scale"));
             }
@@ -87,7 +86,7 @@ void print_plan_text(std::ostream& out, const PlanReport& report, bool full) {
         << p.expert_intermediate_size << "\n";
     out << "  router: " << describe_router(p.router) << "\n";
     auto dtypes = expert_dtypes(p);
-    for (Projection proj : projections) {
+    for (Projection proj : expert_projections) {
         const auto& first = p.moe_layers.front().experts.front().weights[static_cast<int>(proj)];
         std::string ds;
         for (const auto& d : dtypes[proj]) ds += (ds.empty() ? "" : "/") + d;
@@ -112,7 +111,7 @@ void print_plan_text(std::ostream& out, const PlanReport& report, bool full) {
     out << "\nexperts:\n";
     for (const auto& layer : p.moe_layers)
         for (const auto& e : layer.experts)
-            for (Projection proj : projections) {
+            for (Projection proj : expert_projections) {
                 const auto& s = e.weights[static_cast<int>(proj)];
                 out << "  layer " << layer.layer << " expert " << e.expert << " " << projection_name(proj) << ": "
                     << printable_name(s.tensor);
@@ -152,7 +151,7 @@ json::object plan_json(const PlanReport& report, bool full) {
     o["moe_layers"] = std::move(layers);
     json::object weights;
     auto dtypes = expert_dtypes(p);
-    for (Projection proj : projections) {
+    for (Projection proj : expert_projections) {
         const auto& first = p.moe_layers.front().experts.front().weights[static_cast<int>(proj)];
         json::array ds;
         for (const auto& d : dtypes[proj]) ds.push_back(json::value(d));
@@ -172,7 +171,7 @@ json::object plan_json(const PlanReport& report, bool full) {
             json::array experts;
             for (const auto& e : layer.experts) {
                 json::object eo{{"expert", e.expert}};
-                for (Projection proj : projections)
+                for (Projection proj : expert_projections)
                     eo[std::string(projection_name(proj))] = source_json(e.weights[static_cast<int>(proj)]);
                 experts.push_back(std::move(eo));
             }

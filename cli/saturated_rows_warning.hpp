@@ -2,7 +2,7 @@
 // (SaturatedRowLog): printed even with --quiet, since it is about the output, not progress.
 #pragma once
 
-#include <moequant/saturated_rows.hpp>
+#include <moequant/engine/saturated_rows.hpp>
 
 namespace moequant::cli {
 

@@ -2,7 +2,7 @@
 
 #include <moequant/decoder_forward.hpp>
 #include <moequant/error.hpp>
-#include <moequant/tokenizer.hpp>
+#include <moequant/engine/tokenizer.hpp>
 
 #include <cerrno>
 #include <cstdlib>

@@ -5,8 +5,8 @@
 
 #include "family_selection.hpp"
 
-#include <moequant/calibration_dataset.hpp>
-#include <moequant/plugin_registry.hpp>
+#include <moequant/engine/calibration_dataset.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 
 #include <filesystem>
 #include <string>

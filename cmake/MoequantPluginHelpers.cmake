@@ -5,7 +5,8 @@
 #
 # Builds one moequant plugin module named moequant-<kind>-<id>.so, the way every plugin
 # (first-party or third-party) must be built:
-#  - a MODULE library linked against the shared moequant::core (never a second copy of it);
+#  - a MODULE library linked against the shared moequant::sdk only (never a second copy of it,
+#    never the host engine);
 #  - hidden visibility, so only the entry point exported by MOEQUANT_PLUGIN is visible;
 #  - --no-undefined, so a missing symbol fails at link time instead of at load time;
 #  - --exclude-libs,ALL, so static dependencies do not leak symbols into other plugins;
@@ -48,12 +49,11 @@ function(moequant_add_plugin id)
     VISIBILITY_INLINES_HIDDEN ON
     POSITION_INDEPENDENT_CODE ON)
   target_compile_features(${target} PRIVATE cxx_std_20)
-  target_compile_definitions(${target} PRIVATE MOEQUANT_PLUGIN_ID="${id}")
   if(P_ISA_SOURCES AND P_ISA_FLAGS)
     set_source_files_properties(${P_ISA_SOURCES} TARGET_DIRECTORY ${target}
                                 PROPERTIES COMPILE_OPTIONS "${P_ISA_FLAGS}")
   endif()
-  target_link_libraries(${target} PRIVATE moequant::core ${P_LINK_LIBRARIES})
+  target_link_libraries(${target} PRIVATE moequant::sdk ${P_LINK_LIBRARIES})
   target_link_options(${target} PRIVATE "LINKER:--exclude-libs,ALL")
   # ASan/UBSan builds leave runtime symbols to the host executable.
   if(NOT CMAKE_CXX_FLAGS MATCHES "sanitize" AND NOT MOEQUANT_SANITIZE)

@@ -15,7 +15,6 @@
 namespace moequant::adapters {
 namespace {
 
-constexpr std::array<Projection, 3> projections = {Projection::gate, Projection::up, Projection::down};
 
 std::string dims(std::int64_t a, std::int64_t b) { return shape_to_string({a, b}); }
 
@@ -189,7 +188,7 @@ private:
     ExpertPlan per_expert(std::int64_t layer, std::int64_t expert, const ExpertNaming& naming) {
         ExpertPlan ep;
         ep.expert = expert;
-        for (Projection p : projections) {
+        for (Projection p : expert_projections) {
             std::string name = layer_prefix(layer) + naming.experts + "." + std::to_string(expert) + "." +
                                naming.projections[static_cast<int>(p)] + ".weight";
             if (!checkpoint_.contains(name))
@@ -276,7 +275,7 @@ private:
         for (std::int64_t e = 0; e < E; ++e) {
             ExpertPlan ep;
             ep.expert = e;
-            for (Projection p : projections) {
+            for (Projection p : expert_projections) {
                 ExpertWeightSource& src = ep.weights[static_cast<int>(p)];
                 auto [rows, cols] = expected_matrix(p);
                 src.tensor = p == Projection::down ? *down : gate_up;

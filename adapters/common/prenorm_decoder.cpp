@@ -73,10 +73,8 @@ DecoderSpec decoder_spec_from_config(const ModelConfig& config, const Checkpoint
 
 PreNormDecoderLayer::PreNormDecoderLayer(const DecoderSpec& spec, const Checkpoint& checkpoint, const ModelPlan& plan,
                                          std::int64_t index)
-    : spec_(spec), checkpoint_(checkpoint), plan_(plan), index_(index), prefix_(spec.layer_prefix + std::to_string(index) + ".") {
-    for (const auto& l : plan.moe_layers)
-        if (l.layer == index) moe_ = &l;
-}
+    : spec_(spec), checkpoint_(checkpoint), plan_(plan), index_(index), prefix_(spec.layer_prefix + std::to_string(index) + "."),
+      moe_(plan.moe_layer(index)) {}
 
 const std::vector<float>& PreNormDecoderLayer::decoded(const std::string& name, const Shape& shape) const {
     std::lock_guard lock(decoded_mutex_);

@@ -7,7 +7,7 @@
 // allows.
 #pragma once
 
-#include <moequant/calibration_dataset.hpp>
+#include <moequant/embedded_text.hpp>
 
 #include <cstdint>
 #include <string>

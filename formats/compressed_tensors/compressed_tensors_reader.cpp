@@ -6,7 +6,6 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/error.hpp>
-#include <moequant/run_manifest.hpp>
 #include <moequant/sharded_writer.hpp>
 
 #include <boost/json.hpp>

@@ -5,7 +5,6 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/error.hpp>
-#include <moequant/run_manifest.hpp>
 #include <moequant/sharded_writer.hpp>
 
 namespace moequant::formats {
@@ -34,19 +33,9 @@ std::optional<std::pair<StoredPartKey, std::string>> parse_kt_tensor_name(std::s
 }  // namespace
 
 std::unique_ptr<OutputReader> open_kt_safetensors(const fs::path& directory) {
-    if (!fs::exists(directory / safetensors_index_name)) {
-        const auto manifest = RunManifest::load(directory);
-        if (manifest) {
-            for (const auto& [key, value] : manifest->settings)
-                if (key == "format" && value == "kt-safetensors")
-                    throw Error(ErrorKind::input,
-                                "the output is incomplete: " + std::string(safetensors_index_name) +
-                                    " is missing (it is written last, when the conversion finishes)",
-                                {.file = directory.string(), .code = "IncompleteOutput",
-                                 .hint = "rerun the same convert command to finish it"});
-        }
-        return nullptr;
-    }
+    // Without the index (written last) this is no complete output; the host tells an unfinished
+    // conversion of its own from a folder that is none by its run manifest.
+    if (!fs::exists(directory / safetensors_index_name)) return nullptr;
     Checkpoint checkpoint = Checkpoint::open(directory);
     StoredPartIndex index;
     for (const std::string& name : checkpoint.tensor_names())

@@ -5,7 +5,6 @@
 
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>
-#include <moequant/run_manifest.hpp>
 
 namespace moequant::formats {
 namespace {
@@ -82,15 +81,6 @@ private:
 }  // namespace
 
 std::unique_ptr<OutputReader> open_kt_tree(const fs::path& directory) {
-    const auto manifest = RunManifest::load(directory);
-    bool manifest_is_tree = false;
-    if (manifest)
-        for (const auto& [key, value] : manifest->settings)
-            if (key == "format" && value == "kt-tree") manifest_is_tree = true;
-    if (manifest_is_tree && !manifest->complete)
-        throw Error(ErrorKind::input, "the output is incomplete: its run manifest does not record a finished conversion",
-                    {.file = directory.string(), .code = "IncompleteOutput", .hint = "rerun the same convert command to finish it"});
-
     StoredPartIndex index;
     std::string prefix;
     std::int64_t parts = 0;
@@ -119,9 +109,6 @@ std::unique_ptr<OutputReader> open_kt_tree(const fs::path& directory) {
     Options recorded;
     record_method(recorded, prefix);
     recorded.set("parts", std::to_string(parts));
-    if (manifest_is_tree)
-        for (const auto& [key, value] : manifest->settings)
-            if (key == "parts" || key == "quantizer") recorded.set(key, value);
     return std::make_unique<KtTreeReader>(directory, std::move(index), std::move(recorded));
 }
 

@@ -7,7 +7,7 @@
 #include "test_support.hpp"
 
 #include <moequant/parallel.hpp>
-#include <moequant/plugin_registry.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>

@@ -16,8 +16,8 @@
 #include "test_support.hpp"
 
 #include <moequant/dtype_convert.hpp>
-#include <moequant/hessian.hpp>
-#include <moequant/plugin_registry.hpp>
+#include <moequant/engine/hessian.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>

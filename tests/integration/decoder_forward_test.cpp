@@ -7,7 +7,7 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/decoder_forward.hpp>
-#include <moequant/plugin_registry.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 #include <moequant/safetensors_reader.hpp>
 
 #include <boost/test/unit_test.hpp>

@@ -9,7 +9,7 @@ function(run step)
 endfunction()
 
 function(hash_host out_var)
-  file(GLOB core_libs "${PREFIX}/lib/libmoequant_core.so*")
+  file(GLOB core_libs "${PREFIX}/lib/libmoequant_sdk.so*")
   set(hashes "")
   foreach(f "${PREFIX}/bin/moequant" ${core_libs})
     if(NOT IS_SYMLINK "${f}")
@@ -31,21 +31,26 @@ foreach(f bin/moequant include/moequant/plugin.hpp include/moequant/version.hpp
     message(FATAL_ERROR "sdk test: the install lacks ${f}")
   endif()
 endforeach()
+# The host's engine is not part of the SDK: neither its headers nor a library are installed.
+file(GLOB_RECURSE engine_files "${PREFIX}/include/moequant/engine/*" "${PREFIX}/lib/*moequant_engine*")
+if(engine_files)
+  message(FATAL_ERROR "sdk test: the install carries the host engine: ${engine_files}")
+endif()
 hash_host(before)
 if(before STREQUAL "")
   message(FATAL_ERROR "sdk test: nothing to hash in ${PREFIX}")
 endif()
 
 # 1b. The package's version rule: the SDK minor version is the plugin ABI, so a consumer asking
-# for another one (0.7, the ABI before) is refused when it configures, not when its plugin loads.
+# for another one (0.8, the ABI before) is refused when it configures, not when its plugin loads.
 file(WRITE "${WORK_DIR}/old_abi_consumer/CMakeLists.txt"
   "cmake_minimum_required(VERSION 3.21)\nproject(old_abi_consumer LANGUAGES CXX)\n"
-  "find_package(moequant 0.7 CONFIG REQUIRED)\n")
+  "find_package(moequant 0.8 CONFIG REQUIRED)\n")
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${WORK_DIR}/old_abi_consumer" -B "${WORK_DIR}/old_abi_consumer/build"
                         -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX_COMPILER} "-DCMAKE_PREFIX_PATH=${PREFIX}"
                 RESULT_VARIABLE old_rc OUTPUT_VARIABLE old_out ERROR_VARIABLE old_err)
-if(old_rc EQUAL 0 OR NOT old_err MATCHES "0\\.7")
-  message(FATAL_ERROR "sdk test: a consumer asking for SDK 0.7 was not refused:\n${old_out}\n${old_err}")
+if(old_rc EQUAL 0 OR NOT old_err MATCHES "0\\.8")
+  message(FATAL_ERROR "sdk test: a consumer asking for SDK 0.8 was not refused:\n${old_out}\n${old_err}")
 endif()
 
 # 2. Build both examples out of tree, knowing only the install prefix.
@@ -64,6 +69,18 @@ set(adapter_dir "${WORK_DIR}/third_party_adapter/moequant-plugins")
 foreach(module "${quantizer_dir}/moequant-quantizer-example_absmax_int8.so" "${adapter_dir}/moequant-adapter-example_toy_moe.so")
   if(NOT EXISTS "${module}")
     message(FATAL_ERROR "sdk test: the example build did not produce ${module}")
+  endif()
+endforeach()
+# 2b. A plugin links the SDK and nothing of the host's: no tokenizer libraries (PCRE2, utf8proc)
+# reach a quantizer.
+find_program(LDD ldd REQUIRED)
+foreach(module "${quantizer_dir}/moequant-quantizer-example_absmax_int8.so" "${adapter_dir}/moequant-adapter-example_toy_moe.so")
+  run("ldd ${module}" ${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${PREFIX}/lib" ${LDD} "${module}")
+  if(NOT LAST_OUTPUT MATCHES "libmoequant_sdk\\.so")
+    message(FATAL_ERROR "sdk test: ${module} does not link libmoequant_sdk:\n${LAST_OUTPUT}")
+  endif()
+  if(LAST_OUTPUT MATCHES "pcre2|utf8proc|moequant_engine|not found")
+    message(FATAL_ERROR "sdk test: ${module} links what only the host may (or misses a library):\n${LAST_OUTPUT}")
   endif()
 endforeach()
 set(host ${CMAKE_COMMAND} -E env --unset=MOEQUANT_PLUGIN_PATH "${PREFIX}/bin/moequant")

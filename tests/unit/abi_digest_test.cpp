@@ -76,7 +76,7 @@ std::string normalized(const std::string& text) {
 // The plugin-facing headers: every public SDK header, and the version header's template.
 std::vector<fs::path> sdk_headers() {
     std::vector<fs::path> headers;
-    for (const auto& e : fs::directory_iterator(fs::path(MOEQUANT_SOURCE_DIR) / "core/include/moequant"))
+    for (const auto& e : fs::directory_iterator(fs::path(MOEQUANT_SOURCE_DIR) / "core/sdk/include/moequant"))
         if (e.path().extension() == ".hpp" || e.path().filename() == "version.hpp.in") headers.push_back(e.path());
     std::sort(headers.begin(), headers.end());
     return headers;
@@ -111,7 +111,7 @@ BOOST_AUTO_TEST_CASE(plugin_facing_headers_match_the_recorded_digest) {
                "the plugin-facing SDK headers changed (digest " << now << ", recorded " << MOEQUANT_PLUGIN_ABI_DIGEST
                    << " for ABI " << MOEQUANT_PLUGIN_ABI_VERSION
                    << "): bump the ABI and record the new digest (MOEQUANT_PLUGIN_ABI_VERSION, a changelog line and "
-                      "MOEQUANT_PLUGIN_ABI_DIGEST in core/include/moequant/plugin.hpp, the SDK minor version in "
+                      "MOEQUANT_PLUGIN_ABI_DIGEST in core/sdk/include/moequant/plugin.hpp, the SDK minor version in "
                       "CMakeLists.txt)");
 }
 

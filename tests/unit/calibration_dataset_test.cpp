@@ -3,10 +3,10 @@
 // embedded default; and each family adapter's chat format.
 #include "test_support.hpp"
 
-#include <moequant/calibration_dataset.hpp>
+#include <moequant/engine/calibration_dataset.hpp>
 #include <moequant/error.hpp>
 #include <moequant/model_config.hpp>
-#include <moequant/plugin_registry.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 
 #include <boost/test/unit_test.hpp>
 

@@ -2,7 +2,7 @@
 // (ragged) tiles, fed in several add() calls: every entry, and the same bytes with one thread
 // as with all of them. The tiles run concurrently through the BLAS library Eigen forwards to,
 // so this is also the check that concurrent calls into it are safe.
-#include <moequant/hessian.hpp>
+#include <moequant/engine/hessian.hpp>
 #include <moequant/parallel.hpp>
 
 #include <boost/test/unit_test.hpp>

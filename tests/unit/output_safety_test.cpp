@@ -7,9 +7,9 @@
 
 #include <moequant/error.hpp>
 #include <moequant/output_file.hpp>
-#include <moequant/output_location.hpp>
-#include <moequant/output_lock.hpp>
-#include <moequant/output_overwrite.hpp>
+#include <moequant/engine/output_location.hpp>
+#include <moequant/engine/output_lock.hpp>
+#include <moequant/engine/output_overwrite.hpp>
 
 #include <boost/test/unit_test.hpp>
 

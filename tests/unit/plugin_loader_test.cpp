@@ -3,7 +3,7 @@
 
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
-#include <moequant/plugin_registry.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 
 #include "test_support.hpp"
 

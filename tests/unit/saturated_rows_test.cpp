@@ -1,7 +1,7 @@
 // SaturatedRowLog: part rows become source rows, and the warning names the first rows in order
 // and counts the rest, whatever order the parts arrived in.
 
-#include <moequant/saturated_rows.hpp>
+#include <moequant/engine/saturated_rows.hpp>
 
 #include <boost/test/unit_test.hpp>
 

@@ -4,7 +4,7 @@
 #include "synth_tokenizer.hpp"
 
 #include <moequant/error.hpp>
-#include <moequant/tokenizer.hpp>
+#include <moequant/engine/tokenizer.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>

@@ -6,7 +6,7 @@
 #include "test_support.hpp"
 
 #include <moequant/error.hpp>
-#include <moequant/tokenizer.hpp>
+#include <moequant/engine/tokenizer.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>

@@ -1,0 +1,48 @@
+// Calibration samples from text (moequant gptq --dataset): a local JSONL file, one object per
+// line with "text" (a string) or chat "messages" ([{"role", "content"}], rendered with the
+// family's ChatTemplate). Like llm-compressor's examples, the rows are shuffled with a seed, the
+// first num_samples kept, and each is tokenized without special tokens (the template brings its
+// own) and truncated to max_sequence_length. Without a file, the embedded public-domain text
+// serves, one sample per paragraph, so the demo runs offline.
+#pragma once
+
+#include <moequant/chat_template.hpp>
+#include <moequant/embedded_text.hpp>
+#include <moequant/export.hpp>
+#include <moequant/engine/tokenizer.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moequant {
+
+struct DatasetSelection {
+    std::int64_t num_samples = 512;           // --num_calibration_samples (<= 0: all rows)
+    std::int64_t max_sequence_length = 2048;  // --max_sequence_length (<= 0: no limit)
+    std::uint64_t seed = 42;                  // --random_seed
+};
+
+struct CalibrationSamples {
+    std::vector<std::vector<std::int32_t>> samples;  // token ids, in shuffled order
+    std::int64_t rows = 0;       // rows (or paragraphs) available
+    std::int64_t empty = 0;      // selected rows that gave no token (left out)
+    std::int64_t truncated = 0;  // samples cut at max_sequence_length
+    MOEQUANT_API std::int64_t tokens() const noexcept;
+};
+
+// Reads `jsonl`. Error(input, "BadDataset") naming the file and line for a row that is not a
+// JSON object with a string "text" or a well-formed "messages" list, or when no row gives a token.
+MOEQUANT_API CalibrationSamples load_calibration_dataset(const std::filesystem::path& jsonl, const Tokenizer& tokenizer,
+                                                         const ChatTemplate& chat, const DatasetSelection& selection);
+
+// `texts` as rows (shuffled, selected, tokenized and truncated the same way).
+MOEQUANT_API CalibrationSamples tokenize_calibration_texts(std::vector<std::string> texts, const Tokenizer& tokenizer,
+                                                           const DatasetSelection& selection);
+
+// The paragraphs of the SDK's embedded text (<moequant/embedded_text.hpp>).
+MOEQUANT_API std::vector<std::string> embedded_calibration_paragraphs();
+
+}  // namespace moequant

@@ -1,0 +1,62 @@
+// Built-in calibration's sequential pipeline (gptq-compressed-tensors.md §5.2): the tokenized
+// samples are embedded and run through the decoder one layer at a time; each MoE layer's inputs
+// (the MLP block's input after the attention half) become that layer's calibration data, and
+// once its experts are quantized the layer's output is recomputed with them, so that layer L
+// sees the outputs of the already-quantized layers before it. Layers without experts to quantize
+// run with their own weights. The samples run in batches of whole samples; the hidden states of
+// all of them (float32, tokens x hidden_size) stay in memory, or under a memory budget in a
+// memory-mapped scratch file, and each layer's inputs go to a scratch file.
+#pragma once
+
+#include <moequant/engine/calibration_activations.hpp>
+#include <moequant/decoder_forward.hpp>
+#include <moequant/export.hpp>
+#include <moequant/model_adapter.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moequant {
+
+class MOEQUANT_API SequentialCalibration {
+public:
+    // `samples`: token ids per sample. `scratch`: a folder for the per-layer input files (made if
+    // missing, emptied of them as layers finish). `save_activations`: also write every MoE
+    // layer's inputs there (BF16, the recorded-activation format of conventions.md §4), committed
+    // by finish(). `routed_only` marks the layer inputs for routed-only calibration.
+    // `max_memory` (bytes, 0 = no limit) bounds the hidden states kept in memory (beyond half of
+    // it they are file-backed) and the batch size (about 32 floats per token and hidden unit).
+    SequentialCalibration(const DecoderForward& forward, const ModelPlan& plan, std::vector<std::vector<std::int32_t>> samples,
+                          std::filesystem::path scratch, std::optional<std::filesystem::path> save_activations = {},
+                          bool routed_only = false, std::uint64_t max_memory = 0);
+    ~SequentialCalibration();
+    SequentialCalibration(const SequentialCalibration&) = delete;
+    SequentialCalibration& operator=(const SequentialCalibration&) = delete;
+
+    std::int64_t samples() const noexcept;
+    std::int64_t tokens() const noexcept;
+    bool routed_only() const noexcept;
+    std::size_t batches() const noexcept;  // the sample batches each layer runs in
+    bool hidden_states_on_disk() const noexcept;  // in a mapped scratch file (over the budget)
+    // A digest of every sample's token ids: which calibration data a run used.
+    const std::string& digest() const noexcept;
+
+    // MoE layer `layer`'s inputs: runs the layers before it that are not yet run (with the
+    // experts finish_layer() gave for the MoE ones), then its attention half. Layers must come
+    // in ascending order.
+    const CalibrationActivations& layer_inputs(std::int64_t layer);
+    // Completes `layer` with its experts as quantized (`quantized`; empty: the checkpoint's).
+    void finish_layer(std::int64_t layer, const ExpertMatrices& quantized);
+    // Commits the save_activations file (every MoE layer must have been finished).
+    void finish();
+
+private:
+    struct State;
+    std::unique_ptr<State> state_;
+};
+
+}  // namespace moequant

@@ -1,0 +1,122 @@
+#include "calibrated_layer.hpp"
+
+#include <moequant/dtype_convert.hpp>
+#include <moequant/error.hpp>
+#include <moequant/engine/hessian.hpp>
+#include <moequant/parallel.hpp>
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+
+namespace moequant {
+
+namespace {
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+constexpr std::int64_t chunk_tokens = 1024;  // tokens per step of an expert's Hessians
+
+RowMajor to_f32(const Tensor& bf16_matrix) {
+    RowMajor m(bf16_matrix.shape()[0], bf16_matrix.shape()[1]);
+    convert_bf16_to_f32(bf16_matrix.data(), m.data(), static_cast<std::size_t>(m.size()));
+    return m;
+}
+
+float round_bf16(float v) noexcept { return bf16_to_f32(f32_to_bf16(v)); }
+
+}  // namespace
+
+// down_proj's input for every token, act(gate x) * up x, in the BF16 steps of a BF16 model:
+// each Linear's output, SiLU's and the product are rounded to BF16.
+Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
+                         const Tensor& gate, const Tensor& up) {
+    const RowMajor wg = to_f32(gate), wu = to_f32(up);
+    HessianAccumulator h(gate.shape()[0]);
+    for_each_input_chunk(calibration, layer, tokens, chunk_tokens, [&](const InputRows& rows) {
+        RowMajor g = rows * wg.transpose();
+        const RowMajor u = rows * wu.transpose();
+        for (Eigen::Index i = 0; i < g.size(); ++i) {
+            const float gi = round_bf16(g.data()[i]);
+            const float act = round_bf16(gi / (1.0f + std::exp(-gi)));
+            g.data()[i] = round_bf16(act * round_bf16(u.data()[i]));
+        }
+        h.add(g.data(), g.rows());
+    });
+    return h.finish(calibration.samples());
+}
+
+Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens) {
+    const TensorView x = calibration.layer_inputs(layer);
+    HessianAccumulator h(x.shape[1]);
+    if (tokens.all) {  // straight from the stored rows, one range at a time
+        const std::size_t width = static_cast<std::size_t>(x.shape[1]) * (x.dtype == DType::F32 ? 4 : 2);
+        for (const auto& [begin, end] : calibration.token_ranges())
+            h.add(TensorView{x.dtype, {end - begin, x.shape[1]}, x.bytes.subspan(begin * width, (end - begin) * width)});
+    } else {
+        for_each_input_chunk(calibration, layer, tokens, chunk_tokens, [&](const InputRows& rows) { h.add(rows.data(), rows.rows()); });
+    }
+    return h.finish(calibration.samples());
+}
+
+void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
+    const Quantizer& q = *job.quantizer;
+    const std::vector<ExpertTokens> tokens = expert_tokens(*job.calibration, *job.plan, layer, *job.source);
+    // Experts that see all tokens share one prepared gate/up Hessian.
+    std::shared_ptr<const PreparedCalibration> shared_gate_up;
+    for (const auto& t : tokens)
+        if (t.all && !shared_gate_up)
+            shared_gate_up = q.prepare_calibration(expert_input_hessian(*job.calibration, layer.layer, t), job.quantizer_options);
+    if (job.progress && job.calibration->routed_only()) {
+        std::size_t fewest = SIZE_MAX, most = 0;
+        for (const auto& t : tokens) {
+            fewest = std::min(fewest, t.rows.size());
+            most = std::max(most, t.rows.size());
+        }
+        std::string line = "layer " + std::to_string(layer.layer) + ": " + std::to_string(fewest) + " to " +
+                           std::to_string(most) + " routed tokens per expert";
+        if (const std::size_t unrouted = unrouted_experts(*job.calibration, tokens))
+            line += "; " + std::to_string(unrouted) + " expert(s) got none and are calibrated on all tokens";
+        job.progress->note(line);
+    }
+    std::mutex progress_lock;
+    std::atomic<std::size_t> done{0};
+    parallel_for(0, layer.experts.size(), 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t e = first; e < last; ++e) {
+            const ExpertPlan& expert = layer.experts[e];
+            auto source = [&](Projection p) -> const ExpertWeightSource& { return expert.weights[static_cast<int>(p)]; };
+            auto quantize = [&](Projection p, const Tensor& matrix, const PreparedCalibration& calibration) {
+                try {
+                    sink.write({expert.expert, p, 0, q.quantize_calibrated(matrix.view(), calibration, job.quantizer_options)});
+                } catch (const Error& err) {
+                    throw err.with_context({.tensor = source(p).tensor, .layer = layer.layer});
+                }
+            };
+            const Tensor gate = job.load(source(Projection::gate));
+            const Tensor up = job.load(source(Projection::up));
+            const std::shared_ptr<const PreparedCalibration> gate_up =
+                tokens[e].all ? shared_gate_up
+                              : q.prepare_calibration(expert_input_hessian(*job.calibration, layer.layer, tokens[e]),
+                                                      job.quantizer_options);
+            quantize(Projection::gate, gate, *gate_up);
+            quantize(Projection::up, up, *gate_up);
+            const Tensor down = job.load(source(Projection::down));
+            const auto down_calibration = q.prepare_calibration(
+                down_proj_hessian(*job.calibration, layer.layer, tokens[e], gate, up), job.quantizer_options);
+            quantize(Projection::down, down, *down_calibration);
+            if (job.progress) {
+                const std::size_t n = ++done;
+                std::lock_guard lock(progress_lock);
+                job.progress->note("layer " + std::to_string(layer.layer) + ": expert " + std::to_string(expert.expert) +
+                                   " quantized (" + std::to_string(n) + "/" + std::to_string(layer.experts.size()) + ")");
+            }
+        }
+    });
+    job.calibration->release_layer(layer.layer);
+}
+
+}  // namespace moequant

@@ -1,0 +1,42 @@
+// GPTQ on one MoE layer from recorded inputs (gptq-compressed-tensors.md §5.3). By default all
+// experts see all tokens: the layer's inputs X give one gate/up Hessian, prepared (Cholesky
+// inverse) once for every expert. With routed-only calibration each expert's gate/up Hessian
+// comes from the tokens its router sends it (expert_tokens.hpp). Each expert's down_proj
+// Hessian comes from its own intermediate activations act(gate x) * up x over its tokens,
+// computed here with the unquantized gate/up weights in the reference's BF16 steps.
+#pragma once
+
+#include "expert_tokens.hpp"
+
+#include <moequant/engine/calibration_activations.hpp>
+#include <moequant/checkpoint.hpp>
+#include <moequant/model_adapter.hpp>
+#include <moequant/output_format.hpp>
+#include <moequant/engine/progress.hpp>
+#include <moequant/quantizer.hpp>
+
+#include <functional>
+
+namespace moequant {
+
+struct CalibratedLayerJob {
+    const Quantizer* quantizer = nullptr;       // uses_calibration()
+    const CalibrationActivations* calibration = nullptr;
+    const ModelPlan* plan = nullptr;
+    const Checkpoint* source = nullptr;         // for the router's tensors (routed-only)
+    Options quantizer_options;
+    // Loads an expert matrix as BF16 [out, in] (checked for NaN/Inf by the caller's rules).
+    std::function<Tensor(const ExpertWeightSource&)> load;
+    ProgressSink* progress = nullptr;
+};
+
+void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink);
+
+// The Hessian of the inputs an expert's gate and up projections see.
+Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens);
+
+// The Hessian of one expert's down_proj inputs act(gate x) * up x over its tokens x.
+Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
+                         const Tensor& gate, const Tensor& up);
+
+}  // namespace moequant

@@ -1,0 +1,135 @@
+#include <moequant/engine/calibration_dataset.hpp>
+#include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <random>
+
+namespace moequant {
+
+namespace json = boost::json;
+
+namespace {
+
+[[noreturn]] void bad_row(const std::filesystem::path& file, std::int64_t line, const std::string& what) {
+    throw Error(ErrorKind::input, "line " + std::to_string(line) + ": " + what, {.file = file.string(), .code = "BadDataset"});
+}
+
+// One row's text: "text", or "messages" rendered with the chat template.
+std::string row_text(const json::value& row, const ChatTemplate& chat, const std::filesystem::path& file, std::int64_t line) {
+    if (!row.is_object()) bad_row(file, line, "is not a JSON object");
+    const auto& o = row.get_object();
+    if (const auto* text = o.if_contains("text")) {
+        if (!text->is_string()) bad_row(file, line, "\"text\" is not a string");
+        return std::string(text->get_string());
+    }
+    const auto* messages = o.if_contains("messages");
+    if (!messages) bad_row(file, line, "has neither \"text\" nor \"messages\"");
+    if (!messages->is_array() || messages->get_array().empty()) bad_row(file, line, "\"messages\" is not a non-empty list");
+    std::vector<ChatMessage> conversation;
+    for (const auto& m : messages->get_array()) {
+        const auto* role = m.is_object() ? m.get_object().if_contains("role") : nullptr;
+        const auto* content = m.is_object() ? m.get_object().if_contains("content") : nullptr;
+        if (!role || !role->is_string() || !content || !content->is_string())
+            bad_row(file, line, "a message is not {\"role\": string, \"content\": string}");
+        conversation.push_back({std::string(role->get_string()), std::string(content->get_string())});
+    }
+    try {
+        return chat.render(conversation);
+    } catch (const Error& e) {
+        bad_row(file, line, e.what());
+    }
+}
+
+// The indices of `rows` in seeded shuffled order (Fisher-Yates with mt19937_64: the same on
+// every platform, unlike std::shuffle), cut to the selection.
+std::vector<std::size_t> selected_rows(std::size_t rows, const DatasetSelection& selection) {
+    std::vector<std::size_t> order(rows);
+    for (std::size_t i = 0; i < rows; ++i) order[i] = i;
+    std::mt19937_64 rng(selection.seed);
+    for (std::size_t i = rows; i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+    return order;
+}
+
+template <class TextOf>
+CalibrationSamples tokenize_rows(std::size_t rows, const TextOf& text_of, const Tokenizer& tokenizer,
+                                 const DatasetSelection& selection) {
+    CalibrationSamples out;
+    out.rows = static_cast<std::int64_t>(rows);
+    for (std::size_t row : selected_rows(rows, selection)) {
+        if (selection.num_samples > 0 && static_cast<std::int64_t>(out.samples.size()) == selection.num_samples) break;
+        std::vector<std::int32_t> ids = tokenizer.encode(text_of(row), false);
+        if (ids.empty()) {
+            ++out.empty;
+            continue;
+        }
+        if (selection.max_sequence_length > 0 && static_cast<std::int64_t>(ids.size()) > selection.max_sequence_length) {
+            ids.resize(static_cast<std::size_t>(selection.max_sequence_length));
+            ++out.truncated;
+        }
+        out.samples.push_back(std::move(ids));
+    }
+    return out;
+}
+
+}  // namespace
+
+std::int64_t CalibrationSamples::tokens() const noexcept {
+    std::int64_t n = 0;
+    for (const auto& s : samples) n += static_cast<std::int64_t>(s.size());
+    return n;
+}
+
+CalibrationSamples load_calibration_dataset(const std::filesystem::path& jsonl, const Tokenizer& tokenizer,
+                                            const ChatTemplate& chat, const DatasetSelection& selection) {
+    const std::string content = read_small_file(jsonl, dataset_file_limit);
+    // Every row is checked and rendered up front: a bad line fails before any work.
+    std::vector<std::string> texts;
+    std::int64_t number = 1;  // of the line being read
+    for (std::size_t at = 0; at < content.size(); ++number) {
+        const std::size_t end = std::min(content.find('\n', at), content.size());
+        std::string_view line(content.data() + at, end - at);
+        at = end + 1;
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines
+        boost::system::error_code ec;
+        const json::value row = json::parse(line, ec);
+        if (ec) bad_row(jsonl, number, "is not valid JSON: " + ec.message());
+        texts.push_back(row_text(row, chat, jsonl, number));
+    }
+    CalibrationSamples samples;
+    try {
+        samples = tokenize_calibration_texts(std::move(texts), tokenizer, selection);
+    } catch (const Error& e) {
+        throw e.with_context({.file = jsonl.string()});
+    }
+    return samples;
+}
+
+CalibrationSamples tokenize_calibration_texts(std::vector<std::string> texts, const Tokenizer& tokenizer,
+                                              const DatasetSelection& selection) {
+    CalibrationSamples samples =
+        tokenize_rows(texts.size(), [&](std::size_t i) -> const std::string& { return texts[i]; }, tokenizer, selection);
+    if (samples.samples.empty())
+        throw Error(ErrorKind::input, "the calibration data holds no text (" + std::to_string(samples.rows) + " rows)",
+                    {.code = "BadDataset"});
+    return samples;
+}
+
+std::vector<std::string> embedded_calibration_paragraphs() {
+    std::vector<std::string> paragraphs;
+    const std::string_view text = embedded_calibration_text();
+    std::size_t at = 0;
+    while (at < text.size()) {
+        std::size_t end = text.find("\n\n", at);
+        if (end == std::string_view::npos) end = text.size();
+        std::string p(text.substr(at, end - at));
+        if (p.find_first_not_of(" \n") != std::string::npos) paragraphs.push_back(std::move(p));
+        at = end + 2;
+    }
+    return paragraphs;
+}
+
+}  // namespace moequant

@@ -1,0 +1,90 @@
+#include <moequant/dtype_convert.hpp>
+#include <moequant/error.hpp>
+#include <moequant/engine/hessian.hpp>
+#include <moequant/parallel.hpp>
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cmath>
+
+namespace moequant {
+
+namespace {
+
+using ColMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+constexpr std::int64_t tile = 512;          // H is updated in tile x tile blocks, one task each
+constexpr std::int64_t chunk_tokens = 2048; // BF16 inputs are widened this many tokens at a time
+
+}  // namespace
+
+HessianAccumulator::HessianAccumulator(std::int64_t columns)
+    : columns_(columns), lower_(static_cast<std::size_t>(columns * columns), 0.0f) {
+    if (columns <= 0) throw Error(ErrorKind::internal, "a Hessian needs at least one column");
+}
+
+void HessianAccumulator::add(const float* inputs, std::int64_t tokens) {
+    if (tokens <= 0) return;
+    const std::int64_t k = columns_;
+    // A = fl32(sqrt 2) * x, rounded per element as the reference does, then H += A^T A.
+    const float root2 = std::sqrt(2.0f);
+    RowMajor a = Eigen::Map<const RowMajor>(inputs, tokens, k) * root2;
+    Eigen::Map<ColMajor> h(lower_.data(), k, k);
+    const std::int64_t tiles = (k + tile - 1) / tile;
+    // Lower-triangle tiles (i >= j) only: H is symmetric.
+    std::vector<std::pair<std::int64_t, std::int64_t>> work;
+    for (std::int64_t i = 0; i < tiles; ++i)
+        for (std::int64_t j = 0; j <= i; ++j) work.emplace_back(i, j);
+    parallel_for(0, work.size(), 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t w = first; w < last; ++w) {
+            const auto [i, j] = work[w];
+            const std::int64_t r0 = i * tile, c0 = j * tile;
+            const std::int64_t rn = std::min(tile, k - r0), cn = std::min(tile, k - c0);
+            h.block(r0, c0, rn, cn).noalias() += a.middleCols(r0, rn).transpose() * a.middleCols(c0, cn);
+        }
+    });
+}
+
+void HessianAccumulator::add(const TensorView& inputs) {
+    if (inputs.shape.size() != 2 || inputs.shape[1] != columns_)
+        throw Error(ErrorKind::input, "calibration inputs are " + shape_to_string(inputs.shape) + ", expected [tokens, " +
+                                          std::to_string(columns_) + "]");
+    const std::int64_t tokens = inputs.shape[0];
+    if (inputs.dtype == DType::F32) {
+        add(reinterpret_cast<const float*>(inputs.data()), tokens);
+        return;
+    }
+    if (inputs.dtype != DType::BF16)
+        throw Error(ErrorKind::input, "calibration inputs must be BF16 or F32, not " + std::string(dtype_name(inputs.dtype)));
+    std::vector<float> chunk;
+    const auto* bits = reinterpret_cast<const std::uint16_t*>(inputs.data());
+    for (std::int64_t t0 = 0; t0 < tokens; t0 += chunk_tokens) {
+        const std::int64_t n = std::min(chunk_tokens, tokens - t0);
+        chunk.resize(static_cast<std::size_t>(n * columns_));
+        convert_bf16_to_f32(bits + t0 * columns_, chunk.data(), chunk.size());
+        add(chunk.data(), n);
+    }
+}
+
+Tensor HessianAccumulator::finish(std::int64_t samples) const {
+    if (samples <= 0) throw Error(ErrorKind::input, "the Hessian needs at least one calibration sample");
+    const std::int64_t k = columns_;
+    Tensor out(DType::F32, {k, k});
+    float* h = out.data_as<float>();
+    const float n = static_cast<float>(samples);
+    for (std::int64_t j = 0; j < k; ++j)
+        for (std::int64_t i = j; i < k; ++i) h[i * k + j] = h[j * k + i] = lower_[j * k + i] / n;
+    return out;
+}
+
+double output_error(const Tensor& hessian, const float* w_a, const float* w_b, std::int64_t rows) {
+    const std::int64_t k = hessian.shape()[0];
+    RowMajor d = Eigen::Map<const RowMajor>(w_a, rows, k) - Eigen::Map<const RowMajor>(w_b, rows, k);
+    Eigen::Map<const RowMajor> h(hessian.data_as<float>(), k, k);
+    RowMajor dh = d * h;
+    return static_cast<double>(dh.cwiseProduct(d).cast<double>().sum());
+}
+
+}  // namespace moequant

@@ -1,0 +1,201 @@
+#include "hidden_states.hpp"
+
+#include <moequant/digest.hpp>
+#include <moequant/dtype_convert.hpp>
+#include <moequant/error.hpp>
+#include <moequant/safetensors_writer.hpp>
+#include <moequant/engine/sequential_calibration.hpp>
+
+#include <cstring>
+#include <numeric>
+
+namespace moequant {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Float32 values a batch's forward keeps per token and hidden unit, roughly (q/k/v of all heads,
+// the attention output, the MLP block's input and output, an expert's intermediate): the batch
+// size under a memory budget follows from it.
+constexpr std::int64_t working_floats_per_hidden = 32;
+
+}  // namespace
+
+struct SequentialCalibration::State {
+    const DecoderForward& forward;
+    const ModelPlan& plan;
+    std::vector<std::int64_t> lengths, starts;
+    std::vector<std::pair<std::size_t, std::size_t>> batches;  // [first sample, last sample)
+    std::unique_ptr<detail::HiddenStates> x;  // entering layer `next` (after its attention half: the residual)
+    std::int64_t tokens = 0;
+    std::int64_t next = 0;                    // the next layer not finished
+    std::unique_ptr<DecoderLayerForward> layer;  // layer `next` once its attention half ran
+    fs::path scratch;
+    std::optional<CalibrationActivations> current;  // layer `next`'s MLP inputs, when attended
+    fs::path current_file;
+    std::optional<SafetensorsWriter> saved;
+    bool routed_only = false;
+    std::string digest;
+
+    State(const DecoderForward& f, const ModelPlan& p) : forward(f), plan(p) {}
+
+    bool is_moe(std::int64_t layer) const { return plan.moe_layer(layer) != nullptr; }
+    std::int64_t batch_tokens(std::size_t b) const {
+        const auto [first, last] = batches[b];
+        return starts[last - 1] + lengths[last - 1] - starts[first];
+    }
+    std::span<const std::int64_t> batch_lengths(std::size_t b) const {
+        return std::span(lengths).subspan(batches[b].first, batches[b].second - batches[b].first);
+    }
+    std::span<float> batch_rows(std::size_t b) { return x->rows(starts[batches[b].first], batch_tokens(b)); }
+
+    // Runs layer `next` whole (no calibration wanted): attention and MLP batch by batch.
+    void run_whole_layer() {
+        const auto l = forward.layer(next);
+        for (std::size_t b = 0; b < batches.size(); ++b) {
+            const std::span<float> rows = batch_rows(b);
+            std::vector<float> xb(rows.begin(), rows.end());
+            const std::vector<float> mlp_input = l->attention(xb, batch_lengths(b));
+            l->mlp(mlp_input, xb, {}, nullptr);
+            std::copy(xb.begin(), xb.end(), rows.begin());
+        }
+        ++next;
+    }
+    void drop_current() {
+        current.reset();
+        if (!current_file.empty()) {
+            std::error_code ec;
+            fs::remove(current_file, ec);
+            current_file.clear();
+        }
+    }
+};
+
+SequentialCalibration::SequentialCalibration(const DecoderForward& forward, const ModelPlan& plan,
+                                             std::vector<std::vector<std::int32_t>> samples, fs::path scratch,
+                                             std::optional<fs::path> save_activations, bool routed_only,
+                                             std::uint64_t max_memory)
+    : state_(std::make_unique<State>(forward, plan)) {
+    State& s = *state_;
+    if (samples.empty()) throw Error(ErrorKind::input, "no calibration samples", {.code = "BadDataset"});
+    Digest64 digest;
+    for (const auto& sample : samples) {
+        s.starts.push_back(s.tokens);
+        s.lengths.push_back(static_cast<std::int64_t>(sample.size()));
+        s.tokens += static_cast<std::int64_t>(sample.size());
+        digest.update(std::to_string(sample.size()) + ":");
+        digest.update(std::as_bytes(std::span(sample)));
+    }
+    s.digest = digest.hex();
+    s.scratch = std::move(scratch);
+    s.routed_only = routed_only;
+    fs::create_directories(s.scratch);
+    const std::int64_t h = plan.hidden_size;
+    const std::uint64_t state_bytes = static_cast<std::uint64_t>(s.tokens * h) * sizeof(float);
+    // Under a budget: the hidden states go to a mapped scratch file once they would take more
+    // than half of it, and the samples run in batches whose working memory fits the rest.
+    const bool mapped = max_memory > 0 && state_bytes > max_memory / 2;
+    s.x = std::make_unique<detail::HiddenStates>(s.tokens, h, mapped ? s.scratch / "hidden-states.f32" : fs::path());
+    const std::int64_t batch_limit =
+        max_memory > 0 ? std::max<std::int64_t>(1, static_cast<std::int64_t>(max_memory / 2 / sizeof(float)) /
+                                                       (h * working_floats_per_hidden))
+                       : s.tokens;
+    for (std::size_t i = 0; i < samples.size();) {  // whole samples per batch, at least one
+        std::size_t j = i + 1;
+        std::int64_t n = s.lengths[i];
+        while (j < samples.size() && n + s.lengths[j] <= batch_limit) n += s.lengths[j++];
+        s.batches.emplace_back(i, j);
+        i = j;
+    }
+    for (std::size_t b = 0; b < s.batches.size(); ++b) {
+        std::vector<std::int32_t> ids;
+        for (std::size_t i = s.batches[b].first; i < s.batches[b].second; ++i) ids.insert(ids.end(), samples[i].begin(), samples[i].end());
+        const std::vector<float> embedded = forward.embed(ids);
+        std::copy(embedded.begin(), embedded.end(), s.batch_rows(b).begin());
+    }
+    if (save_activations) {
+        std::vector<TensorSpec> specs{{"sample_lengths", DType::I64, {static_cast<std::int64_t>(s.lengths.size())}}};
+        for (const auto& l : plan.moe_layers)
+            specs.push_back({CalibrationActivations::tensor_name(l.layer), DType::BF16, {s.tokens, h}});
+        s.saved.emplace(*save_activations, std::move(specs));
+        s.saved->write("sample_lengths", std::as_bytes(std::span(s.lengths)));
+    }
+}
+
+SequentialCalibration::~SequentialCalibration() {
+    if (state_) state_->drop_current();
+}
+
+bool SequentialCalibration::routed_only() const noexcept { return state_->routed_only; }
+const std::string& SequentialCalibration::digest() const noexcept { return state_->digest; }
+std::int64_t SequentialCalibration::samples() const noexcept { return static_cast<std::int64_t>(state_->lengths.size()); }
+std::int64_t SequentialCalibration::tokens() const noexcept { return state_->tokens; }
+std::size_t SequentialCalibration::batches() const noexcept { return state_->batches.size(); }
+bool SequentialCalibration::hidden_states_on_disk() const noexcept { return state_->x->mapped(); }
+
+const CalibrationActivations& SequentialCalibration::layer_inputs(std::int64_t layer) {
+    State& s = *state_;
+    if (layer < s.next || (s.layer && layer != s.next))
+        throw Error(ErrorKind::internal, "sequential calibration asked for layer " + std::to_string(layer) + " out of order");
+    if (s.layer) return *s.current;
+    while (s.next < layer) {  // the layers before it: dense, or MoE layers without experts to quantize
+        if (s.is_moe(s.next))
+            throw Error(ErrorKind::internal, "MoE layer " + std::to_string(s.next) + " was not finished");
+        s.run_whole_layer();
+    }
+    // Attention half batch by batch: the residual back into the hidden states, the MLP inputs
+    // into a recorded-activation file the calibrated layer reads as usual.
+    s.layer = s.forward.layer(layer);
+    const std::int64_t h = s.plan.hidden_size;
+    const std::string name = CalibrationActivations::tensor_name(layer);
+    s.current_file = s.scratch / ("layer-" + std::to_string(layer) + ".safetensors");
+    SafetensorsWriter writer(s.current_file, {{"sample_lengths", DType::I64, {static_cast<std::int64_t>(s.lengths.size())}},
+                                              {name, DType::F32, {s.tokens, h}}});
+    writer.write("sample_lengths", std::as_bytes(std::span(s.lengths)));
+    for (std::size_t b = 0; b < s.batches.size(); ++b) {
+        const std::span<float> rows = s.batch_rows(b);
+        std::vector<float> xb(rows.begin(), rows.end());
+        const std::vector<float> mlp_input = s.layer->attention(xb, s.batch_lengths(b));
+        std::copy(xb.begin(), xb.end(), rows.begin());
+        writer.write_chunk(name, std::as_bytes(std::span(mlp_input)));
+        if (s.saved) {
+            std::vector<std::uint16_t> bf16(mlp_input.size());
+            convert_f32_to_bf16(mlp_input.data(), bf16.data(), bf16.size());
+            s.saved->write_chunk(name, std::as_bytes(std::span(bf16)));
+        }
+    }
+    writer.finish();
+    s.current.emplace(CalibrationActivations::open(s.current_file));
+    s.current->set_routed_only(s.routed_only);
+    return *s.current;
+}
+
+void SequentialCalibration::finish_layer(std::int64_t layer, const ExpertMatrices& quantized) {
+    State& s = *state_;
+    if (!s.layer || layer != s.next) throw Error(ErrorKind::internal, "finish_layer for a layer that is not current");
+    const TensorView inputs = s.current->layer_inputs(layer);
+    const std::int64_t h = s.plan.hidden_size;
+    for (std::size_t b = 0; b < s.batches.size(); ++b) {
+        const std::int64_t first = s.starts[s.batches[b].first], n = s.batch_tokens(b);
+        std::vector<float> mlp_input(static_cast<std::size_t>(n * h));
+        std::memcpy(mlp_input.data(), inputs.data() + first * h * 4, mlp_input.size() * sizeof(float));
+        const std::span<float> rows = s.batch_rows(b);
+        std::vector<float> xb(rows.begin(), rows.end());
+        s.layer->mlp(mlp_input, xb, quantized, nullptr);
+        std::copy(xb.begin(), xb.end(), rows.begin());
+    }
+    s.current->release_layer(layer);
+    s.drop_current();
+    s.layer.reset();
+    ++s.next;
+}
+
+void SequentialCalibration::finish() {
+    if (state_->saved) {
+        state_->saved->finish();
+        state_->saved.reset();
+    }
+}
+
+}  // namespace moequant

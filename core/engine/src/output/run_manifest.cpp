@@ -1,0 +1,152 @@
+#include <moequant/digest.hpp>
+#include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
+#include <moequant/output_file.hpp>
+#include <moequant/engine/run_manifest.hpp>
+
+#include <boost/json.hpp>
+
+#include <sys/stat.h>
+
+namespace moequant {
+
+namespace json = boost::json;
+
+namespace {
+
+json::array files_json(const std::vector<ManifestFile>& files) {
+    json::array a;
+    for (const auto& f : files) a.push_back(json::object{{"name", f.name}, {"bytes", f.bytes}, {"digest", f.digest}});
+    return a;
+}
+
+std::vector<ManifestFile> files_from(const json::value& v) {
+    std::vector<ManifestFile> out;
+    for (const auto& f : v.as_array())
+        out.push_back({std::string(f.at("name").as_string()), f.at("bytes").to_number<std::uint64_t>(),
+                       std::string(f.at("digest").as_string())});
+    return out;
+}
+
+json::array shards_json(const std::vector<ManifestShard>& shards) {
+    json::array a;
+    for (const auto& s : shards)
+        a.push_back(json::object{{"name", s.name}, {"bytes", s.bytes}, {"mtime_ns", s.mtime_ns}, {"header_digest", s.header_digest}});
+    return a;
+}
+
+std::vector<ManifestShard> shards_from(const json::value& v) {
+    std::vector<ManifestShard> out;
+    for (const auto& s : v.as_array())
+        out.push_back({std::string(s.at("name").as_string()), s.at("bytes").to_number<std::uint64_t>(),
+                       s.at("mtime_ns").to_number<std::int64_t>(), std::string(s.at("header_digest").as_string())});
+    return out;
+}
+
+}  // namespace
+
+std::optional<RunManifest> RunManifest::load(const std::filesystem::path& directory) {
+    const auto path = directory / run_manifest_name;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return std::nullopt;
+    const std::string text = read_small_file(path, json_file_limit);
+    try {
+        json::object o = json::parse(text).as_object();
+        RunManifest m;
+        m.tool_version = o.at("tool_version").as_string();
+        m.command = o.at("command").as_string();
+        for (const auto& kv : o.at("settings").as_object()) m.settings.emplace_back(kv.key(), kv.value().as_string());
+        m.source_fingerprint = o.at("source_fingerprint").as_string();
+        m.plan_digest = o.at("plan_digest").as_string();
+        if (const json::value* shards = o.if_contains("source_shards")) m.source_shards = shards_from(*shards);
+        for (const auto& l : o.at("completed_layers").as_array())
+            m.completed_layers.push_back({l.at("layer").to_number<std::int64_t>(), files_from(l.at("files"))});
+        m.final_files = files_from(o.at("final_files"));
+        m.complete = o.at("complete").as_bool();
+        return m;
+    } catch (const std::exception& e) {
+        throw Error(ErrorKind::input, std::string("unreadable run manifest: ") + e.what(),
+                    {.file = path.string(), .code = "InvalidManifest", .hint = "remove it, or pass --overwrite"});
+    }
+}
+
+void RunManifest::save(const std::filesystem::path& directory) const {
+    json::object settings_json;
+    for (const auto& [k, v] : settings) settings_json[k] = v;
+    json::array layers;
+    for (const auto& l : completed_layers) layers.push_back(json::object{{"layer", l.layer}, {"files", files_json(l.files)}});
+    json::object o{{"tool_version", tool_version},
+                   {"command", command},
+                   {"settings", std::move(settings_json)},
+                   {"source_fingerprint", source_fingerprint},
+                   {"plan_digest", plan_digest},
+                   {"source_shards", shards_json(source_shards)},
+                   {"completed_layers", std::move(layers)},
+                   {"final_files", files_json(final_files)},
+                   {"complete", complete}};
+    write_file_atomically(directory / run_manifest_name, json::serialize(o) + "\n");
+}
+
+const ManifestLayer* RunManifest::completed(std::int64_t layer) const noexcept {
+    for (const auto& l : completed_layers)
+        if (l.layer == layer) return &l;
+    return nullptr;
+}
+
+bool RunManifest::same_job(const RunManifest& other) const noexcept {
+    return command == other.command && settings == other.settings && source_fingerprint == other.source_fingerprint &&
+           plan_digest == other.plan_digest;
+}
+
+const ManifestShard* RunManifest::source_shard(const std::string& name) const noexcept {
+    for (const auto& s : source_shards)
+        if (s.name == name) return &s;
+    return nullptr;
+}
+
+std::vector<ManifestShard> source_shard_records(const Checkpoint& checkpoint) {
+    std::vector<ManifestShard> out;
+    for (const auto& name : checkpoint.shard_names()) {
+        const SafetensorsFile& shard = checkpoint.shard(name);
+        struct stat st {};
+        std::int64_t mtime = 0;
+        if (::stat(shard.path().c_str(), &st) == 0)
+            mtime = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+        out.push_back({name, shard.file_size(), mtime, shard.header_digest()});
+    }
+    return out;
+}
+
+std::string source_fingerprint(const Checkpoint& checkpoint) {
+    Digest64 d;
+    if (checkpoint.has_config()) d.update(read_small_file(checkpoint.directory() / "config.json", json_file_limit));
+    for (const auto& name : checkpoint.shard_names()) d.update(name + "\n");
+    return d.hex();
+}
+
+std::string plan_digest(const ModelPlan& plan) {
+    Digest64 d;
+    auto add = [&](const std::string& s) { d.update(s + "\n"); };
+    add(plan.family + "|" + plan.model_type + "|" + std::to_string(plan.num_hidden_layers) + "|" +
+        std::to_string(plan.hidden_size) + "|" + std::to_string(plan.expert_intermediate_size) + "|" +
+        std::to_string(plan.num_experts) + "|" + std::string(expert_layout_name(plan.layout)));
+    if (plan.fp8_block) add(std::to_string(plan.fp8_block->rows) + "x" + std::to_string(plan.fp8_block->cols));
+    add("router " + describe_router(plan.router) + (plan.router.bf16_logits ? " bf16" : " f32"));
+    for (const auto& layer : plan.moe_layers) add(std::to_string(layer.layer) + "|" + layer.router_weight + "|" + layer.router_bias);
+    for (const auto& layer : plan.moe_layers)
+        for (const auto& e : layer.experts)
+            for (const auto& s : e.weights) {
+                std::string line = std::to_string(layer.layer) + "|" + std::to_string(e.expert) + "|" + s.tensor + "|" +
+                                   s.scale_tensor + "|" + std::string(dtype_name(s.dtype)) + "|" + std::to_string(s.rows) +
+                                   "x" + std::to_string(s.cols);
+                if (s.slice)
+                    line += "|" + std::to_string(s.slice->expert) + "," + std::to_string(s.slice->offset) + "," +
+                            std::to_string(s.slice->length) + "," + std::to_string(s.slice->along_columns) + "," +
+                            std::to_string(s.slice->transposed);
+                add(line);
+            }
+    for (const auto& [name, role] : plan.roles) add(name + "=" + std::string(tensor_role_name(role)));
+    return d.hex();
+}
+
+}  // namespace moequant
