@@ -12,6 +12,7 @@
 
 #include "compressed_tensors_reader.hpp"
 #include "copied_tensors.hpp"
+#include "layer_shard_plan.hpp"
 #include "model_config_file.hpp"
 #include "quantization_config.hpp"
 #include "written_files.hpp"
@@ -32,7 +33,6 @@ using namespace moequant;
 using namespace moequant::formats;
 namespace fs = std::filesystem;
 
-constexpr std::array<Projection, 3> projections = {Projection::gate, Projection::up, Projection::down};
 
 void refuse_unaligned(const ModelPlan& plan, const Options& settings) {
     if (plan.moe_layers.empty()) return;
@@ -42,7 +42,7 @@ void refuse_unaligned(const ModelPlan& plan, const Options& settings) {
                     {.tensor = tensor, .code = "UnalignedShape", .hint = "--allow-unaligned writes it anyway"});
     };
     for (const auto& e : plan.moe_layers.front().experts)
-        for (Projection p : projections) {
+        for (Projection p : expert_projections) {
             const ExpertWeightSource& s = e.weights[static_cast<int>(p)];
             if (s.rows % 64 != 0) refuse(s.tensor, "out_features " + std::to_string(s.rows) + " is not a multiple of 64");
             if (s.cols % 128 != 0) refuse(s.tensor, "in_features " + std::to_string(s.cols) + " is not a multiple of 128");
@@ -78,7 +78,7 @@ public:
         for (const auto& l : c.plan->moe_layers) {
             moe.insert(l.layer);
             for (const auto& e : l.experts)
-                for (Projection p : projections)
+                for (Projection p : expert_projections)
                     module_[{l.layer, e.expert, p}] = expert_module_name(e.weights[static_cast<int>(p)], e.expert, p);
         }
         auto copied = [](TensorRole r) { return r != TensorRole::routed_expert && r != TensorRole::routed_expert_scale; };
@@ -86,18 +86,15 @@ public:
             const std::int64_t layer = layer_of(name);
             (moe.count(layer) ? by_layer_[layer] : rest_).push_back(name);
         }
-        const std::size_t shards = c.plan->moe_layers.size() + (rest_.empty() ? 0 : 1);
-        for (std::size_t i = 0; i < c.plan->moe_layers.size(); ++i)
-            layer_shard_[c.plan->moe_layers[i].layer] = shard_file_name(i + 1, shards);
-        if (!rest_.empty()) rest_shard_ = shard_file_name(shards, shards);
+        shards_ = LayerShardPlan(*c.plan, !rest_.empty());
     }
 
     std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
-        const MoeLayerPlan& plan = layer_plan(layer);
+        const MoeLayerPlan& plan = planned_moe_layer(*c_.plan, layer);
         const bool kept = c_.unquantized_layers.count(layer) > 0;
         std::vector<TensorSpec> specs;
         for (const auto& e : plan.experts)
-            for (Projection p : projections) {
+            for (Projection p : expert_projections) {
                 const ExpertWeightSource& s = e.weights[static_cast<int>(p)];
                 const std::vector<TensorSpec> layout =
                     kept ? std::vector<TensorSpec>{{"weight", DType::BF16, {s.rows, s.cols}}} : c_.quantizer->output_layout({s.rows, s.cols});
@@ -113,22 +110,22 @@ public:
         metadata.emplace_back("moequant.experts", std::to_string(plan.experts.size()));
         metadata.emplace_back("moequant.layer", std::to_string(layer));
         metadata.emplace_back("moequant.source", c_.plan->family + ":" + c_.plan->model_type);
-        SafetensorsWriter writer = sharded_.open_shard(layer_shard_.at(layer), std::move(specs), std::move(metadata));
+        SafetensorsWriter writer = sharded_.open_shard(shards_.layer_shard(layer), std::move(specs), std::move(metadata));
         return std::make_unique<CtLayerSink>(*this, layer, std::move(writer));
     }
 
-    std::vector<std::string> layer_files(std::int64_t layer) const override { return {layer_shard_.at(layer)}; }
-    void adopt_layer(std::int64_t layer) override { sharded_.adopt_shard(layer_shard_.at(layer)); }
+    std::vector<std::string> layer_files(std::int64_t layer) const override { return {shards_.layer_shard(layer)}; }
+    void adopt_layer(std::int64_t layer) override { sharded_.adopt_shard(shards_.layer_shard(layer)); }
 
     std::vector<WrittenFile> finish() override {
         std::vector<WrittenFile> written;
         if (!rest_.empty()) {
             std::vector<TensorSpec> specs;
             for (const auto& name : rest_) specs.push_back(copied_spec(*c_.source, name));
-            SafetensorsWriter writer = sharded_.open_shard(rest_shard_, specs);
+            SafetensorsWriter writer = sharded_.open_shard(shards_.other_shard(), specs);
             for (const auto& name : rest_) write_copied(writer, *c_.source, *c_.plan, name);
             writer.finish();
-            written.push_back(describe_written(c_.directory, rest_shard_));
+            written.push_back(describe_written(c_.directory, shards_.other_shard()));
         }
         write_model_config(c_.source->directory(), c_.directory,
                            quantization_config(settings_, ignored_modules(*c_.plan, *c_.source, unquantized_modules())));
@@ -150,7 +147,7 @@ public:
     std::vector<WrittenFile> commit_layer(std::int64_t layer, SafetensorsWriter& writer) {
         for (const auto& name : by_layer_[layer]) write_copied(writer, *c_.source, *c_.plan, name);
         writer.finish();
-        return {describe_written(c_.directory, layer_shard_.at(layer))};
+        return {describe_written(c_.directory, shards_.layer_shard(layer))};
     }
 
 private:
@@ -162,20 +159,13 @@ private:
         return names;
     }
 
-    const MoeLayerPlan& layer_plan(std::int64_t layer) const {
-        for (const auto& l : c_.plan->moe_layers)
-            if (l.layer == layer) return l;
-        throw Error(ErrorKind::internal, "layer " + std::to_string(layer) + " is not a MoE layer of the plan");
-    }
-
     OutputContext c_;
     ShardedSafetensorsWriter sharded_;
     Options settings_;
     std::map<std::tuple<std::int64_t, std::int64_t, Projection>, std::string> module_;
     std::map<std::int64_t, std::vector<std::string>> by_layer_;
     std::vector<std::string> rest_;
-    std::map<std::int64_t, std::string> layer_shard_;
-    std::string rest_shard_;
+    LayerShardPlan shards_;
 };
 
 void CtLayerSink::write(const QuantizedExpert& q) {

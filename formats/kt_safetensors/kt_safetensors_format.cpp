@@ -8,6 +8,7 @@
 // source, which the runtime ignores and `moequant verify` reads.
 
 #include "kt_naming.hpp"
+#include "layer_shard_plan.hpp"
 #include "kt_safetensors_reader.hpp"
 #include "written_files.hpp"
 
@@ -68,21 +69,18 @@ public:
     explicit KtSafetensorsWriter(const OutputContext& c) : c_(c), sharded_(c.directory) {
         for (const auto& [name, role] : c.plan->roles)
             if (is_copied(role)) rest_.push_back(name);
-        const std::size_t shards = c.plan->moe_layers.size() + (rest_.empty() ? 0 : 1);
-        for (std::size_t i = 0; i < c.plan->moe_layers.size(); ++i)
-            layer_shard_[c.plan->moe_layers[i].layer] = shard_file_name(i + 1, shards);
-        if (!rest_.empty()) rest_shard_ = shard_file_name(shards, shards);
+        shards_ = LayerShardPlan(*c.plan, !rest_.empty());
     }
 
     std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
-        const MoeLayerPlan& plan = layer_plan(layer);
+        const MoeLayerPlan& plan = planned_moe_layer(*c_.plan, layer);
         std::vector<TensorSpec> specs;
         for_each_quantized_part(plan, *c_.quantizer, c_.parts,
                                 [&](std::int64_t expert, Projection p, int part, TensorSpec spec) {
                                     spec.name = kt_tensor_base(layer, p, expert, part) + spec.name;
                                     specs.push_back(std::move(spec));
                                 });
-        const std::string& file = layer_shard_.at(layer);
+        const std::string& file = shards_.layer_shard(layer);
         Metadata metadata = default_safetensors_metadata();
         metadata.emplace_back("moequant.method", kt_method(*c_.quantizer));
         metadata.emplace_back("moequant.quantizer", std::string(c_.quantizer->id()));
@@ -94,9 +92,9 @@ public:
         return std::make_unique<KtSafetensorsSink>(std::move(writer), layer, c_.directory, file);
     }
 
-    std::vector<std::string> layer_files(std::int64_t layer) const override { return {layer_shard_.at(layer)}; }
+    std::vector<std::string> layer_files(std::int64_t layer) const override { return {shards_.layer_shard(layer)}; }
 
-    void adopt_layer(std::int64_t layer) override { sharded_.adopt_shard(layer_shard_.at(layer)); }
+    void adopt_layer(std::int64_t layer) override { sharded_.adopt_shard(shards_.layer_shard(layer)); }
 
     std::vector<WrittenFile> finish() override {
         std::vector<WrittenFile> written;
@@ -110,10 +108,10 @@ public:
                     throw Error(ErrorKind::input, "two tensors get the kt name '" + renamed + "'", {.tensor = name});
                 specs.push_back({renamed, info.dtype, info.shape});
             }
-            SafetensorsWriter writer = sharded_.open_shard(rest_shard_, specs);
+            SafetensorsWriter writer = sharded_.open_shard(shards_.other_shard(), specs);
             for (const auto& [renamed, name] : source_of) writer.write(renamed, c_.source->view(name));  // from the mmap
             writer.finish();
-            written.push_back(describe_written(c_.directory, rest_shard_));
+            written.push_back(describe_written(c_.directory, shards_.other_shard()));
         }
         // kt-kernel's converter copies exactly these four (kt-cpu-format.md §7.2).
         copy_side_files(c_.source->directory(), c_.directory,
@@ -124,17 +122,10 @@ public:
     }
 
 private:
-    const MoeLayerPlan& layer_plan(std::int64_t layer) const {
-        for (const auto& l : c_.plan->moe_layers)
-            if (l.layer == layer) return l;
-        throw Error(ErrorKind::internal, "layer " + std::to_string(layer) + " is not a MoE layer of the plan");
-    }
-
     OutputContext c_;
     ShardedSafetensorsWriter sharded_;
     std::vector<std::string> rest_;
-    std::map<std::int64_t, std::string> layer_shard_;
-    std::string rest_shard_;
+    LayerShardPlan shards_;
 };
 
 class KtSafetensorsFormat final : public OutputFormat {

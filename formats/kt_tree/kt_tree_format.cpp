@@ -6,6 +6,7 @@
 
 #include "kt_naming.hpp"
 #include "kt_tree_reader.hpp"
+#include "layer_shard_plan.hpp"
 
 #include <moequant/digest.hpp>
 #include <moequant/error.hpp>
@@ -123,14 +124,12 @@ public:
 
     std::vector<std::string> layer_files(std::int64_t layer) const override {
         std::vector<std::string> files;
-        for (const auto& l : c_.plan->moe_layers)
-            if (l.layer == layer)
-                for_each_quantized_part(l, *c_.quantizer, c_.parts,
-                                        [&](std::int64_t expert, Projection p, int part, const TensorSpec& spec) {
-                                            auto bytes = dtype_byte_size(spec.dtype, shape_elements(spec.shape).value_or(0));
-                                            files.push_back(layer_folder(layer) + "/_numa_" + std::to_string(part) + "/" +
-                                                            kt_file(prefix_, p, expert, bytes.value_or(0), spec.name == "scale"));
-                                        });
+        for_each_quantized_part(planned_moe_layer(*c_.plan, layer), *c_.quantizer, c_.parts,
+                                [&](std::int64_t expert, Projection p, int part, const TensorSpec& spec) {
+                                    auto bytes = dtype_byte_size(spec.dtype, shape_elements(spec.shape).value_or(0));
+                                    files.push_back(layer_folder(layer) + "/_numa_" + std::to_string(part) + "/" +
+                                                    kt_file(prefix_, p, expert, bytes.value_or(0), spec.name == "scale"));
+                                });
         std::sort(files.begin(), files.end());
         return files;
     }
