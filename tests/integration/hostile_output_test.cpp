@@ -1,4 +1,4 @@
-// Hostile and careless use of the commands that write (issue 13, README "Output folders"): an
+// Hostile and careless use of the commands that write (issue 13, docs/safety.md "Output folders"): an
 // output that is, holds or lies in the input; --overwrite of a folder that holds other files, of
 // the home folder or the current one; two runs into one folder, one killed mid-run; links
 // planted under the tool's temporary names; a rerun over changed output or source bytes; and

@@ -120,7 +120,7 @@ BOOST_AUTO_TEST_CASE(the_embedded_default_gives_one_sample_per_paragraph) {
     BOOST_TEST(s.tokens() > 1000);
 }
 
-// Each family's conversation format, as README "Calibration data" documents it.
+// Each family's conversation format, as docs/calibration.md documents it.
 BOOST_AUTO_TEST_CASE(family_chat_formats) {
     Registry registry;
     for (const char* family : {"deepseek_v3", "qwen3_moe", "qwen3_next", "mixtral", "glm4_moe"})

@@ -1,4 +1,4 @@
-// The output-safety building blocks (README "Output folders"): where outputs may go, what
+// The output-safety building blocks (docs/safety.md "Output folders"): where outputs may go, what
 // --overwrite may remove, the folder lock, and partial files that never follow links. The
 // refusals of / and of the current folder are tested here, where a failure can remove nothing.
 
