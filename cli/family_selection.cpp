@@ -57,7 +57,7 @@ SelectedAdapter select_adapter(const Registry& registry, const ModelConfig& conf
     std::string arch;
     for (const auto& a : config.architectures()) arch += (arch.empty() ? "" : ", ") + a;
     std::string hint = "if it is a known family under another model_type, pass --family NAME; to add a family, "
-                       "build an adapter plugin against the SDK (README: Writing a plugin)";
+                       "build an adapter plugin against the SDK (docs/plugins.md)";
     if (!registry.rejections().empty())
         hint += "; " + std::to_string(registry.rejections().size()) +
                 " plugin module(s) were rejected, see 'moequant plugins --all'";

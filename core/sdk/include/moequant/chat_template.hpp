@@ -1,7 +1,7 @@
 // A family's chat format as data, for calibration conversations (JSONL "messages"): text once at
 // the start, then per message the role's prefix, the content and the role's suffix. A simple,
 // documented stand-in for each model's Jinja chat template, without tools or reasoning blocks;
-// each family adapter gives its own (ModelAdapter::chat_template, README "Calibration data").
+// each family adapter gives its own (ModelAdapter::chat_template, docs/calibration.md).
 #pragma once
 
 #include <moequant/export.hpp>

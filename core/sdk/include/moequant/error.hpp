@@ -15,7 +15,7 @@
 
 namespace moequant {
 
-// Error classes and their process exit codes (README "Exit codes").
+// Error classes and their process exit codes (docs/cli.md, "Exit codes").
 enum class ErrorKind : int {
     internal = 1,      // a bug or an unexpected condition
     usage = 2,         // bad command line

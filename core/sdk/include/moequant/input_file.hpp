@@ -1,7 +1,7 @@
 // Opening and reading input files so that hostile ones cannot hang or exhaust the process:
 // only regular files are read (a symlink to one is fine); a FIFO, a device or a folder is
 // refused before a single byte is read, and files read whole have a stated size limit
-// (README "Input limits").
+// (docs/safety.md, "Input limits").
 #pragma once
 
 #include <moequant/export.hpp>

@@ -12,7 +12,7 @@
 // A folder with another job's files is refused unless `overwrite` is set, which removes what a
 // conversion writes and refuses a folder holding anything else (output_overwrite.hpp).
 //
-// Output safety (README "Output folders"): before any file is touched the output is checked
+// Output safety (docs/safety.md, "Output folders"): before any file is touched the output is checked
 // against the inputs (output_location.hpp), then locked for the whole run (output_lock.hpp).
 //
 // A routed-expert weight holding NaN or Inf (seen in BF16, after FP8 dequantization) is refused

@@ -1,6 +1,6 @@
 // Where a command may write. Checked on real paths (symlinks resolved) before anything is
 // written or removed, so no spelling of a path — a symlink, "..", "~", "." — can turn an
-// output onto the user's input or a folder that holds it (README "Output folders").
+// output onto the user's input or a folder that holds it (docs/safety.md, "Output folders").
 //
 // Every refusal is Error(io) (exit 5) naming both paths, with one of the codes
 //   OutputIsInput        the output is one of the inputs

@@ -1,5 +1,5 @@
 // What --overwrite may remove from an output folder: only what the tool wrote there, and nothing
-// else (README "Output folders"). In a folder that holds a run manifest (a conversion's output):
+// else (docs/safety.md, "Output folders"). In a folder that holds a run manifest (a conversion's output):
 //   shards (*.safetensors), the index (*.safetensors.index.json), kt trees (_layer_N/_numa_M/*.kt),
 //   the run manifest (moequant-run.json), the side files a conversion copies (copied_side_files)
 //   and any file the manifest lists. In any folder: the tool's own partials (".*.moequant.partial")

@@ -73,7 +73,7 @@ struct PartCheck {
     bool has_bound = false;          // the quantizer gives a per-element bound
     std::optional<double> gemv_rel_error;  // ||y_packed - y_source|| / ||y_source||
     std::int64_t gemv_rows_beyond_bound = 0;
-    std::vector<std::int64_t> saturated_rows;  // rows of this part with saturated codes (accepted; see README)
+    std::vector<std::int64_t> saturated_rows;  // rows of this part with saturated codes (accepted; see docs/cli.md, verify)
     std::optional<double> output_error;            // relative output error on the calibration data
     std::optional<double> reference_output_error;  // the reference quantizer's
     std::string problem;        // non-empty when this part fails; says why
