@@ -226,6 +226,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     }
 
     ConversionJob job;
+    job.command = "gptq";  // under the alias gpu too: the same job either way
     job.source = &source.checkpoint;
     job.config = &source.config;
     job.plan = &plan;
