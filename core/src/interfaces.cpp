@@ -12,6 +12,11 @@ ModelAdapter::~ModelAdapter() = default;
 Quantizer::~Quantizer() = default;
 PreparedCalibration::~PreparedCalibration() = default;
 
+QuantizerFacts Quantizer::facts() const {
+    const std::string name(id());
+    return {.kt_method = name, .kt_file_prefix = name, .scheme = name, .reference = {}};
+}
+
 std::shared_ptr<const PreparedCalibration> Quantizer::prepare_calibration(const Tensor&, const Options&) const {
     throw Error(ErrorKind::usage, "quantizer '" + std::string(id()) + "' takes no calibration");
 }

@@ -14,6 +14,8 @@ public:
 
     std::string_view id() const override;
     std::string_view description() const override;
+    // kt-kernel's AMXINT4 / AMXINT8, in files prefixed INT4 / INT8.
+    QuantizerFacts facts() const override;
 
     // "weight" I8 [code bytes], "scale" F32 [n].
     std::vector<TensorSpec> output_layout(const Shape& matrix) const override;
@@ -40,6 +42,8 @@ public:
     std::vector<std::int64_t> saturated_rows(const QuantizedTensor& quantized, const Shape& shape) const override;
 
 private:
+    std::string kt_method_name() const;  // AMXINT4 / AMXINT8
+
     struct PackedParts {
         const std::uint8_t* codes;
         const float* scales;

@@ -116,6 +116,13 @@ std::string_view IntegerQuantizer::description() const {
                  : "round-to-nearest (llm-compressor QuantizationModifier) W4A16/W8A16, compressed-tensors pack-quantized";
 }
 
+QuantizerFacts IntegerQuantizer::facts() const {
+    QuantizerFacts facts = Quantizer::facts();
+    facts.scheme = scheme_.name();
+    if (gptq_) facts.reference = "rtn";
+    return facts;
+}
+
 std::shared_ptr<const Quantizer> IntegerQuantizer::configure(const Options& options) const {
     return std::make_shared<IntegerQuantizer>(gptq_, parse_scheme(options, gptq_));
 }

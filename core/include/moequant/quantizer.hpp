@@ -1,9 +1,11 @@
-// Quantizer: turns one weight matrix into a packed representation (first draft).
+// Quantizer: turns one weight matrix into a packed representation.
 //
 // A quantizer receives a 2-D weight [rows = out_features, cols = in_features] in BF16 or F32
 // and returns named parts (e.g. "weight" codes and "scale"), each an owning Tensor whose dtype
 // and bytes are exactly what the output format stores. It must be deterministic and
-// thread-safe: the host quantizes many matrices in parallel with one Quantizer object.
+// thread-safe: the host quantizes many matrices in parallel with one Quantizer object. It
+// publishes what formats, verify and the CLI need to know about it (QuantizerFacts, calibration
+// use), so that none of them recognises a quantizer by its id.
 #pragma once
 
 #include <moequant/export.hpp>
@@ -31,6 +33,16 @@ struct QuantizedTensor {
     }
 };
 
+// The names and relations a quantizer publishes for formats, verify and the CLI.
+struct QuantizerFacts {
+    std::string kt_method;       // kt-kernel's name of the method, e.g. "AMXINT4" (the kt formats record it)
+    std::string kt_file_prefix;  // the prefix of kt-kernel's `.kt` files of the method, e.g. "INT4"
+    std::string scheme;          // the scheme's name, e.g. "W4A16" (compressed-tensors records it)
+    // The id of the quantizer verify measures this one's output error against on calibration
+    // data, e.g. "rtn" for gptq; empty for none.
+    std::string reference;
+};
+
 // What a calibration-aware quantizer (GPTQ) derives from the inputs a matrix saw, e.g. the
 // damped, reordered inverse-Hessian factor. Opaque to the host: computed once and shared by
 // every matrix that saw the same inputs (all experts' gate and up projections of a layer).
@@ -46,6 +58,10 @@ public:
     // Object id, e.g. "amx-int4" ([a-z0-9_-]+).
     virtual std::string_view id() const = 0;
     virtual std::string_view description() const = 0;
+
+    // The quantizer's facts (of this configured object). The default names everything after
+    // id() and has no reference.
+    virtual QuantizerFacts facts() const;
 
     // Empty when usable on this machine, otherwise why not.
     virtual std::string unusable_reason() const { return {}; }
