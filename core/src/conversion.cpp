@@ -372,6 +372,7 @@ public:
         inner_.write(part);
         QuantizedTensor copy;
         copy.method = part.tensor.method;
+        copy.unquantized = part.tensor.unquantized;
         for (const auto& [name, tensor] : part.tensor.parts) copy.parts.emplace_back(name, Tensor::copy_of(tensor.view()));
         std::lock_guard lock(mutex_);
         parts_.emplace(std::pair{part.expert, part.projection}, std::move(copy));
@@ -431,7 +432,7 @@ protected:
         if (!job_.unquantized_layers.count(layer.layer)) return quantize_layer(layer, sink);
         for_each_expert_matrix(job_, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
             QuantizedTensor kept;
-            kept.method = "BF16";
+            kept.unquantized = true;
             kept.parts.emplace_back("weight", Tensor::copy_of(matrix.view()));
             sink.write({expert.expert, projection, 0, std::move(kept)});
         });
@@ -518,7 +519,7 @@ public:
         std::vector<WrittenFile> files = sink->commit();
         job_.sequential->finish_layer(layer.layer, [&](std::int64_t expert, Projection p) {
             const QuantizedTensor& q = recording.part(expert, p);
-            if (q.method == "BF16") return Tensor::copy_of(q.parts.front().second.view());  // kept unquantized
+            if (q.unquantized) return Tensor::copy_of(q.part("weight")->view());
             const ExpertWeightSource& s = layer.experts[static_cast<std::size_t>(expert)].weights[static_cast<int>(p)];
             return quantizer_.dequantize(q, {s.rows, s.cols});
         });

@@ -23,8 +23,11 @@
 namespace moequant {
 
 struct QuantizedTensor {
-    std::string method;                               // e.g. "AMXINT4"
+    std::string method;                               // e.g. "AMXINT4"; empty when unquantized
     std::vector<std::pair<std::string, Tensor>> parts;  // e.g. {"weight", I8}, {"scale", F32}
+    // The source matrix kept as it is (OutputContext::unquantized_layers): one BF16 "weight"
+    // part [out, in], no quantizer involved.
+    bool unquantized = false;
 
     const Tensor* part(std::string_view name) const noexcept {
         for (const auto& [n, t] : parts)
