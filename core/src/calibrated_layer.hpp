@@ -24,7 +24,6 @@ struct CalibratedLayerJob {
     const CalibrationActivations* calibration = nullptr;
     const ModelPlan* plan = nullptr;
     const Checkpoint* source = nullptr;         // for the router's tensors (routed-only)
-    Options quantizer_options;
     // Loads an expert matrix as BF16 [out, in] (checked for NaN/Inf by the caller's rules).
     std::function<Tensor(const ExpertWeightSource&)> load;
     ProgressSink* progress = nullptr;

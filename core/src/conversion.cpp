@@ -452,7 +452,7 @@ private:
         for_each_expert_matrix(job_, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
             for (int part = 0; part < job_.parts; ++part) {
                 Tensor piece = split_expert_part(matrix, projection, part, job_.parts);
-                QuantizedTensor quantized = quantizer_.quantize(piece.view(), job_.quantizer_options);
+                QuantizedTensor quantized = quantizer_.quantize(piece.view());
                 if (job_.saturated_rows)
                     job_.saturated_rows->add(expert.weights[static_cast<int>(projection)].tensor, projection, part, job_.parts,
                                              piece.shape()[0], quantizer_.saturated_rows(quantized, piece.shape()));
@@ -476,7 +476,6 @@ protected:
         calibrated.calibration = &inputs;
         calibrated.plan = job_.plan;
         calibrated.source = job_.source;
-        calibrated.quantizer_options = job_.quantizer_options;
         calibrated.progress = &progress_;
         calibrated.load = [&](const ExpertWeightSource& source) {
             try {

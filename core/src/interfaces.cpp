@@ -17,13 +17,12 @@ QuantizerFacts Quantizer::facts() const {
     return {.kt_method = name, .kt_file_prefix = name, .scheme = name, .reference = {}};
 }
 
-std::shared_ptr<const PreparedCalibration> Quantizer::prepare_calibration(const Tensor&, const Options&) const {
+std::shared_ptr<const PreparedCalibration> Quantizer::prepare_calibration(const Tensor&) const {
     throw Error(ErrorKind::usage, "quantizer '" + std::string(id()) + "' takes no calibration");
 }
 
-QuantizedTensor Quantizer::quantize_calibrated(const TensorView& weight, const PreparedCalibration&,
-                                               const Options& options) const {
-    return quantize(weight, options);
+QuantizedTensor Quantizer::quantize_calibrated(const TensorView& weight, const PreparedCalibration&) const {
+    return quantize(weight);
 }
 LayerSink::~LayerSink() = default;
 OutputWriter::~OutputWriter() = default;

@@ -51,7 +51,7 @@ std::vector<TensorSpec> AmxQuantizer::output_layout(const Shape& matrix) const {
     return {{"weight", DType::I8, {code_bytes(method_, matrix[0], matrix[1])}}, {"scale", DType::F32, {matrix[0]}}};
 }
 
-QuantizedTensor AmxQuantizer::quantize(const TensorView& weight, const Options&) const {
+QuantizedTensor AmxQuantizer::quantize(const TensorView& weight) const {
     output_layout(weight.shape);  // checks the shape rules
     const std::int64_t n = weight.shape[0], k = weight.shape[1];
 

@@ -23,7 +23,7 @@ public:
     // weight: [n, k] BF16 (F16 and F32 are first rounded to BF16, as the reference converter
     // does). Returns parts "weight" (I8, 1-D, the code bytes of the `_quant_` file) and "scale"
     // (F32, 1-D, n row scales). Rows are quantized in parallel; the bytes do not depend on it.
-    QuantizedTensor quantize(const TensorView& weight, const Options& options) const override;
+    QuantizedTensor quantize(const TensorView& weight) const override;
 
     // Unpacks the codes and returns q*d (INT8) or q*16*d (INT4) as F32 [n, k].
     Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override;

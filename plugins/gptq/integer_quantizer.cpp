@@ -188,7 +188,7 @@ QuantizedTensor pack(const IntegerQuantizer& quantizer, const std::vector<float>
 
 }  // namespace
 
-QuantizedTensor IntegerQuantizer::quantize(const TensorView& weight, const Options&) const {
+QuantizedTensor IntegerQuantizer::quantize(const TensorView& weight) const {
     if (gptq_)
         throw Error(ErrorKind::usage, "GPTQ needs calibration data",
                     {.code = "NeedsCalibration", .hint = "pass --calibration-activations, or use --quant_method RTN"});
@@ -200,14 +200,13 @@ QuantizedTensor IntegerQuantizer::quantize(const TensorView& weight, const Optio
     return pack(*this, w, weight.shape, scales, {});
 }
 
-std::shared_ptr<const PreparedCalibration> IntegerQuantizer::prepare_calibration(const Tensor& hessian, const Options&) const {
-    if (!gptq_) return Quantizer::prepare_calibration(hessian, {});
+std::shared_ptr<const PreparedCalibration> IntegerQuantizer::prepare_calibration(const Tensor& hessian) const {
+    if (!gptq_) return Quantizer::prepare_calibration(hessian);
     return std::make_shared<InverseHessian>(prepare_inverse_hessian(hessian, scheme_));
 }
 
-QuantizedTensor IntegerQuantizer::quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration,
-                                                      const Options& options) const {
-    if (!gptq_) return quantize(weight, options);
+QuantizedTensor IntegerQuantizer::quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration) const {
+    if (!gptq_) return quantize(weight);
     const auto* prepared = dynamic_cast<const InverseHessian*>(&calibration);
     if (!prepared) throw Error(ErrorKind::internal, "gptq was given another quantizer's calibration");
     output_layout(weight.shape);

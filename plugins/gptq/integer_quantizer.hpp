@@ -35,13 +35,11 @@ public:
     std::vector<TensorSpec> output_layout(const Shape& matrix) const override;
 
     // RTN. For `gptq` it throws Error(usage): GPTQ needs calibration.
-    QuantizedTensor quantize(const TensorView& weight, const Options& options) const override;
+    QuantizedTensor quantize(const TensorView& weight) const override;
 
     bool uses_calibration() const override { return gptq_; }
-    std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian,
-                                                                   const Options& options) const override;
-    QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration,
-                                        const Options& options) const override;
+    std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian) const override;
+    QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration) const override;
 
     // bf16(code * scale) as F32 [rows, cols] (compressed-tensors' decompression).
     Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override;

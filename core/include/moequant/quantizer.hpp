@@ -66,9 +66,6 @@ public:
     // id() and has no reference.
     virtual QuantizerFacts facts() const;
 
-    // Empty when usable on this machine, otherwise why not.
-    virtual std::string unusable_reason() const { return {}; }
-
     // A quantizer bound to `options` (e.g. bits, group size, ordering), whose output_layout()
     // follows them; the host calls it once per job, before any file is touched, and uses the
     // result instead of this object. Throws Error(usage) naming a bad option. Null when the
@@ -86,7 +83,7 @@ public:
 
     // Quantizes a [rows, cols] BF16 or F32 matrix. Throws Error(input) naming the rule when the
     // shape cannot be quantized (the caller adds the tensor name).
-    virtual QuantizedTensor quantize(const TensorView& weight, const Options& options) const = 0;
+    virtual QuantizedTensor quantize(const TensorView& weight) const = 0;
 
     // True when quantize_calibrated() needs calibration (GPTQ): the host then computes each
     // matrix's input Hessian and calls prepare_calibration() / quantize_calibrated().
@@ -95,12 +92,10 @@ public:
     // Prepares what every matrix whose inputs have this Hessian shares. `hessian`: F32
     // [cols, cols], symmetric, H = 2/n * sum of x x^T over the tokens of the n calibration
     // samples (forward calls) the matrix saw (gptq-compressed-tensors.md §4.1).
-    virtual std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian,
-                                                                           const Options& options) const;
+    virtual std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian) const;
 
     // Quantizes like quantize(), using `calibration` from this quantizer's prepare_calibration().
-    virtual QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration,
-                                                const Options& options) const;
+    virtual QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration) const;
 
     // Decodes parts produced by quantize() back to an F32 [rows, cols] matrix (used by verify).
     // Reads the packed bytes themselves; throws Error(input) when their sizes do not fit `shape`.
