@@ -191,7 +191,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
                     {.hint = "see 'moequant plugins'"});
     // Whether the quantizer calibrates (GPTQ) is its own to say; calibration data and GPTQ's
     // options go to such a quantizer only.
-    const bool calibrated = quantizer->uses_calibration();
+    const bool calibrated = quantizer->calibration() != nullptr;
     if (calibrated && activations.empty() && dataset.empty())
         throw_usage_error("GPTQ needs calibration data",
                           {.code = "NeedsCalibration",

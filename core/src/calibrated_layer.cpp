@@ -64,7 +64,7 @@ Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int6
 }
 
 void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
-    const Quantizer& q = *job.quantizer;
+    const QuantizerCalibration& q = *job.quantizer;
     const std::vector<ExpertTokens> tokens = expert_tokens(*job.calibration, *job.plan, layer, *job.source);
     // Experts that see all tokens share one prepared gate/up Hessian.
     std::shared_ptr<const PreparedCalibration> shared_gate_up;

@@ -20,7 +20,7 @@
 namespace moequant {
 
 struct CalibratedLayerJob {
-    const Quantizer* quantizer = nullptr;       // uses_calibration()
+    const QuantizerCalibration* quantizer = nullptr;  // the quantizer's calibration facet
     const CalibrationActivations* calibration = nullptr;
     const ModelPlan* plan = nullptr;
     const Checkpoint* source = nullptr;         // for the router's tensors (routed-only)

@@ -125,7 +125,7 @@ CheckedJob validate_job(const ConversionJob& job) {
     CheckedJob checked;
     checked.configured = job.quantizer ? job.quantizer->configure(job.quantizer_options) : nullptr;  // bad options fail here
     checked.quantizer = checked.configured ? checked.configured.get() : job.quantizer;
-    if (checked.quantizer && checked.quantizer->uses_calibration()) check_calibration(job, *checked.quantizer);
+    if (checked.quantizer && checked.quantizer->calibration()) check_calibration(job, *checked.quantizer);
     OutputContext& context = checked.context;
     context.directory = job.output;
     context.source = job.source;
@@ -462,17 +462,18 @@ private:
     }
 };
 
-// The modes whose quantizer uses calibration (GPTQ): a layer is quantized on the inputs it saw
-// (calibrated_layer.hpp), one part per matrix.
+// The modes whose quantizer uses calibration (GPTQ): a layer is quantized through the
+// quantizer's calibration facet on the inputs it saw (calibrated_layer.hpp), one part per matrix.
 class CalibratedMode : public QuantizingMode {
 public:
-    CalibratedMode(const ConversionJob& job, const Quantizer& quantizer, ProgressSink& progress)
-        : QuantizingMode(job, quantizer), progress_(progress) {}
+    CalibratedMode(const ConversionJob& job, const Quantizer& quantizer, const QuantizerCalibration& calibration,
+                   ProgressSink& progress)
+        : QuantizingMode(job, quantizer), calibration_(calibration), progress_(progress) {}
 
 protected:
     void quantize_on(const CalibrationActivations& inputs, const MoeLayerPlan& layer, LayerSink& sink) {
         CalibratedLayerJob calibrated;
-        calibrated.quantizer = &quantizer_;
+        calibrated.quantizer = &calibration_;
         calibrated.calibration = &inputs;
         calibrated.plan = job_.plan;
         calibrated.source = job_.source;
@@ -488,6 +489,7 @@ protected:
     }
 
 private:
+    const QuantizerCalibration& calibration_;
     ProgressSink& progress_;
 };
 
@@ -534,9 +536,10 @@ private:
 // The mode of a checked job: `quantizer` is its bound quantizer (validate_job()).
 std::unique_ptr<ConversionMode> conversion_mode(const ConversionJob& job, const Quantizer* quantizer, ProgressSink& progress) {
     if (!job.format->needs_quantizer()) return std::make_unique<ExportMode>(job);
-    if (!quantizer->uses_calibration()) return std::make_unique<PlainMode>(job, *quantizer);
-    if (job.sequential) return std::make_unique<SequentialCalibrationMode>(job, *quantizer, progress);
-    return std::make_unique<RecordedCalibrationMode>(job, *quantizer, progress);
+    const QuantizerCalibration* calibration = quantizer->calibration();
+    if (!calibration) return std::make_unique<PlainMode>(job, *quantizer);
+    if (job.sequential) return std::make_unique<SequentialCalibrationMode>(job, *quantizer, *calibration, progress);
+    return std::make_unique<RecordedCalibrationMode>(job, *quantizer, *calibration, progress);
 }
 
 // --resume-layer R: every layer before R must be complete; R and the layers after it are redone.

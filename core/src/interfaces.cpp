@@ -11,19 +11,13 @@ namespace moequant {
 ModelAdapter::~ModelAdapter() = default;
 Quantizer::~Quantizer() = default;
 PreparedCalibration::~PreparedCalibration() = default;
+QuantizerCalibration::~QuantizerCalibration() = default;
 
 QuantizerFacts Quantizer::facts() const {
     const std::string name(id());
     return {.kt_method = name, .kt_file_prefix = name, .scheme = name, .reference = {}};
 }
 
-std::shared_ptr<const PreparedCalibration> Quantizer::prepare_calibration(const Tensor&) const {
-    throw Error(ErrorKind::usage, "quantizer '" + std::string(id()) + "' takes no calibration");
-}
-
-QuantizedTensor Quantizer::quantize_calibrated(const TensorView& weight, const PreparedCalibration&) const {
-    return quantize(weight);
-}
 LayerSink::~LayerSink() = default;
 OutputWriter::~OutputWriter() = default;
 OutputReader::~OutputReader() = default;

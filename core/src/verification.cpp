@@ -166,7 +166,7 @@ void check_part(const VerificationJob& job, const StoredPartKey& key, const Tens
         if (job.reference) {
             const Tensor reference = job.reference->dequantize(job.reference->quantize(source_part.view()), shape);
             check.reference_output_error = relative_output_error(*hessian, source, reference.data_as<float>(), check.rows, energy);
-            if (job.quantizer->uses_calibration() && *check.output_error > *check.reference_output_error)
+            if (job.quantizer->calibration() && *check.output_error > *check.reference_output_error)
                 add("output error on the calibration data " + std::to_string(*check.output_error) + " exceeds " +
                     std::string(job.reference->id()) + "'s " + std::to_string(*check.reference_output_error));
         }

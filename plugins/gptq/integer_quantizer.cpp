@@ -201,12 +201,10 @@ QuantizedTensor IntegerQuantizer::quantize(const TensorView& weight) const {
 }
 
 std::shared_ptr<const PreparedCalibration> IntegerQuantizer::prepare_calibration(const Tensor& hessian) const {
-    if (!gptq_) return Quantizer::prepare_calibration(hessian);
     return std::make_shared<InverseHessian>(prepare_inverse_hessian(hessian, scheme_));
 }
 
 QuantizedTensor IntegerQuantizer::quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration) const {
-    if (!gptq_) return quantize(weight);
     const auto* prepared = dynamic_cast<const InverseHessian*>(&calibration);
     if (!prepared) throw Error(ErrorKind::internal, "gptq was given another quantizer's calibration");
     output_layout(weight.shape);

@@ -11,7 +11,7 @@
 
 namespace moequant::gptq {
 
-class IntegerQuantizer final : public Quantizer {
+class IntegerQuantizer final : public Quantizer, public QuantizerCalibration {
 public:
     IntegerQuantizer(bool gptq, Scheme scheme) : gptq_(gptq), scheme_(scheme) {}
 
@@ -37,7 +37,9 @@ public:
     // RTN. For `gptq` it throws Error(usage): GPTQ needs calibration.
     QuantizedTensor quantize(const TensorView& weight) const override;
 
-    bool uses_calibration() const override { return gptq_; }
+    // `gptq` is its own calibration facet; `rtn` has none.
+    const QuantizerCalibration* calibration() const override { return gptq_ ? this : nullptr; }
+    // GPTQ (reached through calibration(), so never for `rtn`).
     std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian) const override;
     QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration) const override;
 

@@ -54,6 +54,23 @@ public:
     virtual ~PreparedCalibration();
 };
 
+// The facet of a quantizer that learns from the inputs each matrix saw (GPTQ): the host
+// computes each matrix's input Hessian, prepares it once for every matrix that saw the same
+// inputs, and quantizes through this facet instead of Quantizer::quantize().
+class MOEQUANT_API QuantizerCalibration {
+public:
+    virtual ~QuantizerCalibration();
+
+    // Prepares what every matrix whose inputs have this Hessian shares. `hessian`: F32
+    // [cols, cols], symmetric, H = 2/n * sum of x x^T over the tokens of the n calibration
+    // samples (forward calls) the matrix saw (gptq-compressed-tensors.md §4.1).
+    virtual std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian) const = 0;
+
+    // Quantizes like Quantizer::quantize(), using `calibration` from this facet's
+    // prepare_calibration().
+    virtual QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration) const = 0;
+};
+
 class MOEQUANT_API Quantizer {
 public:
     virtual ~Quantizer();
@@ -82,20 +99,13 @@ public:
     virtual std::vector<TensorSpec> output_layout(const Shape& matrix) const = 0;
 
     // Quantizes a [rows, cols] BF16 or F32 matrix. Throws Error(input) naming the rule when the
-    // shape cannot be quantized (the caller adds the tensor name).
+    // shape cannot be quantized (the caller adds the tensor name). A quantizer with a
+    // calibration facet may refuse to quantize without it (Error(usage)).
     virtual QuantizedTensor quantize(const TensorView& weight) const = 0;
 
-    // True when quantize_calibrated() needs calibration (GPTQ): the host then computes each
-    // matrix's input Hessian and calls prepare_calibration() / quantize_calibrated().
-    virtual bool uses_calibration() const { return false; }
-
-    // Prepares what every matrix whose inputs have this Hessian shares. `hessian`: F32
-    // [cols, cols], symmetric, H = 2/n * sum of x x^T over the tokens of the n calibration
-    // samples (forward calls) the matrix saw (gptq-compressed-tensors.md §4.1).
-    virtual std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian) const;
-
-    // Quantizes like quantize(), using `calibration` from this quantizer's prepare_calibration().
-    virtual QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration) const;
+    // The calibration facet when this quantizer needs calibration data (GPTQ), else null. It
+    // lives as long as this object; the host then quantizes every matrix through it.
+    virtual const QuantizerCalibration* calibration() const { return nullptr; }
 
     // Decodes parts produced by quantize() back to an F32 [rows, cols] matrix (used by verify).
     // Reads the packed bytes themselves; throws Error(input) when their sizes do not fit `shape`.
