@@ -10,7 +10,6 @@
 
 #include <moequant/export.hpp>
 #include <moequant/options.hpp>
-#include <moequant/safetensors_writer.hpp>
 #include <moequant/tensor.hpp>
 
 #include <memory>
