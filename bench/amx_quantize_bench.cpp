@@ -90,9 +90,9 @@ int main(int argc, char** argv) {
         for (Isa isa : available_isas()) {
             set_isa_limit(isa);
             set_max_threads(1);
-            const double one = input_gb / best_seconds(5, [&] { q->quantize(view, {}); });
+            const double one = input_gb / best_seconds(5, [&] { q->quantize(view); });
             set_max_threads(2);
-            const double two = input_gb / best_seconds(5, [&] { q->quantize(view, {}); });
+            const double two = input_gb / best_seconds(5, [&] { q->quantize(view); });
             std::printf("%s %-7s 1 thread %6.2f GB/s = %.2f x read bandwidth; 2 threads %6.2f GB/s = %.2f x 1 thread\n",
                         id, std::string(isa_name(isa)).c_str(), one, one / bandwidth, two, two / one);
         }

@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
     }
     const Checkpoint checkpoint = Checkpoint::open(dir);
     const ModelConfig config = checkpoint.config();
-    const ModelPlan plan = adapter->plan(config, checkpoint, {});
+    const ModelPlan plan = adapter->plan(config, checkpoint);
     const auto forward = adapter->decoder_forward(config, checkpoint, plan);
 
     std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));

@@ -329,7 +329,7 @@ int main(int argc, char** argv) {
     gptq::IntegerQuantizer quantizer(true, scheme);
     const TensorView gate_view{DType::BF16, {n, k}, std::as_bytes(std::span<const std::uint16_t>(weight_bf16))};
     const double t_calibrated =
-        best_seconds(args.repeats, [&] { quantizer.quantize_calibrated(gate_view, prepared, {}); });
+        best_seconds(args.repeats, [&] { quantizer.quantize_calibrated(gate_view, prepared); });
     std::printf("  IntegerQuantizer::quantize_calibrated (decode, scales, loop, packing) %.2f s = loop + %.2f s\n",
                 t_calibrated, t_calibrated - t_loop);
 
@@ -351,10 +351,10 @@ int main(int argc, char** argv) {
         double shared_prep = 0, shared_quant = 0;
         {
             auto t0 = std::chrono::steady_clock::now();
-            auto calibration = quantizer.prepare_calibration(hessian, {});
+            auto calibration = quantizer.prepare_calibration(hessian);
             shared_prep = seconds_since(t0);
             t0 = std::chrono::steady_clock::now();
-            for (std::int64_t m = 0; m < matrices; ++m) quantizer.quantize_calibrated(views[m % 2], *calibration, {});
+            for (std::int64_t m = 0; m < matrices; ++m) quantizer.quantize_calibrated(views[m % 2], *calibration);
             shared_quant = seconds_since(t0);
         }
         const double shared = shared_prep + shared_quant;
@@ -365,10 +365,10 @@ int main(int argc, char** argv) {
         double per_prep = 0, per_quant = 0;
         for (std::int64_t m = 0; m < matrices; ++m) {
             auto t0 = std::chrono::steady_clock::now();
-            auto calibration = quantizer.prepare_calibration(hessian, {});
+            auto calibration = quantizer.prepare_calibration(hessian);
             per_prep += seconds_since(t0);
             t0 = std::chrono::steady_clock::now();
-            quantizer.quantize_calibrated(views[m % 2], *calibration, {});
+            quantizer.quantize_calibrated(views[m % 2], *calibration);
             per_quant += seconds_since(t0);
         }
         const double per_linear = per_prep + per_quant;

@@ -98,6 +98,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     const ModelPlan& plan = source.plan;
 
     ConversionJob job;
+    job.command = "convert";
     job.source = &source.checkpoint;
     job.config = &source.config;
     job.plan = &plan;

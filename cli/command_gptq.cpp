@@ -180,15 +180,6 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         throw_usage_error("--quant_method must be GPTQ or RTN, got '" + method + "'");
     if (!activations.empty() && !dataset.empty())
         throw_usage_error("give either --calibration-activations or --dataset, not both");
-    if (quantizer_id == "gptq" && activations.empty() && dataset.empty())
-        throw_usage_error("GPTQ needs calibration data",
-                          {.code = "NeedsCalibration",
-                           .hint = "pass --dataset FILE (or --dataset embedded), --calibration-activations FILE, or use "
-                                   "--quant_method RTN"});
-    if (routed_only && activations.empty() && dataset.empty())
-        throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations or --dataset");
-    if (!save_activations.empty() && (dataset.empty() || quantizer_id != "gptq"))
-        throw_usage_error("--save-activations records what GPTQ's --dataset calibration computes; it needs both");
     if (threads > 0) set_max_threads(threads);
 
     Registry registry;
@@ -198,6 +189,18 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (!format || !quantizer)
         throw Error(ErrorKind::plugin, std::string("no installed ") + (format ? "quantizer '" + quantizer_id + "'" : "format 'compressed-tensors'"),
                     {.hint = "see 'moequant plugins'"});
+    // Whether the quantizer calibrates (GPTQ) is its own to say; calibration data and GPTQ's
+    // options go to such a quantizer only.
+    const bool calibrated = quantizer->calibration() != nullptr;
+    if (calibrated && activations.empty() && dataset.empty())
+        throw_usage_error("GPTQ needs calibration data",
+                          {.code = "NeedsCalibration",
+                           .hint = "pass --dataset FILE (or --dataset embedded), --calibration-activations FILE, or use "
+                                   "--quant_method RTN"});
+    if (routed_only && activations.empty() && dataset.empty())
+        throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations or --dataset");
+    if (!save_activations.empty() && (dataset.empty() || !calibrated))
+        throw_usage_error("--save-activations records what GPTQ's --dataset calibration computes; it needs both");
 
     const PlannedSource source = open_planned_source(registry, input, family);
     const ModelPlan& plan = source.plan;
@@ -209,7 +212,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     const CommandInputs inputs{.folders = {source.checkpoint.directory()},
                                .files = activations.empty() ? dataset_files(dataset) : std::vector<fs::path>{activations}};
     if (!save_activations.empty()) check_output_file(save_activations, inputs, overwrite);
-    if (!dataset.empty() && quantizer_id == "gptq") {
+    if (!dataset.empty() && calibrated) {
         TextCalibrationOptions text{dataset, {samples > 0 ? samples : 512, max_length > 0 ? max_length : 2048, seed}};
         CalibrationSamples tokenized = load_text_calibration(registry, source, text);
         forward = source_decoder_forward(registry, source, plan);
@@ -226,6 +229,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     }
 
     ConversionJob job;
+    job.command = "gptq";  // under the alias gpu too: the same job either way
     job.source = &source.checkpoint;
     job.config = &source.config;
     job.plan = &plan;
@@ -239,11 +243,11 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (!save_activations.empty()) job.input_files.push_back(save_activations);  // never inside the output folder
     job.allow_non_finite = allow_non_finite;
     job.unquantized_layers = kept_layers;
-    if (quantizer_id == "gptq") job.calibration = calibration ? &*calibration : nullptr;
+    if (calibrated) job.calibration = calibration ? &*calibration : nullptr;
     job.sequential = sequential ? &*sequential : nullptr;
     job.quantizer_options.set("quant_type", quant_type);
     job.quantizer_options.set("strategy", strategy);
-    if (quantizer_id == "gptq") {
+    if (calibrated) {
         job.quantizer_options.set("actorder", actorder);
         job.quantizer_options.set("dampening_frac", std::to_string(dampening));
     }

@@ -91,7 +91,7 @@ PlanResult make_plan(const Registry& registry, const Checkpoint& checkpoint, con
     }
     ModelConfig config = checkpoint.config();
     SelectedAdapter selected = select_adapter(registry, config, checkpoint, family);
-    r.plan = selected.adapter->plan(config, checkpoint, Options{});
+    r.plan = selected.adapter->plan(config, checkpoint);
     r.overridden = selected.overridden;
     return r;
 }

@@ -220,15 +220,16 @@ int verify_against_source(const std::string& source_path, const std::string& con
     const std::shared_ptr<const Quantizer> quantizer = output_quantizer(registry, *output.reader, quantizer_id);
 
     const PlannedSource source = open_planned_source(registry, source_path, family);
-    // Output errors on calibration data, next to RTN's of the same scheme (the bar GPTQ must clear).
+    // Output errors on calibration data, next to the reference quantizer's of the same scheme
+    // (for GPTQ: RTN's, the bar it must clear).
     std::optional<CalibrationActivations> calibration;
     std::shared_ptr<const Quantizer> reference;
     if (!activations.empty()) {
         calibration.emplace(CalibrationActivations::open(activations));
         calibration->check_plan(source.plan);
         calibration->set_routed_only(routed_only);
-        if (const Quantizer* rtn = registry.quantizer("rtn"); rtn && quantizer->uses_calibration())
-            reference = rtn->configure(output.reader->recorded());
+        if (const Quantizer* named = registry.quantizer(quantizer->facts().reference))
+            reference = named->configure(output.reader->recorded());
     }
 
     VerificationJob job;

@@ -72,7 +72,7 @@ PlannedSource open_planned_source(const Registry& registry, const std::string& p
     Checkpoint checkpoint = Checkpoint::open(path);
     ModelConfig config = checkpoint.config();
     const SelectedAdapter adapter = select_adapter(registry, config, checkpoint, family_override);
-    ModelPlan plan = adapter.adapter->plan(config, checkpoint, Options{});
+    ModelPlan plan = adapter.adapter->plan(config, checkpoint);
     return {std::move(checkpoint), std::move(config), std::move(plan)};
 }
 

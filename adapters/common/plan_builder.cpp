@@ -380,8 +380,7 @@ int match_family(const FamilyRules& rules, const ModelConfig& config) {
     return score;
 }
 
-ModelPlan build_plan(const FamilyRules& rules, const ModelConfig& config, const Checkpoint& checkpoint,
-                     const Options&) {
+ModelPlan build_plan(const FamilyRules& rules, const ModelConfig& config, const Checkpoint& checkpoint) {
     return PlanBuilder(rules, config, checkpoint).build();
 }
 

@@ -11,7 +11,6 @@
 #include <moequant/checkpoint.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/model_config.hpp>
-#include <moequant/options.hpp>
 
 namespace moequant::adapters {
 
@@ -19,7 +18,6 @@ namespace moequant::adapters {
 // otherwise 100, plus 10 when `architectures` also names one of the family's classes.
 int match_family(const FamilyRules& rules, const ModelConfig& config);
 
-ModelPlan build_plan(const FamilyRules& rules, const ModelConfig& config, const Checkpoint& checkpoint,
-                     const Options& options);
+ModelPlan build_plan(const FamilyRules& rules, const ModelConfig& config, const Checkpoint& checkpoint);
 
 }  // namespace moequant::adapters

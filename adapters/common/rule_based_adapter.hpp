@@ -16,7 +16,7 @@ public:
     std::string_view description() const override { return rules_.description; }
     std::vector<std::string> model_types() const override { return rules_.model_types; }
     int match(const ModelConfig& config, const Checkpoint& checkpoint) const override;
-    ModelPlan plan(const ModelConfig& config, const Checkpoint& checkpoint, const Options& options) const override;
+    ModelPlan plan(const ModelConfig& config, const Checkpoint& checkpoint) const override;
     ChatTemplate chat_template(const ModelConfig& config) const override {
         return rules_.chat ? rules_.chat(config) : plain_chat_template();
     }

@@ -43,7 +43,7 @@ public:
         return config.model_type() == "toy_moe" ? 100 : 0;
     }
 
-    ModelPlan plan(const ModelConfig& config, const Checkpoint& checkpoint, const Options&) const override {
+    ModelPlan plan(const ModelConfig& config, const Checkpoint& checkpoint) const override {
         const ToySizes s = sizes_of(config);
         ModelPlan plan;
         plan.family = "toy_moe";

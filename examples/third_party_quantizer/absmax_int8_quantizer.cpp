@@ -25,7 +25,7 @@ public:
         return {{"weight", DType::I8, matrix}, {"scale", DType::F32, {matrix[0]}}};
     }
 
-    QuantizedTensor quantize(const TensorView& weight, const Options&) const override {
+    QuantizedTensor quantize(const TensorView& weight) const override {
         output_layout(weight.shape);
         const std::int64_t rows = weight.shape[0], cols = weight.shape[1];
         std::vector<float> values(static_cast<std::size_t>(rows * cols));

@@ -1,5 +1,6 @@
 // Names kt-kernel's CPU runtime looks for (kt-cpu-format.md §1, §6, §7), shared by the
-// kt-safetensors and kt-tree formats. Header-only: each format module keeps its own copy.
+// kt-safetensors and kt-tree formats. Header-only: each format module keeps its own copy. The
+// method's own names (AMXINT4, file prefix INT4) are the quantizer's (QuantizerFacts).
 #pragma once
 
 #include <moequant/model_adapter.hpp>
@@ -12,29 +13,16 @@
 
 namespace moequant::formats {
 
-// kt-kernel's method name: amx-int4 -> AMXINT4, amx-int8 -> AMXINT8; other quantizers keep
-// their id.
-inline std::string kt_method(const Quantizer& q) {
-    if (q.id() == "amx-int4") return "AMXINT4";
-    if (q.id() == "amx-int8") return "AMXINT8";
-    return std::string(q.id());
-}
-
-// The `.kt` file prefix: INT4 / INT8 (the kernel's name()).
-inline std::string kt_file_prefix(const Quantizer& q) {
-    if (q.id() == "amx-int4") return "INT4";
-    if (q.id() == "amx-int8") return "INT8";
-    return std::string(q.id());
-}
-
 // ffn_gate_exps / ffn_up_exps / ffn_down_exps
 inline std::string kt_projection_name(Projection p) { return "ffn_" + std::string(projection_name(p)) + "_exps"; }
 
-// The quantizer a kt method or file prefix stands for: AMXINT4 / INT4 -> amx-int4, AMXINT8 /
-// INT8 -> amx-int8; anything else is taken as a quantizer id (what kt_method() wrote).
-inline std::string kt_quantizer_id(std::string_view method_or_prefix) {
-    if (method_or_prefix == "AMXINT4" || method_or_prefix == "INT4") return "amx-int4";
-    if (method_or_prefix == "AMXINT8" || method_or_prefix == "INT8") return "amx-int8";
+// The method a kt method or `.kt` file prefix names, in kt-kernel's method spelling: its AMX
+// methods name their files INT4 / INT8 (the kernel's name()) for AMXINT4 / AMXINT8, so a tree
+// and a merged output of one method record the same method. Which quantizer made it is the
+// host's to find, from the quantizers' published kt names (QuantizerFacts).
+inline std::string kt_method_of(std::string_view method_or_prefix) {
+    if (method_or_prefix == "INT4") return "AMXINT4";
+    if (method_or_prefix == "INT8") return "AMXINT8";
     return std::string(method_or_prefix);
 }
 

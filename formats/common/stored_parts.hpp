@@ -39,11 +39,10 @@ StoredPart read_stored_part(const StoredPartIndex& index, const StoredPartKey& k
     return out;
 }
 
-// The recorded quantizer and method of an output whose kt method or file prefix is `method`.
-inline void record_method(Options& recorded, const std::string& method) {
-    recorded.set("method", method == "INT4" ? "AMXINT4" : method == "INT8" ? "AMXINT8" : method);
-    recorded.set("quantizer", kt_quantizer_id(method));
-}
+// The recorded method of an output whose kt method or file prefix is `method`. The quantizer is
+// recorded only where the output names it (record_shard_metadata(), the run manifest); else
+// verify finds the one that publishes this method (output_quantizer()).
+inline void record_method(Options& recorded, const std::string& method) { recorded.set("method", kt_method_of(method)); }
 
 // What moequant's shards record about the job in __metadata__ (the reference converter's record
 // nothing): quantizer, parts, experts, source.

@@ -73,7 +73,8 @@ private:
 
 class CtWriter final : public OutputWriter {
 public:
-    explicit CtWriter(const OutputContext& c) : c_(c), sharded_(c.directory), settings_(c.quantizer->settings()) {
+    explicit CtWriter(const OutputContext& c)
+        : c_(c), sharded_(c.directory), settings_(c.quantizer->settings()), scheme_(c.quantizer->facts().scheme) {
         std::set<std::int64_t> moe;
         for (const auto& l : c.plan->moe_layers) {
             moe.insert(l.layer);
@@ -105,7 +106,7 @@ public:
             }
         for (const auto& name : by_layer_[layer]) specs.push_back(copied_spec(*c_.source, name));
         Metadata metadata = default_safetensors_metadata();
-        metadata.emplace_back("moequant.method", kept ? "BF16" : settings_.get_int("num_bits", 4) == 8 ? "W8A16" : "W4A16");
+        metadata.emplace_back("moequant.method", kept ? "BF16" : scheme_);
         metadata.emplace_back("moequant.quantizer", std::string(c_.quantizer->id()));
         metadata.emplace_back("moequant.experts", std::to_string(plan.experts.size()));
         metadata.emplace_back("moequant.layer", std::to_string(layer));
@@ -162,6 +163,7 @@ private:
     OutputContext c_;
     ShardedSafetensorsWriter sharded_;
     Options settings_;
+    std::string scheme_;  // what the shards record as their method
     std::map<std::tuple<std::int64_t, std::int64_t, Projection>, std::string> module_;
     std::map<std::int64_t, std::vector<std::string>> by_layer_;
     std::vector<std::string> rest_;

@@ -82,7 +82,7 @@ public:
                                 });
         const std::string& file = shards_.layer_shard(layer);
         Metadata metadata = default_safetensors_metadata();
-        metadata.emplace_back("moequant.method", kt_method(*c_.quantizer));
+        metadata.emplace_back("moequant.method", c_.quantizer->facts().kt_method);
         metadata.emplace_back("moequant.quantizer", std::string(c_.quantizer->id()));
         metadata.emplace_back("moequant.parts", std::to_string(c_.parts));
         metadata.emplace_back("moequant.experts", std::to_string(plan.experts.size()));

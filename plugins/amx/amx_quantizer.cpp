@@ -34,6 +34,15 @@ std::string_view AmxQuantizer::description() const {
                                    : "kt-kernel AMXINT4: per-row symmetric INT4 (amax/112) in the AMX tile layout";
 }
 
+QuantizerFacts AmxQuantizer::facts() const {
+    QuantizerFacts facts = Quantizer::facts();
+    facts.kt_method = kt_method_name();
+    facts.kt_file_prefix = method_ == Method::int8 ? "INT8" : "INT4";
+    return facts;
+}
+
+std::string AmxQuantizer::kt_method_name() const { return method_ == Method::int8 ? "AMXINT8" : "AMXINT4"; }
+
 std::vector<TensorSpec> AmxQuantizer::output_layout(const Shape& matrix) const {
     if (matrix.size() != 2)
         throw Error(ErrorKind::input, "expected a 2-D weight, got shape " + shape_to_string(matrix), {.code = "ShapeMismatch"});
@@ -42,7 +51,7 @@ std::vector<TensorSpec> AmxQuantizer::output_layout(const Shape& matrix) const {
     return {{"weight", DType::I8, {code_bytes(method_, matrix[0], matrix[1])}}, {"scale", DType::F32, {matrix[0]}}};
 }
 
-QuantizedTensor AmxQuantizer::quantize(const TensorView& weight, const Options&) const {
+QuantizedTensor AmxQuantizer::quantize(const TensorView& weight) const {
     output_layout(weight.shape);  // checks the shape rules
     const std::int64_t n = weight.shape[0], k = weight.shape[1];
 
@@ -56,7 +65,7 @@ QuantizedTensor AmxQuantizer::quantize(const TensorView& weight, const Options&)
     }
 
     QuantizedTensor out;
-    out.method = method_ == Method::int8 ? "AMXINT8" : "AMXINT4";
+    out.method = kt_method_name();
     Tensor codes = Tensor::uninitialized(DType::I8, {code_bytes(method_, n, k)});  // every byte is written below
     Tensor scales(DType::F32, {n});
     const RowKernels& kernels = row_kernels(active_isa());

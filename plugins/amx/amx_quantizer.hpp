@@ -14,6 +14,8 @@ public:
 
     std::string_view id() const override;
     std::string_view description() const override;
+    // kt-kernel's AMXINT4 / AMXINT8, in files prefixed INT4 / INT8.
+    QuantizerFacts facts() const override;
 
     // "weight" I8 [code bytes], "scale" F32 [n].
     std::vector<TensorSpec> output_layout(const Shape& matrix) const override;
@@ -21,7 +23,7 @@ public:
     // weight: [n, k] BF16 (F16 and F32 are first rounded to BF16, as the reference converter
     // does). Returns parts "weight" (I8, 1-D, the code bytes of the `_quant_` file) and "scale"
     // (F32, 1-D, n row scales). Rows are quantized in parallel; the bytes do not depend on it.
-    QuantizedTensor quantize(const TensorView& weight, const Options& options) const override;
+    QuantizedTensor quantize(const TensorView& weight) const override;
 
     // Unpacks the codes and returns q*d (INT8) or q*16*d (INT4) as F32 [n, k].
     Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override;
@@ -40,6 +42,8 @@ public:
     std::vector<std::int64_t> saturated_rows(const QuantizedTensor& quantized, const Shape& shape) const override;
 
 private:
+    std::string kt_method_name() const;  // AMXINT4 / AMXINT8
+
     struct PackedParts {
         const std::uint8_t* codes;
         const float* scales;

@@ -116,6 +116,13 @@ std::string_view IntegerQuantizer::description() const {
                  : "round-to-nearest (llm-compressor QuantizationModifier) W4A16/W8A16, compressed-tensors pack-quantized";
 }
 
+QuantizerFacts IntegerQuantizer::facts() const {
+    QuantizerFacts facts = Quantizer::facts();
+    facts.scheme = scheme_.name();
+    if (gptq_) facts.reference = "rtn";
+    return facts;
+}
+
 std::shared_ptr<const Quantizer> IntegerQuantizer::configure(const Options& options) const {
     return std::make_shared<IntegerQuantizer>(gptq_, parse_scheme(options, gptq_));
 }
@@ -181,7 +188,7 @@ QuantizedTensor pack(const IntegerQuantizer& quantizer, const std::vector<float>
 
 }  // namespace
 
-QuantizedTensor IntegerQuantizer::quantize(const TensorView& weight, const Options&) const {
+QuantizedTensor IntegerQuantizer::quantize(const TensorView& weight) const {
     if (gptq_)
         throw Error(ErrorKind::usage, "GPTQ needs calibration data",
                     {.code = "NeedsCalibration", .hint = "pass --calibration-activations, or use --quant_method RTN"});
@@ -193,14 +200,11 @@ QuantizedTensor IntegerQuantizer::quantize(const TensorView& weight, const Optio
     return pack(*this, w, weight.shape, scales, {});
 }
 
-std::shared_ptr<const PreparedCalibration> IntegerQuantizer::prepare_calibration(const Tensor& hessian, const Options&) const {
-    if (!gptq_) return Quantizer::prepare_calibration(hessian, {});
+std::shared_ptr<const PreparedCalibration> IntegerQuantizer::prepare_calibration(const Tensor& hessian) const {
     return std::make_shared<InverseHessian>(prepare_inverse_hessian(hessian, scheme_));
 }
 
-QuantizedTensor IntegerQuantizer::quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration,
-                                                      const Options& options) const {
-    if (!gptq_) return quantize(weight, options);
+QuantizedTensor IntegerQuantizer::quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration) const {
     const auto* prepared = dynamic_cast<const InverseHessian*>(&calibration);
     if (!prepared) throw Error(ErrorKind::internal, "gptq was given another quantizer's calibration");
     output_layout(weight.shape);

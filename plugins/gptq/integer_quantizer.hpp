@@ -11,13 +11,16 @@
 
 namespace moequant::gptq {
 
-class IntegerQuantizer final : public Quantizer {
+class IntegerQuantizer final : public Quantizer, public QuantizerCalibration {
 public:
     IntegerQuantizer(bool gptq, Scheme scheme) : gptq_(gptq), scheme_(scheme) {}
 
     std::string_view id() const override { return gptq_ ? "gptq" : "rtn"; }
     std::string_view description() const override;
     const Scheme& scheme() const noexcept { return scheme_; }
+
+    // The scheme W4A16 / W8A16; gptq is measured against rtn of the same scheme.
+    QuantizerFacts facts() const override;
 
     // Options: see parse_scheme().
     std::shared_ptr<const Quantizer> configure(const Options& options) const override;
@@ -32,13 +35,13 @@ public:
     std::vector<TensorSpec> output_layout(const Shape& matrix) const override;
 
     // RTN. For `gptq` it throws Error(usage): GPTQ needs calibration.
-    QuantizedTensor quantize(const TensorView& weight, const Options& options) const override;
+    QuantizedTensor quantize(const TensorView& weight) const override;
 
-    bool uses_calibration() const override { return gptq_; }
-    std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian,
-                                                                   const Options& options) const override;
-    QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration,
-                                        const Options& options) const override;
+    // `gptq` is its own calibration facet; `rtn` has none.
+    const QuantizerCalibration* calibration() const override { return gptq_ ? this : nullptr; }
+    // GPTQ (reached through calibration(), so never for `rtn`).
+    std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian) const override;
+    QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration) const override;
 
     // bf16(code * scale) as F32 [rows, cols] (compressed-tensors' decompression).
     Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override;

@@ -111,7 +111,7 @@ BOOST_AUTO_TEST_CASE(every_case_matches_kt_kernel_byte_for_byte_on_every_isa) {
                 for (Isa isa : available_isas()) {
                     set_isa_limit(isa);
                     BOOST_TEST_CONTEXT(method << " on " << isa_name(isa)) {
-                        QuantizedTensor q = quantizer->quantize(view, {});
+                        QuantizedTensor q = quantizer->quantize(view);
                         BOOST_TEST(q.method == kt_method);
                         BOOST_TEST((q.part("weight")->dtype() == DType::I8));
                         BOOST_TEST((q.part("scale")->dtype() == DType::F32));
@@ -135,7 +135,7 @@ BOOST_AUTO_TEST_CASE(dequantized_values_are_within_the_rounding_bound) {
     const auto input = read_bytes(golden / "cases/a3_n256_k512/input.bf16.bin");
     TensorView view{DType::BF16, {n, k}, std::as_bytes(std::span<const std::uint8_t>(input))};
     for (const auto& [quantizer, bound, step_factor] : {std::tuple{plugin.int8, 0.5, 1.0}, std::tuple{plugin.int4, 8.5 / 16, 16.0}}) {
-        QuantizedTensor q = quantizer->quantize(view, {});
+        QuantizedTensor q = quantizer->quantize(view);
         Tensor back = quantizer->dequantize(q, {n, k});
         for (std::int64_t r = 0; r < n; ++r) {
             const double step = step_factor * q.part("scale")->data_as<float>()[r];
@@ -158,7 +158,7 @@ BOOST_AUTO_TEST_CASE(unpackable_shapes_name_the_rule) {
     std::vector<std::uint16_t> data(48 * 128);
     TensorView view{DType::BF16, {48, 128}, std::as_bytes(std::span<const std::uint16_t>(data))};
     try {
-        plugin.int4->quantize(view, {});
+        plugin.int4->quantize(view);
         BOOST_FAIL("expected an error");
     } catch (const Error& e) {
         BOOST_TEST(e.code() == "UnpackableShape");
@@ -174,9 +174,9 @@ BOOST_AUTO_TEST_CASE(output_does_not_depend_on_the_thread_count) {
     TensorView view{DType::BF16, {512, 7168}, std::as_bytes(std::span<const std::uint8_t>(big))};
     for (const Quantizer* q : {plugin.int8, plugin.int4}) {
         set_max_threads(1);
-        auto one = q->quantize(view, {});
+        auto one = q->quantize(view);
         set_max_threads(0);
-        auto many = q->quantize(view, {});
+        auto many = q->quantize(view);
         BOOST_TEST(bytes_of(*one.part("weight")) == bytes_of(*many.part("weight")));
         BOOST_TEST(bytes_of(*one.part("scale")) == bytes_of(*many.part("scale")));
     }

@@ -112,6 +112,12 @@ struct Loaded {
     }
 };
 
+// The calibration facet of a configured gptq.
+const QuantizerCalibration& calibration_of(const Quantizer& gptq) {
+    BOOST_REQUIRE(gptq.calibration());
+    return *gptq.calibration();
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(gptq_golden)
@@ -123,7 +129,7 @@ BOOST_AUTO_TEST_CASE(rtn_codes_and_scales_are_byte_exact) {
             Case c(name);
             Options options = c.options;
             auto rtn = plugin.rtn->configure(options);
-            QuantizedTensor q = rtn->quantize(c.weight(), {});
+            QuantizedTensor q = rtn->quantize(c.weight());
             BOOST_TEST(q.method == (c.bits == 4 ? "W4A16" : "W8A16"));
             BOOST_TEST(bytes_of(*q.part("weight_packed")) == c.file("rtn_weight_packed.i32.bin"));
             BOOST_TEST(bytes_of(*q.part("weight_scale")) == c.file("rtn_weight_scale.bf16.bin"));
@@ -170,8 +176,9 @@ BOOST_AUTO_TEST_CASE(gptq_from_the_oracle_hessian_matches_every_code) {
         BOOST_TEST_CONTEXT("case " << name) {
             Case c(name);
             auto gptq = plugin.gptq->configure(c.options);
-            auto prepared = gptq->prepare_calibration(c.oracle_hessian(), {});
-            QuantizedTensor q = gptq->quantize_calibrated(c.weight(), *prepared, {});
+            const QuantizerCalibration& calibrated = calibration_of(*gptq);
+            auto prepared = calibrated.prepare_calibration(c.oracle_hessian());
+            QuantizedTensor q = calibrated.quantize_calibrated(c.weight(), *prepared);
             BOOST_TEST(bytes_of(*q.part("weight_scale")) == c.file("weight_scale.bf16.bin"));
             const auto ours = unpack(*q.part("weight_packed"), c.n, c.k, c.bits);
             const auto want = c.file("codes.i8.bin");
@@ -243,7 +250,8 @@ BOOST_AUTO_TEST_CASE(gptq_from_our_hessian_meets_the_readme_acceptance) {
             Case c(name);
             auto gptq = plugin.gptq->configure(c.options);
             Tensor h = c.own_hessian();
-            QuantizedTensor q = gptq->quantize_calibrated(c.weight(), *gptq->prepare_calibration(h, {}), {});
+            const QuantizerCalibration& calibrated = calibration_of(*gptq);
+            QuantizedTensor q = calibrated.quantize_calibrated(c.weight(), *calibrated.prepare_calibration(h));
             BOOST_TEST(bytes_of(*q.part("weight_scale")) == c.file("weight_scale.bf16.bin"));
             const auto ours = unpack(*q.part("weight_packed"), c.n, c.k, c.bits);
             const auto want = c.file("codes.i8.bin");
@@ -280,8 +288,9 @@ BOOST_AUTO_TEST_CASE(gptq_beats_rtn_on_its_calibration_data) {
             const Tensor h = c.own_hessian();
             std::vector<float> source(static_cast<std::size_t>(c.n * c.k));
             convert_bf16_to_f32(c.w.data(), source.data(), source.size());
-            Tensor g = gptq->dequantize(gptq->quantize_calibrated(c.weight(), *gptq->prepare_calibration(h, {}), {}), {c.n, c.k});
-            Tensor r = rtn->dequantize(rtn->quantize(c.weight(), {}), {c.n, c.k});
+            const QuantizerCalibration& calibrated = calibration_of(*gptq);
+            Tensor g = gptq->dequantize(calibrated.quantize_calibrated(c.weight(), *calibrated.prepare_calibration(h)), {c.n, c.k});
+            Tensor r = rtn->dequantize(rtn->quantize(c.weight()), {c.n, c.k});
             BOOST_TEST(output_error(h, g.data_as<float>(), source.data(), c.n) < output_error(h, r.data_as<float>(), source.data(), c.n));
         }
     }
@@ -330,7 +339,7 @@ BOOST_AUTO_TEST_CASE(gptq_without_calibration_and_bad_options_are_refused) {
     Loaded plugin;
     Case c("w4a16_g128_static");
     try {
-        (void)plugin.gptq->quantize(c.weight(), {});
+        (void)plugin.gptq->quantize(c.weight());
         BOOST_FAIL("GPTQ quantized without calibration");
     } catch (const Error& e) {
         BOOST_TEST(e.code() == "NeedsCalibration");

@@ -44,7 +44,7 @@ void check_family(const std::string& family, const std::string& dtype = "bf16") 
     BOOST_REQUIRE(adapter);
     const Checkpoint checkpoint = Checkpoint::open(dir / "m");
     const ModelConfig config = checkpoint.config();
-    const ModelPlan plan = adapter->plan(config, checkpoint, {});
+    const ModelPlan plan = adapter->plan(config, checkpoint);
     const auto forward = adapter->decoder_forward(config, checkpoint, plan);
 
     const std::vector<std::int32_t> ids = values<std::int32_t>(want, "ids");

@@ -237,7 +237,9 @@ BOOST_AUTO_TEST_CASE(routed_only_calibration_follows_each_familys_router) {
             BOOST_TEST(contains(r.err, "routed tokens per expert"), r.err);
             BOOST_TEST(contains(r.err, biased ? "sigmoid + bias, top-2 of 2 groups keep 1" : "softmax, top-2, normalized"), r.err);
             BOOST_TEST(contains(r.err, "1 expert(s) got none") == biased, r.err);
-            BOOST_TEST(contains(read_text(dir / "routed" / "moequant-run.json"), "routed tokens"));
+            const std::string manifest = read_text(dir / "routed" / "moequant-run.json");
+            BOOST_TEST(contains(manifest, "routed tokens"));
+            BOOST_TEST(json::parse(manifest).at("command").as_string() == "gptq");  // the command that wrote it
 
             auto v = run_moequant({"verify", "--source", source.string(), "--converted", (dir / "routed").string(), "--json",
                                    "--quiet", "--calibration-activations", activations.string(), "--routed-only"});

@@ -17,7 +17,7 @@ public:
     std::string_view id() const override { return id_; }
     std::string_view description() const override { return "test fixture: copies the weight"; }
     std::vector<TensorSpec> output_layout(const Shape& matrix) const override { return {{"weight", DType::F32, matrix}}; }
-    QuantizedTensor quantize(const TensorView& weight, const Options&) const override {
+    QuantizedTensor quantize(const TensorView& weight) const override {
         QuantizedTensor q;
         q.method = "IDENTITY";
         q.parts.emplace_back("weight", Tensor::copy_of(weight));
@@ -39,7 +39,7 @@ public:
         return config.model_type() == "fixture" ? 1 : 0;
     }
     std::vector<std::string> model_types() const override { return {"fixture"}; }
-    ModelPlan plan(const ModelConfig&, const Checkpoint&, const Options&) const override {
+    ModelPlan plan(const ModelConfig&, const Checkpoint&) const override {
         ModelPlan p;
         p.family = "fixture-family";
         return p;

@@ -49,7 +49,7 @@ BOOST_AUTO_TEST_CASE(good_plugin_loads_and_its_objects_work) {
     BOOST_TEST_REQUIRE(q != nullptr);
     float w[4] = {1, 2, 3, 4};
     TensorView view{DType::F32, {2, 2}, std::as_bytes(std::span<float>(w))};
-    QuantizedTensor out = q->quantize(view, {});
+    QuantizedTensor out = q->quantize(view);
     BOOST_TEST(out.method == "IDENTITY");
     BOOST_TEST(out.part("weight")->data_as<float>()[3] == 4.0f);
     BOOST_TEST(r.quantizers().front().plugin->id == "fixture_good");

@@ -64,13 +64,13 @@ Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int6
 }
 
 void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
-    const Quantizer& q = *job.quantizer;
+    const QuantizerCalibration& q = *job.quantizer;
     const std::vector<ExpertTokens> tokens = expert_tokens(*job.calibration, *job.plan, layer, *job.source);
     // Experts that see all tokens share one prepared gate/up Hessian.
     std::shared_ptr<const PreparedCalibration> shared_gate_up;
     for (const auto& t : tokens)
         if (t.all && !shared_gate_up)
-            shared_gate_up = q.prepare_calibration(expert_input_hessian(*job.calibration, layer.layer, t), job.quantizer_options);
+            shared_gate_up = q.prepare_calibration(expert_input_hessian(*job.calibration, layer.layer, t));
     if (job.progress && job.calibration->routed_only()) {
         std::size_t fewest = SIZE_MAX, most = 0;
         for (const auto& t : tokens) {
@@ -91,7 +91,7 @@ void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan
             auto source = [&](Projection p) -> const ExpertWeightSource& { return expert.weights[static_cast<int>(p)]; };
             auto quantize = [&](Projection p, const Tensor& matrix, const PreparedCalibration& calibration) {
                 try {
-                    sink.write({expert.expert, p, 0, q.quantize_calibrated(matrix.view(), calibration, job.quantizer_options)});
+                    sink.write({expert.expert, p, 0, q.quantize_calibrated(matrix.view(), calibration)});
                 } catch (const Error& err) {
                     throw err.with_context({.tensor = source(p).tensor, .layer = layer.layer});
                 }
@@ -100,13 +100,12 @@ void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan
             const Tensor up = job.load(source(Projection::up));
             const std::shared_ptr<const PreparedCalibration> gate_up =
                 tokens[e].all ? shared_gate_up
-                              : q.prepare_calibration(expert_input_hessian(*job.calibration, layer.layer, tokens[e]),
-                                                      job.quantizer_options);
+                              : q.prepare_calibration(expert_input_hessian(*job.calibration, layer.layer, tokens[e]));
             quantize(Projection::gate, gate, *gate_up);
             quantize(Projection::up, up, *gate_up);
             const Tensor down = job.load(source(Projection::down));
-            const auto down_calibration = q.prepare_calibration(
-                down_proj_hessian(*job.calibration, layer.layer, tokens[e], gate, up), job.quantizer_options);
+            const auto down_calibration =
+                q.prepare_calibration(down_proj_hessian(*job.calibration, layer.layer, tokens[e], gate, up));
             quantize(Projection::down, down, *down_calibration);
             if (job.progress) {
                 const std::size_t n = ++done;

@@ -20,11 +20,10 @@
 namespace moequant {
 
 struct CalibratedLayerJob {
-    const Quantizer* quantizer = nullptr;       // uses_calibration()
+    const QuantizerCalibration* quantizer = nullptr;  // the quantizer's calibration facet
     const CalibrationActivations* calibration = nullptr;
     const ModelPlan* plan = nullptr;
     const Checkpoint* source = nullptr;         // for the router's tensors (routed-only)
-    Options quantizer_options;
     // Loads an expert matrix as BF16 [out, in] (checked for NaN/Inf by the caller's rules).
     std::function<Tensor(const ExpertWeightSource&)> load;
     ProgressSink* progress = nullptr;

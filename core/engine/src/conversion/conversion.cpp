@@ -56,10 +56,95 @@ void check_input_type(const ConversionJob& job) {
                                  .hint = "use --input-type " + input_type_name(s.dtype) + ", or leave it out"});
 }
 
+// A quantizer that uses calibration needs its data, one part per matrix, and inputs that fit
+// the plan (and routers, when experts see only their routed tokens).
+void check_calibration(const ConversionJob& job, const Quantizer& quantizer) {
+    if (!job.calibration && !job.sequential)
+        throw Error(ErrorKind::usage, "quantizer '" + std::string(quantizer.id()) + "' needs calibration data",
+                    {.code = "NeedsCalibration", .hint = "pass --calibration-activations FILE, or use --quant_method RTN"});
+    if (job.parts != 1)
+        throw Error(ErrorKind::usage, "calibrated quantization writes one part per matrix, not " + std::to_string(job.parts));
+    if (job.calibration) {
+        job.calibration->check_plan(*job.plan);
+        check_routing(*job.calibration, *job.plan, *job.source);
+    } else if (job.sequential->routed_only()) {
+        check_routers(*job.plan, *job.source);
+    }
+}
+
+// Layers kept unquantized must be MoE layers, and are stored whole.
+void check_unquantized_layers(const ConversionJob& job) {
+    for (std::int64_t layer : job.unquantized_layers)
+        if (std::none_of(job.plan->moe_layers.begin(), job.plan->moe_layers.end(),
+                         [&](const MoeLayerPlan& l) { return l.layer == layer; }))
+            throw Error(ErrorKind::usage, "layer " + std::to_string(layer) + " is not a MoE layer; it has no routed experts to keep");
+    if (!job.unquantized_layers.empty() && job.parts != 1)
+        throw Error(ErrorKind::usage, "unquantized experts are stored whole, not in " + std::to_string(job.parts) + " parts");
+}
+
+// Every expert matrix must split into the threadpool parts, and each part must be a shape the
+// quantizer can pack (the first expert stands for all: the plan gives them one shape).
+void check_expert_shapes(const ConversionJob& job, const Quantizer& quantizer) {
+    if (job.plan->moe_layers.empty()) return;
+    const ExpertPlan& e = job.plan->moe_layers.front().experts.front();
+    for (Projection p : projections) {
+        const auto& s = e.weights[static_cast<int>(p)];
+        const std::int64_t split = p == Projection::down ? s.cols : s.rows;
+        if (job.parts <= 0 || split % job.parts != 0)
+            throw Error(ErrorKind::input,
+                        "the expert size " + std::to_string(split) + " is not divisible by " + std::to_string(job.parts) +
+                            " threadpool parts",
+                        {.tensor = s.tensor, .code = "UnsplittableExpert"});
+        const Shape part_shape = p == Projection::down ? Shape{s.rows, s.cols / job.parts} : Shape{s.rows / job.parts, s.cols};
+        try {
+            quantizer.output_layout(part_shape);
+        } catch (const Error& err) {
+            throw err.with_context({.tensor = s.tensor, .hint = "each of the " + std::to_string(job.parts) + " parts is " +
+                                                                 shape_to_string(part_shape)});
+        }
+    }
+}
+
+// A job that passed validate_job(): its quantizer bound to the job's options, and what the
+// format is told about the job.
+struct CheckedJob {
+    std::shared_ptr<const Quantizer> configured;  // owns the bound quantizer when configure() made one
+    const Quantizer* quantizer = nullptr;         // the one to use: configured, else the job's; may be null
+    OutputContext context;
+};
+
+// Every check of the job that touches no file, in one place and in this order: completeness,
+// the input dtype, the quantizer's options, calibration, kept layers, the format's own checks,
+// then the expert shapes. Throws the first problem found.
+CheckedJob validate_job(const ConversionJob& job) {
+    if (!job.source || !job.config || !job.plan || !job.format)
+        throw Error(ErrorKind::internal, "incomplete conversion job");
+    if (job.format->needs_quantizer() && !job.quantizer)
+        throw Error(ErrorKind::usage, "format '" + std::string(job.format->id()) + "' needs a quantizer");
+    check_input_type(job);
+    CheckedJob checked;
+    checked.configured = job.quantizer ? job.quantizer->configure(job.quantizer_options) : nullptr;  // bad options fail here
+    checked.quantizer = checked.configured ? checked.configured.get() : job.quantizer;
+    if (checked.quantizer && checked.quantizer->calibration()) check_calibration(job, *checked.quantizer);
+    OutputContext& context = checked.context;
+    context.directory = job.output;
+    context.source = job.source;
+    context.config = job.config;
+    context.plan = job.plan;
+    context.quantizer = checked.quantizer;
+    context.parts = job.parts;
+    context.options = job.format_options;
+    context.unquantized_layers = job.unquantized_layers;
+    check_unquantized_layers(job);
+    job.format->check(context);
+    if (checked.quantizer) check_expert_shapes(job, *checked.quantizer);
+    return checked;
+}
+
 RunManifest describe_job(const ConversionJob& job) {
     RunManifest m;
     m.tool_version = MOEQUANT_VERSION_STRING;
-    m.command = "convert";
+    m.command = job.command;
     m.settings = {{"format", std::string(job.format->id())},
                   {"quantizer", job.quantizer ? std::string(job.quantizer->id()) : ""},
                   {"parts", std::to_string(job.parts)},
@@ -252,8 +337,6 @@ void refuse_non_finite(const Tensor& matrix, const ExpertWeightSource& s) {
                  .hint = "the checkpoint is probably damaged; --allow-non-finite converts the values as they are"});
 }
 
-// Runs `body` on every (expert x projection) matrix of a layer, in parallel, brought to BF16
-// and checked for NaN/Inf; errors name the tensor and the layer.
 // An expert matrix in BF16, refused when it holds NaN/Inf (unless the job allows them).
 Tensor load_checked(const ConversionJob& job, const ExpertWeightSource& source) {
     Tensor matrix = load_expert_matrix(*job.source, source, job.plan->fp8_block);
@@ -261,6 +344,8 @@ Tensor load_checked(const ConversionJob& job, const ExpertWeightSource& source) 
     return matrix;
 }
 
+// Runs `body` on every (expert x projection) matrix of a layer, in parallel, brought to BF16
+// and checked for NaN/Inf; errors name the tensor and the layer.
 template <class Body>
 void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer, const Body& body) {
     const std::size_t tasks = layer.experts.size() * projections.size();
@@ -278,47 +363,6 @@ void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer,
     });
 }
 
-void convert_layer(const ConversionJob& job, const Quantizer& quantizer, const MoeLayerPlan& layer, LayerSink& sink,
-                   const CalibrationActivations* calibration, ProgressSink& progress) {
-    if (job.unquantized_layers.count(layer.layer)) {  // kept in BF16: one "weight" part per matrix
-        for_each_expert_matrix(job, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
-            QuantizedTensor kept;
-            kept.method = "BF16";
-            kept.parts.emplace_back("weight", Tensor::copy_of(matrix.view()));
-            sink.write({expert.expert, projection, 0, std::move(kept)});
-        });
-        return;
-    }
-    if (quantizer.uses_calibration()) {
-        CalibratedLayerJob calibrated;
-        calibrated.quantizer = &quantizer;
-        calibrated.calibration = calibration;
-        calibrated.plan = job.plan;
-        calibrated.source = job.source;
-        calibrated.quantizer_options = job.quantizer_options;
-        calibrated.progress = &progress;
-        calibrated.load = [&](const ExpertWeightSource& source) {
-            try {
-                return load_checked(job, source);
-            } catch (const Error& e) {
-                throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
-            }
-        };
-        quantize_calibrated_layer(calibrated, layer, sink);
-        return;
-    }
-    for_each_expert_matrix(job, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
-        for (int part = 0; part < job.parts; ++part) {
-            Tensor piece = split_expert_part(matrix, projection, part, job.parts);
-            QuantizedTensor quantized = quantizer.quantize(piece.view(), job.quantizer_options);
-            if (job.saturated_rows)
-                job.saturated_rows->add(expert.weights[static_cast<int>(projection)].tensor, projection, part, job.parts,
-                                        piece.shape()[0], quantizer.saturated_rows(quantized, piece.shape()));
-            sink.write({expert.expert, projection, part, std::move(quantized)});
-        }
-    });
-}
-
 // Passes parts on to the format's sink and keeps them: sequential calibration finishes the layer
 // with its experts as quantized.
 class RecordingSink final : public LayerSink {
@@ -328,6 +372,7 @@ public:
         inner_.write(part);
         QuantizedTensor copy;
         copy.method = part.tensor.method;
+        copy.unquantized = part.tensor.unquantized;
         for (const auto& [name, tensor] : part.tensor.parts) copy.parts.emplace_back(name, Tensor::copy_of(tensor.view()));
         std::lock_guard lock(mutex_);
         parts_.emplace(std::pair{part.expert, part.projection}, std::move(copy));
@@ -340,6 +385,173 @@ private:
     std::mutex mutex_;
     std::map<std::pair<std::int64_t, Projection>, QuantizedTensor> parts_;
 };
+
+// How a conversion turns each MoE layer of the plan into the format's files. One object per
+// kind of job: export (the format reads the experts itself), plain quantization, calibrated
+// quantization on recorded inputs, and sequential calibration (conversion_mode() chooses).
+class ConversionMode {
+public:
+    virtual ~ConversionMode() = default;
+    // False when every layer must be converted again, whatever an earlier run completed.
+    virtual bool adopts_completed_layers() const { return true; }
+    // Converts the layer through one sink of `writer` and returns the files it committed.
+    virtual std::vector<WrittenFile> convert_layer(const MoeLayerPlan& layer, OutputWriter& writer) = 0;
+};
+
+// Formats without a quantizer (bf16-safetensors) read the experts themselves: the matrices are
+// checked for NaN/Inf before the format writes the layer.
+class ExportMode final : public ConversionMode {
+public:
+    explicit ExportMode(const ConversionJob& job) : job_(job) {}
+
+    std::vector<WrittenFile> convert_layer(const MoeLayerPlan& layer, OutputWriter& writer) override {
+        if (!job_.allow_non_finite) for_each_expert_matrix(job_, layer, [](const ExpertPlan&, Projection, const Tensor&) {});
+        return writer.begin_layer(layer.layer)->commit();
+    }
+
+private:
+    const ConversionJob& job_;
+};
+
+// The modes with a quantizer: the layers listed in unquantized_layers are kept in BF16, one
+// "weight" part per matrix; the others are quantized by the mode.
+class QuantizingMode : public ConversionMode {
+public:
+    QuantizingMode(const ConversionJob& job, const Quantizer& quantizer) : job_(job), quantizer_(quantizer) {}
+
+    std::vector<WrittenFile> convert_layer(const MoeLayerPlan& layer, OutputWriter& writer) override {
+        const std::unique_ptr<LayerSink> sink = writer.begin_layer(layer.layer);
+        write_layer(layer, *sink);
+        return sink->commit();
+    }
+
+protected:
+    virtual void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) = 0;
+
+    void write_layer(const MoeLayerPlan& layer, LayerSink& sink) {
+        if (!job_.unquantized_layers.count(layer.layer)) return quantize_layer(layer, sink);
+        for_each_expert_matrix(job_, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
+            QuantizedTensor kept;
+            kept.unquantized = true;
+            kept.parts.emplace_back("weight", Tensor::copy_of(matrix.view()));
+            sink.write({expert.expert, projection, 0, std::move(kept)});
+        });
+    }
+
+    const ConversionJob& job_;
+    const Quantizer& quantizer_;
+};
+
+// Each (expert x projection) matrix split into the threadpool parts and quantized on its own.
+class PlainMode final : public QuantizingMode {
+public:
+    using QuantizingMode::QuantizingMode;
+
+private:
+    void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) override {
+        for_each_expert_matrix(job_, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
+            for (int part = 0; part < job_.parts; ++part) {
+                Tensor piece = split_expert_part(matrix, projection, part, job_.parts);
+                QuantizedTensor quantized = quantizer_.quantize(piece.view());
+                if (job_.saturated_rows)
+                    job_.saturated_rows->add(expert.weights[static_cast<int>(projection)].tensor, projection, part, job_.parts,
+                                             piece.shape()[0], quantizer_.saturated_rows(quantized, piece.shape()));
+                sink.write({expert.expert, projection, part, std::move(quantized)});
+            }
+        });
+    }
+};
+
+// The modes whose quantizer uses calibration (GPTQ): a layer is quantized through the
+// quantizer's calibration facet on the inputs it saw (calibrated_layer.hpp), one part per matrix.
+class CalibratedMode : public QuantizingMode {
+public:
+    CalibratedMode(const ConversionJob& job, const Quantizer& quantizer, const QuantizerCalibration& calibration,
+                   ProgressSink& progress)
+        : QuantizingMode(job, quantizer), calibration_(calibration), progress_(progress) {}
+
+protected:
+    void quantize_on(const CalibrationActivations& inputs, const MoeLayerPlan& layer, LayerSink& sink) {
+        CalibratedLayerJob calibrated;
+        calibrated.quantizer = &calibration_;
+        calibrated.calibration = &inputs;
+        calibrated.plan = job_.plan;
+        calibrated.source = job_.source;
+        calibrated.progress = &progress_;
+        calibrated.load = [&](const ExpertWeightSource& source) {
+            try {
+                return load_checked(job_, source);
+            } catch (const Error& e) {
+                throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
+            }
+        };
+        quantize_calibrated_layer(calibrated, layer, sink);
+    }
+
+private:
+    const QuantizerCalibration& calibration_;
+    ProgressSink& progress_;
+};
+
+// Calibration on the recorded inputs of every layer (--calibration-activations).
+class RecordedCalibrationMode final : public CalibratedMode {
+public:
+    using CalibratedMode::CalibratedMode;
+
+private:
+    void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) override { quantize_on(*job_.calibration, layer, sink); }
+};
+
+// Built-in calibration (sequential_calibration.hpp): each layer's inputs come from the decoder
+// forward, and once written the layer is finished with its experts as quantized, so the next
+// layers see them. No layer is adopted from an earlier run: the hidden states need every layer
+// recomputed.
+class SequentialCalibrationMode final : public CalibratedMode {
+public:
+    using CalibratedMode::CalibratedMode;
+
+    bool adopts_completed_layers() const override { return false; }
+
+    std::vector<WrittenFile> convert_layer(const MoeLayerPlan& layer, OutputWriter& writer) override {
+        const std::unique_ptr<LayerSink> sink = writer.begin_layer(layer.layer);
+        RecordingSink recording(*sink);
+        inputs_ = &job_.sequential->layer_inputs(layer.layer);  // for every MoE layer, kept ones too
+        write_layer(layer, recording);
+        std::vector<WrittenFile> files = sink->commit();
+        job_.sequential->finish_layer(layer.layer, [&](std::int64_t expert, Projection p) {
+            const QuantizedTensor& q = recording.part(expert, p);
+            if (q.unquantized) return Tensor::copy_of(q.part("weight")->view());
+            const ExpertWeightSource& s = layer.experts[static_cast<std::size_t>(expert)].weights[static_cast<int>(p)];
+            return quantizer_.dequantize(q, {s.rows, s.cols});
+        });
+        return files;
+    }
+
+private:
+    void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) override { quantize_on(*inputs_, layer, sink); }
+
+    const CalibrationActivations* inputs_ = nullptr;  // the layer being converted
+};
+
+// The mode of a checked job: `quantizer` is its bound quantizer (validate_job()).
+std::unique_ptr<ConversionMode> conversion_mode(const ConversionJob& job, const Quantizer* quantizer, ProgressSink& progress) {
+    if (!job.format->needs_quantizer()) return std::make_unique<ExportMode>(job);
+    const QuantizerCalibration* calibration = quantizer->calibration();
+    if (!calibration) return std::make_unique<PlainMode>(job, *quantizer);
+    if (job.sequential) return std::make_unique<SequentialCalibrationMode>(job, *quantizer, *calibration, progress);
+    return std::make_unique<RecordedCalibrationMode>(job, *quantizer, *calibration, progress);
+}
+
+// --resume-layer R: every layer before R must be complete; R and the layers after it are redone.
+void resume_from(const ConversionJob& job, std::int64_t resume_layer, RunManifest& manifest) {
+    for (const auto& layer : job.plan->moe_layers)
+        if (layer.layer < resume_layer && !manifest.completed(layer.layer))
+            throw Error(ErrorKind::usage,
+                        "--resume-layer " + std::to_string(resume_layer) + ": layer " + std::to_string(layer.layer) +
+                            " before it was not completed by an earlier run in this folder",
+                        {.file = job.output.string(), .code = "ResumeGap"});
+    std::erase_if(manifest.completed_layers, [&](const ManifestLayer& l) { return l.layer >= resume_layer; });
+}
 
 // Test hook: MOEQUANT_TEST_PAUSE_AFTER_LAYER_MS=N sleeps N ms after each committed layer, so the
 // concurrency tests can start or kill a second run while the first one is mid-way.
@@ -365,88 +577,23 @@ std::vector<ManifestFile> manifest_files(const std::vector<WrittenFile>& files) 
 
 }  // namespace
 
+
 ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress) {
     const auto start = std::chrono::steady_clock::now();
-    if (!job.source || !job.config || !job.plan || !job.format)
-        throw Error(ErrorKind::internal, "incomplete conversion job");
-    if (job.format->needs_quantizer() && !job.quantizer)
-        throw Error(ErrorKind::usage, "format '" + std::string(job.format->id()) + "' needs a quantizer");
-    check_input_type(job);
-    // The quantizer bound to its options: bad options and shapes fail before any file is touched.
-    const std::shared_ptr<const Quantizer> configured = job.quantizer ? job.quantizer->configure(job.quantizer_options) : nullptr;
-    const Quantizer* quantizer = configured ? configured.get() : job.quantizer;
-    if (quantizer && quantizer->uses_calibration()) {
-        if (!job.calibration && !job.sequential)
-            throw Error(ErrorKind::usage, "quantizer '" + std::string(quantizer->id()) + "' needs calibration data",
-                        {.code = "NeedsCalibration", .hint = "pass --calibration-activations FILE, or use --quant_method RTN"});
-        if (job.parts != 1)
-            throw Error(ErrorKind::usage, "calibrated quantization writes one part per matrix, not " + std::to_string(job.parts));
-        if (job.calibration) {
-            job.calibration->check_plan(*job.plan);
-            check_routing(*job.calibration, *job.plan, *job.source);
-        } else if (job.sequential->routed_only()) {
-            check_routers(*job.plan, *job.source);
-        }
-    }
-    const bool sequential = job.sequential && quantizer && quantizer->uses_calibration();
-    OutputContext context;
-    context.directory = job.output;
-    context.source = job.source;
-    context.config = job.config;
-    context.plan = job.plan;
-    context.quantizer = quantizer;
-    context.parts = job.parts;
-    context.options = job.format_options;
-    context.unquantized_layers = job.unquantized_layers;
-    for (std::int64_t layer : job.unquantized_layers)
-        if (std::none_of(job.plan->moe_layers.begin(), job.plan->moe_layers.end(),
-                         [&](const MoeLayerPlan& l) { return l.layer == layer; }))
-            throw Error(ErrorKind::usage, "layer " + std::to_string(layer) + " is not a MoE layer; it has no routed experts to keep");
-    if (!job.unquantized_layers.empty() && job.parts != 1)
-        throw Error(ErrorKind::usage, "unquantized experts are stored whole, not in " + std::to_string(job.parts) + " parts");
-    job.format->check(context);  // before any file is touched
-    // Refuse unsplittable or unpackable shapes before any file is touched.
-    if (quantizer && !job.plan->moe_layers.empty()) {
-        const ExpertPlan& e = job.plan->moe_layers.front().experts.front();
-        for (Projection p : projections) {
-            const auto& s = e.weights[static_cast<int>(p)];
-            const std::int64_t split = p == Projection::down ? s.cols : s.rows;
-            if (job.parts <= 0 || split % job.parts != 0)
-                throw Error(ErrorKind::input,
-                            "the expert size " + std::to_string(split) + " is not divisible by " +
-                                std::to_string(job.parts) + " threadpool parts",
-                            {.tensor = s.tensor, .code = "UnsplittableExpert"});
-            const Shape part_shape = p == Projection::down ? Shape{s.rows, s.cols / job.parts}
-                                                           : Shape{s.rows / job.parts, s.cols};
-            try {
-                quantizer->output_layout(part_shape);
-            } catch (const Error& err) {
-                throw err.with_context({.tensor = s.tensor, .hint = "each of the " + std::to_string(job.parts) +
-                                                                     " parts is " + shape_to_string(part_shape)});
-            }
-        }
-    }
-
+    const CheckedJob checked = validate_job(job);
+    const std::unique_ptr<ConversionMode> mode = conversion_mode(job, checked.quantizer, progress);
 
     // One writer per folder, for the whole run; the checks above touched no file.
     const std::unique_ptr<OutputFolderLock> lock = lock_output(job);
     PreparedOutput prepared = prepare_output(job);
     RunManifest& manifest = prepared.manifest;
-    if (job.resume_layer) {
-        for (const auto& layer : job.plan->moe_layers)
-            if (layer.layer < *job.resume_layer && !manifest.completed(layer.layer))
-                throw Error(ErrorKind::usage,
-                            "--resume-layer " + std::to_string(*job.resume_layer) + ": layer " + std::to_string(layer.layer) +
-                                " before it was not completed by an earlier run in this folder",
-                            {.file = job.output.string(), .code = "ResumeGap"});
-        std::erase_if(manifest.completed_layers, [&](const ManifestLayer& l) { return l.layer >= *job.resume_layer; });
-    }
+    if (job.resume_layer) resume_from(job, *job.resume_layer, manifest);
     manifest.complete = false;
     manifest.final_files.clear();
     // Before any output file: a run killed at any point leaves a folder a rerun recognises.
     manifest.save(job.output);
 
-    std::unique_ptr<OutputWriter> writer = job.format->create(context);
+    std::unique_ptr<OutputWriter> writer = job.format->create(checked.context);
 
     ConversionResult result;
     std::uint64_t bytes_total = 0, bytes_done = 0;
@@ -461,7 +608,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         ++index;
         const std::uint64_t layer_bytes = layer_input_bytes(layer);
         const ManifestLayer* done = carried.completed(layer.layer);
-        if (done && !sequential) {
+        if (done && mode->adopts_completed_layers()) {
             if (const auto reason = why_redo(job, *writer, layer, *done, prepared.earlier, manifest)) {
                 progress.note("layer " + std::to_string(layer.layer) + " is converted again: " + *reason);
             } else {
@@ -472,22 +619,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
                 continue;
             }
         }
-        // Formats without a quantizer read the experts themselves: check them before they write.
-        if (!job.format->needs_quantizer() && !job.allow_non_finite)
-            for_each_expert_matrix(job, layer, [](const ExpertPlan&, Projection, const Tensor&) {});
-        std::unique_ptr<LayerSink> sink = writer->begin_layer(layer.layer);
-        RecordingSink recording(*sink);
-        const CalibrationActivations* calibration = sequential ? &job.sequential->layer_inputs(layer.layer) : job.calibration;
-        if (job.format->needs_quantizer())
-            convert_layer(job, *quantizer, layer, sequential ? static_cast<LayerSink&>(recording) : *sink, calibration, progress);
-        std::vector<WrittenFile> files = sink->commit();
-        if (sequential)  // the next layers see this one's output with its experts as quantized
-            job.sequential->finish_layer(layer.layer, [&](std::int64_t expert, Projection p) {
-                const QuantizedTensor& q = recording.part(expert, p);
-                if (q.method == "BF16") return Tensor::copy_of(q.parts.front().second.view());  // kept unquantized
-                const ExpertWeightSource& s = layer.experts[static_cast<std::size_t>(expert)].weights[static_cast<int>(p)];
-                return quantizer->dequantize(q, {s.rows, s.cols});
-            });
+        std::vector<WrittenFile> files = mode->convert_layer(layer, *writer);
         release_layer_pages(*job.source, layer);  // memory stays about one layer, whatever the model size
         result.output_bytes += total_bytes(files);
         kept.push_back({layer.layer, manifest_files(files)});

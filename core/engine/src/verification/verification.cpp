@@ -163,9 +163,9 @@ void check_part(const VerificationJob& job, const StoredPartKey& key, const Tens
         const double energy = output_error(*hessian, source.data(), zero.data(), check.rows);
         check.output_error = relative_output_error(*hessian, source, decoded.data_as<float>(), check.rows, energy);
         if (job.reference) {
-            const Tensor reference = job.reference->dequantize(job.reference->quantize(source_part.view(), {}), shape);
+            const Tensor reference = job.reference->dequantize(job.reference->quantize(source_part.view()), shape);
             check.reference_output_error = relative_output_error(*hessian, source, reference.data_as<float>(), check.rows, energy);
-            if (job.quantizer->uses_calibration() && *check.output_error > *check.reference_output_error)
+            if (job.quantizer->calibration() && *check.output_error > *check.reference_output_error)
                 add("output error on the calibration data " + std::to_string(*check.output_error) + " exceeds " +
                     std::string(job.reference->id()) + "'s " + std::to_string(*check.reference_output_error));
         }
@@ -232,15 +232,28 @@ bool VerificationReport::passed() const noexcept {
     return true;
 }
 
+// The id of the installed quantizer whose published kt method or file prefix is `method`: what
+// made a kt output that does not name its quantizer (the reference converter's). Empty if none.
+std::string quantizer_publishing(const Registry& registry, const std::string& method) {
+    if (method.empty()) return {};
+    for (const auto& q : registry.quantizers()) {
+        const QuantizerFacts facts = q.object->facts();
+        if (facts.kt_method == method || facts.kt_file_prefix == method) return std::string(q.object->id());
+    }
+    return {};
+}
+
 std::shared_ptr<const Quantizer> output_quantizer(const Registry& registry, const OutputReader& output,
                                                   const std::string& requested) {
-    const std::string id = requested.empty() ? output.recorded().get_string("quantizer", "") : requested;
+    const Options recorded = output.recorded();
+    std::string id = requested.empty() ? recorded.get_string("quantizer", "") : requested;
+    if (id.empty()) id = quantizer_publishing(registry, recorded.get_string("method", ""));
     if (id.empty())
         throw Error(ErrorKind::input, "the output does not record which quantizer made it",
                     {.code = "UnknownMethod", .hint = "name it with --quantizer (e.g. amx-int4)"});
     const Quantizer* q = registry.quantizer(id);
     if (!q) throw Error(ErrorKind::plugin, "no installed quantizer '" + id + "'", {.hint = "see 'moequant plugins'"});
-    if (auto configured = q->configure(output.recorded())) return configured;
+    if (auto configured = q->configure(recorded)) return configured;
     return std::shared_ptr<const Quantizer>(q, [](const Quantizer*) {});  // the registry owns it
 }
 

@@ -136,8 +136,7 @@ public:
 
     // The MoE plan. Throws Error(input) naming the tensor or config key when the checkpoint
     // does not follow the family's conventions (never guesses).
-    virtual ModelPlan plan(const ModelConfig& config, const Checkpoint& checkpoint,
-                           const Options& options) const = 0;
+    virtual ModelPlan plan(const ModelConfig& config, const Checkpoint& checkpoint) const = 0;
 
     // Writes a small random checkpoint in the family's exact on-disk conventions into
     // `directory` (which exists and is empty). Options: "model_type" (one of model_types()),

@@ -48,7 +48,8 @@ struct OutputContext {
     int parts = 1;                         // threadpool parts of every expert matrix
     Options options;
     // MoE layers whose routed experts stay unquantized: their parts arrive as one BF16
-    // "weight" [out, in] each instead of the quantizer's tensors (formats that support it).
+    // "weight" [out, in] each (QuantizedTensor::unquantized) instead of the quantizer's
+    // tensors (formats that support it).
     std::set<std::int64_t> unquantized_layers;
 };
 

@@ -1,14 +1,15 @@
-// Quantizer: turns one weight matrix into a packed representation (first draft).
+// Quantizer: turns one weight matrix into a packed representation.
 //
 // A quantizer receives a 2-D weight [rows = out_features, cols = in_features] in BF16 or F32
 // and returns named parts (e.g. "weight" codes and "scale"), each an owning Tensor whose dtype
 // and bytes are exactly what the output format stores. It must be deterministic and
-// thread-safe: the host quantizes many matrices in parallel with one Quantizer object.
+// thread-safe: the host quantizes many matrices in parallel with one Quantizer object. It
+// publishes what formats, verify and the CLI need to know about it (QuantizerFacts, calibration
+// use), so that none of them recognises a quantizer by its id.
 #pragma once
 
 #include <moequant/export.hpp>
 #include <moequant/options.hpp>
-#include <moequant/safetensors_writer.hpp>
 #include <moequant/tensor.hpp>
 
 #include <memory>
@@ -21,14 +22,27 @@
 namespace moequant {
 
 struct QuantizedTensor {
-    std::string method;                               // e.g. "AMXINT4"
+    std::string method;                               // e.g. "AMXINT4"; empty when unquantized
     std::vector<std::pair<std::string, Tensor>> parts;  // e.g. {"weight", I8}, {"scale", F32}
+    // The source matrix kept as it is (OutputContext::unquantized_layers): one BF16 "weight"
+    // part [out, in], no quantizer involved.
+    bool unquantized = false;
 
     const Tensor* part(std::string_view name) const noexcept {
         for (const auto& [n, t] : parts)
             if (n == name) return &t;
         return nullptr;
     }
+};
+
+// The names and relations a quantizer publishes for formats, verify and the CLI.
+struct QuantizerFacts {
+    std::string kt_method;       // kt-kernel's name of the method, e.g. "AMXINT4" (the kt formats record it)
+    std::string kt_file_prefix;  // the prefix of kt-kernel's `.kt` files of the method, e.g. "INT4"
+    std::string scheme;          // the scheme's name, e.g. "W4A16" (compressed-tensors records it)
+    // The id of the quantizer verify measures this one's output error against on calibration
+    // data, e.g. "rtn" for gptq; empty for none.
+    std::string reference;
 };
 
 // What a calibration-aware quantizer (GPTQ) derives from the inputs a matrix saw, e.g. the
@@ -39,6 +53,23 @@ public:
     virtual ~PreparedCalibration();
 };
 
+// The facet of a quantizer that learns from the inputs each matrix saw (GPTQ): the host
+// computes each matrix's input Hessian, prepares it once for every matrix that saw the same
+// inputs, and quantizes through this facet instead of Quantizer::quantize().
+class MOEQUANT_API QuantizerCalibration {
+public:
+    virtual ~QuantizerCalibration();
+
+    // Prepares what every matrix whose inputs have this Hessian shares. `hessian`: F32
+    // [cols, cols], symmetric, H = 2/n * sum of x x^T over the tokens of the n calibration
+    // samples (forward calls) the matrix saw (gptq-compressed-tensors.md §4.1).
+    virtual std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian) const = 0;
+
+    // Quantizes like Quantizer::quantize(), using `calibration` from this facet's
+    // prepare_calibration().
+    virtual QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration) const = 0;
+};
+
 class MOEQUANT_API Quantizer {
 public:
     virtual ~Quantizer();
@@ -47,8 +78,9 @@ public:
     virtual std::string_view id() const = 0;
     virtual std::string_view description() const = 0;
 
-    // Empty when usable on this machine, otherwise why not.
-    virtual std::string unusable_reason() const { return {}; }
+    // The quantizer's facts (of this configured object). The default names everything after
+    // id() and has no reference.
+    virtual QuantizerFacts facts() const;
 
     // A quantizer bound to `options` (e.g. bits, group size, ordering), whose output_layout()
     // follows them; the host calls it once per job, before any file is touched, and uses the
@@ -66,22 +98,13 @@ public:
     virtual std::vector<TensorSpec> output_layout(const Shape& matrix) const = 0;
 
     // Quantizes a [rows, cols] BF16 or F32 matrix. Throws Error(input) naming the rule when the
-    // shape cannot be quantized (the caller adds the tensor name).
-    virtual QuantizedTensor quantize(const TensorView& weight, const Options& options) const = 0;
+    // shape cannot be quantized (the caller adds the tensor name). A quantizer with a
+    // calibration facet may refuse to quantize without it (Error(usage)).
+    virtual QuantizedTensor quantize(const TensorView& weight) const = 0;
 
-    // True when quantize_calibrated() needs calibration (GPTQ): the host then computes each
-    // matrix's input Hessian and calls prepare_calibration() / quantize_calibrated().
-    virtual bool uses_calibration() const { return false; }
-
-    // Prepares what every matrix whose inputs have this Hessian shares. `hessian`: F32
-    // [cols, cols], symmetric, H = 2/n * sum of x x^T over the tokens of the n calibration
-    // samples (forward calls) the matrix saw (gptq-compressed-tensors.md §4.1).
-    virtual std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian,
-                                                                           const Options& options) const;
-
-    // Quantizes like quantize(), using `calibration` from this quantizer's prepare_calibration().
-    virtual QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration,
-                                                const Options& options) const;
+    // The calibration facet when this quantizer needs calibration data (GPTQ), else null. It
+    // lives as long as this object; the host then quantizes every matrix through it.
+    virtual const QuantizerCalibration* calibration() const { return nullptr; }
 
     // Decodes parts produced by quantize() back to an F32 [rows, cols] matrix (used by verify).
     // Reads the packed bytes themselves; throws Error(input) when their sizes do not fit `shape`.

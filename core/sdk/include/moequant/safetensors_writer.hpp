@@ -26,13 +26,6 @@
 
 namespace moequant {
 
-// A tensor the writer will receive.
-struct TensorSpec {
-    std::string name;
-    DType dtype = DType::U8;
-    Shape shape;
-};
-
 using Metadata = std::vector<std::pair<std::string, std::string>>;
 
 // The `__metadata__` transformers writes and expects: {"format": "pt"}.

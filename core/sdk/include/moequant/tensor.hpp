@@ -28,6 +28,14 @@ MOEQUANT_API std::optional<std::uint64_t> shape_elements(const Shape& shape) noe
 // "[2,3,4]" — the spelling used in every message.
 MOEQUANT_API std::string shape_to_string(const Shape& shape);
 
+// A named tensor's dtype and shape, before it has bytes: what a quantizer's parts will be
+// (Quantizer::output_layout()) and what a safetensors writer will receive.
+struct TensorSpec {
+    std::string name;
+    DType dtype = DType::U8;
+    Shape shape;
+};
+
 // A typed window on bytes owned by someone else (a mapped file, a Tensor).
 // Invariant (kept by whoever builds it): bytes.size() == dtype_byte_size(dtype, elements()).
 struct TensorView {

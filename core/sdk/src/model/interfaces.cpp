@@ -11,15 +11,13 @@ namespace moequant {
 ModelAdapter::~ModelAdapter() = default;
 Quantizer::~Quantizer() = default;
 PreparedCalibration::~PreparedCalibration() = default;
+QuantizerCalibration::~QuantizerCalibration() = default;
 
-std::shared_ptr<const PreparedCalibration> Quantizer::prepare_calibration(const Tensor&, const Options&) const {
-    throw Error(ErrorKind::usage, "quantizer '" + std::string(id()) + "' takes no calibration");
+QuantizerFacts Quantizer::facts() const {
+    const std::string name(id());
+    return {.kt_method = name, .kt_file_prefix = name, .scheme = name, .reference = {}};
 }
 
-QuantizedTensor Quantizer::quantize_calibrated(const TensorView& weight, const PreparedCalibration&,
-                                               const Options& options) const {
-    return quantize(weight, options);
-}
 LayerSink::~LayerSink() = default;
 OutputWriter::~OutputWriter() = default;
 OutputReader::~OutputReader() = default;

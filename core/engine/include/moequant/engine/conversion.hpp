@@ -19,9 +19,13 @@
 // with Error(input, "NonFiniteWeight") naming the tensor, layer and first bad element, before
 // its layer is committed, unless `allow_non_finite` is set.
 //
-// The quantizer is first bound to quantizer_options (Quantizer::configure). A quantizer that
-// uses calibration (GPTQ) needs `calibration`: per layer, one gate/up Hessian shared by all
-// experts and a down_proj Hessian per expert (calibrated_layer.hpp), with one part per matrix.
+// Every check of the job runs before any file is touched. The quantizer is first bound to
+// quantizer_options (Quantizer::configure). Then each layer is converted in one of four modes:
+// export (a format without a quantizer reads the experts itself), plain (each part quantized on
+// its own), calibrated on recorded inputs (`calibration`) or sequential calibration
+// (`sequential`). A quantizer that uses calibration (GPTQ) needs one of the two: per layer, one
+// gate/up Hessian shared by all experts and a down_proj Hessian per expert
+// (calibrated_layer.hpp), with one part per matrix.
 #pragma once
 
 #include <moequant/engine/calibration_activations.hpp>
@@ -46,6 +50,7 @@
 namespace moequant {
 
 struct ConversionJob {
+    std::string command = "convert";       // the sub-command, recorded in the run manifest
     const Checkpoint* source = nullptr;
     const ModelConfig* config = nullptr;
     const ModelPlan* plan = nullptr;
