@@ -1,0 +1,246 @@
+#include "conversion/conversion_modes.hpp"
+
+#include "calibration/calibrated_layer.hpp"
+
+#include <moequant/error.hpp>
+#include <moequant/expert_matrix.hpp>
+#include <moequant/parallel.hpp>
+
+#include <map>
+#include <mutex>
+#include <span>
+
+namespace moequant {
+
+namespace {
+
+// Index of the first BF16 NaN or +-Inf (exponent bits all ones) in `bits`, or bits.size(). The
+// common all-finite case is one branch-free max over the exponent fields, which vectorizes.
+std::size_t first_non_finite(std::span<const std::uint16_t> bits) {
+    std::uint16_t top = 0;
+    for (std::uint16_t b : bits) top = std::max<std::uint16_t>(top, b & 0x7F80);
+    if (top != 0x7F80) return bits.size();
+    std::size_t i = 0;
+    while ((bits[i] & 0x7F80) != 0x7F80) ++i;
+    return i;
+}
+
+// A NaN or Inf in a weight would be quantized to garbage without a word (an Inf row scale makes
+// every code of the row meaningless), so it is refused unless the user opts out. The position
+// is given in the source tensor's coordinates.
+void refuse_non_finite(const Tensor& matrix, const ExpertWeightSource& s) {
+    std::span<const std::uint16_t> bits(matrix.data_as<std::uint16_t>(), matrix.elements());
+    const std::size_t i = first_non_finite(bits);
+    if (i == bits.size()) return;
+    const std::int64_t cols = matrix.shape()[1];
+    std::int64_t row = static_cast<std::int64_t>(i) / cols, col = static_cast<std::int64_t>(i) % cols;
+    std::string where = "row " + std::to_string(row) + ", column " + std::to_string(col);
+    if (s.slice) {
+        if (s.slice->transposed) std::swap(row, col);
+        (s.slice->along_columns ? col : row) += s.slice->offset;
+        where = "[" + std::to_string(s.slice->expert) + ", " + std::to_string(row) + ", " + std::to_string(col) + "]";
+    }
+    const char* value = (bits[i] & 0x7F) ? "NaN" : (bits[i] & 0x8000) ? "-Inf" : "+Inf";
+    throw Error(ErrorKind::input, std::string("holds ") + value + " at " + where,
+                {.tensor = s.tensor,
+                 .code = "NonFiniteWeight",
+                 .hint = "the checkpoint is probably damaged; --allow-non-finite converts the values as they are"});
+}
+
+// An expert matrix in BF16, refused when it holds NaN/Inf (unless the job allows them).
+Tensor load_checked(const ConversionJob& job, const ExpertWeightSource& source) {
+    Tensor matrix = load_expert_matrix(*job.source, source, job.plan->fp8_block);
+    if (!job.allow_non_finite) refuse_non_finite(matrix, source);
+    return matrix;
+}
+
+// Runs `body` on every (expert x projection) matrix of a layer, in parallel, brought to BF16
+// and checked for NaN/Inf; errors name the tensor and the layer.
+template <class Body>
+void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer, const Body& body) {
+    const std::size_t tasks = layer.experts.size() * expert_projections.size();
+    parallel_for(0, tasks, 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t t = first; t < last; ++t) {
+            const ExpertPlan& expert = layer.experts[t / 3];
+            const Projection projection = expert_projections[t % 3];
+            const ExpertWeightSource& source = expert.weights[static_cast<int>(projection)];
+            try {
+                body(expert, projection, load_checked(job, source));
+            } catch (const Error& e) {
+                throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
+            }
+        }
+    });
+}
+
+// Passes parts on to the format's sink and keeps them: sequential calibration finishes the layer
+// with its experts as quantized.
+class RecordingSink final : public LayerSink {
+public:
+    explicit RecordingSink(LayerSink& inner) : inner_(inner) {}
+    void write(const QuantizedExpert& part) override {
+        inner_.write(part);
+        QuantizedTensor copy;
+        copy.method = part.tensor.method;
+        copy.unquantized = part.tensor.unquantized;
+        for (const auto& [name, tensor] : part.tensor.parts) copy.parts.emplace_back(name, Tensor::copy_of(tensor.view()));
+        std::lock_guard lock(mutex_);
+        parts_.emplace(std::pair{part.expert, part.projection}, std::move(copy));
+    }
+    std::vector<WrittenFile> commit() override { return inner_.commit(); }
+    const QuantizedTensor& part(std::int64_t expert, Projection p) const { return parts_.at({expert, p}); }
+
+private:
+    LayerSink& inner_;
+    std::mutex mutex_;
+    std::map<std::pair<std::int64_t, Projection>, QuantizedTensor> parts_;
+};
+
+
+
+// Formats without a quantizer (bf16-safetensors) read the experts themselves: the matrices are
+// checked for NaN/Inf before the format writes the layer.
+class ExportMode final : public ConversionMode {
+public:
+    explicit ExportMode(const ConversionJob& job) : job_(job) {}
+
+    std::vector<WrittenFile> convert_layer(const MoeLayerPlan& layer, OutputWriter& writer) override {
+        if (!job_.allow_non_finite) for_each_expert_matrix(job_, layer, [](const ExpertPlan&, Projection, const Tensor&) {});
+        return writer.begin_layer(layer.layer)->commit();
+    }
+
+private:
+    const ConversionJob& job_;
+};
+
+// The modes with a quantizer: the layers listed in unquantized_layers are kept in BF16, one
+// "weight" part per matrix; the others are quantized by the mode.
+class QuantizingMode : public ConversionMode {
+public:
+    QuantizingMode(const ConversionJob& job, const Quantizer& quantizer) : job_(job), quantizer_(quantizer) {}
+
+    std::vector<WrittenFile> convert_layer(const MoeLayerPlan& layer, OutputWriter& writer) override {
+        const std::unique_ptr<LayerSink> sink = writer.begin_layer(layer.layer);
+        write_layer(layer, *sink);
+        return sink->commit();
+    }
+
+protected:
+    virtual void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) = 0;
+
+    void write_layer(const MoeLayerPlan& layer, LayerSink& sink) {
+        if (!job_.unquantized_layers.count(layer.layer)) return quantize_layer(layer, sink);
+        for_each_expert_matrix(job_, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
+            QuantizedTensor kept;
+            kept.unquantized = true;
+            kept.parts.emplace_back("weight", Tensor::copy_of(matrix.view()));
+            sink.write({expert.expert, projection, 0, std::move(kept)});
+        });
+    }
+
+    const ConversionJob& job_;
+    const Quantizer& quantizer_;
+};
+
+// Each (expert x projection) matrix split into the threadpool parts and quantized on its own.
+class PlainMode final : public QuantizingMode {
+public:
+    using QuantizingMode::QuantizingMode;
+
+private:
+    void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) override {
+        for_each_expert_matrix(job_, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
+            for (int part = 0; part < job_.parts; ++part) {
+                Tensor piece = split_expert_part(matrix, projection, part, job_.parts);
+                QuantizedTensor quantized = quantizer_.quantize(piece.view());
+                if (job_.saturated_rows)
+                    job_.saturated_rows->add(expert.weights[static_cast<int>(projection)].tensor, projection, part, job_.parts,
+                                             piece.shape()[0], quantizer_.saturated_rows(quantized, piece.shape()));
+                sink.write({expert.expert, projection, part, std::move(quantized)});
+            }
+        });
+    }
+};
+
+// The modes whose quantizer uses calibration (GPTQ): a layer is quantized through the
+// quantizer's calibration facet on the inputs it saw (calibrated_layer.hpp), one part per matrix.
+class CalibratedMode : public QuantizingMode {
+public:
+    CalibratedMode(const ConversionJob& job, const Quantizer& quantizer, const QuantizerCalibration& calibration,
+                   ProgressSink& progress)
+        : QuantizingMode(job, quantizer), calibration_(calibration), progress_(progress) {}
+
+protected:
+    void quantize_on(const CalibrationActivations& inputs, const MoeLayerPlan& layer, LayerSink& sink) {
+        CalibratedLayerJob calibrated;
+        calibrated.quantizer = &calibration_;
+        calibrated.calibration = &inputs;
+        calibrated.plan = job_.plan;
+        calibrated.source = job_.source;
+        calibrated.progress = &progress_;
+        calibrated.load = [&](const ExpertWeightSource& source) {
+            try {
+                return load_checked(job_, source);
+            } catch (const Error& e) {
+                throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
+            }
+        };
+        quantize_calibrated_layer(calibrated, layer, sink);
+    }
+
+private:
+    const QuantizerCalibration& calibration_;
+    ProgressSink& progress_;
+};
+
+// Calibration on the recorded inputs of every layer (--calibration-activations).
+class RecordedCalibrationMode final : public CalibratedMode {
+public:
+    using CalibratedMode::CalibratedMode;
+
+private:
+    void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) override { quantize_on(*job_.calibration, layer, sink); }
+};
+
+// Built-in calibration (sequential_calibration.hpp): each layer's inputs come from the decoder
+// forward, and once written the layer is finished with its experts as quantized, so the next
+// layers see them. No layer is adopted from an earlier run: the hidden states need every layer
+// recomputed.
+class SequentialCalibrationMode final : public CalibratedMode {
+public:
+    using CalibratedMode::CalibratedMode;
+
+    bool adopts_completed_layers() const override { return false; }
+
+    std::vector<WrittenFile> convert_layer(const MoeLayerPlan& layer, OutputWriter& writer) override {
+        const std::unique_ptr<LayerSink> sink = writer.begin_layer(layer.layer);
+        RecordingSink recording(*sink);
+        inputs_ = &job_.sequential->layer_inputs(layer.layer);  // for every MoE layer, kept ones too
+        write_layer(layer, recording);
+        std::vector<WrittenFile> files = sink->commit();
+        job_.sequential->finish_layer(layer.layer, [&](std::int64_t expert, Projection p) {
+            const QuantizedTensor& q = recording.part(expert, p);
+            if (q.unquantized) return Tensor::copy_of(q.part("weight")->view());
+            const ExpertWeightSource& s = layer.experts[static_cast<std::size_t>(expert)].weights[static_cast<int>(p)];
+            return quantizer_.dequantize(q, {s.rows, s.cols});
+        });
+        return files;
+    }
+
+private:
+    void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) override { quantize_on(*inputs_, layer, sink); }
+
+    const CalibrationActivations* inputs_ = nullptr;  // the layer being converted
+};
+
+}  // namespace
+
+std::unique_ptr<ConversionMode> conversion_mode(const ConversionJob& job, const Quantizer* quantizer, ProgressSink& progress) {
+    if (!job.format->needs_quantizer()) return std::make_unique<ExportMode>(job);
+    const QuantizerCalibration* calibration = quantizer->calibration();
+    if (!calibration) return std::make_unique<PlainMode>(job, *quantizer);
+    if (job.sequential) return std::make_unique<SequentialCalibrationMode>(job, *quantizer, *calibration, progress);
+    return std::make_unique<RecordedCalibrationMode>(job, *quantizer, *calibration, progress);
+}
+
+}  // namespace moequant

@@ -1,0 +1,113 @@
+#include "conversion/job_validation.hpp"
+
+#include "calibration/expert_tokens.hpp"
+
+#include <moequant/error.hpp>
+#include <moequant/expert_matrix.hpp>
+
+#include <string>
+
+namespace moequant {
+
+namespace {
+
+std::string input_type_name(DType d) {
+    switch (d) {
+        case DType::BF16: return "bf16";
+        case DType::F16: return "fp16";
+        case DType::F8_E4M3: return "fp8";
+        default: return std::string(dtype_name(d));
+    }
+}
+
+// Every routed expert must have the dtype the user declared (--input-type).
+void check_input_type(const ConversionJob& job) {
+    if (!job.input_type) return;
+    for (const auto& layer : job.plan->moe_layers)
+        for (const auto& e : layer.experts)
+            for (const auto& s : e.weights)
+                if (s.dtype != *job.input_type)
+                    throw Error(ErrorKind::input,
+                                "--input-type " + input_type_name(*job.input_type) + " was given, but the expert is " +
+                                    std::string(dtype_name(s.dtype)),
+                                {.tensor = s.tensor,
+                                 .code = "InputTypeMismatch",
+                                 .hint = "use --input-type " + input_type_name(s.dtype) + ", or leave it out"});
+}
+
+// A quantizer that uses calibration needs its data, one part per matrix, and inputs that fit
+// the plan (and routers, when experts see only their routed tokens).
+void check_calibration(const ConversionJob& job, const Quantizer& quantizer) {
+    if (!job.calibration && !job.sequential)
+        throw Error(ErrorKind::usage, "quantizer '" + std::string(quantizer.id()) + "' needs calibration data",
+                    {.code = "NeedsCalibration", .hint = "pass --calibration-activations FILE, or use --quant_method RTN"});
+    if (job.parts != 1)
+        throw Error(ErrorKind::usage, "calibrated quantization writes one part per matrix, not " + std::to_string(job.parts));
+    if (job.calibration) {
+        job.calibration->check_plan(*job.plan);
+        check_routing(*job.calibration, *job.plan, *job.source);
+    } else if (job.sequential->routed_only()) {
+        check_routers(*job.plan, *job.source);
+    }
+}
+
+// Layers kept unquantized must be MoE layers, and are stored whole.
+void check_unquantized_layers(const ConversionJob& job) {
+    for (std::int64_t layer : job.unquantized_layers)
+        if (!job.plan->moe_layer(layer))
+            throw Error(ErrorKind::usage, "layer " + std::to_string(layer) + " is not a MoE layer; it has no routed experts to keep");
+    if (!job.unquantized_layers.empty() && job.parts != 1)
+        throw Error(ErrorKind::usage, "unquantized experts are stored whole, not in " + std::to_string(job.parts) + " parts");
+}
+
+// Every expert matrix must split into the threadpool parts, and each part must be a shape the
+// quantizer can pack (the first expert stands for all: the plan gives them one shape).
+void check_expert_shapes(const ConversionJob& job, const Quantizer& quantizer) {
+    if (job.plan->moe_layers.empty()) return;
+    const ExpertPlan& e = job.plan->moe_layers.front().experts.front();
+    for (Projection p : expert_projections) {
+        const auto& s = e.weights[static_cast<int>(p)];
+        const std::int64_t split = p == Projection::down ? s.cols : s.rows;
+        if (job.parts <= 0 || split % job.parts != 0)
+            throw Error(ErrorKind::input,
+                        "the expert size " + std::to_string(split) + " is not divisible by " + std::to_string(job.parts) +
+                            " threadpool parts",
+                        {.tensor = s.tensor, .code = "UnsplittableExpert"});
+        const Shape part_shape = p == Projection::down ? Shape{s.rows, s.cols / job.parts} : Shape{s.rows / job.parts, s.cols};
+        try {
+            quantizer.output_layout(part_shape);
+        } catch (const Error& err) {
+            throw err.with_context({.tensor = s.tensor, .hint = "each of the " + std::to_string(job.parts) + " parts is " +
+                                                                 shape_to_string(part_shape)});
+        }
+    }
+}
+
+}  // namespace
+
+CheckedJob validate_job(const ConversionJob& job) {
+    if (!job.source || !job.config || !job.plan || !job.format)
+        throw Error(ErrorKind::internal, "incomplete conversion job");
+    if (job.format->needs_quantizer() && !job.quantizer)
+        throw Error(ErrorKind::usage, "format '" + std::string(job.format->id()) + "' needs a quantizer");
+    check_input_type(job);
+    CheckedJob checked;
+    checked.configured = job.quantizer ? job.quantizer->configure(job.quantizer_options) : nullptr;  // bad options fail here
+    checked.quantizer = checked.configured ? checked.configured.get() : job.quantizer;
+    if (checked.quantizer && checked.quantizer->calibration()) check_calibration(job, *checked.quantizer);
+    OutputContext& context = checked.context;
+    context.directory = job.output;
+    context.source = job.source;
+    context.config = job.config;
+    context.plan = job.plan;
+    context.quantizer = checked.quantizer;
+    context.parts = job.parts;
+    context.options = job.format_options;
+    context.unquantized_layers = job.unquantized_layers;
+    check_unquantized_layers(job);
+    job.format->check(context);
+    if (checked.quantizer) check_expert_shapes(job, *checked.quantizer);
+    return checked;
+}
+
+}  // namespace moequant

@@ -1,0 +1,25 @@
+// The checks of a conversion job that touch no file, in one place (validate_job()), and what a
+// job that passed them carries on to the run: its quantizer bound to the job's options and the
+// format's context.
+#pragma once
+
+#include <moequant/engine/conversion.hpp>
+
+#include <memory>
+
+namespace moequant {
+
+// A job that passed validate_job(): its quantizer bound to the job's options, and what the
+// format is told about the job.
+struct CheckedJob {
+    std::shared_ptr<const Quantizer> configured;  // owns the bound quantizer when configure() made one
+    const Quantizer* quantizer = nullptr;         // the one to use: configured, else the job's; may be null
+    OutputContext context;
+};
+
+// Every check of the job that touches no file, in one place and in this order: completeness,
+// the input dtype, the quantizer's options, calibration, kept layers, the format's own checks,
+// then the expert shapes. Throws the first problem found.
+CheckedJob validate_job(const ConversionJob& job);
+
+}  // namespace moequant
