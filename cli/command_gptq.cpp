@@ -69,7 +69,7 @@ std::set<std::int64_t> unquantized_layers(const std::vector<std::string>& patter
         const std::string* first_pattern = nullptr;
         std::string kept_module, quantized_module;
         for (const auto& expert : layer.experts)
-            for (Projection p : {Projection::gate, Projection::up, Projection::down}) {
+            for (Projection p : expert_projections) {
                 const std::string module = expert_module_name(expert.weights[static_cast<int>(p)], expert.expert, p);
                 if (const std::string* pattern = selecting(module)) {
                     if (!first_pattern) first_pattern = pattern;

@@ -27,7 +27,7 @@ inline std::string kt_method_of(std::string_view method_or_prefix) {
 }
 
 inline std::optional<Projection> projection_from_name(std::string_view name) {
-    for (Projection p : {Projection::gate, Projection::up, Projection::down})
+    for (Projection p : expert_projections)
         if (name == projection_name(p)) return p;
     return std::nullopt;
 }
