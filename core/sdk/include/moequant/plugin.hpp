@@ -81,9 +81,18 @@
 //              was in calibration_dataset.hpp), file_identity.hpp (names_same_file()) and utf8.hpp
 //              (utf8_sequence(), find_invalid_utf8()) are public; expert_projections and
 //              ModelPlan::moe_layer().
-#define MOEQUANT_PLUGIN_ABI_VERSION 9
+//  10 (0.10.0): narrower interfaces. Quantizer: facts() (QuantizerFacts: kt method and file
+//              prefix, scheme, verify reference) replaces recognition by id; unusable_reason()
+//              removed; quantize(weight) loses its ignored Options; the calibration hooks move
+//              to the optional facet QuantizerCalibration (calibration(); prepare_calibration(),
+//              quantize_calibrated() without Options; uses_calibration() removed).
+//              ModelAdapter::plan(config, checkpoint) loses its ignored Options. QuantizedTensor
+//              gains `unquantized` (kept BF16 matrices), replacing the "BF16" method sentinel.
+//              TensorSpec moves from safetensors_writer.hpp to tensor.hpp; quantizer.hpp no longer
+//              includes the writer.
+#define MOEQUANT_PLUGIN_ABI_VERSION 10
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "8a7d6b5b1085bb7f"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "d8d1b11ed54c91a6"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u
