@@ -1,7 +1,8 @@
 // `moequant gptq` (alias `gpu`): the routed experts quantized for the GPU with GPTQ or RTN
 // (W4A16 / W8A16) into a compressed-tensors checkpoint vLLM and SGLang load as it is. The
 // flags follow kt-kernel's convert_gpu_weights.py (llm-compressor) where they make sense here;
-// calibration comes from recorded MoE inputs (--calibration-activations).
+// calibration comes from text (--dataset, run through the family's decoder forward) or from
+// recorded MoE inputs (--calibration-activations).
 
 #include "command.hpp"
 #include "family_selection.hpp"
@@ -11,14 +12,14 @@
 #include "saturated_rows_warning.hpp"
 #include "text_calibration.hpp"
 
-#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/checkpoint.hpp>
+#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/engine/conversion.hpp>
-#include <moequant/error.hpp>
 #include <moequant/engine/output_location.hpp>
+#include <moequant/engine/sequential_calibration.hpp>
+#include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/printable.hpp>
-#include <moequant/engine/sequential_calibration.hpp>
 
 #include <iostream>
 #include <regex>
@@ -31,11 +32,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// --ignore_patterns: llm-compressor's syntax, "re:<regex>" (matched against the whole module
-// name) or an exact module name. Every non-expert Linear is already left unquantized. Patterns
-// that select routed experts must select whole MoE layers — every expert and projection — since
-// vLLM and SGLang pick one method per MoE layer (from expert 0's three projections); those
-// layers' experts are written in BF16 and listed in `ignore`. Anything partial is refused.
 // A regex for every expert module of the layer `module` (an expert's module name) sits in.
 std::string experts_regex(const std::string& module) {
     std::string escaped;
@@ -46,6 +42,12 @@ std::string experts_regex(const std::string& module) {
     return escaped + "\\..*";
 }
 
+// --ignore_patterns: llm-compressor's syntax, "re:<regex>" (matched against the whole module
+// name) or an exact module name. Every non-expert Linear is already left unquantized. Patterns
+// that select routed experts must select whole MoE layers — every expert and projection — since
+// vLLM and SGLang pick one method per MoE layer (from expert 0's three projections); those
+// layers' experts are written in BF16 and listed in `ignore`. Anything partial is refused.
+// Returns the MoE layers whose experts the patterns select.
 std::set<std::int64_t> unquantized_layers(const std::vector<std::string>& patterns, const ModelPlan& plan) {
     std::vector<std::pair<std::string, std::optional<std::regex>>> matchers;
     for (const auto& pattern : patterns) {

@@ -1,27 +1,24 @@
 #include "conversion/conversion_modes.hpp"
 #include "conversion/job_validation.hpp"
 
-#include <moequant/engine/conversion.hpp>
 #include <moequant/digest.hpp>
+#include <moequant/engine/conversion.hpp>
+#include <moequant/engine/output_location.hpp>
+#include <moequant/engine/output_lock.hpp>
+#include <moequant/engine/output_overwrite.hpp>
+#include <moequant/engine/run_manifest.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 #include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
-#include <moequant/engine/output_location.hpp>
-#include <moequant/engine/output_lock.hpp>
-#include <moequant/engine/output_overwrite.hpp>
 #include <moequant/parallel.hpp>
-#include <moequant/engine/run_manifest.hpp>
 #include <moequant/version.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
-#include <mutex>
 #include <set>
-#include <span>
 #include <thread>
 
 namespace moequant {
@@ -30,6 +27,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The run manifest's record of the job: the command and everything that decides the output
+// bytes (no paths, no times), and the source and plan it was made from.
 RunManifest describe_job(const ConversionJob& job) {
     RunManifest m;
     m.tool_version = MOEQUANT_VERSION_STRING;
@@ -227,7 +226,6 @@ std::vector<ManifestFile> manifest_files(const std::vector<WrittenFile>& files) 
 }
 
 }  // namespace
-
 
 ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress) {
     const auto start = std::chrono::steady_clock::now();
