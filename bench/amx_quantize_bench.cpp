@@ -7,8 +7,8 @@
 #include "bench_timing.hpp"
 
 #include <moequant/cpu_isa.hpp>
-#include <moequant/parallel.hpp>
 #include <moequant/engine/plugin_registry.hpp>
+#include <moequant/parallel.hpp>
 
 #include <immintrin.h>
 

@@ -13,8 +13,8 @@
 #include <moequant/checkpoint.hpp>
 #include <moequant/decoder_forward.hpp>
 #include <moequant/dtype_convert.hpp>
-#include <moequant/parallel.hpp>
 #include <moequant/engine/plugin_registry.hpp>
+#include <moequant/parallel.hpp>
 #include <moequant/safetensors_writer.hpp>
 
 #include <Eigen/Core>

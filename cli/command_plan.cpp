@@ -10,10 +10,10 @@
 #include "option_values.hpp"
 
 #include <moequant/engine/calibration_activations.hpp>
-#include <moequant/error.hpp>
 #include <moequant/engine/expert_placement.hpp>
-#include <moequant/output_file.hpp>
 #include <moequant/engine/output_location.hpp>
+#include <moequant/error.hpp>
+#include <moequant/output_file.hpp>
 #include <moequant/parallel.hpp>
 
 #include <boost/json.hpp>

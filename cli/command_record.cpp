@@ -11,11 +11,11 @@
 #include "option_values.hpp"
 #include "text_calibration.hpp"
 
-#include <moequant/error.hpp>
 #include <moequant/engine/output_location.hpp>
+#include <moequant/engine/sequential_calibration.hpp>
+#include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/printable.hpp>
-#include <moequant/engine/sequential_calibration.hpp>
 
 #include <boost/program_options.hpp>
 

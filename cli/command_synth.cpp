@@ -9,11 +9,11 @@
 #include "synth_activations.hpp"
 
 #include <moequant/checkpoint.hpp>
-#include <moequant/error.hpp>
-#include <moequant/output_file.hpp>
 #include <moequant/engine/output_location.hpp>
 #include <moequant/engine/output_lock.hpp>
 #include <moequant/engine/output_overwrite.hpp>
+#include <moequant/error.hpp>
+#include <moequant/output_file.hpp>
 #include <moequant/sharded_writer.hpp>
 
 #include <boost/json.hpp>

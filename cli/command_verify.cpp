@@ -11,11 +11,11 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/engine/calibration_activations.hpp>
-#include <moequant/error.hpp>
 #include <moequant/engine/output_comparison.hpp>
+#include <moequant/engine/verification.hpp>
+#include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/printable.hpp>
-#include <moequant/engine/verification.hpp>
 
 #include <boost/json.hpp>
 

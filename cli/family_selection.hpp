@@ -3,8 +3,8 @@
 #pragma once
 
 #include <moequant/checkpoint.hpp>
-#include <moequant/model_config.hpp>
 #include <moequant/engine/plugin_registry.hpp>
+#include <moequant/model_config.hpp>
 
 #include <string>
 

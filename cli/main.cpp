@@ -7,8 +7,8 @@
 #include "global_options.hpp"
 
 #include <moequant/error.hpp>
-#include <moequant/printable.hpp>
 #include <moequant/fault_handler.hpp>
+#include <moequant/printable.hpp>
 #include <moequant/version.hpp>
 
 #include <csignal>

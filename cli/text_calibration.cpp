@@ -1,8 +1,8 @@
 #include "text_calibration.hpp"
 
 #include <moequant/decoder_forward.hpp>
-#include <moequant/error.hpp>
 #include <moequant/engine/tokenizer.hpp>
+#include <moequant/error.hpp>
 
 #include <cerrno>
 #include <cstdlib>

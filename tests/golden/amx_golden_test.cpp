@@ -6,8 +6,8 @@
 #include "isa_limit_restorer.hpp"
 #include "test_support.hpp"
 
-#include <moequant/parallel.hpp>
 #include <moequant/engine/plugin_registry.hpp>
+#include <moequant/parallel.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>

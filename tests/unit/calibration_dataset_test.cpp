@@ -4,9 +4,9 @@
 #include "test_support.hpp"
 
 #include <moequant/engine/calibration_dataset.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 #include <moequant/error.hpp>
 #include <moequant/model_config.hpp>
-#include <moequant/engine/plugin_registry.hpp>
 
 #include <boost/test/unit_test.hpp>
 

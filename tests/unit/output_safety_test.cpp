@@ -5,11 +5,11 @@
 #include "error_code_of.hpp"
 #include "test_support.hpp"
 
-#include <moequant/error.hpp>
-#include <moequant/output_file.hpp>
 #include <moequant/engine/output_location.hpp>
 #include <moequant/engine/output_lock.hpp>
 #include <moequant/engine/output_overwrite.hpp>
+#include <moequant/error.hpp>
+#include <moequant/output_file.hpp>
 
 #include <boost/test/unit_test.hpp>
 

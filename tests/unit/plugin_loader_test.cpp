@@ -1,9 +1,9 @@
 // Loading plugin modules: the purpose-built fixtures of tests/plugin_fixtures, each rejected
 // for exactly its reason, and the good ones usable through the interfaces.
 
+#include <moequant/engine/plugin_registry.hpp>
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
-#include <moequant/engine/plugin_registry.hpp>
 
 #include "test_support.hpp"
 

@@ -3,8 +3,8 @@
 // and a textbook BPE encoder written here encodes and decodes text losslessly with them.
 #include "synth_tokenizer.hpp"
 
-#include <moequant/error.hpp>
 #include <moequant/engine/tokenizer.hpp>
+#include <moequant/error.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>

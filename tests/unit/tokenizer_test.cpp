@@ -5,8 +5,8 @@
 // fallback, as Mixtral's). The .json.gz files are unpacked into the build tree.
 #include "test_support.hpp"
 
-#include <moequant/error.hpp>
 #include <moequant/engine/tokenizer.hpp>
+#include <moequant/error.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>

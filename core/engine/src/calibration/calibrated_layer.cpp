@@ -1,8 +1,8 @@
 #include "calibrated_layer.hpp"
 
 #include <moequant/dtype_convert.hpp>
-#include <moequant/error.hpp>
 #include <moequant/engine/hessian.hpp>
+#include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
 
 #include <Eigen/Core>

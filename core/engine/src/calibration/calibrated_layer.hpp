@@ -8,11 +8,11 @@
 
 #include "expert_tokens.hpp"
 
-#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/checkpoint.hpp>
+#include <moequant/engine/calibration_activations.hpp>
+#include <moequant/engine/progress.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
-#include <moequant/engine/progress.hpp>
 #include <moequant/quantizer.hpp>
 
 #include <functional>

@@ -1,5 +1,5 @@
-#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/checked_math.hpp>
+#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/error.hpp>
 
 #include <cstring>

@@ -1,7 +1,7 @@
 #include "expert_tokens.hpp"
 
-#include <moequant/error.hpp>
 #include <moequant/engine/expert_placement.hpp>
+#include <moequant/error.hpp>
 
 #include <algorithm>
 #include <numeric>

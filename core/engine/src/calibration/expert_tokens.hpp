@@ -6,8 +6,8 @@
 // still be used at inference).
 #pragma once
 
-#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/checkpoint.hpp>
+#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/model_adapter.hpp>
 
 #include <Eigen/Core>

@@ -1,6 +1,6 @@
 #include <moequant/dtype_convert.hpp>
-#include <moequant/error.hpp>
 #include <moequant/engine/hessian.hpp>
+#include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
 
 #include <Eigen/Core>

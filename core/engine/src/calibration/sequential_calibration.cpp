@@ -2,9 +2,9 @@
 
 #include <moequant/digest.hpp>
 #include <moequant/dtype_convert.hpp>
+#include <moequant/engine/sequential_calibration.hpp>
 #include <moequant/error.hpp>
 #include <moequant/safetensors_writer.hpp>
-#include <moequant/engine/sequential_calibration.hpp>
 
 #include <cstring>
 #include <numeric>

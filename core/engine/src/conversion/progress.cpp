@@ -1,5 +1,5 @@
-#include <moequant/printable.hpp>
 #include <moequant/engine/progress.hpp>
+#include <moequant/printable.hpp>
 
 #include <unistd.h>
 

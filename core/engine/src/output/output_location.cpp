@@ -1,5 +1,5 @@
-#include <moequant/error.hpp>
 #include <moequant/engine/output_location.hpp>
+#include <moequant/error.hpp>
 
 #include <pwd.h>
 #include <unistd.h>

@@ -1,8 +1,8 @@
-#include <moequant/error.hpp>
-#include <moequant/output_file.hpp>
 #include <moequant/engine/output_lock.hpp>
 #include <moequant/engine/output_overwrite.hpp>
 #include <moequant/engine/run_manifest.hpp>
+#include <moequant/error.hpp>
+#include <moequant/output_file.hpp>
 
 #include <algorithm>
 #include <cctype>

@@ -1,8 +1,8 @@
 #include <moequant/digest.hpp>
+#include <moequant/engine/run_manifest.hpp>
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
-#include <moequant/engine/run_manifest.hpp>
 
 #include <boost/json.hpp>
 

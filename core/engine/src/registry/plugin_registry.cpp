@@ -1,6 +1,6 @@
+#include <moequant/engine/plugin_registry.hpp>
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
-#include <moequant/engine/plugin_registry.hpp>
 #include <moequant/printable.hpp>
 
 #include "plugin_loader.hpp"

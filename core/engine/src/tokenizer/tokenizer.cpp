@@ -1,6 +1,6 @@
+#include <moequant/engine/tokenizer.hpp>
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>
-#include <moequant/engine/tokenizer.hpp>
 
 #include <moequant/utf8.hpp>
 #include "added_tokens.hpp"

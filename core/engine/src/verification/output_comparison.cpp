@@ -1,7 +1,7 @@
-#include <moequant/error.hpp>
 #include <moequant/engine/output_comparison.hpp>
-#include <moequant/parallel.hpp>
 #include <moequant/engine/verification.hpp>
+#include <moequant/error.hpp>
+#include <moequant/parallel.hpp>
 
 #include <algorithm>
 #include <cstring>

@@ -1,5 +1,5 @@
-#include <moequant/printable.hpp>
 #include <moequant/engine/saturated_rows.hpp>
+#include <moequant/printable.hpp>
 
 #include <algorithm>
 

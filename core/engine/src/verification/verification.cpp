@@ -2,10 +2,10 @@
 
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
+#include <moequant/engine/verification.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 #include <moequant/parallel.hpp>
-#include <moequant/engine/verification.hpp>
 
 #include <cmath>
 #include <cstring>

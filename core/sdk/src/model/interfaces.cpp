@@ -1,7 +1,7 @@
 // Out-of-line destructors anchor the interfaces' vtables and type_info in the core, so host
 // and plugins share one copy of each; plus the names of the plan enums.
-#include <moequant/error.hpp>
 #include <moequant/decoder_forward.hpp>
+#include <moequant/error.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
 #include <moequant/quantizer.hpp>

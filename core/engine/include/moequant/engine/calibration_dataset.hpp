@@ -8,8 +8,8 @@
 
 #include <moequant/chat_template.hpp>
 #include <moequant/embedded_text.hpp>
-#include <moequant/export.hpp>
 #include <moequant/engine/tokenizer.hpp>
+#include <moequant/export.hpp>
 
 #include <cstdint>
 #include <filesystem>

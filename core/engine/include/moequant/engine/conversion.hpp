@@ -28,17 +28,17 @@
 // (calibrated_layer.hpp), with one part per matrix.
 #pragma once
 
-#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/checkpoint.hpp>
+#include <moequant/engine/calibration_activations.hpp>
+#include <moequant/engine/progress.hpp>
+#include <moequant/engine/saturated_rows.hpp>
+#include <moequant/engine/sequential_calibration.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/model_config.hpp>
 #include <moequant/options.hpp>
 #include <moequant/output_format.hpp>
-#include <moequant/engine/progress.hpp>
 #include <moequant/quantizer.hpp>
-#include <moequant/engine/saturated_rows.hpp>
-#include <moequant/engine/sequential_calibration.hpp>
 
 #include <cstdint>
 #include <filesystem>

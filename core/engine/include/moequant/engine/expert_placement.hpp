@@ -6,8 +6,8 @@
 // (the most chosen of each), "front-loading" fills layers from the first on.
 #pragma once
 
-#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/checkpoint.hpp>
+#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 

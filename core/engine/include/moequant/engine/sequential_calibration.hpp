@@ -8,8 +8,8 @@
 // memory-mapped scratch file, and each layer's inputs go to a scratch file.
 #pragma once
 
-#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/decoder_forward.hpp>
+#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 

@@ -5,13 +5,13 @@
 // from the packed layout (Quantizer::packed_gemv) against the source product.
 #pragma once
 
-#include <moequant/engine/calibration_activations.hpp>
 #include <moequant/checkpoint.hpp>
+#include <moequant/engine/calibration_activations.hpp>
+#include <moequant/engine/plugin_registry.hpp>
+#include <moequant/engine/progress.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
-#include <moequant/engine/plugin_registry.hpp>
-#include <moequant/engine/progress.hpp>
 #include <moequant/quantizer.hpp>
 
 #include <cstdint>
