@@ -16,7 +16,7 @@
 
 namespace moequant::adapters {
 
-// The public-domain (CC0) training text: the core's embedded calibration text.
+// The public-domain (CC0) training text: the SDK's embedded calibration text.
 inline std::string_view embedded_text() noexcept { return embedded_calibration_text(); }
 
 enum class TokenizerStyle {

@@ -1,4 +1,4 @@
-// Run-time choice among the row kernel versions (the CPU check itself is core's active_isa()).
+// Run-time choice among the row kernel versions (the CPU check itself is the SDK's active_isa()).
 #include "row_kernels.hpp"
 
 namespace moequant::amx {

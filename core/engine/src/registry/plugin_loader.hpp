@@ -1,4 +1,4 @@
-// Opening one plugin module and checking its descriptor (private to the core).
+// Opening one plugin module and checking its descriptor (private to the engine).
 #pragma once
 
 #include <moequant/plugin.hpp>

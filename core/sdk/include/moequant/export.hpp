@@ -1,7 +1,7 @@
 // Symbol visibility for the moequant SDK.
 //
-// The core library and every plugin are built with hidden visibility; only what is marked
-// MOEQUANT_API is exported from libmoequant_core. Interface classes and moequant::Error are
+// The SDK library and every plugin are built with hidden visibility; only what is marked
+// MOEQUANT_API is exported from libmoequant_sdk. Interface classes and moequant::Error are
 // exported so their type_info is unique across the host and all plugins.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Read access to a model's config.json (parsed with Boost.JSON inside the core).
+// Read access to a model's config.json (parsed with Boost.JSON inside the SDK).
 //
 // Multimodal checkpoints nest the language model's settings under `text_config` (Kimi-K2.5,
 // Qwen3.5-MoE, Qwen3-VL-MoE, ...), and `quantization_config` may sit at either level.

@@ -1,4 +1,4 @@
-// Parallel loops on the one thread pool of the process (oneTBB inside the core).
+// Parallel loops on the one thread pool of the process (oneTBB inside the SDK).
 //
 // Plugins parallelise through these functions instead of linking a threading runtime of their
 // own, so the whole process shares one pool and one thread limit.

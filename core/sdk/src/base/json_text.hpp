@@ -1,4 +1,4 @@
-// Writing JSON text by hand where the exact bytes matter (private to the core).
+// Writing JSON text by hand where the exact bytes matter (private to the SDK).
 //
 // safetensors headers must be byte-identical to the reference writer (Rust serde_json,
 // compact), and index files should look like the ones transformers writes; Boost.JSON's

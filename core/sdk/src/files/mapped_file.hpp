@@ -1,4 +1,4 @@
-// Read-only memory mapping of a whole file (private to the core).
+// Read-only memory mapping of a whole file (private to the SDK).
 #pragma once
 
 #include <cstddef>

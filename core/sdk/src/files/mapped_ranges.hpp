@@ -1,5 +1,5 @@
 // The process-wide registry of mapped input files that the SIGBUS handler (fault_handler.hpp)
-// searches (private to the core). Lock-free, so the handler may read it.
+// searches (private to the SDK). Lock-free, so the handler may read it.
 #pragma once
 
 #include <cstddef>

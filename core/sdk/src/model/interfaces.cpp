@@ -1,4 +1,4 @@
-// Out-of-line destructors anchor the interfaces' vtables and type_info in the core, so host
+// Out-of-line destructors anchor the interfaces' vtables and type_info in the SDK, so host
 // and plugins share one copy of each; plus the names of the plan enums.
 #include <moequant/decoder_forward.hpp>
 #include <moequant/error.hpp>
