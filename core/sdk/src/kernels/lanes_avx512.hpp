@@ -9,10 +9,14 @@
 
 // GCC 12's AVX-512 intrinsics start from a self-initialised "undefined" vector, which
 // -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 #include "kernels/kernels.hpp"
 

@@ -15,7 +15,6 @@
 namespace moequant {
 namespace {
 
-constexpr std::uint32_t f32_sign = 0x80000000u;
 constexpr std::uint32_t f32_abs = 0x7FFFFFFFu;
 constexpr std::uint32_t f32_inf = 0x7F800000u;
 constexpr std::uint32_t f32_quiet = 0x00400000u;
