@@ -7,6 +7,7 @@
 // time, so memory stays bounded by the largest tensor.
 
 #include "copied_tensors.hpp"
+#include "layer_shard_plan.hpp"
 #include "model_config_file.hpp"
 #include "written_files.hpp"
 
@@ -51,21 +52,18 @@ public:
             const std::int64_t layer = layer_of(name);
             (moe.count(layer) ? by_layer_[layer] : rest_).push_back(name);
         }
-        const std::size_t shards = moe.size() + (rest_.empty() ? 0 : 1);
-        std::size_t i = 0;
-        for (std::int64_t layer : moe) shard_of_layer_[layer] = shard_file_name(++i, shards);
-        if (!rest_.empty()) rest_shard_ = shard_file_name(shards, shards);
+        shards_ = LayerShardPlan(*c.plan, !rest_.empty());
     }
 
     std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
         return std::make_unique<Bf16LayerSink>(*this, layer);
     }
-    std::vector<std::string> layer_files(std::int64_t layer) const override { return {shard_of_layer_.at(layer)}; }
-    void adopt_layer(std::int64_t layer) override { sharded_.adopt_shard(shard_of_layer_.at(layer)); }
+    std::vector<std::string> layer_files(std::int64_t layer) const override { return {shards_.layer_shard(layer)}; }
+    void adopt_layer(std::int64_t layer) override { sharded_.adopt_shard(shards_.layer_shard(layer)); }
 
     std::vector<WrittenFile> finish() override {
         std::vector<WrittenFile> written;
-        if (!rest_.empty()) written.push_back(write_shard(rest_shard_, rest_));
+        if (!rest_.empty()) written.push_back(write_shard(shards_.other_shard(), rest_));
         write_model_config(c_.source->directory(), c_.directory, std::nullopt);
         written.push_back(describe_written(c_.directory, "config.json"));
         copy_side_files(c_.source->directory(), c_.directory,
@@ -77,7 +75,7 @@ public:
     }
 
     std::vector<WrittenFile> write_layer(std::int64_t layer) {
-        return {write_shard(shard_of_layer_.at(layer), by_layer_[layer])};
+        return {write_shard(shards_.layer_shard(layer), by_layer_[layer])};
     }
 
 private:
@@ -94,8 +92,7 @@ private:
     ShardedSafetensorsWriter sharded_;
     std::map<std::int64_t, std::vector<std::string>> by_layer_;
     std::vector<std::string> rest_;
-    std::map<std::int64_t, std::string> shard_of_layer_;
-    std::string rest_shard_;
+    LayerShardPlan shards_;
 };
 
 std::vector<WrittenFile> Bf16LayerSink::commit() { return writer_.write_layer(layer_); }
