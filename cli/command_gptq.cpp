@@ -182,6 +182,8 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         throw_usage_error("--quant_method must be GPTQ or RTN, got '" + method + "'");
     if (!activations.empty() && !dataset.empty())
         throw_usage_error("give either --calibration-activations or --dataset, not both");
+    if (routed_only && activations.empty() && dataset.empty())
+        throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations or --dataset");
     if (threads > 0) set_max_threads(threads);
 
     Registry registry;
@@ -199,8 +201,6 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
                           {.code = "NeedsCalibration",
                            .hint = "pass --dataset FILE (or --dataset embedded), --calibration-activations FILE, or use "
                                    "--quant_method RTN"});
-    if (routed_only && activations.empty() && dataset.empty())
-        throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations or --dataset");
     if (!save_activations.empty() && (dataset.empty() || !calibrated))
         throw_usage_error("--save-activations records what GPTQ's --dataset calibration computes; it needs both");
 

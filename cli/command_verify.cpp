@@ -171,7 +171,7 @@ void print_report_text(const VerificationReport& report, const OpenedOutput& out
     std::printf("%6s %6s %7s %11s %11s %9s %10s %10s", "layer", "parts", "failed", "max |err|", "max relRMS", "min SNR",
                 "bound use", "non-finite");
     if (gemv) std::printf(" %11s", "gemv relerr");
-    if (calibrated) std::printf(" %11s %11s", "out err", "RTN out err");
+    if (calibrated) std::printf(" %11s %11s", "out err", "ref out err");
     std::printf("\n");
     for (const auto& [layer, s] : layers) {
         std::printf("%6lld %6zu %7zu %11s %11s %9s %10s %10lld", static_cast<long long>(layer), s.parts, s.failed,
@@ -229,7 +229,7 @@ int verify_against_source(const std::string& source_path, const std::string& con
         calibration->check_plan(source.plan);
         calibration->set_routed_only(routed_only);
         if (const Quantizer* named = registry.quantizer(quantizer->facts().reference))
-            reference = named->configure(output.reader->recorded());
+            reference = configured_quantizer(*named, output.reader->recorded());
     }
 
     VerificationJob job;

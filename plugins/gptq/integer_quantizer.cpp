@@ -191,7 +191,7 @@ QuantizedTensor pack(const IntegerQuantizer& quantizer, const std::vector<float>
 QuantizedTensor IntegerQuantizer::quantize(const TensorView& weight) const {
     if (gptq_)
         throw Error(ErrorKind::usage, "GPTQ needs calibration data",
-                    {.code = "NeedsCalibration", .hint = "pass --calibration-activations, or use --quant_method RTN"});
+                    {.code = "NeedsCalibration", .hint = "GPTQ quantizes through its calibration facet, on calibration data"});
     output_layout(weight.shape);
     const std::vector<float> w = weight_values(weight);
     const std::int64_t rows = weight.shape[0], cols = weight.shape[1];

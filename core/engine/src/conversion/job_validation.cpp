@@ -2,8 +2,8 @@
 
 #include "calibration/expert_tokens.hpp"
 
+#include <moequant/engine/plugin_registry.hpp>
 #include <moequant/error.hpp>
-#include <moequant/expert_matrix.hpp>
 
 #include <string>
 
@@ -40,7 +40,8 @@ void check_input_type(const ConversionJob& job) {
 void check_calibration(const ConversionJob& job, const Quantizer& quantizer) {
     if (!job.calibration && !job.sequential)
         throw Error(ErrorKind::usage, "quantizer '" + std::string(quantizer.id()) + "' needs calibration data",
-                    {.code = "NeedsCalibration", .hint = "pass --calibration-activations FILE, or use --quant_method RTN"});
+                    {.code = "NeedsCalibration",
+                     .hint = "give it calibration data (text or recorded MoE inputs), or use a quantizer that needs none"});
     if (job.parts != 1)
         throw Error(ErrorKind::usage, "calibrated quantization writes one part per matrix, not " + std::to_string(job.parts));
     if (job.calibration) {
@@ -92,8 +93,8 @@ CheckedJob validate_job(const ConversionJob& job) {
         throw Error(ErrorKind::usage, "format '" + std::string(job.format->id()) + "' needs a quantizer");
     check_input_type(job);
     CheckedJob checked;
-    checked.configured = job.quantizer ? job.quantizer->configure(job.quantizer_options) : nullptr;  // bad options fail here
-    checked.quantizer = checked.configured ? checked.configured.get() : job.quantizer;
+    if (job.quantizer) checked.configured = configured_quantizer(*job.quantizer, job.quantizer_options);  // bad options fail here
+    checked.quantizer = checked.configured.get();
     if (checked.quantizer && checked.quantizer->calibration()) check_calibration(job, *checked.quantizer);
     OutputContext& context = checked.context;
     context.directory = job.output;

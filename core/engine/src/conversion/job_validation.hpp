@@ -12,8 +12,8 @@ namespace moequant {
 // A job that passed validate_job(): its quantizer bound to the job's options, and what the
 // format is told about the job.
 struct CheckedJob {
-    std::shared_ptr<const Quantizer> configured;  // owns the bound quantizer when configure() made one
-    const Quantizer* quantizer = nullptr;         // the one to use: configured, else the job's; may be null
+    std::shared_ptr<const Quantizer> configured;  // the job's quantizer bound to its options; null without one
+    const Quantizer* quantizer = nullptr;         // configured.get()
     OutputContext context;
 };
 

@@ -267,4 +267,9 @@ const ModelAdapter* Registry::adapter(std::string_view id) const noexcept { retu
 const Quantizer* Registry::quantizer(std::string_view id) const noexcept { return impl_->find(impl_->quantizers, id); }
 const OutputFormat* Registry::format(std::string_view id) const noexcept { return impl_->find(impl_->formats, id); }
 
+std::shared_ptr<const Quantizer> configured_quantizer(const Quantizer& quantizer, const Options& options) {
+    if (auto configured = quantizer.configure(options)) return configured;
+    return std::shared_ptr<const Quantizer>(&quantizer, [](const Quantizer*) {});
+}
+
 }  // namespace moequant

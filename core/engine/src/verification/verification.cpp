@@ -253,8 +253,7 @@ std::shared_ptr<const Quantizer> output_quantizer(const Registry& registry, cons
                     {.code = "UnknownMethod", .hint = "name it with --quantizer (e.g. amx-int4)"});
     const Quantizer* q = registry.quantizer(id);
     if (!q) throw Error(ErrorKind::plugin, "no installed quantizer '" + id + "'", {.hint = "see 'moequant plugins'"});
-    if (auto configured = q->configure(recorded)) return configured;
-    return std::shared_ptr<const Quantizer>(q, [](const Quantizer*) {});  // the registry owns it
+    return configured_quantizer(*q, recorded);
 }
 
 VerificationReport verify_output(const VerificationJob& job, ProgressSink& progress) {
@@ -313,8 +312,8 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
         const std::size_t tasks = layer.experts.size() * expert_projections.size();
         parallel_for(0, tasks, 1, [&](std::size_t begin, std::size_t end) {
             for (std::size_t t = begin; t < end; ++t) {
-                const ExpertWeightSource& source = layer.experts[t / 3].weights[static_cast<int>(expert_projections[t % 3])];
-                const Projection projection = expert_projections[t % 3];
+                const Projection projection = expert_projections[t % expert_projections.size()];
+                const ExpertWeightSource& source = layer.experts[t / expert_projections.size()].weights[static_cast<int>(projection)];
                 PartCheck* checks = &report.checks[first_check + t * static_cast<std::size_t>(parts)];
                 if (source.rows * source.cols == 0 || (projection == Projection::down ? source.cols : source.rows) % parts != 0) {
                     for (int part = 0; part < parts; ++part)

@@ -103,4 +103,8 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// `quantizer` (an object the registry owns, so never freed here) bound to `options`: the
+// object Quantizer::configure() makes, or `quantizer` itself when the options change nothing.
+std::shared_ptr<const Quantizer> configured_quantizer(const Quantizer& quantizer, const Options& options);
+
 }  // namespace moequant
