@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test stage of conventions.md §3 and prints one summary line per stage:
-#   1. release   : Release build (GCC) + every CTest suite: unit, integration, golden, sdk
+#   1. release   : Release build (GCC) + every CTest suite: unit, integration, golden, emulation, sdk, docs
 #   2. sanitize  : clang ASan+UBSan build of the SDK, engine, plugins and tests + the unit and integration suites
 #   3. fuzz      : each libFuzzer target for MOEQUANT_FUZZ_SECONDS (default 30) seconds
 # Set MOEQUANT_TEST_STAGES="release sanitize fuzz" to run a subset.
