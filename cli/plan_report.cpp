@@ -15,7 +15,6 @@ namespace json = boost::json;
 
 namespace {
 
-
 // "1-3,5,7-8"
 std::string layer_ranges(const std::vector<std::int64_t>& layers) {
     std::string out;

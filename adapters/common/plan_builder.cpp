@@ -15,7 +15,6 @@
 namespace moequant::adapters {
 namespace {
 
-
 std::string dims(std::int64_t a, std::int64_t b) { return shape_to_string({a, b}); }
 
 bool is_plain_expert_dtype(DType d) {

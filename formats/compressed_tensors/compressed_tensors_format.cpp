@@ -22,7 +22,6 @@
 #include <moequant/plugin.hpp>
 #include <moequant/sharded_writer.hpp>
 
-
 #include <array>
 #include <map>
 #include <set>
@@ -32,7 +31,6 @@ namespace {
 using namespace moequant;
 using namespace moequant::formats;
 namespace fs = std::filesystem;
-
 
 void refuse_unaligned(const ModelPlan& plan, const Options& settings) {
     if (plan.moe_layers.empty()) return;

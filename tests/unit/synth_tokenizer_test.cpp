@@ -686,7 +686,7 @@ BOOST_AUTO_TEST_CASE(larger_vocabularies_compress_the_training_text) {
     }
 }
 
-// The core's Tokenizer (what calibration uses) reads the synthesized files and gives the ids
+// The engine's Tokenizer (what calibration uses) reads the synthesized files and gives the ids
 // this test's own encoders give.
 BOOST_AUTO_TEST_CASE(the_core_tokenizer_encodes_synthesized_files_the_same_way) {
     for (const bool byte_level : {true, false}) {

@@ -1,3 +1,4 @@
+#include <moequant/embedded_text.hpp>
 #include <moequant/engine/calibration_dataset.hpp>
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>

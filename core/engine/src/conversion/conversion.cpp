@@ -11,7 +11,6 @@
 #include <moequant/expert_matrix.hpp>
 #include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
-#include <moequant/parallel.hpp>
 #include <moequant/version.hpp>
 
 #include <algorithm>

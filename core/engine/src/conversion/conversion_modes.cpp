@@ -6,6 +6,7 @@
 #include <moequant/expert_matrix.hpp>
 #include <moequant/parallel.hpp>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <span>
@@ -61,8 +62,8 @@ void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer,
     const std::size_t tasks = layer.experts.size() * expert_projections.size();
     parallel_for(0, tasks, 1, [&](std::size_t first, std::size_t last) {
         for (std::size_t t = first; t < last; ++t) {
-            const ExpertPlan& expert = layer.experts[t / 3];
-            const Projection projection = expert_projections[t % 3];
+            const ExpertPlan& expert = layer.experts[t / expert_projections.size()];
+            const Projection projection = expert_projections[t % expert_projections.size()];
             const ExpertWeightSource& source = expert.weights[static_cast<int>(projection)];
             try {
                 body(expert, projection, load_checked(job, source));

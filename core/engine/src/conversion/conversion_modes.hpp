@@ -1,5 +1,4 @@
-// How run_conversion() turns each MoE layer of the plan into the format's files: one object per
-// kind of job behind one interface (conversion_mode() chooses).
+// How run_conversion() turns each MoE layer of the plan into the format's files.
 #pragma once
 
 #include <moequant/engine/conversion.hpp>

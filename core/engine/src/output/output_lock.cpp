@@ -1,6 +1,5 @@
 #include <moequant/engine/output_lock.hpp>
 #include <moequant/error.hpp>
-
 #include <moequant/file_identity.hpp>
 
 #include <fcntl.h>

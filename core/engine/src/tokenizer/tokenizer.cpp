@@ -1,8 +1,8 @@
 #include <moequant/engine/tokenizer.hpp>
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>
-
 #include <moequant/utf8.hpp>
+
 #include "added_tokens.hpp"
 #include "bpe_model.hpp"
 #include "json_fields.hpp"

@@ -31,7 +31,7 @@ class DecoderForward;
 
 // The three projections of a SwiGLU expert: down(act(gate(x)) * up(x)).
 enum class Projection : std::uint8_t { gate = 0, up = 1, down = 2 };
-// Every projection of an expert, in index order (MoeExpertPlan::weights is indexed by it).
+// Every projection of an expert, in index order (ExpertPlan::weights is indexed by it).
 inline constexpr std::array<Projection, 3> expert_projections = {Projection::gate, Projection::up, Projection::down};
 MOEQUANT_API std::string_view projection_name(Projection p) noexcept;
 

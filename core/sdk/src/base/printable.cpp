@@ -1,5 +1,4 @@
 #include <moequant/printable.hpp>
-
 #include <moequant/utf8.hpp>
 
 #include <cstdio>

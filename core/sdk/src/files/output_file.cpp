@@ -1,8 +1,7 @@
 #include <moequant/error.hpp>
+#include <moequant/file_identity.hpp>
 #include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
-
-#include <moequant/file_identity.hpp>
 
 #include "mapped_ranges.hpp"
 

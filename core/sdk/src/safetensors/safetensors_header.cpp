@@ -6,7 +6,6 @@
 
 #include <moequant/error.hpp>
 #include <moequant/safetensors_reader.hpp>
-
 #include <moequant/utf8.hpp>
 
 #include <boost/json/basic_parser_impl.hpp>

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <moequant/chat_template.hpp>
-#include <moequant/embedded_text.hpp>
 #include <moequant/engine/tokenizer.hpp>
 #include <moequant/export.hpp>
 

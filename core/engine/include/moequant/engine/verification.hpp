@@ -30,7 +30,10 @@ struct OpenedOutput {
 };
 
 // Asks every installed format to open `directory` (OutputFormat::open); Error(input) when none
-// recognises it, or when the one that does finds it incomplete or broken.
+// recognises it, or when the one that does finds it incomplete or broken. The folder's run
+// manifest (moequant-run.json), when it names a format, is read here: an unfinished conversion
+// is refused (IncompleteOutput), and its recorded quantizer and parts are laid over what the
+// format's files record.
 MOEQUANT_API OpenedOutput open_converted_output(const Registry& registry, const std::filesystem::path& directory);
 
 // The quantizer that produced an output: `requested` (an id) if given, else the one the output
