@@ -15,11 +15,29 @@
 #include <moequant/parallel.hpp>
 #include <moequant/printable.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 namespace moequant::cli {
 
 namespace po = boost::program_options;
+
+namespace {
+
+// --input-type must be a type some installed encoding produces (bf16, fp8, int4, mxfp4, ...).
+std::string checked_input_type(const Registry& registry, const std::string& value) {
+    std::vector<std::string> known;
+    for (const auto& e : registry.encodings())
+        for (const auto& t : e.object->input_types())
+            if (std::find(known.begin(), known.end(), t) == known.end()) known.push_back(t);
+    if (std::find(known.begin(), known.end(), value) != known.end()) return value;
+    std::string list;
+    for (const auto& t : known) list += (list.empty() ? "" : ", ") + t;
+    throw_usage_error("--input-type '" + value + "' is no type the installed encodings read (" +
+                      (list.empty() ? std::string("none are installed") : list) + ")");
+}
+
+}  // namespace
 
 int run_convert_command(const std::vector<std::string>& args, GlobalOptions globals) {
     std::string input, output, input_type, quant_method = "int4", quantizer_id, format_id, family;
@@ -31,7 +49,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     options.add_options()
         ("input-path,i", po::value(&input)->value_name("PATH"), "model folder (index or model.safetensors), or an index file")
         ("output,o", po::value(&output)->value_name("DIR"), "output folder")
-        ("input-type", po::value(&input_type)->value_name("bf16|fp16|fp8"),
+        ("input-type", po::value(&input_type)->value_name("bf16|fp16|fp32|fp8|int4|int8|mxfp4"),
          "declared dtype of the routed experts; checked against the data (default: taken from the data)")
         ("quant-method", po::value(&quant_method)->value_name("int4|int8")->default_value("int4"),
          "kt-kernel method: int4 = AMXINT4 (amx-int4), int8 = AMXINT8 (amx-int8)")
@@ -73,18 +91,13 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
             throw_usage_error("--quant-method must be int4 or int8, got '" + quant_method + "'");
         quantizer_id = "amx-" + quant_method;
     }
-    std::optional<DType> declared;
-    if (!input_type.empty()) {
-        if (input_type == "bf16") declared = DType::BF16;
-        else if (input_type == "fp16") declared = DType::F16;
-        else if (input_type == "fp8") declared = DType::F8_E4M3;
-        else throw_usage_error("--input-type must be bf16, fp16 or fp8, got '" + input_type + "'");
-    }
     if (threads == 0) threads = cpuinfer_threads;
     if (threads > 0) set_max_threads(threads);
 
     Registry registry;
     load_plugins(registry, globals);
+    std::optional<std::string> declared;
+    if (!input_type.empty()) declared = checked_input_type(registry, input_type);
     const OutputFormat* format = registry.format(format_id);
     if (!format) throw Error(ErrorKind::plugin, "no installed output format '" + format_id + "'", {.hint = "see 'moequant plugins'"});
     const Quantizer* quantizer = nullptr;

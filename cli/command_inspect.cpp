@@ -17,6 +17,8 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <set>
 
 namespace moequant::cli {
 
@@ -67,6 +69,47 @@ Summary summarise(const Checkpoint& checkpoint) {
     return s;
 }
 
+// The checkpoint's weights grouped by how they are stored (source_encoding.hpp): one line per
+// distinct encoding summary, with the number of weights and their stored bytes.
+struct EncodingRow {
+    std::string encoding, input_type;
+    std::uint64_t weights = 0, bytes = 0;
+};
+struct EncodingSummary {
+    std::map<std::string, EncodingRow> by_summary;
+    std::map<const TensorInfo*, const EncodedWeight*> holder;  // per tensor (null: no weight)
+    std::uint64_t other_tensors = 0;
+    // Tensors an encoding recognised but refuses to decode (convert would stop on them): inspect
+    // is the tool to find them, so it reports them instead of failing.
+    std::vector<std::pair<std::string, Error>> refused;
+};
+
+EncodingSummary summarise_encodings(const Checkpoint& checkpoint, const Summary& s) {
+    EncodingSummary out;
+    std::set<const EncodedWeight*> seen;
+    for (const auto& row : s.rows) {
+        const EncodedWeight* w = nullptr;
+        try {
+            w = checkpoint.weight_holding(row.info->name);
+        } catch (const Error& e) {
+            if (e.kind() != ErrorKind::input) throw;
+            out.refused.emplace_back(row.info->name, e);
+        }
+        out.holder[row.info] = w;
+        if (!w) {
+            ++out.other_tensors;
+            continue;
+        }
+        if (!seen.insert(w).second) continue;
+        EncodingRow& r = out.by_summary[w->summary];
+        r.encoding = w->encoding;
+        r.input_type = w->input_type;
+        ++r.weights;
+        r.bytes += w->stored_bytes;
+    }
+    return out;
+}
+
 json::array shape_json(const Shape& shape) {
     json::array a;
     for (auto d : shape) a.push_back(d);
@@ -96,8 +139,8 @@ PlanResult make_plan(const Registry& registry, const Checkpoint& checkpoint, con
     return r;
 }
 
-void print_json(const Checkpoint& c, const Summary& s, std::size_t top, bool all_tensors, const PlanResult& plan,
-                bool full_plan) {
+void print_json(const Checkpoint& c, const Summary& s, const std::optional<EncodingSummary>& encodings, std::size_t top,
+                bool all_tensors, const PlanResult& plan, bool full_plan) {
     json::object root;
     root["path"] = c.directory().string();
     root["index"] = c.index_path() ? json::value(c.index_path()->filename().string()) : json::value(nullptr);
@@ -110,6 +153,18 @@ void print_json(const Checkpoint& c, const Summary& s, std::size_t top, bool all
     for (const auto& [dtype, cb] : s.by_dtype)
         dtypes[std::string(dtype_name(dtype))] = json::object{{"tensors", cb.first}, {"bytes", cb.second}};
     root["dtypes"] = std::move(dtypes);
+    if (encodings) {
+        json::array list;
+        for (const auto& [summary, r] : encodings->by_summary)
+            list.push_back(json::object{{"encoding", r.encoding}, {"input_type", r.input_type}, {"summary", summary},
+                                        {"weights", r.weights}, {"bytes", r.bytes}});
+        root["encodings"] = std::move(list);
+        root["tensors_of_no_weight"] = encodings->other_tensors;
+        json::array refused;
+        for (const auto& [tensor, e] : encodings->refused)
+            refused.push_back(json::object{{"tensor", tensor}, {"code", e.code()}, {"message", e.what()}});
+        root["undecodable"] = std::move(refused);
+    }
     if (c.has_config()) {
         ModelConfig config = c.config();
         root["model_type"] = config.model_type();
@@ -118,11 +173,17 @@ void print_json(const Checkpoint& c, const Summary& s, std::size_t top, bool all
     std::size_t n = all_tensors ? s.rows.size() : std::min(top, s.rows.size());
     for (std::size_t i = 0; i < n; ++i) {
         const auto& r = s.rows[i];
-        rows.push_back(json::object{{"name", r.info->name},
-                                    {"dtype", std::string(dtype_name(r.info->dtype))},
-                                    {"shape", shape_json(r.info->shape)},
-                                    {"bytes", r.info->size_bytes()},
-                                    {"shard", *r.shard}});
+        json::object row{{"name", r.info->name},
+                         {"dtype", std::string(dtype_name(r.info->dtype))},
+                         {"shape", shape_json(r.info->shape)},
+                         {"bytes", r.info->size_bytes()},
+                         {"shard", *r.shard}};
+        if (encodings)
+            if (const EncodedWeight* w = encodings->holder.at(r.info)) {
+                row["weight"] = w->name;
+                row["encoding"] = w->encoding;
+            }
+        rows.push_back(std::move(row));
     }
     root[all_tensors ? "tensor_list" : "largest"] = std::move(rows);
     if (c.shard_names().size() == 1) {
@@ -133,13 +194,13 @@ void print_json(const Checkpoint& c, const Summary& s, std::size_t top, bool all
             root["metadata"] = std::move(meta);
         }
     }
-    if (plan.plan) root["plan"] = plan_json({*plan.plan, plan.overridden}, full_plan);
+    if (plan.plan) root["plan"] = plan_json({*plan.plan, c, plan.overridden}, full_plan);
     else root["plan"] = nullptr;
     std::cout << json::serialize(root) << "\n";
 }
 
-void print_text(const Checkpoint& c, const Summary& s, std::size_t top, bool all_tensors, const PlanResult& plan,
-                bool full_plan) {
+void print_text(const Checkpoint& c, const Summary& s, const std::optional<EncodingSummary>& encodings, std::size_t top,
+                bool all_tensors, const PlanResult& plan, bool full_plan) {
     // Every name below comes from the checkpoint's files: printed through printable_name().
     std::cout << "checkpoint: " << printable_name(c.directory().string());
     if (c.index_path()) std::cout << " (index " << printable_name(c.index_path()->filename().string()) << ")";
@@ -167,15 +228,30 @@ void print_text(const Checkpoint& c, const Summary& s, std::size_t top, bool all
     for (const auto& [dtype, cb] : s.by_dtype)
         std::cout << "  " << std::left << std::setw(12) << dtype_name(dtype) << std::right << std::setw(10)
                   << with_commas(cb.first) << " tensors " << std::setw(20) << with_commas(cb.second) << " bytes\n";
+    if (encodings) {
+        std::cout << "\nweights by encoding:\n";
+        for (const auto& [summary, r] : encodings->by_summary)
+            std::cout << "  " << std::left << std::setw(8) << r.encoding << " " << std::setw(44) << printable_text(summary)
+                      << std::right << std::setw(10) << with_commas(r.weights) << " weights " << std::setw(20)
+                      << with_commas(r.bytes) << " bytes\n";
+        if (encodings->other_tensors)
+            std::cout << "  " << with_commas(encodings->other_tensors) << " tensor(s) belong to no weight an encoding reads\n";
+        if (!encodings->refused.empty())
+            std::cout << "  " << with_commas(encodings->refused.size())
+                      << " tensor(s) cannot be decoded, e.g. " << printable_text(encodings->refused.front().second.what()) << "\n";
+    }
     std::size_t n = all_tensors ? s.rows.size() : std::min(top, s.rows.size());
     if (n > 0) std::cout << "\n" << (all_tensors ? "tensors (largest first):\n" : "largest tensors:\n");
     for (std::size_t i = 0; i < n; ++i) {
         const auto& r = s.rows[i];
         std::cout << "  " << std::left << std::setw(48) << printable_name(r.info->name) << " " << std::setw(8)
                   << dtype_name(r.info->dtype) << " " << std::setw(18) << shape_to_string(r.info->shape) << " "
-                  << std::right << std::setw(12) << human_bytes(r.info->size_bytes()) << "  " << printable_name(*r.shard) << "\n";
+                  << std::right << std::setw(12) << human_bytes(r.info->size_bytes()) << "  " << printable_name(*r.shard);
+        if (encodings)
+            if (const EncodedWeight* w = encodings->holder.at(r.info)) std::cout << "  " << w->encoding;
+        std::cout << "\n";
     }
-    if (plan.plan) print_plan_text(std::cout, {*plan.plan, plan.overridden}, full_plan);
+    if (plan.plan) print_plan_text(std::cout, {*plan.plan, c, plan.overridden}, full_plan);
     else if (!plan.reason_absent.empty()) std::cout << "\n" << plan.reason_absent << "\n";
 }
 
@@ -207,8 +283,9 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
                            "Validates every shard header (as the reference safetensors reader does, and\n"
                            "stricter) and summarises the checkpoint. With a config.json next to the weights\n"
                            "it also detects the model family and prints the MoE plan: which layers hold\n"
-                           "routed experts, their shapes and dtypes, the role of every tensor, what is\n"
-                           "skipped and why. Tensor data is never read.",
+                           "routed experts, their shapes and encodings, the role of every tensor, what\n"
+                           "is skipped and why; and how each weight is stored (its encoding). Tensor data\n"
+                           "is never read.",
                            options);
         return 0;
     }
@@ -218,12 +295,15 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
     load_plugins(registry, globals);
 
     Checkpoint checkpoint = Checkpoint::open(path);
+    attach_encodings(checkpoint, registry);
     Summary summary = summarise(checkpoint);
     order_rows(summary.rows, all_tensors ? summary.rows.size() : top);
     // Everything is computed before anything is printed: a failure is one error line.
+    std::optional<EncodingSummary> encodings;
+    if (!headers_only) encodings = summarise_encodings(checkpoint, summary);
     PlanResult plan = headers_only ? PlanResult{} : make_plan(registry, checkpoint, family);
-    if (as_json) print_json(checkpoint, summary, top, all_tensors, plan, full_plan);
-    else print_text(checkpoint, summary, top, all_tensors, plan, full_plan);
+    if (as_json) print_json(checkpoint, summary, encodings, top, all_tensors, plan, full_plan);
+    else print_text(checkpoint, summary, encodings, top, all_tensors, plan, full_plan);
     warn_about_rejections(registry);
     return 0;
 }

@@ -28,6 +28,7 @@ std::string kinds_text(std::uint32_t kinds) {
     add(MOEQUANT_KIND_ADAPTER, "adapter");
     add(MOEQUANT_KIND_QUANTIZER, "quantizer");
     add(MOEQUANT_KIND_FORMAT, "format");
+    add(MOEQUANT_KIND_ENCODING, "encoding");
     return out;
 }
 
@@ -44,6 +45,8 @@ std::vector<ObjectLine> objects_of(const Registry& registry) {
         out.push_back({"quantizer", std::string(q.object->id()), std::string(q.object->description()), q.plugin});
     for (const auto& f : registry.formats())
         out.push_back({"format", std::string(f.object->id()), std::string(f.object->description()), f.plugin});
+    for (const auto& e : registry.encodings())
+        out.push_back({"encoding", std::string(e.object->id()), std::string(e.object->description()), e.plugin});
     return out;
 }
 

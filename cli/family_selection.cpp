@@ -70,6 +70,7 @@ SelectedAdapter select_adapter(const Registry& registry, const ModelConfig& conf
 
 PlannedSource open_planned_source(const Registry& registry, const std::string& path, const std::string& family_override) {
     Checkpoint checkpoint = Checkpoint::open(path);
+    attach_encodings(checkpoint, registry);
     ModelConfig config = checkpoint.config();
     const SelectedAdapter adapter = select_adapter(registry, config, checkpoint, family_override);
     ModelPlan plan = adapter.adapter->plan(config, checkpoint);

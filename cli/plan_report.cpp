@@ -34,15 +34,13 @@ std::vector<std::int64_t> moe_layer_indices(const ModelPlan& plan) {
     return layers;
 }
 
-// Distinct "dtype" spellings per projection over all experts (normally one each).
-std::map<Projection, std::set<std::string>> expert_dtypes(const ModelPlan& plan) {
+// Distinct encodings per projection over all experts (normally one each), as their summaries.
+std::map<Projection, std::set<std::string>> expert_encodings(const PlanReport& report) {
     std::map<Projection, std::set<std::string>> out;
-    for (const auto& layer : plan.moe_layers)
+    for (const auto& layer : report.plan.moe_layers)
         for (const auto& e : layer.experts)
-            for (Projection p : expert_projections) {
-                const auto& src = e.weights[static_cast<int>(p)];
-                out[p].insert(std::string(dtype_name(src.dtype)) + (src.scale_tensor.empty() ? "" : "+scale"));
-            }
+            for (Projection p : expert_projections)
+                out[p].insert(report.source.weight(e.weights[static_cast<int>(p)].tensor).summary);
     return out;
 }
 
@@ -57,15 +55,24 @@ std::string skipped_mtp_reason(const ModelPlan& plan) {
            std::to_string(plan.num_hidden_layers) + ", or top-level mtp.*)";
 }
 
-json::object source_json(const ExpertWeightSource& s) {
+json::object encoding_json(const EncodedWeight& w) {
+    json::object tensors;
+    for (const auto& [role, tensor] : w.tensors) tensors[role] = tensor;
+    json::object parameters;
+    for (const auto& [key, value] : w.parameters.items()) parameters[key] = value;
+    return {{"id", w.encoding}, {"input_type", w.input_type}, {"summary", w.summary},
+            {"tensors", std::move(tensors)}, {"parameters", std::move(parameters)}};
+}
+
+json::object source_json(const Checkpoint& source, const ExpertWeightSource& s) {
     json::object o{{"tensor", s.tensor},
-                   {"dtype", std::string(dtype_name(s.dtype))},
-                   {"shape", json::array{s.rows, s.cols}}};
-    if (!s.scale_tensor.empty()) o["scale_tensor"] = s.scale_tensor;
+                   {"shape", json::array{s.rows, s.cols}},
+                   {"encoding", encoding_json(source.weight(s.tensor))}};
     if (s.slice)
         o["slice"] = json::object{{"expert", s.slice->expert},
                                   {"offset", s.slice->offset},
                                   {"length", s.slice->length},
+                                  {"step", s.slice->step},
                                   {"along_columns", s.slice->along_columns},
                                   {"transposed", s.slice->transposed}};
     return o;
@@ -84,14 +91,13 @@ void print_plan_text(std::ostream& out, const PlanReport& report, bool full) {
         << expert_layout_name(p.layout) << ", hidden_size " << p.hidden_size << ", expert intermediate size "
         << p.expert_intermediate_size << "\n";
     out << "  router: " << describe_router(p.router) << "\n";
-    auto dtypes = expert_dtypes(p);
+    auto encodings = expert_encodings(report);
     for (Projection proj : expert_projections) {
         const auto& first = p.moe_layers.front().experts.front().weights[static_cast<int>(proj)];
         std::string ds;
-        for (const auto& d : dtypes[proj]) ds += (ds.empty() ? "" : "/") + d;
+        for (const auto& d : encodings[proj]) ds += (ds.empty() ? "" : " / ") + d;
         out << "  " << projection_name(proj) << ": [" << first.rows << "," << first.cols << "] " << ds << "\n";
     }
-    if (p.fp8_block) out << "  FP8 block size: [" << p.fp8_block->rows << "," << p.fp8_block->cols << "]\n";
 
     auto counts = role_counts(p);
     std::string roles_line;
@@ -117,8 +123,12 @@ void print_plan_text(std::ostream& out, const PlanReport& report, bool full) {
                 if (s.slice)
                     out << " [expert " << s.slice->expert << ", " << (s.slice->along_columns ? "columns " : "rows ")
                         << s.slice->offset << ".." << s.slice->offset + s.slice->length
+                        << (s.slice->step > 1 ? ", step " + std::to_string(s.slice->step) : "")
                         << (s.slice->transposed ? ", transposed" : "") << "]";
-                if (!s.scale_tensor.empty()) out << " scale " << printable_name(s.scale_tensor);
+                const EncodedWeight& w = report.source.weight(s.tensor);
+                out << " " << w.encoding;
+                for (const auto& [role, tensor] : w.tensors)
+                    if (tensor != s.tensor) out << " " << role << " " << printable_name(tensor);
                 out << "\n";
             }
     out << "\nroles:\n";
@@ -144,18 +154,19 @@ json::object plan_json(const PlanReport& report, bool full) {
                                {"groups", p.router.groups},
                                {"groups_kept", p.router.groups_kept},
                                {"bias", p.router.uses_bias}};
-    o["fp8_block"] = p.fp8_block ? json::value(json::array{p.fp8_block->rows, p.fp8_block->cols}) : json::value(nullptr);
     json::array layers;
     for (auto l : moe_layer_indices(p)) layers.push_back(l);
     o["moe_layers"] = std::move(layers);
     json::object weights;
-    auto dtypes = expert_dtypes(p);
+    auto encodings = expert_encodings(report);
     for (Projection proj : expert_projections) {
         const auto& first = p.moe_layers.front().experts.front().weights[static_cast<int>(proj)];
+        const EncodedWeight& w = report.source.weight(first.tensor);
         json::array ds;
-        for (const auto& d : dtypes[proj]) ds.push_back(json::value(d));
-        weights[std::string(projection_name(proj))] =
-            json::object{{"shape", json::array{first.rows, first.cols}}, {"dtypes", std::move(ds)}};
+        for (const auto& d : encodings[proj]) ds.push_back(json::value(d));
+        weights[std::string(projection_name(proj))] = json::object{{"shape", json::array{first.rows, first.cols}},
+                                                                   {"encodings", std::move(ds)},
+                                                                   {"encoding", encoding_json(w)}};
     }
     o["expert_weights"] = std::move(weights);
     json::object roles;
@@ -171,7 +182,7 @@ json::object plan_json(const PlanReport& report, bool full) {
             for (const auto& e : layer.experts) {
                 json::object eo{{"expert", e.expert}};
                 for (Projection proj : expert_projections)
-                    eo[std::string(projection_name(proj))] = source_json(e.weights[static_cast<int>(proj)]);
+                    eo[std::string(projection_name(proj))] = source_json(report.source, e.weights[static_cast<int>(proj)]);
                 experts.push_back(std::move(eo));
             }
             layer_list.push_back(json::object{{"layer", layer.layer},

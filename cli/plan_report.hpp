@@ -2,6 +2,7 @@
 // dtypes, roles, skipped tensors and why, warnings) as text or JSON, optionally in full.
 #pragma once
 
+#include <moequant/checkpoint.hpp>
 #include <moequant/model_adapter.hpp>
 
 #include <boost/json/object.hpp>
@@ -12,6 +13,7 @@ namespace moequant::cli {
 
 struct PlanReport {
     const ModelPlan& plan;
+    const Checkpoint& source;  // the planned checkpoint (each weight's encoding)
     bool overridden = false;  // the family came from --family
 };
 

@@ -17,10 +17,6 @@ namespace {
 
 std::string dims(std::int64_t a, std::int64_t b) { return shape_to_string({a, b}); }
 
-bool is_plain_expert_dtype(DType d) {
-    return d == DType::BF16 || d == DType::F16 || d == DType::F32;
-}
-
 class PlanBuilder {
 public:
     PlanBuilder(const FamilyRules& rules, const ModelConfig& config, const Checkpoint& checkpoint)
@@ -56,12 +52,6 @@ private:
         if (plan_.experts_per_token > plan_.num_experts)
             config_error(rules_.top_k_keys.front() + " (" + std::to_string(plan_.experts_per_token) +
                          ") exceeds the number of experts (" + std::to_string(plan_.num_experts) + ")");
-        if (auto v = config_.find("quantization_config.weight_block_size"); v && !v->is_null()) {
-            auto block = v->as_int_array();
-            if (block.size() != 2 || block[0] <= 0 || block[1] <= 0)
-                config_error("'" + v->path() + "' must be two positive integers, got " + v->to_json());
-            plan_.fp8_block = BlockSize{block[0], block[1]};
-        }
         if (rules_.router) plan_.router = rules_.router(config_, plan_.experts_per_token);
     }
 
@@ -109,18 +99,26 @@ private:
 
     std::string layer_prefix(std::int64_t layer) const { return prefix_ + std::to_string(layer) + "."; }
 
-    // The name of a fused expert tensor, with or without a ".weight" suffix.
+    // The name of a fused expert weight, with or without a ".weight" suffix.
     std::optional<std::string> fused_name(std::int64_t layer, const std::string& what) const {
         std::string base = layer_prefix(layer) + "mlp.experts." + what;
-        if (checkpoint_.contains(base)) return base;
-        if (checkpoint_.contains(base + ".weight")) return base + ".weight";
+        if (checkpoint_.find_weight(base)) return base;
+        if (checkpoint_.find_weight(base + ".weight")) return base + ".weight";
         return std::nullopt;
     }
 
     const ExpertNaming* per_expert_naming(std::int64_t layer) const {
         for (const auto& n : rules_.namings)
-            if (checkpoint_.contains(layer_prefix(layer) + n.experts + ".0." + n.projections[0] + ".weight")) return &n;
+            if (checkpoint_.find_weight(layer_prefix(layer) + n.experts + ".0." + n.projections[0] + ".weight")) return &n;
         return nullptr;
+    }
+
+    // Every tensor a weight is decoded from (and the ones it ignores) is accounted for: the
+    // primary as the expert, the rest as its encoding's side tensors.
+    void record_planned(const EncodedWeight& w) {
+        for (const auto& [role, tensor] : w.tensors)
+            (tensor == w.primary() ? planned_ : planned_scales_).insert(tensor);
+        for (const auto& tensor : w.ignored) planned_scales_.insert(tensor);
     }
 
     void plan_layer(std::int64_t layer) {
@@ -190,58 +188,23 @@ private:
         for (Projection p : expert_projections) {
             std::string name = layer_prefix(layer) + naming.experts + "." + std::to_string(expert) + "." +
                                naming.projections[static_cast<int>(p)] + ".weight";
-            if (!checkpoint_.contains(name))
+            const EncodedWeight* w = checkpoint_.find_weight(name);
+            if (!w)
                 tensor_error(name, "missing routed-expert tensor (the config says " + std::to_string(plan_.num_experts) +
                                        " experts per MoE layer)",
                              "MissingTensor");
-            const TensorInfo& info = checkpoint_.info(name);
             auto [rows, cols] = expected_matrix(p);
-            if (info.shape != Shape{rows, cols})
-                tensor_error(name, "has shape " + shape_to_string(info.shape) + ", but the config implies " +
+            if (w->shape != Shape{rows, cols})
+                tensor_error(name, "has shape " + shape_to_string(w->shape) + ", but the config implies " +
                                        dims(rows, cols) + " (" + size_explanation(p) + ")",
                              "ShapeMismatch");
             ExpertWeightSource& src = ep.weights[static_cast<int>(p)];
             src.tensor = name;
-            src.dtype = info.dtype;
             src.rows = rows;
             src.cols = cols;
-            if (info.dtype == DType::F8_E4M3) {
-                src.scale_tensor = checked_scale(name, rows, cols);
-            } else if (!is_plain_expert_dtype(info.dtype)) {
-                tensor_error(name, "has dtype " + std::string(dtype_name(info.dtype)) +
-                                       "; routed experts must be BF16, F16, F32 or F8_E4M3 with block scales",
-                             "UnsupportedDtype");
-            }
-            planned_.insert(name);
-            if (!src.scale_tensor.empty()) planned_scales_.insert(src.scale_tensor);
+            record_planned(*w);
         }
         return ep;
-    }
-
-    std::string checked_scale(const std::string& weight, std::int64_t rows, std::int64_t cols) {
-        if (!plan_.fp8_block)
-            tensor_error(weight, "is FP8 but the config has no quantization_config.weight_block_size",
-                         "MissingBlockSize", "FP8 block scales need their block size from config.json");
-        const std::string scale = weight + "_scale_inv";
-        if (!checkpoint_.contains(scale)) {
-            std::string hint = checkpoint_.contains(weight + "_scale")
-                                   ? "the checkpoint has '" + weight + "_scale' instead; per-channel FP8 scales are not supported"
-                                   : "";
-            tensor_error(weight, "is FP8 but its scale tensor '" + scale + "' is missing", "MissingScale", hint);
-        }
-        const TensorInfo& info = checkpoint_.info(scale);
-        const BlockSize b = *plan_.fp8_block;
-        const ErrorContext where{.file = config_.source(), .tensor = scale};
-        const Shape expected{checked_add(rows, b.rows - 1, "the weight's rows rounded up to whole blocks", where) / b.rows,
-                             checked_add(cols, b.cols - 1, "the weight's columns rounded up to whole blocks", where) / b.cols};
-        if (info.shape != expected)
-            tensor_error(scale, "has shape " + shape_to_string(info.shape) + ", but weight " + dims(rows, cols) +
-                                    " with block " + dims(b.rows, b.cols) + " needs " + shape_to_string(expected),
-                         "ScaleShapeMismatch");
-        if (info.dtype != DType::F32 && info.dtype != DType::BF16 && info.dtype != DType::F8_E8M0)
-            tensor_error(scale, "has dtype " + std::string(dtype_name(info.dtype)) + "; block scales must be F32, BF16 or F8_E8M0",
-                         "UnsupportedDtype");
-        return scale;
     }
 
     void plan_fused(std::int64_t layer, const std::string& gate_up, MoeLayerPlan& layer_plan) {
@@ -249,13 +212,8 @@ private:
         if (!down)
             tensor_error(gate_up, "has no matching fused 'mlp.experts.down_proj' in layer " + std::to_string(layer),
                          "MissingTensor");
-        const TensorInfo& gu = checkpoint_.info(gate_up);
-        const TensorInfo& dn = checkpoint_.info(*down);
-        for (const TensorInfo* t : {&gu, &dn})
-            if (!is_plain_expert_dtype(t->dtype))
-                tensor_error(t->name, "has dtype " + std::string(dtype_name(t->dtype)) +
-                                          "; fused experts are supported in BF16, F16 and F32 only",
-                             "UnsupportedDtype");
+        const EncodedWeight& gu = checkpoint_.weight(gate_up);
+        const EncodedWeight& dn = checkpoint_.weight(*down);
         const std::int64_t E = plan_.num_experts, H = plan_.hidden_size, I = plan_.expert_intermediate_size;
         const std::int64_t I2 = checked_mul(std::int64_t{2}, I, "2 x " + rules_.expert_size_keys.front(),
                                             {.file = config_.source()});
@@ -278,7 +236,6 @@ private:
                 ExpertWeightSource& src = ep.weights[static_cast<int>(p)];
                 auto [rows, cols] = expected_matrix(p);
                 src.tensor = p == Projection::down ? *down : gate_up;
-                src.dtype = p == Projection::down ? dn.dtype : gu.dtype;
                 src.rows = rows;
                 src.cols = cols;
                 ExpertWeightSource::FusedSlice slice;
@@ -295,8 +252,8 @@ private:
             }
             layer_plan.experts.push_back(ep);
         }
-        planned_.insert(gate_up);
-        planned_.insert(*down);
+        record_planned(gu);
+        record_planned(dn);
     }
 
     // ---- roles ----

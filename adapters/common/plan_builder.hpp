@@ -1,8 +1,8 @@
 // Building a ModelPlan from a family's rules, the config and the checkpoint's tensor headers.
 //
-// Every routed-expert weight the config implies must exist with the implied shape; FP8 weights
-// need `quantization_config.weight_block_size` and a `<weight>_scale_inv` of the exact block
-// shape; fused layouts (model-families.md §2.5) are told apart from both tensor shapes and are
+// Every routed-expert weight the config implies must exist with the implied shape, in an
+// encoding an installed encoding plugin recognises (Checkpoint::weight(), which refuses FP8
+// without its scale, scales of the wrong shape, ...); fused layouts (model-families.md §2.5) are told apart from both tensor shapes and are
 // refused when neither layout fits. Errors name the tensor or config key and what was expected.
 #pragma once
 

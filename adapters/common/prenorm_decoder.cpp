@@ -27,19 +27,19 @@ public:
         : spec_(std::move(spec)), checkpoint_(checkpoint), make_layer_(std::move(make_layer)) {}
 
     std::vector<float> embed(std::span<const std::int32_t> ids) const override {
-        const TensorInfo& info = checkpoint_.info(spec_.embed);
-        if (info.shape.size() != 2 || info.shape[1] != spec_.hidden)
+        const EncodedWeight& table = checkpoint_.weight(spec_.embed);
+        if (table.shape.size() != 2 || table.shape[1] != spec_.hidden)
             throw Error(ErrorKind::input, "is not [vocab, hidden_size]", {.tensor = spec_.embed, .code = "ShapeMismatch"});
-        const std::int64_t vocab = info.shape[0], h = spec_.hidden;
-        const TensorView table = checkpoint_.view(spec_.embed);
-        const std::size_t width = static_cast<std::size_t>(h) * dtype_bits(info.dtype) / 8;
+        const std::int64_t vocab = table.shape[0], h = spec_.hidden;
         std::vector<float> out(ids.size() * static_cast<std::size_t>(h));
         for (std::size_t i = 0; i < ids.size(); ++i) {
             if (ids[i] < 0 || ids[i] >= vocab)
                 throw Error(ErrorKind::input, "token id " + std::to_string(ids[i]) + " is outside the vocabulary of " + std::to_string(vocab),
                             {.tensor = spec_.embed, .code = "BadToken"});
-            const TensorView row{info.dtype, {h}, table.bytes.subspan(static_cast<std::size_t>(ids[i]) * width, width)};
-            decode_to_f32(row, std::span<float>(out.data() + i * h, static_cast<std::size_t>(h)));
+            // One row, decoded by the table's encoding (plain tables: their stored values).
+            std::span<float> row(out.data() + i * h, static_cast<std::size_t>(h));
+            decode_weight(checkpoint_, table, {.row_begin = ids[i], .row_end = ids[i] + 1, .col_end = h}, DecodeTarget::f32,
+                          std::as_writable_bytes(row));
         }
         return out;
     }
@@ -79,7 +79,7 @@ PreNormDecoderLayer::PreNormDecoderLayer(const DecoderSpec& spec, const Checkpoi
 const std::vector<float>& PreNormDecoderLayer::decoded(const std::string& name, const Shape& shape) const {
     std::lock_guard lock(decoded_mutex_);
     auto it = decoded_.find(name);
-    if (it == decoded_.end()) it = decoded_.emplace(name, load_f32(checkpoint_, name, plan_.fp8_block, shape)).first;
+    if (it == decoded_.end()) it = decoded_.emplace(name, load_f32(checkpoint_, name, shape)).first;
     return it->second;
 }
 
@@ -121,7 +121,7 @@ void PreNormDecoderLayer::mlp(const std::vector<float>& in, std::vector<float>& 
         const ExpertPlan& p = moe_->experts[static_cast<std::size_t>(expert)];
         auto matrix = [&](Projection proj) {
             if (experts) return to_f32(experts(expert, proj));
-            return to_f32(load_expert_matrix(checkpoint_, p.weights[static_cast<int>(proj)], plan_.fp8_block));
+            return to_f32(load_expert_matrix(checkpoint_, p.weights[static_cast<int>(proj)]));
         };
         return ExpertWeightsF32{matrix(Projection::gate), matrix(Projection::up), matrix(Projection::down),
                                 plan_.expert_intermediate_size};

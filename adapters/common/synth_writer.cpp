@@ -32,6 +32,16 @@ Shape scale_shape(const Shape& weight, BlockSize block) {
     return {(weight[0] + block.rows - 1) / block.rows, (weight[1] + block.cols - 1) / block.cols};
 }
 
+// The block the synthetic FP8 scales cover: the config's block, or one row per channel.
+BlockSize fp8_scale_block(const SynthModel& model, const Shape& weight) {
+    return model.encoding == SynthEncoding::fp8_channel ? BlockSize{1, weight[1]} : model.fp8_block;
+}
+
+// `<stem>.input_scale` of a `<stem>.weight`.
+std::string input_scale_name(const std::string& weight) {
+    return weight.substr(0, weight.size() - std::string(".weight").size()) + ".input_scale";
+}
+
 std::vector<Placed> expand(const SynthModel& model) {
     std::vector<Placed> out;
     for (std::size_t i = 0; i < model.tensors.size(); ++i) {
@@ -40,7 +50,12 @@ std::vector<Placed> expand(const SynthModel& model) {
             if (t.shape.size() != 2)
                 throw Error(ErrorKind::internal, "FP8 synth tensors must be 2-D", {.tensor = t.name});
             out.push_back({i, false, {t.name, DType::F8_E4M3, t.shape}});
-            out.push_back({i, true, {t.name + "_scale_inv", DType::F32, scale_shape(t.shape, model.fp8_block)}});
+            if (model.encoding == SynthEncoding::fp8_channel) {
+                out.push_back({i, true, {t.name + "_scale", DType::BF16, {t.shape[0], 1}}});
+                if (t.name.ends_with(".weight")) out.push_back({i, true, {input_scale_name(t.name), DType::F32, {1}}});
+            } else {
+                out.push_back({i, true, {t.name + "_scale_inv", DType::F32, scale_shape(t.shape, model.fp8_block)}});
+            }
         } else {
             out.push_back({i, false, {t.name, t.dtype, t.shape}});
         }
@@ -191,20 +206,40 @@ void pretty(const json::value& v, std::string& out, int indent) {
 
 }  // namespace
 
-json::value fp8_quantization_config() {
-    return json::object{{"activation_scheme", "dynamic"},
-                        {"fmt", "e4m3"},
-                        {"quant_method", "fp8"},
-                        {"weight_block_size", json::array{128, 128}}};
+json::value quantization_config(SynthEncoding encoding) {
+    switch (encoding) {
+        case SynthEncoding::bf16: return nullptr;
+        case SynthEncoding::fp8_block:
+            return json::object{{"activation_scheme", "dynamic"},
+                                {"fmt", "e4m3"},
+                                {"quant_method", "fp8"},
+                                {"weight_block_size", json::array{128, 128}}};
+        case SynthEncoding::fp8_channel: {
+            json::object weights{{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "channel"},
+                                 {"dynamic", false}, {"group_size", nullptr}, {"actorder", nullptr}, {"observer", "minmax"}};
+            json::object inputs{{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "tensor"},
+                                {"dynamic", false}, {"observer", "minmax"}};
+            json::object group{{"targets", json::array{"Linear"}}, {"weights", std::move(weights)},
+                               {"input_activations", std::move(inputs)}, {"output_activations", nullptr}};
+            return json::object{{"quant_method", "compressed-tensors"},
+                                {"format", "float-quantized"},
+                                {"quantization_status", "compressed"},
+                                {"config_groups", json::object{{"group_0", std::move(group)}}},
+                                {"ignore", json::array{"lm_head"}},
+                                {"kv_cache_scheme", nullptr}};
+        }
+    }
+    return nullptr;
 }
 
-json::object base_config(std::int64_t vocab_size, std::int64_t bos_token_id, std::int64_t eos_token_id, bool fp8) {
+json::object base_config(std::int64_t vocab_size, std::int64_t bos_token_id, std::int64_t eos_token_id,
+                         SynthEncoding encoding) {
     json::object c{{"attention_dropout", 0.0},        {"hidden_act", "silu"},       {"initializer_range", 0.02},
                    {"tie_word_embeddings", false},    {"torch_dtype", "bfloat16"},  {"transformers_version", "4.57.1"},
                    {"use_cache", true},               {"vocab_size", vocab_size}};
     if (bos_token_id >= 0) c["bos_token_id"] = bos_token_id;
     if (eos_token_id >= 0) c["eos_token_id"] = eos_token_id;
-    if (fp8) c["quantization_config"] = fp8_quantization_config();
+    if (encoding != SynthEncoding::bf16) c["quantization_config"] = quantization_config(encoding);
     return c;
 }
 
@@ -239,8 +274,9 @@ SynthSettings read_synth_settings(const Options& options, const std::vector<std:
     one_of("--preset", preset, {"tiny", "small"});
     s.small = preset == "small";
     std::string dtype = options.get_string("dtype", "bf16");
-    one_of("--dtype", dtype, {"bf16", "fp8"});
-    s.fp8 = dtype == "fp8";
+    one_of("--dtype", dtype, {"bf16", "fp8", "fp8-channel"});
+    s.encoding = dtype == "fp8" ? SynthEncoding::fp8_block : dtype == "fp8-channel" ? SynthEncoding::fp8_channel : SynthEncoding::bf16;
+    s.fp8 = s.encoding != SynthEncoding::bf16;
     std::int64_t seed = options.get_int("seed", 42);
     if (seed < 0) throw_usage_error("--seed must not be negative");
     s.seed = static_cast<std::uint64_t>(seed);
@@ -268,8 +304,11 @@ void write_synth_model(const SynthModel& model, const std::filesystem::path& dir
             std::vector<float> values = values_of(t, seed);
             std::vector<std::uint8_t> bytes;
             if (t.dtype == DType::F8_E4M3) {
-                auto [codes, scales] = quantize_fp8(values, t.shape, model.fp8_block);
-                bytes = p.is_scale ? f32_bytes(scales) : std::move(codes);
+                auto [codes, scales] = quantize_fp8(values, t.shape, fp8_scale_block(model, t.shape));
+                if (!p.is_scale) bytes = std::move(codes);
+                else if (p.spec.name.ends_with(".input_scale")) bytes = f32_bytes({0.0125f});  // never read
+                else if (p.spec.dtype == DType::BF16) bytes = bf16_bytes(scales);
+                else bytes = f32_bytes(scales);
             } else if (t.dtype == DType::BF16) {
                 bytes = bf16_bytes(values);
             } else if (t.dtype == DType::F32) {

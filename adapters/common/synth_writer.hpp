@@ -1,7 +1,9 @@
 // Writing a synthetic checkpoint: a family lists its tensors and config, this writes them the
 // way real checkpoints are laid out — config and side files, sharded safetensors named as the
-// real model names them, FP8 weights block-quantized with their `_scale_inv` (one of them in
-// a different shard than its weight), and model.safetensors.index.json last.
+// real model names them, the linears a family marks quantizable stored in the chosen source
+// encoding (FP8 block-quantized with their `_scale_inv`, one of them in a different shard than
+// its weight; FP8 per channel with `_scale` and `input_scale`), and model.safetensors.index.json
+// last.
 #pragma once
 
 #include <moequant/fp8_dequant.hpp>
@@ -27,9 +29,17 @@ enum class SynthFill {
     inv_freq,  // rotary inverse frequencies 1 / scale^(2i / (2n)) for n = elements (scale = theta)
 };
 
+// How synth stores the linears a family marks quantizable (SynthTensor::dtype F8_E4M3).
+enum class SynthEncoding {
+    bf16,         // not quantized
+    fp8_block,    // DeepSeek style: 128x128 blocks, F32 `<w>_scale_inv`, quant_method fp8
+    fp8_channel,  // GLM-4.x-FP8 style: compressed-tensors float-quantized, BF16 `<w>_scale` [N,1],
+                  // F32 `<stem>.input_scale` [1] (static activation scales, never read)
+};
+
 struct SynthTensor {
     std::string name;
-    DType dtype = DType::BF16;  // BF16, F32, or F8_E4M3: block-quantized, adds "<name>_scale_inv" (F32)
+    DType dtype = DType::BF16;  // BF16, F32, or F8_E4M3: quantizable, stored as SynthModel::encoding says
     Shape shape;
     SynthFill fill = SynthFill::normal;
     double scale = 0.02;
@@ -39,6 +49,7 @@ struct SynthModel {
     boost::json::value config;         // written as config.json
     std::vector<SynthTensor> tensors;  // in checkpoint order
     BlockSize fp8_block{128, 128};
+    SynthEncoding encoding = SynthEncoding::fp8_block;  // how F8_E4M3-marked tensors are stored
     std::size_t shard_count = 1;
     // File name of shard `number` (1-based) of `count`.
     std::function<std::string(std::size_t number, std::size_t count)> shard_name;
@@ -63,7 +74,8 @@ void write_synth_model(const SynthModel& model, const std::filesystem::path& dir
 struct SynthSettings {
     std::string model_type;          // one of the family's model types (default: the first)
     bool small = false;              // preset "small" instead of "tiny"
-    bool fp8 = false;                // dtype "fp8" instead of "bf16"
+    bool fp8 = false;                // a quantized dtype: the family marks its linears F8_E4M3
+    SynthEncoding encoding = SynthEncoding::bf16;  // --dtype: bf16, fp8 (block), fp8-channel
     std::uint64_t seed = 42;
     std::string layout = "per-expert";
 };
@@ -77,13 +89,16 @@ std::string padded_shard_name(std::size_t number, std::size_t count, int number_
 // "model-1-of-61.safetensors" (Kimi-K2).
 std::string unpadded_shard_name(std::size_t number, std::size_t count);
 
-// The quantization_config of DeepSeek-style FP8 checkpoints (model-families.md §4.2).
-boost::json::value fp8_quantization_config();
+// The quantization_config of an encoding: DeepSeek-style FP8 (model-families.md §4.2), or
+// compressed-tensors float-quantized per channel (model-families-2026.md §2.3); null for bf16.
+boost::json::value quantization_config(SynthEncoding encoding);
 
 // The config fields every synthetic family writes the same way: attention_dropout, hidden_act,
 // initializer_range, tie_word_embeddings, torch_dtype, transformers_version, use_cache,
-// vocab_size, the bos/eos ids of the tokenizer (those it has), and quantization_config for FP8.
-boost::json::object base_config(std::int64_t vocab_size, std::int64_t bos_token_id, std::int64_t eos_token_id, bool fp8);
+// vocab_size, the bos/eos ids of the tokenizer (those it has), and the encoding's
+// quantization_config.
+boost::json::object base_config(std::int64_t vocab_size, std::int64_t bos_token_id, std::int64_t eos_token_id,
+                                SynthEncoding encoding);
 
 // JSON text indented by two spaces with object keys sorted, as transformers writes configs
 // (json.dumps(..., indent=2, sort_keys=True)).

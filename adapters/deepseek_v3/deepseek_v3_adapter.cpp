@@ -86,6 +86,7 @@ public:
         const SynthTokenizer tokenizer = make_synth_tokenizer(request);
 
         SynthModel model;
+        model.encoding = s.encoding;
         model.config = config(p, s, kimi, mtp_layers, tokenizer);
         add_tokenizer_files(model, tokenizer);
         const bool fp8 = s.fp8;
@@ -144,7 +145,7 @@ public:
 private:
     static json::value config(const Preset& p, const SynthSettings& s, bool kimi, std::int64_t mtp_layers,
                               const SynthTokenizer& tokenizer) {
-        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.fp8);
+        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.encoding);
         c["architectures"] = json::array{"DeepseekV3ForCausalLM"};
         c["attention_bias"] = false;
         c["first_k_dense_replace"] = p.first_dense;

@@ -83,6 +83,7 @@ public:
         const SynthTokenizer tokenizer = make_synth_tokenizer(request);
 
         SynthModel model;
+        model.encoding = s.encoding;
         model.config = config(p, s, tokenizer);
         add_tokenizer_files(model, tokenizer);
         auto& t = model.tensors;
@@ -127,7 +128,7 @@ public:
 
 private:
     static json::value config(const Preset& p, const SynthSettings& s, const SynthTokenizer& tokenizer) {
-        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.fp8);
+        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.encoding);
         c["architectures"] = json::array{"MixtralForCausalLM"};
         c["hidden_size"] = p.hidden;
         c["intermediate_size"] = p.intermediate;

@@ -67,6 +67,7 @@ public:
         const SynthTokenizer tokenizer = qwen_style_tokenizer(p.vocab);
 
         SynthModel model;
+        model.encoding = s.encoding;
         model.config = config(p, s, vl, tokenizer);
         add_tokenizer_files(model, tokenizer);
         auto& t = model.tensors;
@@ -101,7 +102,7 @@ public:
 
 private:
     static json::value config(const Preset& p, const SynthSettings& s, bool vl, const SynthTokenizer& tokenizer) {
-        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.fp8);
+        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.encoding);
         if (!vl) c["architectures"] = json::array{"Qwen3MoeForCausalLM"};
         c["attention_bias"] = false;
         c["decoder_sparse_step"] = 1;

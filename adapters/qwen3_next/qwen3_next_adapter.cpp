@@ -57,6 +57,7 @@ public:
         const SynthTokenizer tokenizer = qwen_style_tokenizer(p.vocab);
 
         SynthModel model;
+        model.encoding = s.encoding;
         model.config = config(p, s, tokenizer);
         add_tokenizer_files(model, tokenizer);
         auto& t = model.tensors;
@@ -107,7 +108,7 @@ private:
     }
 
     static json::value config(const Preset& p, const SynthSettings& s, const SynthTokenizer& tokenizer) {
-        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.fp8);
+        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.encoding);
         c["architectures"] = json::array{"Qwen3NextForCausalLM"};
         c["attention_bias"] = false;
         c["decoder_sparse_step"] = 1;

@@ -63,12 +63,12 @@ public:
                     src.tensor = block(l) + "moe.experts." + std::to_string(e) + "." + names[p] + ".weight";
                     src.rows = p == 2 ? s.d_model : s.expert_hidden;
                     src.cols = p == 2 ? s.expert_hidden : s.d_model;
-                    const TensorInfo& info = checkpoint.info(src.tensor);  // Error(input) if missing
-                    if (info.shape != Shape{src.rows, src.cols})
-                        throw Error(ErrorKind::input, "has shape " + shape_to_string(info.shape) + ", expected " +
+                    // Whatever its encoding; Error(input) if missing or undecodable.
+                    const EncodedWeight& w = checkpoint.weight(src.tensor);
+                    if (w.shape != Shape{src.rows, src.cols})
+                        throw Error(ErrorKind::input, "has shape " + shape_to_string(w.shape) + ", expected " +
                                                           shape_to_string({src.rows, src.cols}),
                                     {.tensor = src.tensor, .code = "ShapeMismatch"});
-                    src.dtype = info.dtype;
                 }
                 layer.experts.push_back(ep);
             }

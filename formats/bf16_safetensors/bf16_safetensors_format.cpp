@@ -83,7 +83,7 @@ private:
         std::vector<TensorSpec> specs;
         for (const auto& name : names) specs.push_back(copied_spec(*c_.source, name));
         SafetensorsWriter writer = sharded_.open_shard(file, specs);
-        for (const auto& name : names) write_copied(writer, *c_.source, *c_.plan, name);
+        for (const auto& name : names) write_copied(writer, *c_.source, name);
         writer.finish();
         return describe_written(c_.directory, file);
     }

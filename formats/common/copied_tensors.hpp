@@ -1,16 +1,18 @@
-// The tensors a format copies beside the quantized experts, and how: FP8 block-scaled weights
-// are dequantized to BF16 on the CPU and their `*_scale_inv` dropped, everything else keeps its
-// dtype and bytes; MTP layers and rotary buffers are never copied (conventions.md §4).
+// The tensors a format copies beside the quantized experts, and how: weights in a non-plain
+// encoding (FP8, INT4, ...) are decoded to BF16 on the CPU and their side tensors dropped,
+// everything else keeps its dtype and bytes; MTP layers and rotary buffers are never copied (conventions.md §4).
 // Header-only, shared by the format modules.
 #pragma once
 
 #include <moequant/error.hpp>
-#include <moequant/fp8_dequant.hpp>
+#include <moequant/expert_matrix.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/safetensors_writer.hpp>
 
+#include <algorithm>
 #include <charconv>
-#include <set>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,47 +30,70 @@ inline std::int64_t layer_of(const std::string& name) {
     return -1;
 }
 
-// An FP8 weight with its block scale beside it.
-inline bool is_fp8_weight(const Checkpoint& source, const std::string& name) {
-    return source.info(name).dtype == DType::F8_E4M3 && source.contains(name + "_scale_inv");
+// True when a weight is stored in a non-plain encoding (FP8, INT4, MXFP4, ...): copies of it
+// are decoded to BF16.
+inline bool is_encoded(const EncodedWeight& w) {
+    return w.input_type != "bf16" && w.input_type != "fp16" && w.input_type != "fp32";
+}
+
+// The name a stored tensor is copied under: its own, or for the primary tensor of an encoded
+// weight the weight's name (`x.weight_packed` -> `x.weight`); nullopt for the other tensors of
+// an encoded weight (scales, zero points, input_scale), which the decoded copy folds in.
+inline std::optional<std::string> copied_name(const Checkpoint& source, const std::string& tensor) {
+    const EncodedWeight* w = source.weight_holding(tensor);
+    if (!w || !is_encoded(*w)) return tensor;
+    if (tensor != w->primary()) return std::nullopt;
+    return w->name;
 }
 
 // The tensors a BF16 copy of the checkpoint holds, in plan order: every tensor whose role
-// `keep` accepts, except MTP layers, rotary buffers and the scales folded into FP8 weights.
+// `keep` accepts, except MTP layers, rotary buffers and what encoded weights fold in; encoded
+// weights appear under their weight names.
 template <class Keep>
 std::vector<std::string> copied_tensors(const Checkpoint& source, const ModelPlan& plan, const Keep& keep) {
-    std::set<std::string> names;
-    for (const auto& [name, role] : plan.roles) names.insert(name);
     std::vector<std::string> out;
     for (const auto& [name, role] : plan.roles) {
         if (role == TensorRole::skipped_mtp || role == TensorRole::skipped_buffer || !keep(role)) continue;
-        if (name.ends_with("_scale_inv")) {
-            const std::string weight = name.substr(0, name.size() - 10);
-            if (names.count(weight) && source.info(weight).dtype == DType::F8_E4M3) continue;  // folded in
-        }
-        out.push_back(name);
+        if (auto copied = copied_name(source, name)) out.push_back(*copied);
     }
     return out;
 }
 
-// The spec a copied tensor gets: BF16 for FP8 weights, its own dtype otherwise.
+// The spec a copied tensor gets: BF16 with the weight's shape for encoded weights, its own
+// dtype and shape otherwise.
 inline TensorSpec copied_spec(const Checkpoint& source, const std::string& name) {
-    const TensorInfo& info = source.info(name);
-    return {name, is_fp8_weight(source, name) ? DType::BF16 : info.dtype, info.shape};
+    if (source.contains(name)) {
+        const EncodedWeight* w = source.weight_holding(name);
+        if (!w || !is_encoded(*w)) {
+            const TensorInfo& info = source.info(name);
+            return {name, info.dtype, info.shape};
+        }
+    }
+    return {name, DType::BF16, source.weight(name).shape};
 }
 
-// Writes one copied tensor (streamed from the mmap, FP8 dequantized one tensor at a time).
-inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, const ModelPlan& plan,
-                         const std::string& name) {
-    if (!is_fp8_weight(source, name)) {
-        writer.write(name, source.view(name));
+// Writes one copied tensor: plain tensors streamed from the mmap, encoded weights decoded to
+// BF16 one matrix at a time.
+inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, const std::string& name) {
+    if (source.contains(name)) {
+        const EncodedWeight* w = source.weight_holding(name);
+        if (!w || !is_encoded(*w)) {
+            writer.write(name, source.view(name));
+            return;
+        }
+    }
+    const EncodedWeight& w = source.weight(name);
+    if (w.shape.size() == 2) {
+        writer.write(name, decode_matrix(source, w).view());
         return;
     }
-    if (!plan.fp8_block)
-        throw Error(ErrorKind::input, "is FP8 but the config has no quantization_config.weight_block_size",
-                    {.tensor = name, .code = "MissingBlockSize"});
-    Tensor bf16 = dequantize_fp8_block(source.view(name), source.view(name + "_scale_inv"), *plan.fp8_block, {.tensor = name});
-    writer.write(name, bf16.view());
+    Tensor all(DType::BF16, w.shape);
+    const std::size_t matrix_bytes = all.size_bytes() / static_cast<std::size_t>(std::max<std::int64_t>(1, w.shape[0]));
+    for (std::int64_t m = 0; m < w.shape[0]; ++m) {
+        const Tensor one = decode_matrix(source, w, m);
+        std::memcpy(all.data() + static_cast<std::size_t>(m) * matrix_bytes, one.data(), matrix_bytes);
+    }
+    writer.write(name, all.view());
 }
 
 }  // namespace moequant::formats

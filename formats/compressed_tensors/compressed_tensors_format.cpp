@@ -122,7 +122,7 @@ public:
             std::vector<TensorSpec> specs;
             for (const auto& name : rest_) specs.push_back(copied_spec(*c_.source, name));
             SafetensorsWriter writer = sharded_.open_shard(shards_.other_shard(), specs);
-            for (const auto& name : rest_) write_copied(writer, *c_.source, *c_.plan, name);
+            for (const auto& name : rest_) write_copied(writer, *c_.source, name);
             writer.finish();
             written.push_back(describe_written(c_.directory, shards_.other_shard()));
         }
@@ -144,7 +144,7 @@ public:
 
     // The layer's other tensors (attention, router, shared experts, norms), then the shard.
     std::vector<WrittenFile> commit_layer(std::int64_t layer, SafetensorsWriter& writer) {
-        for (const auto& name : by_layer_[layer]) write_copied(writer, *c_.source, *c_.plan, name);
+        for (const auto& name : by_layer_[layer]) write_copied(writer, *c_.source, name);
         writer.finish();
         return {describe_written(c_.directory, shards_.layer_shard(layer))};
     }

@@ -28,10 +28,13 @@ std::vector<std::string> ignored_modules(const ModelPlan& plan, const Checkpoint
     for (const auto& name : unquantized_experts) groups[{layer_of(name), expert_rank}].push_back(name);
     for (const auto& [name, role] : plan.roles) {
         const int r = rank(role);
-        if (r < 0 || !name.ends_with(".weight") || source.info(name).shape.size() != 2) continue;
-        std::int64_t layer = layer_of(name);
+        if (r < 0) continue;
+        // The module's weight as the copy stores it (an encoded `x.qweight` is copied as `x.weight`).
+        const auto copied = copied_name(source, name);
+        if (!copied || !copied->ends_with(".weight") || copied_spec(source, *copied).shape.size() != 2) continue;
+        std::int64_t layer = layer_of(*copied);
         if (layer < 0) layer = std::numeric_limits<std::int64_t>::max();
-        groups[{layer, r}].push_back(name.substr(0, name.size() - 7));
+        groups[{layer, r}].push_back(copied->substr(0, copied->size() - 7));
     }
     std::vector<std::string> out;
     for (const auto& [key, names] : groups) out.insert(out.end(), names.begin(), names.end());

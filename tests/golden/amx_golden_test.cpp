@@ -6,6 +6,7 @@
 #include "isa_limit_restorer.hpp"
 #include "test_support.hpp"
 
+#include <moequant/error.hpp>
 #include <moequant/engine/plugin_registry.hpp>
 #include <moequant/parallel.hpp>
 

@@ -15,6 +15,7 @@
 #include "packed_codes.hpp"
 #include "test_support.hpp"
 
+#include <moequant/error.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
 #include <moequant/engine/plugin_registry.hpp>

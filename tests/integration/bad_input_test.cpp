@@ -240,9 +240,9 @@ BOOST_AUTO_TEST_CASE(index_that_disagrees_with_the_shards) {
 BOOST_AUTO_TEST_CASE(declared_input_type_must_match_the_data) {
     TempDir dir;
     expect_refusal(convert(models().fp8, dir / "out1", {"--input-type", "bf16"}), dir / "out1", 3,
-                   {"InputTypeMismatch", "F8_E4M3", ".mlp.experts."});
+                   {"InputTypeMismatch", "expert is fp8 (FP8 E4M3", ".mlp.experts."});
     expect_refusal(convert(models().bf16, dir / "out2", {"--input-type", "fp8"}), dir / "out2", 3,
-                   {"InputTypeMismatch", "BF16", ".mlp.experts."});
+                   {"InputTypeMismatch", "expert is bf16 (BF16)", ".mlp.experts."});
     BOOST_TEST(!fs::exists(dir / "out1"));
     BOOST_TEST(!fs::exists(dir / "out2"));
 }

@@ -4,6 +4,7 @@
 // matrix read from the family's tensor names (FP8 dequantized, fused tensors sliced), scales and
 // codes computed per element, and placed with the §4.4 index formula.
 
+#include "reference_numerics.hpp"
 #include "test_support.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -30,19 +31,6 @@ struct Family {
     std::string experts = "mlp.experts";
     std::array<std::string, 3> projections = {"gate_proj", "up_proj", "down_proj"};
 };
-
-std::uint16_t bf16_round(float f) {
-    std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-    std::uint32_t upper = u >> 16, lower = u & 0xFFFF;
-    if (lower > 0x8000 || (lower == 0x8000 && (upper & 1))) ++upper;
-    return static_cast<std::uint16_t>(upper);
-}
-
-float e4m3(std::uint8_t b) {
-    const int sign = b >> 7, exponent = (b >> 3) & 15, mantissa = b & 7;
-    const double m = exponent == 0 ? std::ldexp(mantissa / 8.0, -6) : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
-    return static_cast<float>(sign ? -m : m);
-}
 
 template <class T>
 T at(const TensorView& v, std::size_t i) {

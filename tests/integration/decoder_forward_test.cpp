@@ -40,9 +40,13 @@ void check_family(const std::string& family, const std::string& dtype = "bf16") 
     const std::string plugin = family == "kimi_k2" ? "deepseek_v3" : family;
     Registry registry;
     registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-adapter-" + plugin + ".so"), PluginOrigin::explicit_file);
+    for (const char* encoding : {"float", "fp8"})
+        registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-encoding-" + std::string(encoding) + ".so"),
+                           PluginOrigin::explicit_file);
     const ModelAdapter* adapter = registry.adapter(plugin);
     BOOST_REQUIRE(adapter);
-    const Checkpoint checkpoint = Checkpoint::open(dir / "m");
+    Checkpoint checkpoint = Checkpoint::open(dir / "m");
+    attach_encodings(checkpoint, registry);
     const ModelConfig config = checkpoint.config();
     const ModelPlan plan = adapter->plan(config, checkpoint);
     const auto forward = adapter->decoder_forward(config, checkpoint, plan);

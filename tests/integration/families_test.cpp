@@ -189,7 +189,8 @@ void check_family(const Case& c) {
                     BOOST_TEST(shape(tensor) == matrix, boost::test_tools::per_element());
                     BOOST_TEST(dtype(tensor) == (fp8 ? "F8_E4M3" : "BF16"));
                     if (fp8) {
-                        BOOST_TEST(std::string(src.at("scale_tensor").as_string()) == tensor + "_scale_inv");
+                        BOOST_TEST(std::string(src.at("encoding").at("tensors").at("scale").as_string()) == tensor + "_scale_inv");
+                        BOOST_TEST(std::string(src.at("encoding").at("parameters").at("strategy").as_string()) == "block");
                         BOOST_TEST(role(tensor + "_scale_inv") == "routed_expert_scale");
                     }
                 }

@@ -55,7 +55,8 @@ BOOST_AUTO_TEST_CASE(scale_with_the_wrong_shape) {
         if (name == expert0 + "down_proj.weight_scale_inv") r = Replacement{{name, DType::F32, {1, 2}}, std::vector<std::uint8_t>(8, 0)};
         return true;
     });
-    expect_plan_error(dir / "bad", {expert0 + "down_proj.weight_scale_inv", "[1,2]", "needs [2,2]", "ScaleShapeMismatch"});
+    expect_plan_error(dir / "bad", {expert0 + "down_proj.weight_scale_inv", "[1,2]", "expected [2,2] (block [128,128])",
+                                    "ScaleShapeMismatch"});
 }
 
 BOOST_AUTO_TEST_CASE(missing_expert_tensor) {

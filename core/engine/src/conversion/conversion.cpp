@@ -57,7 +57,7 @@ RunManifest describe_job(const ConversionJob& job) {
     }
     m.source_fingerprint = source_fingerprint(*job.source);
     m.source_shards = source_shard_records(*job.source);
-    m.plan_digest = plan_digest(*job.plan);
+    m.plan_digest = plan_digest(*job.plan, *job.source);
     return m;
 }
 
@@ -157,10 +157,8 @@ std::set<std::string> shards_feeding(const Checkpoint& source, const MoeLayerPla
         if (!tensor.empty() && source.contains(tensor)) shards.insert(source.shard_of(tensor));
     };
     for (const auto& e : layer.experts)
-        for (const auto& s : e.weights) {
-            add(s.tensor);
-            add(s.scale_tensor);
-        }
+        for (const auto& s : e.weights)
+            for (const auto& [role, tensor] : source.weight(s.tensor).tensors) add(tensor);
     add(layer.router_weight);
     add(layer.router_bias);
     return shards;
@@ -245,7 +243,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
 
     ConversionResult result;
     std::uint64_t bytes_total = 0, bytes_done = 0;
-    for (const auto& layer : job.plan->moe_layers) bytes_total += layer_input_bytes(layer);
+    for (const auto& layer : job.plan->moe_layers) bytes_total += layer_input_bytes(*job.source, layer);
     std::size_t index = 0;
     // What the earlier run completed, looked up as it was: the manifest saved after each layer
     // lists only the layers of this run so far.
@@ -254,7 +252,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     std::vector<ManifestLayer> kept;
     for (const auto& layer : job.plan->moe_layers) {
         ++index;
-        const std::uint64_t layer_bytes = layer_input_bytes(layer);
+        const std::uint64_t layer_bytes = layer_input_bytes(*job.source, layer);
         const ManifestLayer* done = carried.completed(layer.layer);
         if (done && mode->adopts_completed_layers()) {
             if (const auto reason = why_redo(job, *writer, layer, *done, prepared.earlier, manifest)) {

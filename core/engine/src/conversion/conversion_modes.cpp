@@ -50,7 +50,7 @@ void refuse_non_finite(const Tensor& matrix, const ExpertWeightSource& s) {
 
 // An expert matrix in BF16, refused when it holds NaN/Inf (unless the job allows them).
 Tensor load_checked(const ConversionJob& job, const ExpertWeightSource& source) {
-    Tensor matrix = load_expert_matrix(*job.source, source, job.plan->fp8_block);
+    Tensor matrix = load_expert_matrix(*job.source, source);
     if (!job.allow_non_finite) refuse_non_finite(matrix, source);
     return matrix;
 }

@@ -11,28 +11,22 @@ namespace moequant {
 
 namespace {
 
-std::string input_type_name(DType d) {
-    switch (d) {
-        case DType::BF16: return "bf16";
-        case DType::F16: return "fp16";
-        case DType::F8_E4M3: return "fp8";
-        default: return std::string(dtype_name(d));
-    }
-}
-
-// Every routed expert must have the dtype the user declared (--input-type).
+// Every routed expert must be of the type the user declared (--input-type): "fp8" covers every
+// FP8 flavour, "int4" compressed-tensors and GPTQ words alike.
 void check_input_type(const ConversionJob& job) {
     if (!job.input_type) return;
     for (const auto& layer : job.plan->moe_layers)
         for (const auto& e : layer.experts)
-            for (const auto& s : e.weights)
-                if (s.dtype != *job.input_type)
+            for (const auto& s : e.weights) {
+                const EncodedWeight& w = job.source->weight(s.tensor);
+                if (w.input_type != *job.input_type)
                     throw Error(ErrorKind::input,
-                                "--input-type " + input_type_name(*job.input_type) + " was given, but the expert is " +
-                                    std::string(dtype_name(s.dtype)),
+                                "--input-type " + *job.input_type + " was given, but the expert is " + w.input_type +
+                                    " (" + w.summary + ")",
                                 {.tensor = s.tensor,
                                  .code = "InputTypeMismatch",
-                                 .hint = "use --input-type " + input_type_name(s.dtype) + ", or leave it out"});
+                                 .hint = "use --input-type " + w.input_type + ", or leave it out"});
+            }
 }
 
 // A quantizer that uses calibration needs its data, one part per matrix, and inputs that fit

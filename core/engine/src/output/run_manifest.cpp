@@ -124,25 +124,36 @@ std::string source_fingerprint(const Checkpoint& checkpoint) {
     return d.hex();
 }
 
-std::string plan_digest(const ModelPlan& plan) {
+namespace {
+
+// A weight's encoding as the digest sees it: which plugin decodes it from which tensors, how.
+std::string encoding_line(const EncodedWeight& w) {
+    std::string line = w.encoding + "|" + w.input_type;
+    for (const auto& [role, tensor] : w.tensors) line += "|" + role + "=" + tensor;
+    for (const auto& [key, value] : w.parameters.items()) line += "|" + key + "=" + value;
+    return line;
+}
+
+}  // namespace
+
+std::string plan_digest(const ModelPlan& plan, const Checkpoint& source) {
     Digest64 d;
     auto add = [&](const std::string& s) { d.update(s + "\n"); };
     add(plan.family + "|" + plan.model_type + "|" + std::to_string(plan.num_hidden_layers) + "|" +
         std::to_string(plan.hidden_size) + "|" + std::to_string(plan.expert_intermediate_size) + "|" +
         std::to_string(plan.num_experts) + "|" + std::string(expert_layout_name(plan.layout)));
-    if (plan.fp8_block) add(std::to_string(plan.fp8_block->rows) + "x" + std::to_string(plan.fp8_block->cols));
     add("router " + describe_router(plan.router) + (plan.router.bf16_logits ? " bf16" : " f32"));
     for (const auto& layer : plan.moe_layers) add(std::to_string(layer.layer) + "|" + layer.router_weight + "|" + layer.router_bias);
     for (const auto& layer : plan.moe_layers)
         for (const auto& e : layer.experts)
             for (const auto& s : e.weights) {
                 std::string line = std::to_string(layer.layer) + "|" + std::to_string(e.expert) + "|" + s.tensor + "|" +
-                                   s.scale_tensor + "|" + std::string(dtype_name(s.dtype)) + "|" + std::to_string(s.rows) +
-                                   "x" + std::to_string(s.cols);
+                                   std::to_string(s.rows) + "x" + std::to_string(s.cols);
                 if (s.slice)
                     line += "|" + std::to_string(s.slice->expert) + "," + std::to_string(s.slice->offset) + "," +
-                            std::to_string(s.slice->length) + "," + std::to_string(s.slice->along_columns) + "," +
-                            std::to_string(s.slice->transposed);
+                            std::to_string(s.slice->length) + "," + std::to_string(s.slice->step) + "," +
+                            std::to_string(s.slice->along_columns) + "," + std::to_string(s.slice->transposed);
+                line += "|" + encoding_line(source.weight(s.tensor));
                 add(line);
             }
     for (const auto& [name, role] : plan.roles) add(name + "=" + std::string(tensor_role_name(role)));

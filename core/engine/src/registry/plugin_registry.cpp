@@ -66,6 +66,7 @@ struct Registry::Impl {
     std::vector<Entry<ModelAdapter>> adapters;
     std::vector<Entry<Quantizer>> quantizers;
     std::vector<Entry<OutputFormat>> formats;
+    std::vector<Entry<SourceEncoding>> encodings;
     std::set<fs::path> seen;  // real paths already considered
 
     void rejected(const fs::path& file, PluginOrigin origin, std::string reason, std::string hint = {}) {
@@ -98,6 +99,9 @@ struct Registry::Impl {
         if (kind == "format")
             for (const auto& e : formats)
                 if (e.object->id() == id) return describe(e.plugin);
+        if (kind == "encoding")
+            for (const auto& e : encodings)
+                if (e.object->id() == id) return describe(e.plugin);
         return {};
     }
 };
@@ -120,11 +124,15 @@ public:
     void add(std::unique_ptr<OutputFormat> format) override {
         if (check(format.get(), MOEQUANT_KIND_FORMAT, "format")) formats.push_back(std::move(format));
     }
+    void add(std::unique_ptr<SourceEncoding> encoding) override {
+        if (check(encoding.get(), MOEQUANT_KIND_ENCODING, "encoding")) encodings.push_back(std::move(encoding));
+    }
 
     std::string problem;
     std::vector<std::unique_ptr<ModelAdapter>> adapters;
     std::vector<std::unique_ptr<Quantizer>> quantizers;
     std::vector<std::unique_ptr<OutputFormat>> formats;
+    std::vector<std::unique_ptr<SourceEncoding>> encodings;
 
 private:
     template <class T>
@@ -159,7 +167,12 @@ private:
         auto in = [&](const auto& list) {
             return std::any_of(list.begin(), list.end(), [&](const auto& o) { return o->id() == id; });
         };
-        return kind == MOEQUANT_KIND_ADAPTER ? in(adapters) : kind == MOEQUANT_KIND_QUANTIZER ? in(quantizers) : in(formats);
+        switch (kind) {
+            case MOEQUANT_KIND_ADAPTER: return in(adapters);
+            case MOEQUANT_KIND_QUANTIZER: return in(quantizers);
+            case MOEQUANT_KIND_FORMAT: return in(formats);
+            default: return in(encodings);
+        }
     }
 
     OwnerLookup owner_of_;
@@ -207,7 +220,7 @@ void Registry::load_file(const fs::path& file, PluginOrigin origin) {
         impl_->rejected(real, origin, "plugin '" + std::string(d.id) + "': " + staging.problem);
         return;
     }
-    if (staging.adapters.empty() && staging.quantizers.empty() && staging.formats.empty()) {
+    if (staging.adapters.empty() && staging.quantizers.empty() && staging.formats.empty() && staging.encodings.empty()) {
         impl_->rejected(real, origin, "plugin '" + std::string(d.id) + "' registered nothing");
         return;
     }
@@ -218,6 +231,7 @@ void Registry::load_file(const fs::path& file, PluginOrigin origin) {
     for (auto& a : staging.adapters) impl_->adapters.push_back({std::move(a), index});
     for (auto& q : staging.quantizers) impl_->quantizers.push_back({std::move(q), index});
     for (auto& f : staging.formats) impl_->formats.push_back({std::move(f), index});
+    for (auto& e : staging.encodings) impl_->encodings.push_back({std::move(e), index});
     impl_->plugin_list.push_back(*impl_->plugins.back());
     trace("loaded '" + std::string(d.id) + "' " + d.version + " from " + real.string());
 }
@@ -266,6 +280,14 @@ std::vector<Registered<OutputFormat>> Registry::formats() const { return impl_->
 const ModelAdapter* Registry::adapter(std::string_view id) const noexcept { return impl_->find(impl_->adapters, id); }
 const Quantizer* Registry::quantizer(std::string_view id) const noexcept { return impl_->find(impl_->quantizers, id); }
 const OutputFormat* Registry::format(std::string_view id) const noexcept { return impl_->find(impl_->formats, id); }
+std::vector<Registered<SourceEncoding>> Registry::encodings() const { return impl_->listing(impl_->encodings); }
+const SourceEncoding* Registry::encoding(std::string_view id) const noexcept { return impl_->find(impl_->encodings, id); }
+
+void attach_encodings(Checkpoint& checkpoint, const Registry& registry) {
+    std::vector<const SourceEncoding*> list;
+    for (const auto& e : registry.encodings()) list.push_back(e.object);
+    checkpoint.use_encodings(std::move(list));
+}
 
 std::shared_ptr<const Quantizer> configured_quantizer(const Quantizer& quantizer, const Options& options) {
     if (auto configured = quantizer.configure(options)) return configured;

@@ -280,7 +280,7 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
     const std::set<StoredPartKey> stored(stored_keys.begin(), stored_keys.end());
     std::set<StoredPartKey> expected;
     std::uint64_t total_bytes = 0;
-    for (const auto& layer : job.plan->moe_layers) total_bytes += layer_input_bytes(layer);
+    for (const auto& layer : job.plan->moe_layers) total_bytes += layer_input_bytes(*job.source, layer);
 
     std::size_t done = 0;
     std::uint64_t bytes_done = 0;
@@ -321,7 +321,7 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
                     continue;
                 }
                 try {
-                    const Tensor matrix = load_expert_matrix(*job.source, source, job.plan->fp8_block);
+                    const Tensor matrix = load_expert_matrix(*job.source, source);
                     std::optional<Tensor> own_hessian;
                     const Tensor* hessian = nullptr;
                     if (calibrated) {
@@ -329,8 +329,8 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
                         if (projection == Projection::down) {
                             const ExpertPlan& expert = layer.experts[t / 3];
                             own_hessian = down_proj_hessian(*job.calibration, layer.layer, seen,
-                                                            load_expert_matrix(*job.source, expert.weights[0], job.plan->fp8_block),
-                                                            load_expert_matrix(*job.source, expert.weights[1], job.plan->fp8_block));
+                                                            load_expert_matrix(*job.source, expert.weights[0]),
+                                                            load_expert_matrix(*job.source, expert.weights[1]));
                         } else if (!seen.all) {
                             own_hessian = expert_input_hessian(*job.calibration, layer.layer, seen);
                         }
@@ -358,7 +358,7 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
         release_layer_pages(*job.source, layer);
         if (job.calibration) job.calibration->release_layer(layer.layer);
         ++done;
-        bytes_done += layer_input_bytes(layer);
+        bytes_done += layer_input_bytes(*job.source, layer);
         progress.step(done, job.plan->moe_layers.size(), "layer " + std::to_string(layer.layer), bytes_done, total_bytes);
     }
     progress.finish();

@@ -13,6 +13,7 @@
 #include <moequant/export.hpp>
 #include <moequant/model_config.hpp>
 #include <moequant/safetensors_reader.hpp>
+#include <moequant/source_encoding.hpp>
 #include <moequant/tensor.hpp>
 
 #include <filesystem>
@@ -64,6 +65,21 @@ public:
     // config.json of the model folder.
     bool has_config() const;
     ModelConfig config() const;
+
+    // ---- weights through their encodings (source_encoding.hpp) ----
+    // The encodings weight() consults, in preference order (ties between equal scores are
+    // errors, never resolved by order). The host sets them once, before the first weight().
+    void use_encodings(std::vector<const SourceEncoding*> encodings);
+    const std::vector<const SourceEncoding*>& encodings() const noexcept;
+    // Weight `name` as the best-fitting encoding recognised it (cached, thread-safe). Error(input)
+    // "UnsupportedEncoding" when no encoding recognises it (the message lists the tensors and
+    // dtypes found and the encodings installed), "AmbiguousEncoding" on a tie.
+    const EncodedWeight& weight(std::string_view name) const;
+    // As weight(), but null when no tensor is named `name` and none claims to belong to it.
+    const EncodedWeight* find_weight(std::string_view name) const;
+    // The weight a stored tensor is part of (a scale, packed words, an ignored input_scale) or is
+    // by itself; null when no encoding recognises it.
+    const EncodedWeight* weight_holding(std::string_view tensor) const;
 
 private:
     struct Impl;

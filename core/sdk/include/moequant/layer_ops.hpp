@@ -8,7 +8,6 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/export.hpp>
-#include <moequant/fp8_dequant.hpp>
 #include <moequant/router.hpp>
 #include <moequant/tensor.hpp>
 
@@ -62,11 +61,11 @@ MOEQUANT_API void causal_attention(const float* q, const float* k, const float* 
 MOEQUANT_API void swiglu(float* gate, const float* up, std::int64_t n);
 
 
-// A checkpoint tensor as float32 (BF16/F16/F32 as they are, FP8 block-dequantized with its
-// `<name>_scale_inv`). Error(input) naming the tensor when it is missing or of another shape
-// than `shape` (when given).
-MOEQUANT_API std::vector<float> load_f32(const Checkpoint& checkpoint, const std::string& name,
-                                         const std::optional<BlockSize>& fp8_block, const Shape& shape = {});
+// A weight as float32: plain floats as they are; an encoded weight (FP8, INT4, ...) decoded
+// to BF16 by its encoding and widened — the values every other consumer of the checkpoint
+// sees (source_encoding.hpp). Error(input) naming the weight when it is missing or of another
+// shape than `shape` (when given).
+MOEQUANT_API std::vector<float> load_f32(const Checkpoint& checkpoint, const std::string& name, const Shape& shape = {});
 
 // y [rows, out] = x [rows, in] W^T (+ bias), W row-major [out, in].
 MOEQUANT_API std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight,

@@ -2,15 +2,14 @@
 //
 // An adapter recognises its family from config.json and the tensor names, and describes the
 // checkpoint as a ModelPlan: per MoE layer, where each routed expert's gate/up/down weight
-// lives (a tensor, or a slice of a fused tensor), its scale tensor if FP8, and the role of
-// every other tensor (the GPU path derives its ignore list from these roles, so they must be
+// lives (a weight, whatever its encoding, or a slice of a fused one), and the role of every
+// other tensor (the GPU path derives its ignore list from these roles, so they must be
 // complete). Adapters never read tensor data to plan.
 #pragma once
 
 #include <moequant/chat_template.hpp>
 #include <moequant/checkpoint.hpp>
 #include <moequant/export.hpp>
-#include <moequant/fp8_dequant.hpp>
 #include <moequant/model_config.hpp>
 #include <moequant/options.hpp>
 #include <moequant/router.hpp>
@@ -38,7 +37,7 @@ MOEQUANT_API std::string_view projection_name(Projection p) noexcept;
 // What a tensor is for. Routed-expert weights are what the quantizers work on.
 enum class TensorRole : std::uint8_t {
     routed_expert,       // a routed expert's weight (or a fused tensor of several experts)
-    routed_expert_scale, // its FP8 block scale (weight_scale_inv)
+    routed_expert_scale, // another tensor of its encoding (a scale, packed zeros, g_idx, ...)
     router,              // gate logits weight
     router_bias,         // e_score_correction_bias
     shared_expert,       // shared expert weights (and their scales)
@@ -62,19 +61,19 @@ enum class ExpertLayout : std::uint8_t {
 };
 MOEQUANT_API std::string_view expert_layout_name(ExpertLayout layout) noexcept;
 
-// Where one expert's [out, in] weight matrix comes from.
+// Where one expert's [out, in] weight matrix comes from: a weight of the checkpoint
+// (Checkpoint::weight(), whatever its encoding) or a slice of a fused one.
 struct ExpertWeightSource {
-    std::string tensor;        // tensor name in the checkpoint
-    std::string scale_tensor;  // FP8 block scale (empty when the weight is not FP8)
-    DType dtype = DType::BF16; // dtype of `tensor`
+    std::string tensor;        // the weight's name (EncodedWeight::name)
     std::int64_t rows = 0;     // out features of the matrix this source yields
     std::int64_t cols = 0;     // in features
-    // For fused layouts: the expert's matrix is a slice of a 3-D tensor [E, a, b].
+    // For fused layouts: the expert's matrix is a slice of a 3-D weight [E, a, b].
     struct FusedSlice {
         std::int64_t expert = 0;      // index along dimension 0
         std::int64_t offset = 0;      // first index of the slice along the sliced dimension
-        std::int64_t length = 0;      // its length
-        bool along_columns = false;   // slice dimension 2 instead of dimension 1
+        std::int64_t length = 0;      // its length (indices offset, offset + step, ...)
+        std::int64_t step = 1;        // distance between its indices (gpt-oss interleaves gate and up rows: 2)
+        bool along_columns = false;   // slice dimension 2 instead of dimension 1 (step must be 1)
         bool transposed = false;      // stored as [in, out]: transpose to get [out, in]
     };
     std::optional<FusedSlice> slice;
@@ -107,7 +106,6 @@ struct ModelPlan {
     std::int64_t num_experts = 0;         // routed experts per MoE layer
     std::int64_t experts_per_token = 0;
     ExpertLayout layout = ExpertLayout::per_expert;
-    std::optional<BlockSize> fp8_block;   // from quantization_config.weight_block_size
     RouterSpec router;                    // how each MoE layer routes its tokens
     std::vector<MoeLayerPlan> moe_layers; // ascending layer index
     std::vector<std::pair<std::string, TensorRole>> roles;  // every tensor of the checkpoint
@@ -140,7 +138,7 @@ public:
 
     // Writes a small random checkpoint in the family's exact on-disk conventions into
     // `directory` (which exists and is empty). Options: "model_type" (one of model_types()),
-    // "preset" (tiny|small), "dtype" (bf16|fp8), "seed", "layout" (per-expert|fused-linear|
+    // "preset" (tiny|small), "dtype" (bf16|fp8|fp8-channel|...), "seed", "layout" (per-expert|fused-linear|
     // fused-bmm) where the family has fused variants. Deterministic for given options.
     virtual void synthesize(const std::filesystem::path& directory, const Options& options) const = 0;
 

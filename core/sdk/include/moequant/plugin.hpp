@@ -25,6 +25,7 @@
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
 #include <moequant/quantizer.hpp>
+#include <moequant/source_encoding.hpp>
 #include <moequant/version.hpp>
 
 #include <boost/dll/alias.hpp>
@@ -90,14 +91,23 @@
 //              gains `unquantized` (kept BF16 matrices), replacing the "BF16" method sentinel.
 //              TensorSpec moves from safetensors_writer.hpp to tensor.hpp; quantizer.hpp no longer
 //              includes the writer.
-#define MOEQUANT_PLUGIN_ABI_VERSION 10
+//  11 (0.11.0): source encodings, the fourth plugin kind (source_encoding.hpp: SourceEncoding,
+//              EncodedWeight, DecodeWindow, DecodeTarget; MOEQUANT_KIND_ENCODING;
+//              PluginRegistrar::add(unique_ptr<SourceEncoding>)); Checkpoint::use_encodings(),
+//              weight(), find_weight(), weight_holding(); ExpertWeightSource loses dtype and
+//              scale_tensor (the weight's encoding knows them), FusedSlice gains step;
+//              ModelPlan::fp8_block removed; load_expert_matrix() takes a DecodeTarget,
+//              decode_weight() and decode_matrix(); layer_input_bytes() takes the checkpoint;
+//              load_f32() loses its block size.
+#define MOEQUANT_PLUGIN_ABI_VERSION 11
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "d8d1b11ed54c91a6"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "23a407ec98d008f0"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u
 #define MOEQUANT_KIND_QUANTIZER 2u
 #define MOEQUANT_KIND_FORMAT 4u
+#define MOEQUANT_KIND_ENCODING 8u
 
 #define MOEQUANT_DETAIL_STR2(x) #x
 #define MOEQUANT_DETAIL_STR(x) MOEQUANT_DETAIL_STR2(x)
@@ -166,6 +176,7 @@ public:
     virtual void add(std::unique_ptr<ModelAdapter> adapter) = 0;
     virtual void add(std::unique_ptr<Quantizer> quantizer) = 0;
     virtual void add(std::unique_ptr<OutputFormat> format) = 0;
+    virtual void add(std::unique_ptr<SourceEncoding> encoding) = 0;
 
 protected:
     ~PluginRegistrar() = default;

@@ -3,6 +3,8 @@
 #include <moequant/input_file.hpp>
 #include <moequant/sharded_writer.hpp>
 
+#include "checkpoint/weight_catalog.hpp"
+
 #include <boost/json.hpp>
 
 #include <algorithm>
@@ -120,6 +122,8 @@ struct Checkpoint::Impl {
         shards.push_back(std::make_unique<Shard>());
         std::call_once(shards.back()->opened, [&] { shards.back()->file = std::move(f); });
     }
+
+    WeightCatalog catalog;  // the weights as the encodings see them
 };
 
 Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -233,5 +237,21 @@ bool Checkpoint::has_config() const {
 }
 
 ModelConfig Checkpoint::config() const { return ModelConfig::load(impl_->directory / "config.json"); }
+
+}  // namespace moequant
+
+// ---- weights through their encodings (checkpoint/weight_catalog.cpp) ----
+
+namespace moequant {
+
+void Checkpoint::use_encodings(std::vector<const SourceEncoding*> encodings) {
+    impl_->catalog.use_encodings(std::move(encodings));
+}
+const std::vector<const SourceEncoding*>& Checkpoint::encodings() const noexcept { return impl_->catalog.encodings(); }
+const EncodedWeight& Checkpoint::weight(std::string_view name) const { return impl_->catalog.require(*this, name); }
+const EncodedWeight* Checkpoint::find_weight(std::string_view name) const { return impl_->catalog.find(*this, name); }
+const EncodedWeight* Checkpoint::weight_holding(std::string_view tensor) const {
+    return impl_->catalog.holding(*this, tensor);
+}
 
 }  // namespace moequant

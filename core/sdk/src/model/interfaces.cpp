@@ -5,6 +5,7 @@
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
 #include <moequant/quantizer.hpp>
+#include <moequant/source_encoding.hpp>
 
 namespace moequant {
 
@@ -22,6 +23,7 @@ LayerSink::~LayerSink() = default;
 OutputWriter::~OutputWriter() = default;
 OutputReader::~OutputReader() = default;
 OutputFormat::~OutputFormat() = default;
+SourceEncoding::~SourceEncoding() = default;
 
 ChatTemplate ModelAdapter::chat_template(const ModelConfig&) const { return plain_chat_template(); }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace moequant {
 
@@ -171,28 +172,32 @@ using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 
 }  // namespace
 
-std::vector<float> load_f32(const Checkpoint& checkpoint, const std::string& name, const std::optional<BlockSize>& fp8_block,
-                            const Shape& shape) {
-    if (!checkpoint.contains(name))
-        throw Error(ErrorKind::input, "the checkpoint has no such tensor", {.tensor = name, .code = "MissingTensor"});
-    const TensorInfo& info = checkpoint.info(name);
-    if (!shape.empty() && info.shape != shape)
-        throw Error(ErrorKind::input, "has shape " + shape_to_string(info.shape) + ", the config implies " + shape_to_string(shape),
+std::vector<float> load_f32(const Checkpoint& checkpoint, const std::string& name, const Shape& shape) {
+    const EncodedWeight* w = checkpoint.find_weight(name);
+    if (!w) throw Error(ErrorKind::input, "the checkpoint has no such tensor", {.tensor = name, .code = "MissingTensor"});
+    if (!shape.empty() && w->shape != shape)
+        throw Error(ErrorKind::input, "has shape " + shape_to_string(w->shape) + ", the config implies " + shape_to_string(shape),
                     {.tensor = name, .code = "ShapeMismatch"});
-    if (info.dtype == DType::F8_E4M3 && info.shape.size() == 2) {  // block-scaled FP8: through the expert loader
-        ExpertWeightSource s;
-        s.tensor = name;
-        s.scale_tensor = name + "_scale_inv";
-        s.dtype = info.dtype;
-        s.rows = info.shape[0];
-        s.cols = info.shape[1];
-        const Tensor bf16 = load_expert_matrix(checkpoint, s, fp8_block);
-        std::vector<float> out(bf16.elements());
-        convert_bf16_to_f32(bf16.data(), out.data(), out.size());
+    std::vector<float> out(static_cast<std::size_t>(shape_elements(w->shape).value_or(0)));
+    if (w->shape.size() < 2) {  // vectors (norms, biases) are plain floats: no window to decode
+        decode_to_f32(checkpoint.view(w->primary()), out);
         return out;
     }
-    std::vector<float> out(static_cast<std::size_t>(info.elements()));
-    decode_to_f32(checkpoint.view(name), out);
+    // Plain floats keep their stored values; encoded weights go through BF16, as every other
+    // consumer sees them.
+    const bool plain = w->input_type == "bf16" || w->input_type == "fp16" || w->input_type == "fp32";
+    const std::int64_t matrices = w->shape.size() == 3 ? w->shape[0] : 1;
+    const std::size_t per_matrix = out.size() / static_cast<std::size_t>(std::max<std::int64_t>(1, matrices));
+    for (std::int64_t m = 0; m < matrices; ++m) {
+        float* dst = out.data() + static_cast<std::size_t>(m) * per_matrix;
+        if (plain) {
+            const Tensor f32 = decode_matrix(checkpoint, *w, m, DecodeTarget::f32);
+            std::memcpy(dst, f32.data(), per_matrix * sizeof(float));
+        } else {
+            const Tensor bf16 = decode_matrix(checkpoint, *w, m);
+            convert_bf16_to_f32(bf16.data(), dst, per_matrix);
+        }
+    }
     return out;
 }
 

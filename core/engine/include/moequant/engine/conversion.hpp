@@ -58,7 +58,7 @@ struct ConversionJob {
     const OutputFormat* format = nullptr;
     std::filesystem::path output;
     int parts = 2;                          // threadpool parts (kt "NUMA" sub-pools)
-    std::optional<DType> input_type;        // declared expert dtype, checked against the data
+    std::optional<std::string> input_type;  // declared --input-type of the experts, checked against their encodings
     std::optional<std::int64_t> resume_layer;
     bool overwrite = false;
     bool allow_non_finite = false;          // convert NaN/Inf expert weights instead of refusing them

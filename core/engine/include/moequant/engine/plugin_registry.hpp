@@ -18,10 +18,12 @@
 // a one-line reason and registers nothing from it. Loaded modules are never unloaded.
 #pragma once
 
+#include <moequant/checkpoint.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
 #include <moequant/quantizer.hpp>
+#include <moequant/source_encoding.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -92,16 +94,22 @@ public:
     std::vector<Registered<ModelAdapter>> adapters() const;
     std::vector<Registered<Quantizer>> quantizers() const;
     std::vector<Registered<OutputFormat>> formats() const;
+    std::vector<Registered<SourceEncoding>> encodings() const;
 
     // Lookup by object id; nullptr if absent.
     const ModelAdapter* adapter(std::string_view id) const noexcept;
     const Quantizer* quantizer(std::string_view id) const noexcept;
     const OutputFormat* format(std::string_view id) const noexcept;
+    const SourceEncoding* encoding(std::string_view id) const noexcept;
 
 private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
+
+// Hands every registered encoding to a checkpoint (Checkpoint::use_encodings), in load order:
+// before this, the checkpoint's weight() recognises nothing.
+void attach_encodings(Checkpoint& checkpoint, const Registry& registry);
 
 // `quantizer` (an object the registry owns, so never freed here) bound to `options`: the
 // object Quantizer::configure() makes, or `quantizer` itself when the options change nothing.

@@ -72,6 +72,6 @@ MOEQUANT_API std::string source_fingerprint(const Checkpoint& checkpoint);
 // Each shard's size, modification time and header digest now (reads headers only).
 MOEQUANT_API std::vector<ManifestShard> source_shard_records(const Checkpoint& checkpoint);
 // Digest of everything in a plan.
-MOEQUANT_API std::string plan_digest(const ModelPlan& plan);
+MOEQUANT_API std::string plan_digest(const ModelPlan& plan, const Checkpoint& source);
 
 }  // namespace moequant

@@ -1,0 +1,56 @@
+// What the encoding plugins share: where a checkpoint's quantization_config lives, suffix
+// matching on tensor names, and errors that name the shard and tensor. Header-only.
+#pragma once
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/error.hpp>
+#include <moequant/model_config.hpp>
+#include <moequant/source_encoding.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace moequant::encodings {
+
+// `name` without `suffix`, or nullopt when it does not end with it (or is nothing else).
+inline std::optional<std::string> strip_suffix(std::string_view name, std::string_view suffix) {
+    if (name.size() <= suffix.size() || !name.ends_with(suffix)) return std::nullopt;
+    return std::string(name.substr(0, name.size() - suffix.size()));
+}
+
+// quantization_config, text_config's first (Kimi-K2.5 nests it there), else the root's.
+inline std::optional<ConfigValue> quantization_config(const ModelConfig* config) {
+    if (!config) return std::nullopt;
+    auto q = config->find("quantization_config");
+    if (q && q->is_object()) return q;
+    return std::nullopt;
+}
+
+// A string member of an object, or "" when absent or not a string.
+inline std::string string_member(const ConfigValue& object, std::string_view key) {
+    auto v = object.get(key);
+    return v && v->is_string() ? v->as_string() : std::string();
+}
+
+// The shard file holding a tensor, for messages.
+inline std::string file_of(const Checkpoint& checkpoint, const std::string& tensor) {
+    if (!checkpoint.contains(tensor)) return checkpoint.directory().string();
+    return (checkpoint.directory() / checkpoint.shard_of(tensor)).string();
+}
+
+// Error(input) naming the tensor and its shard: the one-line refusal every encoding gives.
+[[noreturn]] inline void refuse(const Checkpoint& checkpoint, const std::string& tensor, const std::string& message,
+                                const std::string& code, const std::string& hint = {}) {
+    throw Error(ErrorKind::input, message, {.file = file_of(checkpoint, tensor), .tensor = tensor, .code = code, .hint = hint});
+}
+
+// A (row, column) window of a 2-D or 3-D tensor of `element_bytes`-sized elements, as a byte
+// offset: matrix m, row r, column c of [.., rows, cols].
+inline std::size_t element_offset(const Shape& shape, std::int64_t m, std::int64_t r, std::int64_t c,
+                                  std::size_t element_bytes) {
+    const std::int64_t rows = shape[shape.size() - 2], cols = shape.back();
+    return static_cast<std::size_t>((m * rows + r) * cols + c) * element_bytes;
+}
+
+}  // namespace moequant::encodings

@@ -1,0 +1,35 @@
+// The numbers tests compare against, written straight from the spec's formulas (never through
+// the SDK's conversion code they check): BF16 round-to-nearest-even, FP8 E4M3, E8M0 and E2M1
+// decoding (model-families.md §4.1, model-families-2026.md §2.1).
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace moequant::test {
+
+// Nearest-even BF16 bits of a float (NaN inputs are not used by the tests).
+inline std::uint16_t bf16_round(float f) {
+    std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+    std::uint32_t upper = u >> 16, lower = u & 0xFFFF;
+    if (lower > 0x8000 || (lower == 0x8000 && (upper & 1))) ++upper;
+    return static_cast<std::uint16_t>(upper);
+}
+
+inline float bf16_value(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
+
+// FP8 E4M3FN: bias 7, subnormals, 0x7F/0xFF NaN (the tests avoid them), no infinities.
+inline float e4m3(std::uint8_t b) {
+    const int sign = b >> 7, exponent = (b >> 3) & 15, mantissa = b & 7;
+    const double m = exponent == 0 ? std::ldexp(mantissa / 8.0, -6) : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
+    return static_cast<float>(sign ? -m : m);
+}
+
+// E8M0: 2^(e-127), 0xFF NaN.
+inline float e8m0(std::uint8_t e) {
+    return e == 0xFF ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(std::ldexp(1.0, e - 127));
+}
+
+}  // namespace moequant::test
