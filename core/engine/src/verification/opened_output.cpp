@@ -55,12 +55,18 @@ OpenedOutput open_converted_output(const Registry& registry, const std::filesyst
     if (!manifest_format.empty() && !manifest->complete)
         throw incomplete_output(directory, "its run manifest does not record a finished conversion");
 
-    for (const auto& format : registry.formats()) {
-        auto reader = format.object->open(directory);
+    // The format the manifest names is asked first: an output's copied config.json can look
+    // like another format's (a kt output of a compressed-tensors source keeps its
+    // quantization_config), and moequant knows what it wrote.
+    std::vector<const OutputFormat*> order;
+    for (const auto& format : registry.formats())
+        if (format.object->id() == manifest_format) order.insert(order.begin(), format.object);
+        else order.push_back(format.object);
+    for (const OutputFormat* format : order) {
+        auto reader = format->open(directory);
         if (!reader) continue;
-        if (manifest_format == format.object->id())
-            reader = std::make_unique<ManifestRecordedReader>(std::move(reader), *manifest);
-        return {format.object, std::move(reader)};
+        if (manifest_format == format->id()) reader = std::make_unique<ManifestRecordedReader>(std::move(reader), *manifest);
+        return {format, std::move(reader)};
     }
     if (!manifest_format.empty())  // moequant wrote it, and its format no longer finds it whole
         throw incomplete_output(directory, "its run manifest records a finished " + manifest_format +
