@@ -112,9 +112,10 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
     options.add_options()
         ("family", po::value(&family)->value_name("F"), "family adapter id or model_type (e.g. deepseek_v3, kimi_k2, mixtral)")
         ("preset", po::value(&preset)->value_name("tiny|small")->default_value("tiny"), "model size")
-        ("dtype", po::value(&dtype)->value_name("bf16|fp8|fp8-channel")->default_value("bf16"),
-         "weights in BF16; fp8: FP8 E4M3 with 128x128 block scales (weight_scale_inv); fp8-channel: "
-         "compressed-tensors FP8 with per-channel BF16 scales (weight_scale) and input_scale")
+        ("dtype", po::value(&dtype)->value_name("D")->default_value("bf16"),
+         "bf16; fp8: FP8 E4M3 with 128x128 block scales (weight_scale_inv); fp8-channel: "
+         "compressed-tensors FP8 with per-channel BF16 scales (weight_scale) and input_scale; int4-ct: routed "
+         "experts compressed-tensors pack-quantized INT4, group 32 (Kimi-K2-Thinking)")
         ("layout", po::value(&layout)->value_name("L"),
          "expert layout where the family has variants: per-expert (default), fused-linear, fused-bmm, mistral-native")
         ("seed", po::value(&seed)->default_value(42), "random seed (the output is deterministic for a seed)")
@@ -129,7 +130,7 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
     options.add(global_option_group(globals));
     parse_command_line(args, options, {});
     if (help) {
-        print_command_help("moequant synth --family F [--preset tiny|small] [--dtype bf16|fp8|fp8-channel] [--seed N] --out DIR",
+        print_command_help("moequant synth --family F [--preset tiny|small] [--dtype D] [--seed N] --out DIR",
                            "Writes a random checkpoint in the family's exact on-disk conventions: config.json\n"
                            "with the real field names, shards named as the real model names them, an index,\n"
                            "FP8 block scales (edge blocks included, one scale in another shard than its\n"

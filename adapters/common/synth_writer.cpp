@@ -1,5 +1,6 @@
 #include "synth_writer.hpp"
 
+#include "synth_int4.hpp"
 #include "synth_random.hpp"
 
 #include <moequant/dtype_convert.hpp>
@@ -37,6 +38,16 @@ BlockSize fp8_scale_block(const SynthModel& model, const Shape& weight) {
     return model.encoding == SynthEncoding::fp8_channel ? BlockSize{1, weight[1]} : model.fp8_block;
 }
 
+// Kimi-K2 packs only its routed experts (the config's ignore list keeps the rest BF16).
+bool is_routed_expert(const std::string& name) { return name.find(".experts.") != std::string::npos; }
+
+constexpr std::int64_t int4_group = 32;
+
+// `<stem>.<suffix>` of a `<stem>.weight`.
+std::string sibling(const std::string& weight, const std::string& suffix) {
+    return weight.substr(0, weight.size() - std::string(".weight").size()) + suffix;
+}
+
 // `<stem>.input_scale` of a `<stem>.weight`.
 std::string input_scale_name(const std::string& weight) {
     return weight.substr(0, weight.size() - std::string(".weight").size()) + ".input_scale";
@@ -49,6 +60,16 @@ std::vector<Placed> expand(const SynthModel& model) {
         if (t.dtype == DType::F8_E4M3) {
             if (t.shape.size() != 2)
                 throw Error(ErrorKind::internal, "FP8 synth tensors must be 2-D", {.tensor = t.name});
+            if (model.encoding == SynthEncoding::int4_ct) {
+                if (!is_routed_expert(t.name)) {
+                    out.push_back({i, false, {t.name, DType::BF16, t.shape}});
+                } else {
+                    out.push_back({i, false, {sibling(t.name, ".weight_packed"), DType::I32, {t.shape[0], t.shape[1] / 8}}});
+                    out.push_back({i, true, {sibling(t.name, ".weight_scale"), DType::BF16, {t.shape[0], t.shape[1] / int4_group}}});
+                    out.push_back({i, true, {sibling(t.name, ".weight_shape"), DType::I64, {2}}});
+                }
+                continue;
+            }
             out.push_back({i, false, {t.name, DType::F8_E4M3, t.shape}});
             if (model.encoding == SynthEncoding::fp8_channel) {
                 out.push_back({i, true, {t.name + "_scale", DType::BF16, {t.shape[0], 1}}});
@@ -214,6 +235,19 @@ json::value quantization_config(SynthEncoding encoding) {
                                 {"fmt", "e4m3"},
                                 {"quant_method", "fp8"},
                                 {"weight_block_size", json::array{128, 128}}};
+        case SynthEncoding::int4_ct: {
+            json::object weights{{"num_bits", 4}, {"type", "int"}, {"symmetric", true}, {"strategy", "group"},
+                                 {"group_size", int4_group}, {"dynamic", false}, {"actorder", nullptr}, {"observer", "minmax"}};
+            json::object group{{"targets", json::array{"Linear"}}, {"weights", std::move(weights)},
+                               {"input_activations", nullptr}, {"output_activations", nullptr}};
+            return json::object{{"quant_method", "compressed-tensors"},
+                                {"format", "pack-quantized"},
+                                {"quantization_status", "compressed"},
+                                {"config_groups", json::object{{"group_0", std::move(group)}}},
+                                {"ignore", json::array{"lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+                                                       "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"}},
+                                {"kv_cache_scheme", nullptr}};
+        }
         case SynthEncoding::fp8_channel: {
             json::object weights{{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "channel"},
                                  {"dynamic", false}, {"group_size", nullptr}, {"actorder", nullptr}, {"observer", "minmax"}};
@@ -274,8 +308,11 @@ SynthSettings read_synth_settings(const Options& options, const std::vector<std:
     one_of("--preset", preset, {"tiny", "small"});
     s.small = preset == "small";
     std::string dtype = options.get_string("dtype", "bf16");
-    one_of("--dtype", dtype, {"bf16", "fp8", "fp8-channel"});
-    s.encoding = dtype == "fp8" ? SynthEncoding::fp8_block : dtype == "fp8-channel" ? SynthEncoding::fp8_channel : SynthEncoding::bf16;
+    one_of("--dtype", dtype, {"bf16", "fp8", "fp8-channel", "int4-ct"});
+    s.encoding = dtype == "fp8"           ? SynthEncoding::fp8_block
+                 : dtype == "fp8-channel" ? SynthEncoding::fp8_channel
+                 : dtype == "int4-ct"     ? SynthEncoding::int4_ct
+                                          : SynthEncoding::bf16;
     s.fp8 = s.encoding != SynthEncoding::bf16;
     std::int64_t seed = options.get_int("seed", 42);
     if (seed < 0) throw_usage_error("--seed must not be negative");
@@ -303,7 +340,17 @@ void write_synth_model(const SynthModel& model, const std::filesystem::path& dir
             const SynthTensor& t = model.tensors[p.source];
             std::vector<float> values = values_of(t, seed);
             std::vector<std::uint8_t> bytes;
-            if (t.dtype == DType::F8_E4M3) {
+            if (t.dtype == DType::F8_E4M3 && p.spec.dtype == DType::BF16 && !p.is_scale) {
+                bytes = bf16_bytes(values);  // a marked linear the encoding leaves unquantized
+            } else if (t.dtype == DType::F8_E4M3 && model.encoding == SynthEncoding::int4_ct) {
+                if (p.spec.name.ends_with(".weight_shape")) {
+                    const std::int64_t dims[2] = {t.shape[0], t.shape[1]};
+                    bytes.assign(reinterpret_cast<const std::uint8_t*>(dims), reinterpret_cast<const std::uint8_t*>(dims) + 16);
+                } else {
+                    PackedInt4 packed = pack_int4_groups(values, t.shape, int4_group);
+                    bytes = p.is_scale ? std::move(packed.scales) : std::move(packed.words);
+                }
+            } else if (t.dtype == DType::F8_E4M3) {
                 auto [codes, scales] = quantize_fp8(values, t.shape, fp8_scale_block(model, t.shape));
                 if (!p.is_scale) bytes = std::move(codes);
                 else if (p.spec.name.ends_with(".input_scale")) bytes = f32_bytes({0.0125f});  // never read

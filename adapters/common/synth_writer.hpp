@@ -35,6 +35,8 @@ enum class SynthEncoding {
     fp8_block,    // DeepSeek style: 128x128 blocks, F32 `<w>_scale_inv`, quant_method fp8
     fp8_channel,  // GLM-4.x-FP8 style: compressed-tensors float-quantized, BF16 `<w>_scale` [N,1],
                   // F32 `<stem>.input_scale` [1] (static activation scales, never read)
+    int4_ct,      // Kimi-K2-Thinking style: routed experts compressed-tensors pack-quantized INT4,
+                  // group 32, BF16 scales, weight_shape; every other marked linear stays BF16
 };
 
 struct SynthTensor {
@@ -75,7 +77,7 @@ struct SynthSettings {
     std::string model_type;          // one of the family's model types (default: the first)
     bool small = false;              // preset "small" instead of "tiny"
     bool fp8 = false;                // a quantized dtype: the family marks its linears F8_E4M3
-    SynthEncoding encoding = SynthEncoding::bf16;  // --dtype: bf16, fp8 (block), fp8-channel
+    SynthEncoding encoding = SynthEncoding::bf16;  // --dtype: bf16, fp8 (block), fp8-channel, int4-ct
     std::uint64_t seed = 42;
     std::string layout = "per-expert";
 };

@@ -60,7 +60,7 @@ std::vector<float> odd_scales(std::size_t n, std::uint32_t seed) {
 const Registry& encodings_registry() {
     static Registry* registry = [] {
         auto* r = new Registry;
-        for (const char* id : {"float", "fp8"})
+        for (const char* id : {"float", "fp8", "ct_pack"})
             r->load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-encoding-" + std::string(id) + ".so"),
                          PluginOrigin::explicit_file);
         return r;
@@ -263,6 +263,111 @@ BOOST_AUTO_TEST_CASE(unrecognised_weights_list_their_tensors_and_the_installed_e
     BOOST_TEST(c.find_weight("nothing.weight") == nullptr);
     BOOST_TEST(c.weight_holding("n.weight") == nullptr);  // no encoding reads I64 vectors
     BOOST_TEST(error_code([&] { c.weight("n.weight"); }) == "UnsupportedEncoding");
+}
+
+// compressed-tensors pack-quantized words: u = code + 2^(b-1), LSB first along K.
+std::vector<std::uint8_t> pack_words(const std::vector<int>& codes, std::int64_t n, std::int64_t k, int bits) {
+    const int per_word = 32 / bits;
+    std::vector<std::uint32_t> words(static_cast<std::size_t>(n * k / per_word), 0);
+    for (std::int64_t r = 0; r < n; ++r)
+        for (std::int64_t c = 0; c < k; ++c) {
+            const auto u = static_cast<std::uint32_t>(codes[static_cast<std::size_t>(r * k + c)] + (1 << (bits - 1)));
+            words[static_cast<std::size_t>(r * (k / per_word) + c / per_word)] |= u << (bits * (c % per_word));
+        }
+    return bytes_of(words);
+}
+
+std::string ct_pack_config(int bits, const std::string& strategy, const std::string& extra = "") {
+    return R"({"text_config": {"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized",
+              "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": )" + std::to_string(bits) +
+           R"(, "type": "int", "symmetric": true, "strategy": ")" + strategy + R"(", "group_size": 32, "dynamic": false)" + extra +
+           "}}}}}}";
+}
+
+BOOST_AUTO_TEST_CASE(ct_pack_int4_and_int8_decode_by_the_formula_with_and_without_g_idx) {
+    const std::int64_t n = 12, k = 96;
+    std::mt19937 rng(11);
+    for (int bits : {4, 8})
+        for (const char* strategy : {"group", "channel"})
+            for (bool act_order : {false, true}) {
+                BOOST_TEST_CONTEXT(bits << " bits, " << strategy << (act_order ? ", g_idx" : "")) {
+                    const bool group = std::string(strategy) == "group";
+                    const std::int64_t groups = group ? k / 32 : 1;
+                    std::vector<int> codes(static_cast<std::size_t>(n * k));
+                    for (auto& c : codes) c = static_cast<int>(rng() % (1u << bits)) - (1 << (bits - 1));
+                    codes[0] = (1 << (bits - 1)) - 1;  // the largest code times an 8-bit mantissa scale: inexact in BF16
+                    std::vector<std::uint16_t> scales(static_cast<std::size_t>(n * groups));
+                    for (auto& s : scales) s = static_cast<std::uint16_t>(0x3C00 + rng() % 0x80);
+                    scales[0] = bf16_round(1.0f + 127.0f / 128.0f);
+                    std::vector<std::int32_t> g_idx(static_cast<std::size_t>(k));
+                    for (std::int64_t c = 0; c < k; ++c) g_idx[static_cast<std::size_t>(c)] = static_cast<std::int32_t>((c * 7 + 3) % groups);
+                    std::vector<Stored> tensors{{"m.weight_packed", DType::I32, {n, k * bits / 32}, pack_words(codes, n, k, bits)},
+                                                {"m.weight_scale", DType::BF16, {n, groups}, bytes_of(scales)},
+                                                {"m.weight_shape", DType::I64, {2}, bytes_of(std::vector<std::int64_t>{n, k})}};
+                    if (act_order) tensors.push_back({"m.weight_g_idx", DType::I32, {k}, bytes_of(g_idx)});
+                    TempDir dir;
+                    Checkpoint c = write_checkpoint(dir, tensors, ct_pack_config(bits, strategy, act_order ? R"(, "actorder": "group")" : ""));
+                    const EncodedWeight& w = c.weight("m.weight");
+                    BOOST_TEST(w.encoding == "ct-pack");
+                    BOOST_TEST(w.input_type == (bits == 4 ? "int4" : "int8"));
+                    BOOST_TEST((w.shape == Shape{n, k}));
+                    BOOST_TEST(c.weight_holding("m.weight_shape") == &w);
+                    const auto bf16 = bf16_values(decode_matrix(c, w));
+                    const Tensor f32 = decode_matrix(c, w, 0, DecodeTarget::f32);
+                    bool inexact_seen = false;
+                    for (std::int64_t r = 0; r < n; ++r)
+                        for (std::int64_t j = 0; j < k; ++j) {
+                            const auto i = static_cast<std::size_t>(r * k + j);
+                            const std::int64_t g = !group ? 0 : act_order ? g_idx[static_cast<std::size_t>(j)] : j / 32;
+                            const float product = static_cast<float>(codes[i]) * bf16_value(scales[static_cast<std::size_t>(r * groups + g)]);
+                            if (f32.data_as<float>()[i] != product) BOOST_FAIL("F32 differs at " << r << "," << j);
+                            if (bf16[i] != bf16_round(product)) BOOST_FAIL("BF16 differs at " << r << "," << j);
+                            inexact_seen = inexact_seen || bf16_value(bf16[i]) != product;
+                        }
+                    BOOST_TEST(inexact_seen);
+                    const DecodeWindow window{.row_begin = 1, .row_end = n, .row_step = 2, .col_begin = 5, .col_end = 90};
+                    std::vector<std::uint16_t> part(static_cast<std::size_t>(window.rows() * window.cols()));
+                    decode_weight(c, w, window, DecodeTarget::bf16, std::as_writable_bytes(std::span(part)));
+                    for (std::int64_t r = 0; r < window.rows(); ++r)
+                        BOOST_TEST(std::memcmp(part.data() + r * window.cols(), bf16.data() + (1 + 2 * r) * k + 5,
+                                               static_cast<std::size_t>(window.cols()) * 2) == 0);
+                }
+            }
+}
+
+BOOST_AUTO_TEST_CASE(ct_pack_refusals_name_the_tensor_and_the_rule) {
+    const std::int64_t n = 4, k = 64;
+    const std::vector<int> codes(static_cast<std::size_t>(n * k), 1);
+    const auto words = pack_words(codes, n, k, 4);
+    const auto scales = bytes_of(std::vector<std::uint16_t>(8, 0x3F80));
+    auto case_of = [&](const std::string& config, const std::vector<Stored>& extra = {}, bool decode = false) {
+        TempDir dir;
+        std::vector<Stored> tensors{{"m.weight_packed", DType::I32, {n, 8}, words}, {"m.weight_scale", DType::BF16, {n, 2}, scales}};
+        tensors.insert(tensors.end(), extra.begin(), extra.end());
+        Checkpoint c = write_checkpoint(dir, tensors, config);
+        return error_code([&] {
+            const EncodedWeight& w = c.weight("m.weight");
+            if (decode) decode_matrix(c, w);
+        });
+    };
+    BOOST_TEST(case_of(ct_pack_config(4, "group")) == "(no error)");
+    BOOST_TEST(case_of(ct_pack_config(2, "group")) == "UnsupportedEncoding");
+    BOOST_TEST(case_of(R"({"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups":
+        {"g": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "symmetric": false, "strategy": "group",
+        "group_size": 32}}}}})") == "UnsupportedEncoding");
+    BOOST_TEST(case_of(ct_pack_config(4, "group"), {{"m.weight_zero_point", DType::I32, {1, 2}, std::vector<std::uint8_t>(8, 0)}}) ==
+               "UnsupportedEncoding");
+    BOOST_TEST(case_of(ct_pack_config(4, "channel")) == "ScaleShapeMismatch");
+    BOOST_TEST(case_of(ct_pack_config(4, "group"), {{"m.weight_shape", DType::I64, {2}, bytes_of(std::vector<std::int64_t>{4, 60})}},
+                       true) == "ShapeMismatch");
+    BOOST_TEST(case_of(ct_pack_config(4, "group", R"(, "actorder": "group")"),
+                       {{"m.weight_g_idx", DType::I32, {k}, bytes_of(std::vector<std::int32_t>(64, 2))}}, true) == "InvalidGroupIndex");
+    BOOST_TEST(case_of(R"({"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups":
+        {"a": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "symmetric": true, "strategy": "group", "group_size": 32}},
+         "b": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "group", "group_size": 32}}}}})") ==
+               "AmbiguousEncoding");
+    // Without a pack-quantized config nothing recognises the words: the weight is unsupported.
+    BOOST_TEST(case_of("{}") == "UnsupportedEncoding");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,184 @@
+// Every source encoding end to end: a checkpoint synth writes in the encoding converts to kt
+// tensors byte-identical to those of its BF16 twin (the same checkpoint with every encoded
+// weight replaced by the values the spec's formula gives, computed here); verify passes against
+// the encoded source; gptq and the BF16 export read it and write what they write from the twin.
+
+#include "checkpoint_rewrite.hpp"
+#include "reference_numerics.hpp"
+#include "test_support.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/engine/plugin_registry.hpp>
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+
+using namespace moequant;
+using namespace moequant::test;
+namespace json = boost::json;
+
+namespace {
+
+struct EncodedCase {
+    std::string family, dtype;
+    std::string encoding;  // the encoding the routed experts must be recognised as
+};
+
+template <class T>
+T at(const TensorView& v, std::size_t i) {
+    T x;
+    std::memcpy(&x, v.data() + i * sizeof(T), sizeof(T));
+    return x;
+}
+
+float stored_float(const TensorView& v, std::size_t i) {
+    switch (v.dtype) {
+        case DType::BF16: return bf16_value(at<std::uint16_t>(v, i));
+        case DType::F8_E8M0: return e8m0(at<std::uint8_t>(v, i));
+        case DType::F32: return at<float>(v, i);
+        default: BOOST_FAIL("unexpected scale dtype " << dtype_name(v.dtype)); return 0;
+    }
+}
+
+// FP8 E4M3 x its scale (block 128 x 128, per channel or per tensor, told apart by the scale's
+// element count), then nearest-even BF16.
+std::vector<std::uint16_t> reference_fp8(const TensorView& w, const TensorView& s) {
+    const std::int64_t rows = w.shape[0], cols = w.shape[1];
+    const std::uint64_t scales = s.elements();
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) {
+            std::size_t si = 0;
+            if (scales == static_cast<std::uint64_t>(rows)) si = static_cast<std::size_t>(r);
+            else if (scales > 1) si = static_cast<std::size_t>((r / 128) * ((cols + 127) / 128) + c / 128);
+            const auto i = static_cast<std::size_t>(r * cols + c);
+            out[i] = bf16_round(e4m3(at<std::uint8_t>(w, i)) * stored_float(s, si));
+        }
+    return out;
+}
+
+// compressed-tensors pack-quantized INT4: (nibble - 8) x scale of its group of 32 along K.
+std::vector<std::uint16_t> reference_int4(const TensorView& packed, const TensorView& s) {
+    const std::int64_t rows = packed.shape[0], cols = packed.shape[1] * 8, groups = s.shape[1];
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) {
+            const auto byte = at<std::uint8_t>(packed, static_cast<std::size_t>((r * cols + c) / 2));
+            const int code = (c % 2 == 0 ? byte & 0xF : byte >> 4) - 8;
+            const float scale = stored_float(s, static_cast<std::size_t>(r * groups + c * groups / cols));
+            out[static_cast<std::size_t>(r * cols + c)] = bf16_round(static_cast<float>(code) * scale);
+        }
+    return out;
+}
+
+const Registry& encodings() {
+    static Registry* r = [] {
+        auto* registry = new Registry;
+        registry->load_directory(fs::path(MOEQUANT_PLUGIN_BUILD_DIR), PluginOrigin::plugin_dir);
+        return registry;
+    }();
+    return *r;
+}
+
+// The twin: each encoded weight written as BF16 under its weight name from the reference
+// formula, its other tensors dropped, quantization_config removed.
+void write_bf16_twin(const fs::path& encoded, const fs::path& twin, const std::string& expected_encoding) {
+    Checkpoint source = Checkpoint::open(encoded);
+    attach_encodings(source, encodings());
+    std::size_t replaced = 0;
+    rewrite(encoded, twin, [&](const std::string& name, std::optional<Replacement>& r) {
+        const EncodedWeight* w = source.weight_holding(name);
+        if (!w || w->input_type == "bf16" || w->input_type == "fp32") return true;
+        if (name != w->primary()) return false;
+        BOOST_TEST(w->encoding == expected_encoding, name);
+        std::vector<std::uint16_t> values;
+        if (w->encoding == "fp8") values = reference_fp8(source.view(name), source.view(w->tensor("scale")));
+        else if (w->encoding == "ct-pack") values = reference_int4(source.view(name), source.view(w->tensor("scale")));
+        else BOOST_FAIL("no reference decoder for encoding " << w->encoding);
+        r = Replacement{{w->name, DType::BF16, w->shape}, std::vector<std::uint8_t>(values.size() * 2)};
+        std::memcpy(r->bytes.data(), values.data(), r->bytes.size());
+        ++replaced;
+        return true;
+    }, [](json::object& config) { config.erase("quantization_config"); });
+    BOOST_TEST(replaced > 0u);
+}
+
+// The tensors of two outputs' safetensors files whose names contain `only` (all when empty),
+// by name: the same dtype, shape and bytes.
+void expect_same_tensors(const fs::path& a, const fs::path& b, const std::string& only = {}) {
+    Checkpoint ca = Checkpoint::open(a), cb = Checkpoint::open(b);
+    if (only.empty()) BOOST_TEST(ca.tensor_names() == cb.tensor_names(), boost::test_tools::per_element());
+    std::size_t compared = 0;
+    for (const auto& name : ca.tensor_names()) {
+        if (!cb.contains(name) || name.find(only) == std::string::npos) continue;
+        ++compared;
+        const TensorView x = ca.view(name), y = cb.view(name);
+        BOOST_TEST((x.dtype == y.dtype && x.shape == y.shape), name);
+        BOOST_TEST((x.size_bytes() == y.size_bytes() && std::memcmp(x.data(), y.data(), x.size_bytes()) == 0),
+                   name << " differs between " << a << " and " << b);
+    }
+    BOOST_TEST(compared > 0u);
+}
+
+void run_ok(const std::vector<std::string>& args) {
+    auto r = run_moequant(args);
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, "moequant " << args.front() << ": " << r.err);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(encoded_sources)
+
+BOOST_AUTO_TEST_CASE(encoded_checkpoints_convert_like_their_reference_decoded_bf16_twins) {
+    const std::vector<EncodedCase> cases = {
+        {"deepseek_v3", "fp8", "fp8"},
+        {"glm4_moe", "fp8-channel", "fp8"},
+        {"kimi_k2", "int4-ct", "ct-pack"},
+    };
+    for (const auto& c : cases) {
+        BOOST_TEST_CONTEXT(c.family << " " << c.dtype) {
+            TempDir dir;
+            const fs::path encoded = dir / "encoded", twin = dir / "twin";
+            run_ok({"synth", "--family", c.family, "--dtype", c.dtype, "--out", encoded.string()});
+            write_bf16_twin(encoded, twin, c.encoding);
+            auto inspected = run_moequant({"inspect", encoded.string()});
+            BOOST_TEST(inspected.out.find("weights by encoding:") != std::string::npos);
+            BOOST_TEST(inspected.out.find("  " + c.encoding + " ") != std::string::npos, inspected.out);
+
+            for (const char* method : {"int4", "int8"}) {
+                const fs::path a = dir / ("kt-" + std::string(method)), b = dir / ("kt-twin-" + std::string(method));
+                run_ok({"convert", "-i", encoded.string(), "-o", a.string(), "--quant-method", method, "--quiet"});
+                run_ok({"convert", "-i", twin.string(), "-o", b.string(), "--quant-method", method, "--quiet"});
+                // The routed experts' kt tensors; kt outputs copy the other tensors as stored.
+                expect_same_tensors(a, b, "_exps.");
+                run_ok({"verify", "--source", encoded.string(), "--converted", a.string()});
+            }
+            run_ok({"convert", "-i", encoded.string(), "-o", (dir / "bf16").string(), "--format", "bf16-safetensors", "--quiet"});
+            run_ok({"convert", "-i", twin.string(), "-o", (dir / "bf16-twin").string(), "--format", "bf16-safetensors", "--quiet"});
+            expect_same_tensors(dir / "bf16", dir / "bf16-twin");
+            // GPTQ runs the calibration forward over the decoded non-expert weights too.
+            run_ok({"gptq", "--model_id", encoded.string(), "--output_dir", (dir / "gptq").string(), "--dataset", "embedded", "--quiet"});
+            run_ok({"gptq", "--model_id", twin.string(), "--output_dir", (dir / "gptq-twin").string(), "--dataset", "embedded", "--quiet"});
+            expect_same_tensors(dir / "gptq", dir / "gptq-twin");
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(input_type_is_checked_against_every_flavour) {
+    TempDir dir;
+    run_ok({"synth", "--family", "glm4_moe", "--dtype", "fp8-channel", "--out", (dir / "fp8").string()});
+    run_ok({"synth", "--family", "kimi_k2", "--dtype", "int4-ct", "--out", (dir / "int4").string()});
+    run_ok({"convert", "-i", (dir / "fp8").string(), "-o", (dir / "a").string(), "--input-type", "fp8", "--quiet"});
+    run_ok({"convert", "-i", (dir / "int4").string(), "-o", (dir / "b").string(), "--input-type", "int4", "--quiet"});
+    auto wrong = run_moequant({"convert", "-i", (dir / "int4").string(), "-o", (dir / "c").string(), "--input-type", "fp8"});
+    BOOST_TEST(wrong.exit_code == 3, wrong.err);
+    BOOST_TEST(wrong.err.find("InputTypeMismatch") != std::string::npos, wrong.err);
+    BOOST_TEST(wrong.err.find("compressed-tensors INT4") != std::string::npos, wrong.err);
+    auto unknown = run_moequant({"convert", "-i", (dir / "int4").string(), "-o", (dir / "d").string(), "--input-type", "int3"});
+    BOOST_TEST(unknown.exit_code == 2, unknown.err);
+    BOOST_TEST(unknown.err.find("int4") != std::string::npos, unknown.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
