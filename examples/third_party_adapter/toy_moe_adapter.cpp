@@ -78,9 +78,13 @@ public:
         return plan;
     }
 
+    // dtype "bf16", or "int8-rowwise": the experts in the example encoding of
+    // ../third_party_encoding (INT8 codes and an F32 scale per row), everything else BF16.
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
         const bool small = options.get_string("preset", "tiny") == "small";
-        if (options.get_string("dtype", "bf16") != "bf16") throw_usage_error("toy_moe synthesizes BF16 only");
+        const std::string dtype = options.get_string("dtype", "bf16");
+        if (dtype != "bf16" && dtype != "int8-rowwise") throw_usage_error("toy_moe synthesizes bf16 or int8-rowwise");
+        const bool int8 = dtype == "int8-rowwise";
         const ToySizes s{2, small ? 256 : 128, small ? 8 : 4, 256, 2, 64};
         write_file_atomically(directory / "config.json",
                               "{\n  \"model_type\": \"toy_moe\",\n  \"num_layers\": " + std::to_string(s.layers) +
@@ -100,21 +104,35 @@ public:
             specs.push_back({b + "moe.router.weight", DType::BF16, {s.experts, s.d_model}});
             for (std::int64_t e = 0; e < s.experts; ++e) {
                 const std::string x = b + "moe.experts." + std::to_string(e) + ".";
-                specs.push_back({x + "wi_gate.weight", DType::BF16, {s.expert_hidden, s.d_model}});
-                specs.push_back({x + "wi_up.weight", DType::BF16, {s.expert_hidden, s.d_model}});
-                specs.push_back({x + "wo.weight", DType::BF16, {s.d_model, s.expert_hidden}});
+                for (const char* p : {"wi_gate", "wi_up", "wo"}) {
+                    const Shape shape = std::string(p) == "wo" ? Shape{s.d_model, s.expert_hidden} : Shape{s.expert_hidden, s.d_model};
+                    specs.push_back({x + p + ".weight", int8 ? DType::I8 : DType::BF16, shape});
+                    if (int8) specs.push_back({x + p + ".weight_row_scale", DType::F32, {shape[0]}});
+                }
             }
         }
         ShardedSafetensorsWriter sharded(directory);
         SafetensorsWriter writer = sharded.open_shard(shard_file_name(1, 1), specs);
         std::uint64_t state = static_cast<std::uint64_t>(options.get_int("seed", 42)) * 6364136223846793005ull + 1;
+        auto next = [&state] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
         for (const auto& spec : specs) {
-            std::vector<std::uint16_t> values(static_cast<std::size_t>(shape_elements(spec.shape).value_or(0)));
-            for (auto& v : values) {  // small BF16 values from a linear congruential generator
-                state = state * 6364136223846793005ull + 1442695040888963407ull;
-                v = static_cast<std::uint16_t>(0x3C00 | ((state >> 40) & 0x7F) | ((state >> 32) & 0x8000));
+            const auto n = static_cast<std::size_t>(shape_elements(spec.shape).value_or(0));
+            if (spec.dtype == DType::I8) {  // codes in [-127, 127]
+                std::vector<std::int8_t> codes(n);
+                for (auto& q : codes) q = static_cast<std::int8_t>(static_cast<int>((next() >> 33) % 255) - 127);
+                writer.write(spec.name, std::as_bytes(std::span<const std::int8_t>(codes)));
+            } else if (spec.dtype == DType::F32) {  // row scales around 1/4096
+                std::vector<float> scales(n);
+                for (auto& v : scales) v = static_cast<float>(1 + (next() >> 40) % 64) / 262144.0f;
+                writer.write(spec.name, std::as_bytes(std::span<const float>(scales)));
+            } else {  // small BF16 values from a linear congruential generator
+                std::vector<std::uint16_t> values(n);
+                for (auto& v : values) {
+                    next();
+                    v = static_cast<std::uint16_t>(0x3C00 | ((state >> 40) & 0x7F) | ((state >> 32) & 0x8000));
+                }
+                writer.write(spec.name, std::as_bytes(std::span<const std::uint16_t>(values)));
             }
-            writer.write(spec.name, std::as_bytes(std::span<const std::uint16_t>(values)));
         }
         writer.finish();
         sharded.write_index();
@@ -127,7 +145,8 @@ private:
         if (name.find("norm") != std::string::npos) return TensorRole::norm;
         if (name.find(".attn.") != std::string::npos) return TensorRole::attention;
         if (name.find(".moe.router.") != std::string::npos) return TensorRole::router;
-        if (name.find(".moe.experts.") != std::string::npos) return TensorRole::routed_expert;
+        if (name.find(".moe.experts.") != std::string::npos)  // the weight, or a tensor of its encoding
+            return name.ends_with(".weight") ? TensorRole::routed_expert : TensorRole::routed_expert_scale;
         return TensorRole::other;
     }
 };

@@ -58,7 +58,7 @@ set(launcher_arg "")
 if(LAUNCHER)
   set(launcher_arg "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}")
 endif()
-foreach(example third_party_quantizer third_party_adapter)
+foreach(example third_party_quantizer third_party_adapter third_party_encoding)
   run("configure ${example}" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples/${example}" -B "${WORK_DIR}/${example}"
       -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${PREFIX}"
       "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" ${launcher_arg})
@@ -66,7 +66,10 @@ foreach(example third_party_quantizer third_party_adapter)
 endforeach()
 set(quantizer_dir "${WORK_DIR}/third_party_quantizer/moequant-plugins")
 set(adapter_dir "${WORK_DIR}/third_party_adapter/moequant-plugins")
-foreach(module "${quantizer_dir}/moequant-quantizer-example_absmax_int8.so" "${adapter_dir}/moequant-adapter-example_toy_moe.so")
+set(encoding_dir "${WORK_DIR}/third_party_encoding/moequant-plugins")
+set(modules "${quantizer_dir}/moequant-quantizer-example_absmax_int8.so" "${adapter_dir}/moequant-adapter-example_toy_moe.so"
+            "${encoding_dir}/moequant-encoding-example_int8_rowwise.so")
+foreach(module ${modules})
   if(NOT EXISTS "${module}")
     message(FATAL_ERROR "sdk test: the example build did not produce ${module}")
   endif()
@@ -74,7 +77,7 @@ endforeach()
 # 2b. A plugin links the SDK and nothing of the host's: no tokenizer libraries (PCRE2, utf8proc)
 # reach a quantizer.
 find_program(LDD ldd REQUIRED)
-foreach(module "${quantizer_dir}/moequant-quantizer-example_absmax_int8.so" "${adapter_dir}/moequant-adapter-example_toy_moe.so")
+foreach(module ${modules})
   run("ldd ${module}" ${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${PREFIX}/lib" ${LDD} "${module}")
   if(NOT LAST_OUTPUT MATCHES "libmoequant_sdk\\.so")
     message(FATAL_ERROR "sdk test: ${module} does not link libmoequant_sdk:\n${LAST_OUTPUT}")
@@ -99,17 +102,38 @@ if(NOT LAST_OUTPUT MATCHES "family: toy_moe" OR NOT LAST_OUTPUT MATCHES "2 of 2 
   message(FATAL_ERROR "sdk test: the host did not plan the toy_moe checkpoint with the example adapter:\n${LAST_OUTPUT}")
 endif()
 
-# 4. ... and, once both are installed into the prefix, finds them in its own plugin folder.
-foreach(example third_party_quantizer third_party_adapter)
+# ... reads the example encoding's weights (the example adapter synthesizes them): inspect names
+# the encoding, convert and verify go through it, and without it the weights are refused.
+run("list the encoding" ${host} plugins --no-default-plugins --plugin-dir "${encoding_dir}")
+if(NOT LAST_OUTPUT MATCHES "example_int8_rowwise +encoding" OR NOT LAST_OUTPUT MATCHES "example-int8-rowwise")
+  message(FATAL_ERROR "sdk test: the host did not list the example encoding:\n${LAST_OUTPUT}")
+endif()
+set(both --plugin-dir "${adapter_dir}" --plugin-dir "${encoding_dir}")
+run("synth an int8-rowwise toy_moe checkpoint" ${host} ${both} synth --family toy_moe --dtype int8-rowwise --out "${WORK_DIR}/toy8")
+run("inspect the int8-rowwise checkpoint" ${host} ${both} inspect "${WORK_DIR}/toy8")
+if(NOT LAST_OUTPUT MATCHES "example-int8-rowwise +INT8, one F32 scale per row" OR NOT LAST_OUTPUT MATCHES "family: toy_moe")
+  message(FATAL_ERROR "sdk test: inspect did not show the example encoding:\n${LAST_OUTPUT}")
+endif()
+run("convert the int8-rowwise checkpoint" ${host} ${both} convert -i "${WORK_DIR}/toy8" -o "${WORK_DIR}/toy8-kt" --quiet)
+run("verify the int8-rowwise conversion" ${host} ${both} verify --source "${WORK_DIR}/toy8" --converted "${WORK_DIR}/toy8-kt")
+execute_process(COMMAND ${host} --plugin-dir "${adapter_dir}" convert -i "${WORK_DIR}/toy8" -o "${WORK_DIR}/toy8-none"
+                RESULT_VARIABLE none_rc OUTPUT_VARIABLE none_out ERROR_VARIABLE none_err)
+if(NOT none_rc EQUAL 3 OR NOT none_err MATCHES "UnsupportedEncoding")
+  message(FATAL_ERROR "sdk test: without the encoding the weights were not refused (${none_rc}):\n${none_out}\n${none_err}")
+endif()
+
+# 4. ... and, once all three are installed into the prefix, finds them in its own plugin folder.
+foreach(example third_party_quantizer third_party_adapter third_party_encoding)
   run("install ${example}" ${CMAKE_COMMAND} --install "${WORK_DIR}/${example}" --prefix "${PREFIX}")
 endforeach()
 run("list from the plugin folder" ${host} plugins)
 if(NOT LAST_OUTPUT MATCHES "lib/moequant/plugins/moequant-quantizer-example_absmax_int8.so"
-   OR NOT LAST_OUTPUT MATCHES "lib/moequant/plugins/moequant-adapter-example_toy_moe.so")
+   OR NOT LAST_OUTPUT MATCHES "lib/moequant/plugins/moequant-adapter-example_toy_moe.so"
+   OR NOT LAST_OUTPUT MATCHES "lib/moequant/plugins/moequant-encoding-example_int8_rowwise.so")
   message(FATAL_ERROR "sdk test: the installed host did not find the installed plugins:\n${LAST_OUTPUT}")
 endif()
-run("inspect with installed plugins" ${host} inspect "${WORK_DIR}/toy")
-if(NOT LAST_OUTPUT MATCHES "family: toy_moe")
+run("inspect with installed plugins" ${host} inspect "${WORK_DIR}/toy8")
+if(NOT LAST_OUTPUT MATCHES "family: toy_moe" OR NOT LAST_OUTPUT MATCHES "example-int8-rowwise")
   message(FATAL_ERROR "sdk test: the installed adapter was not used:\n${LAST_OUTPUT}")
 endif()
 
