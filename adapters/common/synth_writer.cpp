@@ -1,6 +1,6 @@
 #include "synth_writer.hpp"
 
-#include "synth_int4.hpp"
+#include "synth_encoded_linear.hpp"
 #include "synth_random.hpp"
 
 #include <moequant/dtype_convert.hpp>
@@ -29,57 +29,17 @@ struct Placed {
     std::size_t shard = 0;
 };
 
-Shape scale_shape(const Shape& weight, BlockSize block) {
-    return {(weight[0] + block.rows - 1) / block.rows, (weight[1] + block.cols - 1) / block.cols};
-}
-
-// The block the synthetic FP8 scales cover: the config's block, or one row per channel.
-BlockSize fp8_scale_block(const SynthModel& model, const Shape& weight) {
-    return model.encoding == SynthEncoding::fp8_channel ? BlockSize{1, weight[1]} : model.fp8_block;
-}
-
-// Kimi-K2 packs only its routed experts (the config's ignore list keeps the rest BF16).
-bool is_routed_expert(const std::string& name) { return name.find(".experts.") != std::string::npos; }
-
-constexpr std::int64_t int4_group = 32;
-
-// `<stem>.<suffix>` of a `<stem>.weight`.
-std::string sibling(const std::string& weight, const std::string& suffix) {
-    return weight.substr(0, weight.size() - std::string(".weight").size()) + suffix;
-}
-
-// `<stem>.input_scale` of a `<stem>.weight`.
-std::string input_scale_name(const std::string& weight) {
-    return weight.substr(0, weight.size() - std::string(".weight").size()) + ".input_scale";
-}
 
 std::vector<Placed> expand(const SynthModel& model) {
     std::vector<Placed> out;
     for (std::size_t i = 0; i < model.tensors.size(); ++i) {
         const SynthTensor& t = model.tensors[i];
-        if (t.dtype == DType::F8_E4M3) {
-            if (t.shape.size() != 2)
-                throw Error(ErrorKind::internal, "FP8 synth tensors must be 2-D", {.tensor = t.name});
-            if (model.encoding == SynthEncoding::int4_ct) {
-                if (!is_routed_expert(t.name)) {
-                    out.push_back({i, false, {t.name, DType::BF16, t.shape}});
-                } else {
-                    out.push_back({i, false, {sibling(t.name, ".weight_packed"), DType::I32, {t.shape[0], t.shape[1] / 8}}});
-                    out.push_back({i, true, {sibling(t.name, ".weight_scale"), DType::BF16, {t.shape[0], t.shape[1] / int4_group}}});
-                    out.push_back({i, true, {sibling(t.name, ".weight_shape"), DType::I64, {2}}});
-                }
-                continue;
-            }
-            out.push_back({i, false, {t.name, DType::F8_E4M3, t.shape}});
-            if (model.encoding == SynthEncoding::fp8_channel) {
-                out.push_back({i, true, {t.name + "_scale", DType::BF16, {t.shape[0], 1}}});
-                if (t.name.ends_with(".weight")) out.push_back({i, true, {input_scale_name(t.name), DType::F32, {1}}});
-            } else {
-                out.push_back({i, true, {t.name + "_scale_inv", DType::F32, scale_shape(t.shape, model.fp8_block)}});
-            }
-        } else {
+        if (t.dtype != DType::F8_E4M3) {
             out.push_back({i, false, {t.name, t.dtype, t.shape}});
+            continue;
         }
+        const auto specs = encoded_linear_specs(model.encoding, model.fp8_block, t.name, t.shape);
+        for (std::size_t k = 0; k < specs.size(); ++k) out.push_back({i, k > 0, specs[k]});
     }
     return out;
 }
@@ -110,21 +70,6 @@ void assign_shards(std::vector<Placed>& placed, std::size_t shards) {
     }
 }
 
-std::vector<std::uint8_t> bf16_bytes(const std::vector<float>& values) {
-    std::vector<std::uint8_t> out(values.size() * 2);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        std::uint16_t b = f32_to_bf16(values[i]);
-        std::memcpy(out.data() + 2 * i, &b, 2);
-    }
-    return out;
-}
-
-std::vector<std::uint8_t> f32_bytes(const std::vector<float>& values) {
-    std::vector<std::uint8_t> out(values.size() * 4);
-    if (!values.empty()) std::memcpy(out.data(), values.data(), out.size());
-    return out;
-}
-
 std::vector<float> values_of(const SynthTensor& t, std::uint64_t seed) {
     const std::size_t n = static_cast<std::size_t>(shape_elements(t.shape).value_or(0));
     std::vector<float> v(n);
@@ -146,31 +91,6 @@ std::vector<float> values_of(const SynthTensor& t, std::uint64_t seed) {
     return v;
 }
 
-// DeepSeek-style weight quantization: per block s = max(amax, 1e-4) / 448 in float32, codes =
-// e4m3(w / s); the stored weight_scale_inv is s (multiply to dequantize).
-std::pair<std::vector<std::uint8_t>, std::vector<float>> quantize_fp8(const std::vector<float>& w, const Shape& shape,
-                                                                      BlockSize block) {
-    const std::int64_t rows = shape[0], cols = shape[1];
-    const Shape sshape = scale_shape(shape, block);
-    std::vector<float> scales(static_cast<std::size_t>(sshape[0] * sshape[1]));
-    std::vector<std::uint8_t> codes(w.size());
-    for (std::int64_t br = 0; br < sshape[0]; ++br)
-        for (std::int64_t bc = 0; bc < sshape[1]; ++bc) {
-            const std::int64_t r0 = br * block.rows, r1 = std::min(rows, r0 + block.rows);
-            const std::int64_t c0 = bc * block.cols, c1 = std::min(cols, c0 + block.cols);
-            float amax = 0;
-            for (std::int64_t r = r0; r < r1; ++r)
-                for (std::int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(w[static_cast<std::size_t>(r * cols + c)]));
-            const float s = std::max(amax, 1e-4f) / 448.0f;
-            scales[static_cast<std::size_t>(br * sshape[1] + bc)] = s;
-            for (std::int64_t r = r0; r < r1; ++r)
-                for (std::int64_t c = c0; c < c1; ++c) {
-                    const auto i = static_cast<std::size_t>(r * cols + c);
-                    codes[i] = f32_to_f8_e4m3(w[i] / s);
-                }
-        }
-    return {std::move(codes), std::move(scales)};
-}
 
 void pretty(const json::value& v, std::string& out, int indent) {
     const std::string pad(static_cast<std::size_t>(indent + 2), ' ');
@@ -227,44 +147,6 @@ void pretty(const json::value& v, std::string& out, int indent) {
 
 }  // namespace
 
-json::value quantization_config(SynthEncoding encoding) {
-    switch (encoding) {
-        case SynthEncoding::bf16: return nullptr;
-        case SynthEncoding::fp8_block:
-            return json::object{{"activation_scheme", "dynamic"},
-                                {"fmt", "e4m3"},
-                                {"quant_method", "fp8"},
-                                {"weight_block_size", json::array{128, 128}}};
-        case SynthEncoding::int4_ct: {
-            json::object weights{{"num_bits", 4}, {"type", "int"}, {"symmetric", true}, {"strategy", "group"},
-                                 {"group_size", int4_group}, {"dynamic", false}, {"actorder", nullptr}, {"observer", "minmax"}};
-            json::object group{{"targets", json::array{"Linear"}}, {"weights", std::move(weights)},
-                               {"input_activations", nullptr}, {"output_activations", nullptr}};
-            return json::object{{"quant_method", "compressed-tensors"},
-                                {"format", "pack-quantized"},
-                                {"quantization_status", "compressed"},
-                                {"config_groups", json::object{{"group_0", std::move(group)}}},
-                                {"ignore", json::array{"lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
-                                                       "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"}},
-                                {"kv_cache_scheme", nullptr}};
-        }
-        case SynthEncoding::fp8_channel: {
-            json::object weights{{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "channel"},
-                                 {"dynamic", false}, {"group_size", nullptr}, {"actorder", nullptr}, {"observer", "minmax"}};
-            json::object inputs{{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "tensor"},
-                                {"dynamic", false}, {"observer", "minmax"}};
-            json::object group{{"targets", json::array{"Linear"}}, {"weights", std::move(weights)},
-                               {"input_activations", std::move(inputs)}, {"output_activations", nullptr}};
-            return json::object{{"quant_method", "compressed-tensors"},
-                                {"format", "float-quantized"},
-                                {"quantization_status", "compressed"},
-                                {"config_groups", json::object{{"group_0", std::move(group)}}},
-                                {"ignore", json::array{"lm_head"}},
-                                {"kv_cache_scheme", nullptr}};
-        }
-    }
-    return nullptr;
-}
 
 json::object base_config(std::int64_t vocab_size, std::int64_t bos_token_id, std::int64_t eos_token_id,
                          SynthEncoding encoding) {
@@ -273,7 +155,8 @@ json::object base_config(std::int64_t vocab_size, std::int64_t bos_token_id, std
                    {"use_cache", true},               {"vocab_size", vocab_size}};
     if (bos_token_id >= 0) c["bos_token_id"] = bos_token_id;
     if (eos_token_id >= 0) c["eos_token_id"] = eos_token_id;
-    if (encoding != SynthEncoding::bf16) c["quantization_config"] = quantization_config(encoding);
+    if (auto q = quantization_config(encoding); !q.is_null()) c["quantization_config"] = std::move(q);
+    if (encoding == SynthEncoding::mxfp4) c["expert_dtype"] = "fp4";
     return c;
 }
 
@@ -308,10 +191,12 @@ SynthSettings read_synth_settings(const Options& options, const std::vector<std:
     one_of("--preset", preset, {"tiny", "small"});
     s.small = preset == "small";
     std::string dtype = options.get_string("dtype", "bf16");
-    one_of("--dtype", dtype, {"bf16", "fp8", "fp8-channel", "int4-ct"});
+    one_of("--dtype", dtype, {"bf16", "fp8", "fp8-channel", "int4-ct", "mxfp4", "gptq"});
     s.encoding = dtype == "fp8"           ? SynthEncoding::fp8_block
                  : dtype == "fp8-channel" ? SynthEncoding::fp8_channel
                  : dtype == "int4-ct"     ? SynthEncoding::int4_ct
+                 : dtype == "mxfp4"       ? SynthEncoding::mxfp4
+                 : dtype == "gptq"        ? SynthEncoding::gptq
                                           : SynthEncoding::bf16;
     s.fp8 = s.encoding != SynthEncoding::bf16;
     std::int64_t seed = options.get_int("seed", 42);
@@ -340,22 +225,8 @@ void write_synth_model(const SynthModel& model, const std::filesystem::path& dir
             const SynthTensor& t = model.tensors[p.source];
             std::vector<float> values = values_of(t, seed);
             std::vector<std::uint8_t> bytes;
-            if (t.dtype == DType::F8_E4M3 && p.spec.dtype == DType::BF16 && !p.is_scale) {
-                bytes = bf16_bytes(values);  // a marked linear the encoding leaves unquantized
-            } else if (t.dtype == DType::F8_E4M3 && model.encoding == SynthEncoding::int4_ct) {
-                if (p.spec.name.ends_with(".weight_shape")) {
-                    const std::int64_t dims[2] = {t.shape[0], t.shape[1]};
-                    bytes.assign(reinterpret_cast<const std::uint8_t*>(dims), reinterpret_cast<const std::uint8_t*>(dims) + 16);
-                } else {
-                    PackedInt4 packed = pack_int4_groups(values, t.shape, int4_group);
-                    bytes = p.is_scale ? std::move(packed.scales) : std::move(packed.words);
-                }
-            } else if (t.dtype == DType::F8_E4M3) {
-                auto [codes, scales] = quantize_fp8(values, t.shape, fp8_scale_block(model, t.shape));
-                if (!p.is_scale) bytes = std::move(codes);
-                else if (p.spec.name.ends_with(".input_scale")) bytes = f32_bytes({0.0125f});  // never read
-                else if (p.spec.dtype == DType::BF16) bytes = bf16_bytes(scales);
-                else bytes = f32_bytes(scales);
+            if (t.dtype == DType::F8_E4M3) {
+                bytes = encoded_linear_bytes(model.encoding, model.fp8_block, t.shape, p.spec, values);
             } else if (t.dtype == DType::BF16) {
                 bytes = bf16_bytes(values);
             } else if (t.dtype == DType::F32) {

@@ -6,6 +6,8 @@
 // last.
 #pragma once
 
+#include "synth_encoded_linear.hpp"
+
 #include <moequant/fp8_dequant.hpp>
 #include <moequant/options.hpp>
 #include <moequant/tensor.hpp>
@@ -27,16 +29,6 @@ enum class SynthFill {
     ones,      // 1 + N(0, scale²): RMSNorm weights
     zeros,     // exactly 0
     inv_freq,  // rotary inverse frequencies 1 / scale^(2i / (2n)) for n = elements (scale = theta)
-};
-
-// How synth stores the linears a family marks quantizable (SynthTensor::dtype F8_E4M3).
-enum class SynthEncoding {
-    bf16,         // not quantized
-    fp8_block,    // DeepSeek style: 128x128 blocks, F32 `<w>_scale_inv`, quant_method fp8
-    fp8_channel,  // GLM-4.x-FP8 style: compressed-tensors float-quantized, BF16 `<w>_scale` [N,1],
-                  // F32 `<stem>.input_scale` [1] (static activation scales, never read)
-    int4_ct,      // Kimi-K2-Thinking style: routed experts compressed-tensors pack-quantized INT4,
-                  // group 32, BF16 scales, weight_shape; every other marked linear stays BF16
 };
 
 struct SynthTensor {
@@ -77,7 +69,7 @@ struct SynthSettings {
     std::string model_type;          // one of the family's model types (default: the first)
     bool small = false;              // preset "small" instead of "tiny"
     bool fp8 = false;                // a quantized dtype: the family marks its linears F8_E4M3
-    SynthEncoding encoding = SynthEncoding::bf16;  // --dtype: bf16, fp8 (block), fp8-channel, int4-ct
+    SynthEncoding encoding = SynthEncoding::bf16;  // --dtype: bf16, fp8 (block), fp8-channel, int4-ct, mxfp4, gptq
     std::uint64_t seed = 42;
     std::string layout = "per-expert";
 };
@@ -90,10 +82,6 @@ SynthSettings read_synth_settings(const Options& options, const std::vector<std:
 std::string padded_shard_name(std::size_t number, std::size_t count, int number_digits, int count_digits);
 // "model-1-of-61.safetensors" (Kimi-K2).
 std::string unpadded_shard_name(std::size_t number, std::size_t count);
-
-// The quantization_config of an encoding: DeepSeek-style FP8 (model-families.md §4.2), or
-// compressed-tensors float-quantized per channel (model-families-2026.md §2.3); null for bf16.
-boost::json::value quantization_config(SynthEncoding encoding);
 
 // The config fields every synthetic family writes the same way: attention_dropout, hidden_act,
 // initializer_range, tie_word_embeddings, torch_dtype, transformers_version, use_cache,
