@@ -21,7 +21,7 @@ constexpr std::string_view component_suffixes[] = {".weight_packed", ".weight_sc
                                                    ".weight_zero_point"};
 
 template <class T>
-T element(const TensorView& v, std::size_t i) {
+T element(const TensorView& v, std::size_t i) {  // an unaligned element of a view
     T x;
     std::memcpy(&x, v.data() + i * sizeof(T), sizeof(T));
     return x;
@@ -105,24 +105,30 @@ public:
         const TensorView scale = checkpoint.view(w.tensor("scale"));
         const auto groups = static_cast<std::size_t>(scale.shape[1]);
         const std::vector<std::int32_t> group_of = column_groups(checkpoint, w, k, static_cast<std::int64_t>(groups));
-        const auto words_per_row = static_cast<std::size_t>(packed.shape[1]);
-        const std::uint32_t mask = bits == 4 ? 0xFu : 0xFFu;
-        const int per_word = 32 / bits, offset = 1 << (bits - 1);
+        const std::size_t row_bytes = static_cast<std::size_t>(packed.shape[1]) * 4;
+        const int offset = 1 << (bits - 1);
         const auto width = static_cast<std::size_t>(window.cols());
-        std::vector<float> row_scale(groups), values(width);
+        const auto c0 = static_cast<std::size_t>(window.col_begin);
+        std::vector<float> row_scale(groups), column_scale(width), values(width);
         const std::size_t out_row = width * decode_target_bytes(target);
+        const std::size_t scale_row_bytes = groups * dtype_bits(scale.dtype) / 8;
         std::size_t i = 0;
         for (std::int64_t r = window.row_begin; r < window.row_end; r += window.row_step, ++i) {
             decode_to_f32(TensorView{scale.dtype, {static_cast<std::int64_t>(groups)},
-                                     scale.bytes.subspan(static_cast<std::size_t>(r) * groups * dtype_bits(scale.dtype) / 8,
-                                                         groups * dtype_bits(scale.dtype) / 8)},
+                                     scale.bytes.subspan(static_cast<std::size_t>(r) * scale_row_bytes, scale_row_bytes)},
                           row_scale);
-            const std::size_t row_words = static_cast<std::size_t>(r) * words_per_row;
-            for (std::size_t j = 0; j < width; ++j) {
-                const auto c = static_cast<std::size_t>(window.col_begin) + j;
-                const auto word = static_cast<std::uint32_t>(element<std::int32_t>(packed, row_words + c / per_word));
-                const int code = static_cast<int>((word >> (bits * (c % per_word))) & mask) - offset;
-                values[j] = static_cast<float>(code) * row_scale[static_cast<std::size_t>(group_of[c])];
+            for (std::size_t j = 0; j < width; ++j) column_scale[j] = row_scale[static_cast<std::size_t>(group_of[c0 + j])];
+            // The little-endian byte view of the words: 4-bit element c is nibble c % 2 of byte
+            // c / 2, 8-bit element c is byte c (gptq-compressed-tensors.md §6.3).
+            const auto* bytes = reinterpret_cast<const std::uint8_t*>(packed.data()) + static_cast<std::size_t>(r) * row_bytes;
+            if (bits == 4) {
+                for (std::size_t j = 0; j < width; ++j) {
+                    const std::size_t c = c0 + j;
+                    const int u = (bytes[c >> 1] >> ((c & 1) * 4)) & 0xF;
+                    values[j] = static_cast<float>(u - offset) * column_scale[j];
+                }
+            } else {
+                for (std::size_t j = 0; j < width; ++j) values[j] = static_cast<float>(bytes[c0 + j] - offset) * column_scale[j];
             }
             std::byte* dst = out.data() + i * out_row;
             if (target == DecodeTarget::f32) std::memcpy(dst, values.data(), width * 4);
