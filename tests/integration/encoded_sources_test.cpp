@@ -13,6 +13,7 @@
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 using namespace moequant;
@@ -179,6 +180,35 @@ BOOST_AUTO_TEST_CASE(input_type_is_checked_against_every_flavour) {
     auto unknown = run_moequant({"convert", "-i", (dir / "int4").string(), "-o", (dir / "d").string(), "--input-type", "int3"});
     BOOST_TEST(unknown.exit_code == 2, unknown.err);
     BOOST_TEST(unknown.err.find("int4") != std::string::npos, unknown.err);
+}
+
+// What an encoding refuses stops convert before anything is written: exit 3, one line naming
+// the tensor and the rule.
+BOOST_AUTO_TEST_CASE(refused_encodings_stop_convert_with_one_line) {
+    TempDir dir;
+    const fs::path good = dir / "good";
+    run_ok({"synth", "--family", "kimi_k2", "--dtype", "int4-ct", "--out", good.string()});
+    const std::string expert = "model.layers.1.mlp.experts.3.up_proj.";
+    auto expect_refusal = [&](const fs::path& model, const std::vector<std::string>& parts) {
+        const fs::path out = dir / (model.filename().string() + "-out");
+        auto r = run_moequant({"convert", "-i", model.string(), "-o", out.string()});
+        BOOST_TEST(r.exit_code == 3, r.err);
+        BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+        for (const auto& p : parts) BOOST_TEST(r.err.find(p) != std::string::npos, "missing '" << p << "' in: " << r.err);
+        BOOST_TEST(!fs::exists(out));
+    };
+    rewrite(good, dir / "zero_point", [&](const std::string& name, std::optional<Replacement>& r) {
+        if (name == expert + "weight_shape") r = Replacement{{expert + "weight_zero_point", DType::I32, {32, 1}}, std::vector<std::uint8_t>(128, 0)};
+        return true;
+    });
+    expect_refusal(dir / "zero_point", {expert + "weight_zero_point", "UnsupportedEncoding"});
+    rewrite(good, dir / "two_bits", [](const std::string&, auto&) { return true; }, [](json::object& c) {
+        c["quantization_config"].as_object()["config_groups"].as_object()["group_0"].as_object()["weights"].as_object()["num_bits"] = 2;
+    });
+    expect_refusal(dir / "two_bits", {".weight_packed", "num_bits 2", "UnsupportedEncoding"});
+    rewrite(good, dir / "no_config", [](const std::string&, auto&) { return true; },
+            [](json::object& c) { c.erase("quantization_config"); });
+    expect_refusal(dir / "no_config", {".weight", "no installed encoding can decode", "weight_packed I32", "UnsupportedEncoding"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
