@@ -37,6 +37,7 @@ T at(const TensorView& v, std::size_t i) {
 float stored_float(const TensorView& v, std::size_t i) {
     switch (v.dtype) {
         case DType::BF16: return bf16_value(at<std::uint16_t>(v, i));
+        case DType::F16: return f16_value(at<std::uint16_t>(v, i));
         case DType::F8_E8M0: return e8m0(at<std::uint8_t>(v, i));
         case DType::F32: return at<float>(v, i);
         default: BOOST_FAIL("unexpected scale dtype " << dtype_name(v.dtype)); return 0;
@@ -74,6 +75,39 @@ std::vector<std::uint16_t> reference_int4(const TensorView& packed, const Tensor
     return out;
 }
 
+// MXFP4 as DeepSeek-V4 stores it: E2M1 code (low nibble = even column) x 2^(e - 127) of its
+// block of 32 along K.
+std::vector<std::uint16_t> reference_mxfp4(const TensorView& packed, const TensorView& s) {
+    static constexpr float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    const std::int64_t rows = packed.shape[0], cols = packed.shape[1] * 2;
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) {
+            const auto byte = at<std::uint8_t>(packed, static_cast<std::size_t>((r * cols + c) / 2));
+            const float scale = e8m0(at<std::uint8_t>(s, static_cast<std::size_t>(r * (cols / 32) + c / 32)));
+            out[static_cast<std::size_t>(r * cols + c)] = bf16_round(e2m1[c % 2 == 0 ? byte & 0xF : byte >> 4] * scale);
+        }
+    return out;
+}
+
+// AutoGPTQ v1: w[n][k] = s[g(k)][n] x (q[k][n] - (z[g(k)][n] + 1)), q packed along K, z along N.
+std::vector<std::uint16_t> reference_gptq(const TensorView& qweight, const TensorView& qzeros, const TensorView& scales,
+                                          const TensorView& g_idx) {
+    const std::int64_t k = qweight.shape[0] * 8, n = qweight.shape[1];
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(n * k));
+    for (std::int64_t row = 0; row < n; ++row)
+        for (std::int64_t col = 0; col < k; ++col) {
+            const auto g = at<std::int32_t>(g_idx, static_cast<std::size_t>(col));
+            const auto word = at<std::uint32_t>(qweight, static_cast<std::size_t>((col / 8) * n + row));
+            const auto zeros = at<std::uint32_t>(qzeros, static_cast<std::size_t>(g * (n / 8) + row / 8));
+            const int q = static_cast<int>((word >> (4 * (col % 8))) & 0xF);
+            const int z = static_cast<int>((zeros >> (4 * (row % 8))) & 0xF) + 1;
+            const float s = stored_float(scales, static_cast<std::size_t>(g * n + row));
+            out[static_cast<std::size_t>(row * k + col)] = bf16_round(s * static_cast<float>(q - z));
+        }
+    return out;
+}
+
 const Registry& encodings() {
     static Registry* r = [] {
         auto* registry = new Registry;
@@ -97,6 +131,10 @@ void write_bf16_twin(const fs::path& encoded, const fs::path& twin, const std::s
         std::vector<std::uint16_t> values;
         if (w->encoding == "fp8") values = reference_fp8(source.view(name), source.view(w->tensor("scale")));
         else if (w->encoding == "ct-pack") values = reference_int4(source.view(name), source.view(w->tensor("scale")));
+        else if (w->encoding == "mxfp4") values = reference_mxfp4(source.view(name), source.view(w->tensor("scale")));
+        else if (w->encoding == "gptq")
+            values = reference_gptq(source.view(name), source.view(w->tensor("zeros")), source.view(w->tensor("scale")),
+                                    source.view(w->tensor("g_idx")));
         else BOOST_FAIL("no reference decoder for encoding " << w->encoding);
         r = Replacement{{w->name, DType::BF16, w->shape}, std::vector<std::uint8_t>(values.size() * 2)};
         std::memcpy(r->bytes.data(), values.data(), r->bytes.size());

@@ -27,6 +27,13 @@ inline float e4m3(std::uint8_t b) {
     return static_cast<float>(sign ? -m : m);
 }
 
+// IEEE binary16: bias 15, subnormals (infinities and NaNs are not used by the tests).
+inline float f16_value(std::uint16_t h) {
+    const int sign = h >> 15, exponent = (h >> 10) & 31, mantissa = h & 1023;
+    const double m = exponent == 0 ? std::ldexp(mantissa / 1024.0, -14) : std::ldexp(1.0 + mantissa / 1024.0, exponent - 15);
+    return static_cast<float>(sign ? -m : m);
+}
+
 // E8M0: 2^(e-127), 0xFF NaN.
 inline float e8m0(std::uint8_t e) {
     return e == 0xFF ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(std::ldexp(1.0, e - 127));
