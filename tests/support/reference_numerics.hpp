@@ -39,4 +39,12 @@ inline float e8m0(std::uint8_t e) {
     return e == 0xFF ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(std::ldexp(1.0, e - 127));
 }
 
+// FP4 E2M1 (OCP MX): sign, 2 exponent bits with bias 1, 1 mantissa bit; exponent 0 is
+// subnormal (0 or 0.5). No infinities or NaNs; the largest magnitude is 6.
+inline float e2m1(std::uint8_t code) {
+    const int sign = (code >> 3) & 1, exponent = (code >> 1) & 3, mantissa = code & 1;
+    const double m = exponent == 0 ? mantissa * 0.5 : std::ldexp(1.0 + mantissa / 2.0, exponent - 1);
+    return static_cast<float>(sign ? -m : m);
+}
+
 }  // namespace moequant::test
