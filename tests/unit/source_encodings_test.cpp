@@ -8,8 +8,10 @@
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 #include <moequant/parallel.hpp>
-#include <moequant/safetensors_writer.hpp>
 
+#include "decode_windows.hpp"
+#include "encoded_checkpoint.hpp"
+#include "error_code_of.hpp"
 #include "reference_numerics.hpp"
 #include "test_support.hpp"
 
@@ -22,20 +24,6 @@ using namespace moequant;
 using namespace moequant::test;
 
 namespace {
-
-struct Stored {
-    std::string name;
-    DType dtype;
-    Shape shape;
-    std::vector<std::uint8_t> bytes;
-};
-
-template <class T>
-std::vector<std::uint8_t> bytes_of(const std::vector<T>& values) {
-    std::vector<std::uint8_t> out(values.size() * sizeof(T));
-    std::memcpy(out.data(), values.data(), out.size());
-    return out;
-}
 
 // FP8 E4M3 codes avoiding the NaN bytes 0x7F and 0xFF.
 std::vector<std::uint8_t> fp8_codes(std::size_t n, std::uint32_t seed) {
@@ -57,44 +45,14 @@ std::vector<float> odd_scales(std::size_t n, std::uint32_t seed) {
     return out;
 }
 
-const Registry& encodings_registry() {
-    static Registry* registry = [] {
-        auto* r = new Registry;
-        for (const char* id : {"float", "fp8"})
-            r->load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-encoding-" + std::string(id) + ".so"),
-                         PluginOrigin::explicit_file);
-        return r;
-    }();
-    return *registry;
-}
-
-// A one-file checkpoint with these tensors and config.json, encodings attached.
-Checkpoint write_checkpoint(const TempDir& dir, const std::vector<Stored>& tensors, const std::string& config = "{}") {
-    std::vector<TensorSpec> specs;
-    for (const auto& t : tensors) specs.push_back({t.name, t.dtype, t.shape});
-    SafetensorsWriter writer(dir / "model.safetensors", specs);
-    for (const auto& t : tensors) writer.write(t.name, std::as_bytes(std::span<const std::uint8_t>(t.bytes)));
-    writer.finish();
-    write_text(dir / "config.json", config);
-    Checkpoint c = Checkpoint::open(dir.path());
-    attach_encodings(c, encodings_registry());
-    return c;
-}
-
-std::vector<std::uint16_t> bf16_values(const Tensor& t) {
-    std::vector<std::uint16_t> out(t.elements());
-    std::memcpy(out.data(), t.data(), out.size() * 2);
-    return out;
+// A one-file checkpoint with these tensors and config.json, the float and fp8 encodings attached.
+Checkpoint write_checkpoint(const TempDir& dir, const std::vector<StoredTensor>& tensors, const std::string& config = "{}") {
+    return write_encoded_checkpoint(dir, tensors, config, {"float", "fp8"});
 }
 
 std::string error_code(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        BOOST_TEST((e.kind() == ErrorKind::input), e.what());
-        return e.code();
-    }
-    return "(no error)";
+    const std::string code = error_code_of(f, ErrorKind::input);
+    return code.empty() ? "(no error)" : code;
 }
 
 const std::string block_config = R"({"quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}})";
@@ -201,19 +159,10 @@ BOOST_AUTO_TEST_CASE(windows_equal_slices_of_a_full_decode_whatever_the_thread_c
         const EncodedWeight& w = c.weight(name);
         const std::int64_t m = w.shape.size() == 3 ? 2 : 0;
         for (DecodeTarget target : {DecodeTarget::bf16, DecodeTarget::f32}) {
-            const Tensor full = decode_matrix(c, w, m, target);
-            const std::size_t size = decode_target_bytes(target);
             for (int threads : {1, 3}) {
                 set_max_threads(threads);
                 const DecodeWindow window{.matrix = m, .row_begin = 5, .row_end = 90, .row_step = 3, .col_begin = 17, .col_end = 150};
-                std::vector<std::byte> part(static_cast<std::size_t>(window.rows() * window.cols()) * size);
-                decode_weight(c, w, window, target, part);
-                std::size_t i = 0;
-                for (std::int64_t r = window.row_begin; r < window.row_end; r += window.row_step, ++i)
-                    BOOST_TEST(std::memcmp(part.data() + i * static_cast<std::size_t>(window.cols()) * size,
-                                           full.data() + static_cast<std::size_t>(r * k + window.col_begin) * size,
-                                           static_cast<std::size_t>(window.cols()) * size) == 0,
-                               name << " row " << r << " threads " << threads);
+                BOOST_TEST(rows_differing_from_full_decode(c, w, window, target).empty(), name << " threads " << threads);
             }
             set_max_threads(0);
         }
@@ -225,9 +174,9 @@ BOOST_AUTO_TEST_CASE(fp8_refusals_name_the_tensor_and_the_rule) {
     const auto codes = fp8_codes(64 * 64, 8);
     const auto one = bytes_of(std::vector<float>{0.01f});
     const auto per_row = bytes_of(odd_scales(64, 9));
-    auto case_of = [&](const std::vector<Stored>& extra, const std::string& config = "{}") {
+    auto case_of = [&](const std::vector<StoredTensor>& extra, const std::string& config = "{}") {
         TempDir dir;
-        std::vector<Stored> tensors{{"x.weight", DType::F8_E4M3, w_shape, codes}};
+        std::vector<StoredTensor> tensors{{"x.weight", DType::F8_E4M3, w_shape, codes}};
         tensors.insert(tensors.end(), extra.begin(), extra.end());
         Checkpoint c = write_checkpoint(dir, tensors, config);
         return error_code([&] { c.weight("x.weight"); });
