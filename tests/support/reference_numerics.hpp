@@ -1,6 +1,6 @@
 // The numbers tests compare against, written straight from the spec's formulas (never through
 // the SDK's conversion code they check): BF16 round-to-nearest-even, FP8 E4M3, E8M0 and E2M1
-// decoding (model-families.md §4.1, model-families-2026.md §2.1).
+// decoding, IEEE half (model-families.md §4.1, model-families-2026.md §2.1).
 #pragma once
 
 #include <bit>
@@ -24,6 +24,13 @@ inline float bf16_value(std::uint16_t bits) { return std::bit_cast<float>(static
 inline float e4m3(std::uint8_t b) {
     const int sign = b >> 7, exponent = (b >> 3) & 15, mantissa = b & 7;
     const double m = exponent == 0 ? std::ldexp(mantissa / 8.0, -6) : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
+    return static_cast<float>(sign ? -m : m);
+}
+
+// IEEE half: bias 15, subnormals (the tests use finite values only).
+inline float f16_value(std::uint16_t h) {
+    const int sign = h >> 15, exponent = (h >> 10) & 31, mantissa = h & 1023;
+    const double m = exponent == 0 ? std::ldexp(mantissa / 1024.0, -14) : std::ldexp(1.0 + mantissa / 1024.0, exponent - 15);
     return static_cast<float>(sign ? -m : m);
 }
 
