@@ -176,6 +176,7 @@ BOOST_AUTO_TEST_CASE(encoded_checkpoints_convert_like_their_reference_decoded_bf
         {"glm4_moe", "fp8-channel", "fp8"},
         {"kimi_k2", "int4-ct", "ct-pack"},
         {"deepseek_v3", "mxfp4", "mxfp4"},
+        {"qwen3_moe", "gptq", "gptq"},
     };
     for (const auto& c : cases) {
         BOOST_TEST_CONTEXT(c.family << " " << c.dtype) {

@@ -39,6 +39,12 @@ std::vector<std::uint16_t> bf16_values(const Tensor& t) {
     return out;
 }
 
+std::vector<float> f32_values(const Tensor& t) {
+    std::vector<float> out(t.elements());
+    std::memcpy(out.data(), t.data(), out.size() * 4);
+    return out;
+}
+
 void check_window_against(const Tensor& full, const Checkpoint& c, const EncodedWeight& w, const DecodeWindow& window,
                           DecodeTarget target) {
     const std::int64_t k = w.shape.back();

@@ -42,8 +42,9 @@ const Registry& encoding_plugins();
 Checkpoint write_checkpoint(const TempDir& dir, const std::vector<StoredTensor>& tensors,
                                     const std::string& config = "{}");
 
-// The BF16 bits of a decoded tensor.
+// The BF16 bits, or the float32 values, of a decoded tensor.
 std::vector<std::uint16_t> bf16_values(const Tensor& t);
+std::vector<float> f32_values(const Tensor& t);
 
 // Checks (Boost.Test) that decoding `window` of `w` gives the bytes of those rows and columns of
 // `full`, the decode of the window's whole matrix.

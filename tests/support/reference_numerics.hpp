@@ -1,6 +1,6 @@
 // The numbers tests compare against, written straight from the spec's formulas (never through
 // the SDK's conversion code they check): BF16 round-to-nearest-even, FP8 E4M3, E8M0 and E2M1
-// decoding (model-families.md §4.1, model-families-2026.md §2.1).
+// decoding, IEEE half (model-families.md §4.1, model-families-2026.md §2.1).
 #pragma once
 
 #include <bit>
