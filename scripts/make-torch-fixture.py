@@ -22,6 +22,8 @@ What it writes:
   hostile/unknown_global.bin      a whole nn.Linear module saved (global torch.nn.modules.linear.Linear)
   hostile/noncontiguous.bin       a transposed (non-contiguous) tensor
   hostile/truncated.bin           the first half of single/pytorch_model.bin
+  pickles/*.pkl                   the data.pkl of each file above (seeds for the fuzzer's
+                                  pickle-only mode, which wraps its input in a zip itself)
 
 Nothing here ever unpickles a hostile file except with torch.load(weights_only=True), which
 must refuse it (checked below): the script also confirms that torch's own weights-only reader
@@ -32,6 +34,7 @@ import json
 import os
 import struct
 import sys
+import zipfile
 
 import torch
 
@@ -118,7 +121,7 @@ def check_same(path, sd):
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data", "torch")
-    for sub in ("single", "sharded", "twin", "hostile"):
+    for sub in ("single", "sharded", "twin", "hostile", "pickles"):
         os.makedirs(os.path.join(out, sub), exist_ok=True)
 
     sd = with_module_metadata(state_dict())
@@ -152,6 +155,14 @@ def main():
         whole = f.read()
     with open(os.path.join(hostile, "truncated.bin"), "wb") as f:
         f.write(whole[: len(whole) // 2])
+
+    for path in (single, os.path.join(out, "sharded", shards[1][0]), *(os.path.join(hostile, n) for n in
+                 ("os_system.bin", "unknown_global.bin", "noncontiguous.bin"))):
+        with zipfile.ZipFile(path) as z:
+            pickle_entry = next(n for n in z.namelist() if n.endswith("/data.pkl"))
+            stem = os.path.basename(path).replace(".bin", "")
+            with open(os.path.join(out, "pickles", stem + ".pkl"), "wb") as f:
+                f.write(z.read(pickle_entry))
 
     for name in ("os_system.bin", "unknown_global.bin", "truncated.bin"):
         print(f"torch refuses {name}: {must_refuse(os.path.join(hostile, name))}")
