@@ -418,6 +418,18 @@ BOOST_AUTO_TEST_CASE(memo_and_size_bombs_stay_bounded) {
     for (int i = 0; i < 200000; ++i) laughs.op('2').op('a');
     const Error e = refusal(zip_with_pickle(laughs.stop().bytes));
     BOOST_TEST(e.code() == "NotAStateDict");
+    // Opcodes that make no new value still hit a limit: 2^23 + 1 list items through DUP and
+    // APPEND, or as many stack entries through DUP alone.
+    const std::size_t over = (std::size_t{1} << 23) + 1;
+    PickleWriter items;
+    items.proto(2).op(']');
+    items.bytes.reserve(2 * over + 8);
+    for (std::size_t i = 0; i < over; ++i) items.op('2').op('a');
+    BOOST_TEST(refusal_code(zip_with_pickle(items.stop().bytes)) == "PickleTooLarge");
+    PickleWriter stack;
+    stack.proto(2).none();
+    stack.bytes.insert(stack.bytes.end(), over, '2');
+    BOOST_TEST(refusal_code(zip_with_pickle(stack.stop().bytes)) == "PickleTooLarge");
     BOOST_TEST(std::chrono::duration<double>(clock::now() - start).count() < 20.0);
 }
 

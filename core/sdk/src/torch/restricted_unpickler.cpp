@@ -270,7 +270,15 @@ private:
         return make({kind, static_cast<std::uint32_t>(strings_.size() - 1), 0});
     }
 
+    // Every item put into a container counts, whether or not it is a new value.
+    void add_items(std::size_t n) {
+        if (n > pickle_max_values - container_items_)
+            fail("the pickle puts more than " + std::to_string(pickle_max_values) + " items into containers", "PickleTooLarge");
+        container_items_ += n;
+    }
+
     std::uint32_t make_sequence(Kind kind, std::vector<std::uint32_t> items) {
+        add_items(items.size());
         sequences_.push_back(std::move(items));
         return make({kind, static_cast<std::uint32_t>(sequences_.size() - 1), 0});
     }
@@ -329,7 +337,10 @@ private:
 
     void memo_put(std::uint64_t index) {
         const std::uint32_t v = top();
-        memo_[index] = v;
+        auto [it, added] = memo_.try_emplace(index, v);
+        if (!added) it->second = v;
+        else if (memo_.size() > pickle_max_values)
+            fail("the pickle stores more than " + std::to_string(pickle_max_values) + " memo entries", "PickleTooLarge");
     }
 
     void memo_get(std::uint64_t index) {
@@ -562,12 +573,15 @@ private:
                 case op::list: push(make_sequence(Kind::list, pop_mark())); break;
                 case op::append: {
                     const std::uint32_t item = pop();
-                    items_of(top(), Kind::list, "appends to").push_back(item);
+                    auto& list = items_of(top(), Kind::list, "appends to");
+                    add_items(1);
+                    list.push_back(item);
                     break;
                 }
                 case op::appends: {
                     std::vector<std::uint32_t> items = pop_mark();
                     auto& list = items_of(top(), Kind::list, "appends to");
+                    add_items(items.size());
                     list.insert(list.end(), items.begin(), items.end());
                     break;
                 }
@@ -576,6 +590,7 @@ private:
                 case op::additems: {
                     std::vector<std::uint32_t> items = pop_mark();
                     auto& set = items_of(top(), Kind::set, "adds to");
+                    add_items(items.size());
                     set.insert(set.end(), items.begin(), items.end());
                     break;
                 }
@@ -589,7 +604,9 @@ private:
                 }
                 case op::setitem: {
                     const std::uint32_t v = pop(), k = pop();
-                    dict_of(top()).items.emplace_back(k, v);
+                    Dict& dict = dict_of(top());
+                    add_items(2);
+                    dict.items.emplace_back(k, v);
                     break;
                 }
                 case op::setitems: {
@@ -645,6 +662,7 @@ private:
     void set_items(std::uint32_t d, const std::vector<std::uint32_t>& items) {
         if (items.size() % 2 != 0) fail(opcode_name(code_) + " has an odd number of values (keys without values)");
         Dict& dict = dict_of(d);
+        add_items(items.size());
         for (std::size_t i = 0; i < items.size(); i += 2) dict.items.emplace_back(items[i], items[i + 1]);
     }
 
@@ -690,6 +708,7 @@ private:
     const std::string& entry_;
 
     std::vector<Value> values_;
+    std::size_t container_items_ = 0;
     std::vector<std::uint32_t> stack_;
     std::vector<std::size_t> marks_;
     std::unordered_map<std::uint64_t, std::uint32_t> memo_;

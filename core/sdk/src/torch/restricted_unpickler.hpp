@@ -23,11 +23,13 @@
 
 namespace moequant::detail {
 
-// Limits beyond the pickle's own size (each opcode makes at most one value, so a pickle of N
-// bytes makes at most N values anyway). A state dict of 100k tensors needs ~2M values.
-inline constexpr std::uint64_t pickle_max_bytes = 1ull << 30;
-inline constexpr std::size_t pickle_max_values = std::size_t{1} << 25;
-inline constexpr std::size_t pickle_max_marks = std::size_t{1} << 16;  // open MARKs at once
+// Limits. A torch.save pickle needs about 20 values and 160 bytes per tensor: a state dict of
+// 100k tensors (a whole DeepSeek-V3) is ~16 MB with ~2M values. Opcodes that make nothing new
+// (DUP, BINGET, BINPUT) could still grow the stack, the memo or a container without bound, so
+// each of those is limited too; the worst case stays near 1 GB.
+inline constexpr std::uint64_t pickle_max_bytes = 256ull << 20;
+inline constexpr std::size_t pickle_max_values = std::size_t{1} << 23;  // values made, memo entries, stack depth, container items: each
+inline constexpr std::size_t pickle_max_marks = std::size_t{1} << 16;   // open MARKs at once
 
 // What the pickle says about one entry of the state dict.
 struct PickledTensor {
