@@ -1,19 +1,24 @@
 // PyTorch .bin checkpoints end to end, on the files torch 1.13 wrote (tests/data/torch, made by
 // scripts/make-torch-fixture.py): `moequant inspect` lists what it lists for the safetensors
-// twin, Checkpoint views hold the twin's bytes, and the hostile files (an os.system payload, an
-// unknown global, a truncated zip, a strided tensor) end with exit 3 and one line naming the
-// file and the problem, without running anything.
+// twin, Checkpoint views hold the twin's bytes, a synthesized model rewritten as .bin shards
+// converts to the same bytes as its safetensors original, and the hostile files (an os.system
+// payload, an unknown global, a truncated zip, a strided tensor) end with exit 3 and one line
+// naming the file and the problem, without running anything.
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/error.hpp>
 
+#include "pickle_writer.hpp"
 #include "test_support.hpp"
+#include "zip_writer.hpp"
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -53,6 +58,43 @@ void expect_refused(const fs::path& path, const std::vector<std::string>& parts)
     for (const auto& p : parts) BOOST_TEST(contains(r.err, p), "missing '" << p << "' in: " << r.err);
 }
 
+// Rewrites a safetensors checkpoint the way torch.save would have written its state dicts: one
+// pytorch_model-*.bin per shard (each tensor its own storage, the OrderedDict with _metadata,
+// records aligned to 64 bytes), the .bin index, and the side files.
+void write_as_bin(const fs::path& from, const fs::path& to) {
+    static const std::map<moequant::DType, std::string> storage_types = {
+        {moequant::DType::BF16, "BFloat16Storage"}, {moequant::DType::F16, "HalfStorage"},
+        {moequant::DType::F32, "FloatStorage"}, {moequant::DType::I64, "LongStorage"}};
+    fs::create_directories(to);
+    for (const auto& entry : fs::directory_iterator(from))
+        if (entry.path().extension() == ".json" && entry.path().filename() != "model.safetensors.index.json")
+            fs::copy_file(entry.path(), to / entry.path().filename());
+    const moequant::Checkpoint source = moequant::Checkpoint::open(from);
+    json::object weight_map;
+    const std::size_t count = source.shard_names().size();
+    for (std::size_t i = 0; i < count; ++i) {
+        char name[64];
+        std::snprintf(name, sizeof name, "pytorch_model-%05zu-of-%05zu", i + 1, count);
+        const moequant::SafetensorsFile& shard = source.shard(source.shard_names()[i]);
+        std::vector<PickledTensorSpec> specs;
+        std::map<std::string, std::vector<std::uint8_t>> storages;
+        for (std::size_t k = 0; k < shard.tensors().size(); ++k) {
+            const moequant::TensorInfo& t = shard.tensors()[k];
+            const std::string key = std::to_string(k);
+            specs.push_back({t.name, storage_types.at(t.dtype), key, static_cast<std::int64_t>(t.elements()), 0, t.shape, {}});
+            const moequant::TensorView v = shard.view(t);
+            storages[key].assign(reinterpret_cast<const std::uint8_t*>(v.data()), reinterpret_cast<const std::uint8_t*>(v.data()) + v.size_bytes());
+            weight_map[t.name] = std::string(name) + ".bin";
+        }
+        ZipWriter zip({.zip64 = true, .data_descriptors = true});
+        zip.add(std::string(name) + "/data.pkl", state_dict_pickle(specs, true));
+        for (const auto& [key, bytes] : storages) zip.add(std::string(name) + "/data/" + key, bytes);
+        zip.add(std::string(name) + "/version", std::string("3\n"));
+        write_bytes(to / (std::string(name) + ".bin"), zip.finish());
+    }
+    write_text(to / "pytorch_model.bin.index.json", json::serialize(json::object{{"metadata", json::object{}}, {"weight_map", weight_map}}));
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(torch_bin)
@@ -86,6 +128,22 @@ BOOST_AUTO_TEST_CASE(checkpoint_views_hold_the_twins_bytes) {
             BOOST_TEST(std::memcmp(a.data(), b.data(), a.size_bytes()) == 0, path << ": " << name);
         }
     }
+}
+
+BOOST_AUTO_TEST_CASE(convert_from_bin_writes_what_convert_from_safetensors_writes) {
+    TempDir dir;
+    const CommandResult synth = run_moequant({"synth", "--family", "qwen3_moe", "--dtype", "bf16", "--out", (dir / "st").string()});
+    BOOST_TEST_REQUIRE(synth.exit_code == 0, synth.err);
+    write_as_bin(dir / "st", dir / "bin");
+    for (const char* model : {"st", "bin"}) {
+        const CommandResult r = run_moequant({"convert", "-i", (dir / model).string(), "-o", (dir / (std::string(model) + ".out")).string(), "--quiet"});
+        BOOST_TEST_REQUIRE(r.exit_code == 0, model << ": " << r.err);
+    }
+    const auto from_safetensors = file_hashes(dir / "st.out"), from_bin = file_hashes(dir / "bin.out");
+    BOOST_TEST(!from_bin.empty());
+    BOOST_TEST((from_bin == from_safetensors));
+    const CommandResult verify = run_moequant({"verify", "--source", (dir / "bin").string(), "--converted", (dir / "bin.out").string()});
+    BOOST_TEST(verify.exit_code == 0, verify.out << verify.err);
 }
 
 BOOST_AUTO_TEST_CASE(hostile_files_exit_3_naming_the_file_and_the_problem) {
