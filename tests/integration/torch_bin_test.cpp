@@ -125,7 +125,7 @@ BOOST_AUTO_TEST_CASE(checkpoint_views_hold_the_twins_bytes) {
             BOOST_TEST((a.dtype == b.dtype), name);
             BOOST_TEST((a.shape == b.shape), name);
             BOOST_TEST_REQUIRE(a.size_bytes() == b.size_bytes(), name);
-            BOOST_TEST(std::memcmp(a.data(), b.data(), a.size_bytes()) == 0, path << ": " << name);
+            if (a.size_bytes() > 0) BOOST_TEST(std::memcmp(a.data(), b.data(), a.size_bytes()) == 0, path << ": " << name);
         }
     }
 }

@@ -308,8 +308,9 @@ BOOST_AUTO_TEST_CASE(odd_but_valid_shapes) {
 BOOST_AUTO_TEST_CASE(globals_that_could_run_code_are_refused_by_name) {
     for (const auto& [module, name] : {std::pair{"posix", "system"}, {"builtins", "eval"}, {"os", "system"},
                                        {"__builtin__", "exec"}, {"subprocess", "Popen"}, {"torch", "load"}}) {
+        const std::string module_name = module, global_name = name;  // (clang 14 cannot capture bindings)
         const Bytes pickle = pickle_with([&](PickleWriter& p) {
-            p.empty_dict().text("payload").global(module, name).text("touch /tmp/moequant-unit-pwned").op(0x85).reduce().setitem();
+            p.empty_dict().text("payload").global(module_name, global_name).text("touch /tmp/moequant-unit-pwned").op(0x85).reduce().setitem();
         });
         const Error e = refusal(zip_with_pickle(pickle));
         BOOST_TEST(e.code() == "UnsafeGlobal");
@@ -327,8 +328,9 @@ BOOST_AUTO_TEST_CASE(globals_that_could_run_code_are_refused_by_name) {
 BOOST_AUTO_TEST_CASE(reduce_calls_only_the_rebuild_functions) {
     // An accepted global that is not a function we evaluate: a storage class, a dtype.
     for (const auto& [module, name] : {std::pair{"torch", "FloatStorage"}, {"torch", "float32"}, {"torch", "Tensor"}}) {
+        const std::string module_name = module, global_name = name;
         const Bytes pickle = pickle_with([&](PickleWriter& p) {
-            p.empty_dict().text("x").global(module, name).empty_tuple().reduce().setitem();
+            p.empty_dict().text("x").global(module_name, global_name).empty_tuple().reduce().setitem();
         });
         const Error e = refusal(zip_with_pickle(pickle));
         BOOST_TEST(e.code() == "UnsafeCall");
@@ -703,7 +705,7 @@ BOOST_AUTO_TEST_CASE(torch_written_files_match_their_safetensors_twin) {
         BOOST_TEST((b.shape == t.shape), t.name);
         const TensorView bv = bin.view(b), tv = twin.view(t);
         BOOST_TEST(bv.size_bytes() == tv.size_bytes(), t.name);
-        BOOST_TEST(std::memcmp(bv.data(), tv.data(), tv.size_bytes()) == 0, t.name);
+        if (tv.size_bytes() > 0) BOOST_TEST(std::memcmp(bv.data(), tv.data(), tv.size_bytes()) == 0, t.name);
     }
     BOOST_TEST(bin.view("lm_head.weight").data() == bin.view("model.embed_tokens.weight").data());  // tied
     // torch 1.13 aligns every record's data to 64 bytes.
