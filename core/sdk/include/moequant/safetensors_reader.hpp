@@ -113,7 +113,7 @@ public:
     std::optional<std::string> metadata(std::string_view key) const;
 
     std::uint64_t header_length() const noexcept;  // N, the header's byte length (0 for PyTorch files)
-    std::string header_digest() const;             // Digest64 of the header bytes (hex)
+    std::string header_digest() const;             // Digest64 of the header bytes (hex); of data.pkl for PyTorch files
     // Where the data buffer starts: 8 + N, or 0 for a PyTorch file.
     std::uint64_t data_start() const noexcept;
     std::uint64_t file_size() const noexcept;
