@@ -99,9 +99,12 @@
 //              ModelPlan::fp8_block removed; load_expert_matrix() takes a DecodeTarget,
 //              decode_weight() and decode_matrix(); layer_input_bytes() takes the checkpoint;
 //              load_f32() loses its block size.
-#define MOEQUANT_PLUGIN_ABI_VERSION 11
+//  12 (0.12.0): PyTorch .bin checkpoints: SafetensorsFile::open_pytorch() and
+//              pytorch_from_bytes() (a zip checkpoint read with the restricted unpickler; its
+//              offsets are relative to the file start, so data_start() is no longer inline).
+#define MOEQUANT_PLUGIN_ABI_VERSION 12
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "23a407ec98d008f0"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "d9b2c8f484b0dfcc"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

@@ -11,6 +11,12 @@
 //
 // The file is memory-mapped on the first data access, so inspecting many shards costs only
 // their header bytes. Views stay valid as long as the SafetensorsFile lives.
+//
+// A PyTorch zip checkpoint (torch.save since 1.6: pytorch_model.bin and its shards) is read
+// through the same class (open_pytorch): its pickle is interpreted by a restricted unpickler
+// that runs nothing and refuses every global but torch's tensor reconstructions, and its
+// contiguous tensors are described as if the whole file were a safetensors data buffer
+// (docs/pytorch-bin.md).
 #pragma once
 
 #include <moequant/dtype.hpp>
@@ -68,6 +74,18 @@ public:
     // the returned object.
     static SafetensorsFile from_bytes(std::span<const std::byte> bytes, const std::string& name);
 
+    // Opens a PyTorch zip checkpoint read with the restricted unpickler. Its header describes
+    // the state dict's tensors with data offsets relative to the start of the file (the data
+    // buffer is the whole file): header_length() and data_start() are 0, there is no metadata,
+    // tensors sharing a storage (tied weights) may overlap, and header_digest() is the digest
+    // of the archive's data.pkl. Error(input) for what it refuses (hostile or unsupported
+    // content, non-contiguous or big-endian tensors), Error(io) when the file cannot be read.
+    // The file is mapped at once (the zip directory is at its end).
+    static SafetensorsFile open_pytorch(const std::filesystem::path& path);
+
+    // The same for a file image held in memory; `bytes` must outlive the returned object.
+    static SafetensorsFile pytorch_from_bytes(std::span<const std::byte> bytes, const std::string& name);
+
     SafetensorsFile(SafetensorsFile&&) noexcept;
     SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
     ~SafetensorsFile();
@@ -94,9 +112,10 @@ public:
     // __metadata__ value for `key`, if present.
     std::optional<std::string> metadata(std::string_view key) const;
 
-    std::uint64_t header_length() const noexcept;  // N, the header's byte length
-    std::string header_digest() const;             // Digest64 of the header bytes (hex)
-    std::uint64_t data_start() const noexcept { return 8 + header_length(); }
+    std::uint64_t header_length() const noexcept;  // N, the header's byte length (0 for PyTorch files)
+    std::string header_digest() const;             // Digest64 of the header bytes (hex); of data.pkl for PyTorch files
+    // Where the data buffer starts: 8 + N, or 0 for a PyTorch file.
+    std::uint64_t data_start() const noexcept;
     std::uint64_t file_size() const noexcept;
 
 private:

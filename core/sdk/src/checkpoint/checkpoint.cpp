@@ -20,6 +20,18 @@ namespace {
 
 constexpr const char* single_file_name = "model.safetensors";
 
+// PyTorch zip checkpoints (torch.save, read without running their pickle: docs/pytorch-bin.md)
+// are taken where a folder has no safetensors checkpoint; their shards are the index's *.bin
+// files, read through SafetensorsFile::open_pytorch with offsets over the whole file.
+constexpr const char* pytorch_index_name = "pytorch_model.bin.index.json";
+constexpr const char* pytorch_single_file_name = "pytorch_model.bin";
+
+bool is_pytorch_file(const fs::path& file) { return file.extension() == ".bin"; }
+
+SafetensorsFile open_shard_file(const fs::path& file) {
+    return is_pytorch_file(file) ? SafetensorsFile::open_pytorch(file) : SafetensorsFile::open(file);
+}
+
 [[noreturn]] void bad_index(const fs::path& index, const std::string& message, std::string hint = {}) {
     throw Error(ErrorKind::input, message, {.file = index.string(), .code = "InvalidIndex", .hint = std::move(hint)});
 }
@@ -51,7 +63,7 @@ struct Checkpoint::Impl {
 
     const SafetensorsFile& shard(std::size_t i) {
         Shard& s = *shards[i];
-        std::call_once(s.opened, [&] { s.file = SafetensorsFile::open(directory / shard_names[i]); });
+        std::call_once(s.opened, [&] { s.file = open_shard_file(directory / shard_names[i]); });
         return *s.file;
     }
 
@@ -115,7 +127,7 @@ struct Checkpoint::Impl {
     }
 
     void read_single(const fs::path& file) {
-        SafetensorsFile f = SafetensorsFile::open(file);
+        SafetensorsFile f = open_shard_file(file);
         shard_names.push_back(file.filename().string());
         shard_index.emplace(shard_names.back(), 0);
         for (const auto& t : f.tensors()) shard_of[t.name] = 0;
@@ -143,12 +155,18 @@ Checkpoint Checkpoint::open(const fs::path& path) {
             impl->read_index(*impl->index);
         } else if (fs::exists(path / single_file_name, ec)) {
             impl->read_single(path / single_file_name);
+        } else if (fs::exists(path / pytorch_index_name, ec)) {
+            impl->index = path / pytorch_index_name;
+            impl->read_index(*impl->index);
+        } else if (fs::exists(path / pytorch_single_file_name, ec)) {
+            impl->read_single(path / pytorch_single_file_name);
         } else {
             std::size_t others = 0;
             for (const auto& entry : fs::directory_iterator(path, ec))
                 if (entry.path().extension() == ".safetensors") ++others;
             throw Error(ErrorKind::input,
-                        std::string("no ") + safetensors_index_name + " or " + single_file_name + " in this folder",
+                        std::string("no ") + safetensors_index_name + ", " + single_file_name + ", " + pytorch_index_name +
+                            " or " + pytorch_single_file_name + " in this folder",
                         {.file = path.string(),
                          .code = "NoCheckpoint",
                          .hint = others ? std::to_string(others) +

@@ -4,6 +4,7 @@
 #include <moequant/safetensors_reader.hpp>
 
 #include "files/mapped_file.hpp"
+#include "torch/torch_checkpoint.hpp"
 
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -49,6 +50,7 @@ struct SafetensorsFile::Impl {
     std::string display_name;
     SafetensorsHeader header;
     std::uint64_t header_length = 0;
+    std::uint64_t data_start = 0;
     std::uint64_t file_size = 0;
     std::unordered_map<std::string_view, std::size_t> by_name;
     std::string header_digest;
@@ -62,6 +64,16 @@ struct SafetensorsFile::Impl {
     void index_names() {
         by_name.reserve(header.tensors.size());
         for (std::size_t i = 0; i < header.tensors.size(); ++i) by_name.emplace(header.tensors[i].name, i);
+    }
+
+    // A PyTorch checkpoint in `image`: the header over the whole file.
+    void read_pytorch() {
+        detail::TorchCheckpoint checkpoint = detail::read_torch_checkpoint(image, display_name);
+        header = std::move(checkpoint.header);
+        header_digest = std::move(checkpoint.pickle_digest);
+        header_length = 0;
+        data_start = 0;
+        index_names();
     }
 
     std::span<const std::byte> data() {
@@ -101,6 +113,7 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
     impl->input.read_at(header_text.data(), header_text.size(), 8);
     impl->header = parse_safetensors_header(header_text, impl->file_size - 8 - impl->header_length, name);
     impl->header_digest = digest_hex(std::as_bytes(std::span<const char>(header_text.data(), header_text.size())));
+    impl->data_start = 8 + impl->header_length;
     impl->index_names();
     return SafetensorsFile(std::move(impl));
 }
@@ -117,13 +130,39 @@ SafetensorsFile SafetensorsFile::from_bytes(std::span<const std::byte> bytes, co
     impl->header = parse_safetensors_header(header_text, impl->file_size - 8 - impl->header_length, name);
     impl->image = bytes;
     impl->header_digest = digest_hex(std::as_bytes(std::span<const char>(header_text.data(), header_text.size())));
+    impl->data_start = 8 + impl->header_length;
     impl->index_names();
+    return SafetensorsFile(std::move(impl));
+}
+
+SafetensorsFile SafetensorsFile::open_pytorch(const std::filesystem::path& path) {
+    auto impl = std::make_unique<Impl>();
+    impl->path = path;
+    impl->display_name = path.string();
+    InputFile input = InputFile::open(path);
+    impl->file_size = input.size();
+    // The zip directory is at the end and the pickle anywhere: map it all now (only the pages
+    // read are loaded). A file that shrinks while mapped ends the run as FileTruncated.
+    impl->mapping = detail::MappedFile(input.fd(), static_cast<std::size_t>(impl->file_size), path);
+    impl->image = impl->mapping.bytes();
+    impl->read_pytorch();
+    return SafetensorsFile(std::move(impl));
+}
+
+SafetensorsFile SafetensorsFile::pytorch_from_bytes(std::span<const std::byte> bytes, const std::string& name) {
+    auto impl = std::make_unique<Impl>();
+    impl->path = name;
+    impl->display_name = name;
+    impl->file_size = bytes.size();
+    impl->image = bytes;
+    impl->read_pytorch();
     return SafetensorsFile(std::move(impl));
 }
 
 const std::filesystem::path& SafetensorsFile::path() const noexcept { return impl_->path; }
 const SafetensorsHeader& SafetensorsFile::header() const noexcept { return impl_->header; }
 std::uint64_t SafetensorsFile::header_length() const noexcept { return impl_->header_length; }
+std::uint64_t SafetensorsFile::data_start() const noexcept { return impl_->data_start; }
 std::uint64_t SafetensorsFile::file_size() const noexcept { return impl_->file_size; }
 std::string SafetensorsFile::header_digest() const { return impl_->header_digest; }
 
