@@ -47,7 +47,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     bool no_merge = false, overwrite = false, allow_non_finite = false, quiet = false, help = false;
     po::options_description options("Options");
     options.add_options()
-        ("input-path,i", po::value(&input)->value_name("PATH"), "model folder (index or model.safetensors), or an index file")
+        ("input-path,i", po::value(&input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file), or an index file")
         ("output,o", po::value(&output)->value_name("DIR"), "output folder")
         ("input-type", po::value(&input_type)->value_name("bf16|fp16|fp32|fp8|int4|int8|mxfp4"),
          "declared dtype of the routed experts; checked against the data (default: taken from the data)")

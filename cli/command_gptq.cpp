@@ -111,7 +111,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
          help = false;
     po::options_description options("Options");
     options.add_options()
-        ("model_id", po::value(&input)->value_name("PATH"), "model folder (index or model.safetensors)")
+        ("model_id", po::value(&input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file)")
         ("input-path,i", po::value(&input)->value_name("PATH"), "same as --model_id")
         ("output_dir", po::value(&output)->value_name("DIR"), "output folder")
         ("output,o", po::value(&output)->value_name("DIR"), "same as --output_dir")

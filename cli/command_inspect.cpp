@@ -265,7 +265,8 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
     po::options_description options("Options");
     options.add_options()
         ("path", po::value(&path)->value_name("PATH"),
-         "model folder (with model.safetensors.index.json or model.safetensors), index file, or .safetensors file")
+         "model folder (with model.safetensors.index.json or model.safetensors, else pytorch_model.bin.index.json or "
+         "pytorch_model.bin), an index file, or a .safetensors or .bin file")
         ("top", po::value(&top)->value_name("N")->default_value(10), "how many of the largest tensors to list")
         ("tensors", po::bool_switch(&all_tensors), "list every tensor")
         ("family", po::value(&family)->value_name("NAME"),
