@@ -213,6 +213,8 @@ BOOST_AUTO_TEST_CASE(input_type_is_checked_against_every_flavour) {
     run_ok({"synth", "--family", "kimi_k2", "--dtype", "int4-ct", "--out", (dir / "int4").string()});
     run_ok({"convert", "-i", (dir / "fp8").string(), "-o", (dir / "a").string(), "--input-type", "fp8", "--quiet"});
     run_ok({"convert", "-i", (dir / "int4").string(), "-o", (dir / "b").string(), "--input-type", "int4", "--quiet"});
+    run_ok({"synth", "--family", "mixtral", "--dtype", "mxfp4", "--out", (dir / "mxfp4").string()});
+    run_ok({"convert", "-i", (dir / "mxfp4").string(), "-o", (dir / "e").string(), "--input-type", "mxfp4", "--quiet"});
     auto wrong = run_moequant({"convert", "-i", (dir / "int4").string(), "-o", (dir / "c").string(), "--input-type", "fp8"});
     BOOST_TEST(wrong.exit_code == 3, wrong.err);
     BOOST_TEST(wrong.err.find("InputTypeMismatch") != std::string::npos, wrong.err);
@@ -249,6 +251,28 @@ BOOST_AUTO_TEST_CASE(refused_encodings_stop_convert_with_one_line) {
     rewrite(good, dir / "no_config", [](const std::string&, auto&) { return true; },
             [](json::object& c) { c.erase("quantization_config"); });
     expect_refusal(dir / "no_config", {".weight", "no installed encoding can decode", "weight_packed I32", "UnsupportedEncoding"});
+
+    // Data refusals happen where the decode meets them (an MXFP4 NaN scale byte, a GPTQ group
+    // index outside the scales): layers before it may be written, the output is left unfinished
+    // (no index) for a rerun, and the error is one line.
+    auto expect_data_refusal = [&](const fs::path& model, const std::vector<std::string>& parts) {
+        const fs::path out = dir / (model.filename().string() + "-out");
+        auto r = run_moequant({"convert", "-i", model.string(), "-o", out.string(), "--quiet"});
+        BOOST_TEST(r.exit_code == 3, r.err);
+        BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+        for (const auto& p : parts) BOOST_TEST(r.err.find(p) != std::string::npos, "missing '" << p << "' in: " << r.err);
+        BOOST_TEST(!fs::exists(out / "model.safetensors.index.json"));
+    };
+    const fs::path mx = dir / "mxfp4_nan";
+    run_ok({"synth", "--family", "deepseek_v3", "--dtype", "mxfp4", "--out", mx.string()});
+    const std::string mx_scale = "model.layers.2.mlp.experts.1.down_proj.scale";
+    edit_tensor_bytes(mx, mx_scale, [](std::uint8_t* bytes, std::size_t size) { bytes[size - 1] = 0xFF; });
+    expect_data_refusal(mx, {mx_scale, "NaNScale", "row", "block"});
+    const fs::path gq = dir / "gptq_g_idx";
+    run_ok({"synth", "--family", "qwen3_moe", "--dtype", "gptq", "--out", gq.string()});
+    const std::string g_idx = "model.layers.1.mlp.experts.2.gate_proj.g_idx";
+    edit_tensor_bytes(gq, g_idx, [](std::uint8_t* bytes, std::size_t) { bytes[0] = 99; });
+    expect_data_refusal(gq, {g_idx, "GroupIndexOutOfRange"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
