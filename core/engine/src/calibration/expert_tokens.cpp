@@ -2,6 +2,7 @@
 
 #include <moequant/dtype_convert.hpp>
 #include <moequant/error.hpp>
+#include <moequant/layer_ops.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/router.hpp>
 
@@ -14,22 +15,16 @@ namespace {
 
 constexpr std::int64_t routing_chunk = 512;  // tokens routed per task
 
-// A router tensor as F32, checked against the shape the plan implies.
+// A router tensor as F32 (decoded by its encoding, as the calibration forward reads it),
+// checked against the shape the plan implies.
 std::vector<float> router_tensor(const Checkpoint& source, const std::string& name, const Shape& shape,
                                  const std::string& what, bool read) {
-    const TensorInfo& info = source.info(name);
-    auto error = [&](const std::string& message) {
-        return Error(ErrorKind::input, message,
-                     {.file = (source.directory() / source.shard_of(name)).string(), .tensor = name, .code = "BadRouter"});
-    };
-    if (info.shape != shape)
-        throw error("the " + what + " has shape " + shape_to_string(info.shape) + ", expected " + shape_to_string(shape));
-    if (info.dtype != DType::BF16 && info.dtype != DType::F16 && info.dtype != DType::F32)
-        throw error("the " + what + " is " + std::string(dtype_name(info.dtype)) + "; BF16, F16 or F32 expected");
+    const EncodedWeight& w = source.weight(name);
+    if (w.shape != shape)
+        throw Error(ErrorKind::input, "the " + what + " has shape " + shape_to_string(w.shape) + ", expected " + shape_to_string(shape),
+                    {.file = (source.directory() / source.shard_of(w.primary())).string(), .tensor = name, .code = "BadRouter"});
     if (!read) return {};
-    std::vector<float> values(static_cast<std::size_t>(info.elements()));
-    decode_to_f32(source.view(name), values);
-    return values;
+    return load_f32(source, name, shape);
 }
 
 // Rows [t0, t0 + n) of the layer inputs as F32.
