@@ -1,11 +1,13 @@
 // Fuzzes the PyTorch .bin reader (zip container, restricted unpickler, tensor layout). An input
 // that starts with "PK" is a whole archive; anything else is a pickle, which this target wraps
-// in a torch-like archive (CRC 0, which the reader does not check, so mutations of the pickle
-// are not all lost to a CRC mismatch) with sixteen 64-byte storages data/0 ... data/15. Either
+// in a torch-like archive (with the pickle's CRC, so mutations of the pickle are not lost to a
+// CRC mismatch) with sixteen 64-byte storages data/0 ... data/15. Either
 // must end in a moequant::Error or in views that lie inside the buffer; never a crash, a hang
 // or an allocation out of proportion to the input.
 #include <moequant/error.hpp>
 #include <moequant/safetensors_reader.hpp>
+
+#include "zip_writer.hpp"
 
 #include <cstdint>
 #include <cstdlib>
@@ -14,66 +16,15 @@
 
 namespace {
 
-void le(std::vector<std::uint8_t>& out, std::uint64_t value, int width) {
-    for (int i = 0; i < width; ++i) out.push_back(static_cast<std::uint8_t>(value >> (8 * i)));
-}
-
-// A STORED zip of the pickle and the storages, CRCs left 0.
+// A torch-like STORED zip of the pickle and sixteen 64-byte storages (the test support's writer,
+// which records the pickle's true CRC, so a mutated pickle still reaches the unpickler).
 std::vector<std::uint8_t> wrap_pickle(const std::uint8_t* pickle, std::size_t size) {
-    struct Entry {
-        std::string name;
-        std::uint64_t offset, size;
-    };
-    std::vector<Entry> entries;
-    std::vector<std::uint8_t> out;
-    auto add = [&](const std::string& name, const std::uint8_t* data, std::size_t n) {
-        entries.push_back({name, out.size(), n});
-        le(out, 0x04034b50, 4);
-        le(out, 20, 2);
-        le(out, 0, 2);
-        le(out, 0, 2);
-        le(out, 0, 4);
-        le(out, 0, 4);
-        le(out, n, 4);
-        le(out, n, 4);
-        le(out, name.size(), 2);
-        le(out, 0, 2);
-        out.insert(out.end(), name.begin(), name.end());
-        out.insert(out.end(), data, data + n);
-    };
-    add("archive/data.pkl", pickle, size);
-    std::uint8_t storage[64];
-    for (int i = 0; i < 64; ++i) storage[i] = static_cast<std::uint8_t>(i * 37);
-    for (int key = 0; key < 16; ++key) add("archive/data/" + std::to_string(key), storage, sizeof storage);
-    const std::uint64_t directory = out.size();
-    for (const Entry& e : entries) {
-        le(out, 0x02014b50, 4);
-        le(out, 20, 2);
-        le(out, 20, 2);
-        le(out, 0, 2);
-        le(out, 0, 2);
-        le(out, 0, 4);
-        le(out, 0, 4);
-        le(out, e.size, 4);
-        le(out, e.size, 4);
-        le(out, e.name.size(), 2);
-        le(out, 0, 2);
-        le(out, 0, 2);
-        le(out, 0, 2);
-        le(out, 0, 2);
-        le(out, 0, 4);
-        le(out, e.offset, 4);
-        out.insert(out.end(), e.name.begin(), e.name.end());
-    }
-    const std::uint64_t directory_size = out.size() - directory;
-    le(out, 0x06054b50, 4);
-    le(out, 0, 4);
-    le(out, entries.size(), 2);
-    le(out, entries.size(), 2);
-    le(out, directory_size, 4);
-    le(out, directory, 4);
-    le(out, 0, 2);
-    return out;
+    moequant::test::ZipWriter zip;
+    zip.add("archive/data.pkl", std::vector<std::uint8_t>(pickle, pickle + size));
+    std::vector<std::uint8_t> storage(64);
+    for (int i = 0; i < 64; ++i) storage[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i * 37);
+    for (int key = 0; key < 16; ++key) zip.add("archive/data/" + std::to_string(key), storage);
+    return zip.finish();
 }
 
 void check(std::span<const std::byte> bytes) {
