@@ -11,6 +11,7 @@
 #include <moequant/dtype_convert.hpp>
 #include <moequant/plugin.hpp>
 
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -25,6 +26,16 @@ T element(const TensorView& v, std::size_t i) {  // an unaligned element of a vi
     T x;
     std::memcpy(&x, v.data() + i * sizeof(T), sizeof(T));
     return x;
+}
+
+// For each byte of 4-bit codes: the values of its low and high nibble, u - 8.
+const std::array<std::array<float, 2>, 256>& nibble_pairs() {
+    static const auto table = [] {
+        std::array<std::array<float, 2>, 256> t{};
+        for (int b = 0; b < 256; ++b) t[static_cast<std::size_t>(b)] = {static_cast<float>((b & 0xF) - 8), static_cast<float>((b >> 4) - 8)};
+        return t;
+    }();
+    return table;
 }
 
 class CtPackEncoding final : public SourceEncoding {
@@ -122,11 +133,19 @@ public:
             // c / 2, 8-bit element c is byte c (gptq-compressed-tensors.md §6.3).
             const auto* bytes = reinterpret_cast<const std::uint8_t*>(packed.data()) + static_cast<std::size_t>(r) * row_bytes;
             if (bits == 4) {
-                for (std::size_t j = 0; j < width; ++j) {
-                    const std::size_t c = c0 + j;
-                    const int u = (bytes[c >> 1] >> ((c & 1) * 4)) & 0xF;
-                    values[j] = static_cast<float>(u - offset) * column_scale[j];
+                std::size_t j = 0;
+                if (c0 % 2 == 1) {  // a window starting on a high nibble
+                    values[0] = static_cast<float>((bytes[c0 >> 1] >> 4) - offset) * column_scale[0];
+                    j = 1;
                 }
+                // Two codes per byte through a table of both nibbles' values (codes - 8).
+                const auto& table = nibble_pairs();
+                for (; j + 1 < width; j += 2) {
+                    const auto& pair = table[bytes[(c0 + j) >> 1]];
+                    values[j] = pair[0] * column_scale[j];
+                    values[j + 1] = pair[1] * column_scale[j + 1];
+                }
+                if (j < width) values[j] = static_cast<float>((bytes[(c0 + j) >> 1] & 0xF) - offset) * column_scale[j];
             } else {
                 for (std::size_t j = 0; j < width; ++j) values[j] = static_cast<float>(bytes[c0 + j] - offset) * column_scale[j];
             }
