@@ -313,6 +313,12 @@ BOOST_AUTO_TEST_CASE(deepseek_v32_calibration_is_refused_beyond_index_topk) {
     auto within = calibrated(dir / "short", topk);
     BOOST_TEST(within.exit_code == 0, within.err);
     BOOST_TEST(fs::exists(dir / "short" / "config.json"));
+    // record runs the same forward (its default is 2048 tokens per row).
+    auto recorded = run_moequant({"record", "--model_id", (dir / "src").string(), "--dataset", "embedded",
+                                  "--num_calibration_samples", "2", "--output", (dir / "act.safetensors").string(), "--quiet"});
+    BOOST_TEST(recorded.exit_code == 3, recorded.err);
+    BOOST_TEST(contains(recorded.err, "index_topk"), recorded.err);
+    BOOST_TEST(!fs::exists(dir / "act.safetensors"));
 }
 
 BOOST_AUTO_TEST_CASE(bad_calibration_and_requests_fail_with_one_clear_line) {
