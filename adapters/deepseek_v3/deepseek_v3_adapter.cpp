@@ -1,7 +1,15 @@
-// DeepSeek-V3 / R1 / V3.1 and Kimi-K2 (model-families.md §5.1): FP8 E4M3 experts with
-// 128x128 `weight_scale_inv` blocks, dense first layers (first_k_dense_replace), one shared
-// expert, a sigmoid router with e_score_correction_bias, MLA attention, an MTP layer at index
-// num_hidden_layers (DeepSeek) and rotary_emb.inv_freq buffers (Kimi).
+// DeepSeek-V3 / R1 / V3.1 / V3.2 and Kimi-K2 / K2-Thinking / K2.5 (model-families.md §5.1,
+// model-families-2026.md §3.1, §3.2): FP8 E4M3 experts with 128x128 `weight_scale_inv` blocks
+// (Kimi-K2-Thinking / K2.5: compressed-tensors INT4), dense first layers (first_k_dense_replace),
+// one shared expert, a sigmoid router with e_score_correction_bias, MLA attention, an MTP layer
+// at index num_hidden_layers (DeepSeek) and rotary_emb.inv_freq buffers (Kimi).
+//
+// DeepSeek-V3.2 (`deepseek_v32`) is owned here rather than by an adapter of its own: its
+// architecture and tensors are V3's plus a per-layer attention indexer (self_attn.indexer.*,
+// copied as attention), and the indexer only changes which keys attention sees. One adapter,
+// one forward: V3's dense MLA, exact while no sample exceeds index_topk (mla_decoder.hpp).
+// Kimi-K2.5 (`kimi_k25`) is Kimi-K2 nested in a VLM: text_config, `language_model.` names and
+// vision tensors (vision_tower.*, mm_projector.*) the plan leaves as `other`, copied unchanged.
 
 #include "mla_decoder.hpp"
 #include "rule_based_adapter.hpp"
@@ -20,9 +28,9 @@ namespace json = boost::json;
 FamilyRules deepseek_rules() {
     FamilyRules r;
     r.id = "deepseek_v3";
-    r.description = "DeepSeek-V3/R1/V3.1 and Kimi-K2: FP8 block-scaled experts, MLA, shared expert, MTP";
-    r.model_types = {"deepseek_v3", "kimi_k2"};
-    r.architectures = {"DeepseekV3ForCausalLM"};
+    r.description = "DeepSeek-V3/R1/V3.1/V3.2 and Kimi-K2/K2.5: FP8 block-scaled experts, MLA, shared expert, MTP";
+    r.model_types = {"deepseek_v3", "kimi_k2", "deepseek_v32", "kimi_k25"};
+    r.architectures = {"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration"};
     r.expert_count_keys = {"n_routed_experts", "num_local_experts"};
     r.expert_size_keys = {"moe_intermediate_size"};
     r.is_moe_layer = &moe_from_first_k_dense;
@@ -48,13 +56,15 @@ FamilyRules deepseek_rules() {
 // Sizes of one synthetic preset. Expert matrices are multiples of 128 in both directions (the
 // AMX INT4 rule with 2 threadpool parts: (I/2) % 128 == 0, H % 128 == 0, and the GPU kernels'
 // group size 128); attention and the dense MLP are not, so FP8 scales have edge blocks.
+// The DeepSeek-V3.2 indexer (64 heads of 128, top 2048 in the real model) is scaled down with
+// the rest; index_topk is small so that the calibration limit it sets can be exercised.
 struct Preset {
     std::int64_t hidden, dense_intermediate, expert_intermediate, layers, first_dense, experts, top_k, groups,
-        top_groups, heads, q_lora, kv_lora, qk_nope, qk_rope, v_head, vocab;
+        top_groups, heads, q_lora, kv_lora, qk_nope, qk_rope, v_head, vocab, index_heads, index_head_dim, index_topk;
 };
 
-constexpr Preset tiny{256, 320, 256, 3, 1, 8, 2, 2, 1, 2, 192, 128, 32, 32, 32, 512};
-constexpr Preset small{512, 704, 512, 6, 2, 16, 4, 4, 2, 4, 384, 256, 64, 32, 64, 1024};
+constexpr Preset tiny{256, 320, 256, 3, 1, 8, 2, 2, 1, 2, 192, 128, 32, 32, 32, 512, 2, 64, 64};
+constexpr Preset small{512, 704, 512, 6, 2, 16, 4, 4, 2, 4, 384, 256, 64, 32, 64, 1024, 4, 64, 256};
 
 class DeepseekV3Adapter final : public RuleBasedAdapter {
 public:
@@ -67,7 +77,11 @@ public:
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
         const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});
-        const bool kimi = s.model_type == "kimi_k2";
+        const bool k25 = s.model_type == "kimi_k25";
+        const bool kimi = s.model_type == "kimi_k2" || k25;
+        const bool v32 = s.model_type == "deepseek_v32";
+        // Kimi-K2.5 keeps the language model under `language_model.` (model-families-2026.md §2.2).
+        const std::string lm = k25 ? "language_model." : "";
         Preset p = s.small ? small : tiny;
         if (kimi) {  // Kimi-K2: one dense layer, a single expert group, no MTP layer
             p.first_dense = 1;
@@ -88,13 +102,14 @@ public:
         SynthModel model;
         model.encoding = s.encoding;
         model.config = config(p, s, kimi, mtp_layers, tokenizer);
+        if (k25) model.config = vlm_config(std::move(model.config), p);
         add_tokenizer_files(model, tokenizer);
         const bool fp8 = s.fp8;
         auto& t = model.tensors;
         const std::int64_t H = p.hidden;
-        t.push_back(bf16_tensor("model.embed_tokens.weight", {tokenizer.vocab_size, H}));
+        t.push_back(bf16_tensor(lm + "model.embed_tokens.weight", {tokenizer.vocab_size, H}));
         for (std::int64_t layer = 0; layer < p.layers + mtp_layers; ++layer) {
-            const std::string l = "model.layers." + std::to_string(layer) + ".";
+            const std::string l = lm + "model.layers." + std::to_string(layer) + ".";
             t.push_back(norm_weight(l + "input_layernorm.weight", H));
             t.push_back(norm_weight(l + "post_attention_layernorm.weight", H));
             t.push_back(linear_weight(l + "self_attn.q_a_proj.weight", p.q_lora, H, fp8));
@@ -104,6 +119,14 @@ public:
             t.push_back(norm_weight(l + "self_attn.kv_a_layernorm.weight", p.kv_lora));
             t.push_back(linear_weight(l + "self_attn.kv_b_proj.weight", p.heads * (p.qk_nope + p.v_head), p.kv_lora, fp8));
             t.push_back(linear_weight(l + "self_attn.o_proj.weight", H, p.heads * p.v_head, fp8));
+            if (v32) {  // the lightning indexer (model-families-2026.md §3.1); weights_proj is never quantized
+                const std::string x = l + "self_attn.indexer.";
+                t.push_back(linear_weight(x + "wq_b.weight", p.index_heads * p.index_head_dim, p.q_lora, fp8));
+                t.push_back(linear_weight(x + "wk.weight", p.index_head_dim, H, fp8));
+                t.push_back(norm_weight(x + "k_norm.weight", p.index_head_dim));
+                t.push_back(bf16_tensor(x + "k_norm.bias", {p.index_head_dim}));
+                t.push_back(bf16_tensor(x + "weights_proj.weight", {p.index_heads, H}));
+            }
             if (kimi)
                 t.push_back({l + "self_attn.rotary_emb.inv_freq", DType::BF16, {p.qk_rope / 2}, SynthFill::inv_freq, 50000.0});
             if (layer < p.first_dense) {
@@ -132,8 +155,16 @@ public:
                 t.push_back(bf16_tensor(l + "shared_head.head.weight", {tokenizer.vocab_size, H}));
             }
         }
-        t.push_back(norm_weight("model.norm.weight", H));
-        t.push_back(bf16_tensor("lm_head.weight", {tokenizer.vocab_size, H}));
+        t.push_back(norm_weight(lm + "model.norm.weight", H));
+        t.push_back(bf16_tensor(lm + "lm_head.weight", {tokenizer.vocab_size, H}));
+        if (k25) {  // a token vision tower and projector: not the language model's, copied as they are
+            const std::int64_t V = 64;
+            t.push_back(bf16_tensor("vision_tower.patch_embed.proj.weight", {V, 3, 14, 14}));
+            t.push_back(bf16_tensor("vision_tower.encoder.blocks.0.wqkv.weight", {3 * V, V}));
+            t.push_back(norm_weight("vision_tower.encoder.final_layernorm.weight", V));
+            t.push_back(norm_weight("mm_projector.pre_norm.weight", V));
+            t.push_back(bf16_tensor("mm_projector.proj.0.weight", {H, 4 * V}));
+        }
 
         // DeepSeek pads the shard number to 5 digits and the total to 6; Kimi-K2 pads neither.
         model.shard_count = s.small ? 7 : 5;
@@ -146,14 +177,22 @@ private:
     static json::value config(const Preset& p, const SynthSettings& s, bool kimi, std::int64_t mtp_layers,
                               const SynthTokenizer& tokenizer) {
         json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.encoding);
-        c["architectures"] = json::array{"DeepseekV3ForCausalLM"};
+        const bool v32 = s.model_type == "deepseek_v32";
+        c["architectures"] = json::array{v32 ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM"};
+        if (v32) {
+            c["index_head_dim"] = p.index_head_dim;
+            c["index_n_heads"] = p.index_heads;
+            c["index_topk"] = p.index_topk;
+            if (auto* q = c.if_contains("quantization_config"); q && s.encoding == SynthEncoding::fp8_block)
+                q->as_object()["scale_fmt"] = "ue8m0";
+        }
         c["attention_bias"] = false;
         c["first_k_dense_replace"] = p.first_dense;
         c["hidden_size"] = p.hidden;
         c["intermediate_size"] = p.dense_intermediate;
         c["kv_lora_rank"] = p.kv_lora;
         c["max_position_embeddings"] = kimi ? 131072 : 163840;
-        c["model_type"] = s.model_type;
+        c["model_type"] = s.model_type == "kimi_k25" ? "kimi_k2" : s.model_type;  // K2.5: text_config's
         c["moe_intermediate_size"] = p.expert_intermediate;
         c["moe_layer_freq"] = 1;
         c["n_group"] = p.groups;
@@ -184,10 +223,28 @@ private:
         c["v_head_dim"] = p.v_head;
         return c;
     }
+
+    // Kimi-K2.5's config.json: the language model's settings (quantization_config included) in
+    // text_config, a vision_config beside it.
+    static json::value vlm_config(json::value text, const Preset& p) {
+        json::object root{{"architectures", json::array{"KimiK25ForConditionalGeneration"}},
+                          {"model_type", "kimi_k25"},
+                          {"torch_dtype", "bfloat16"},
+                          {"transformers_version", "4.57.1"},
+                          {"tie_word_embeddings", false},
+                          {"vision_config", json::object{{"model_type", "kimi_k25_vision"},
+                                                         {"hidden_size", 64},
+                                                         {"num_hidden_layers", 1},
+                                                         {"patch_size", 14},
+                                                         {"text_hidden_size", p.hidden}}}};
+        text.as_object()["architectures"] = json::array{"DeepseekV3ForCausalLM"};
+        root["text_config"] = std::move(text);
+        return root;
+    }
 };
 
 }  // namespace
 
-MOEQUANT_PLUGIN("deepseek_v3", "0.1.0", MOEQUANT_KIND_ADAPTER, "DeepSeek-V3/R1/V3.1 and Kimi-K2 family adapter") {
+MOEQUANT_PLUGIN("deepseek_v3", "0.1.0", MOEQUANT_KIND_ADAPTER, "DeepSeek-V3/R1/V3.1/V3.2 and Kimi-K2/K2.5 family adapter") {
     registrar.add(std::make_unique<DeepseekV3Adapter>());
 }

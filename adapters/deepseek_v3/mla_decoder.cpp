@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <string>
 
 namespace moequant::adapters {
 
@@ -15,6 +16,9 @@ struct MlaSpec {
     std::int64_t heads = 0, q_lora = 0, kv_lora = 0, nope = 0, rope = 0, v_head = 0;
     std::vector<float> inv_freq;  // over the rope dims
     float scale = 1.0f;           // softmax scale
+    // DeepSeek-V3.2: each query attends to its index_topk best-scored keys only; 0 = dense.
+    std::int64_t index_topk = 0;
+    std::string config_file;
 };
 
 MlaSpec mla_from_config(const ModelConfig& config) {
@@ -25,6 +29,8 @@ MlaSpec mla_from_config(const ModelConfig& config) {
     m.nope = positive_int(config, "qk_nope_head_dim");
     m.rope = config.require_int("qk_rope_head_dim");
     m.v_head = positive_int(config, "v_head_dim");
+    if (config.find("index_topk")) m.index_topk = positive_int(config, "index_topk");
+    m.config_file = config.source();
     double theta = 10000.0;
     if (auto v = config.find("rope_theta"); v && !v->is_null()) theta = v->as_double();
     m.scale = 1.0f / std::sqrt(static_cast<float>(m.nope + m.rope));
@@ -65,6 +71,7 @@ public:
 
 private:
     std::vector<float> mix(const std::vector<float>& x, std::span<const std::int64_t> lengths) const override {
+        check_sparse_attention_is_dense(lengths);
         const std::int64_t t = std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
         const std::int64_t h = hidden_, heads = m_.heads, qk = m_.nope + m_.rope;
         std::vector<float> q;
@@ -106,6 +113,23 @@ private:
         std::vector<float> attended(static_cast<std::size_t>(t * heads * m_.v_head));
         causal_attention(q.data(), k.data(), v.data(), heads, heads, qk, m_.v_head, lengths, m_.scale, attended.data());
         return linear(attended, t, weight("self_attn.o_proj.weight", {h, heads * m_.v_head}), h, heads * m_.v_head);
+    }
+
+    // DeepSeek-V3.2's sparse attention keeps every visible key while a sample has at most
+    // index_topk tokens (the indexer's top-k then selects all of them), so this dense MLA is
+    // exactly its forward there and not beyond (model-families-2026.md §3.1): longer samples are
+    // refused rather than calibrated on a forward the model does not compute.
+    void check_sparse_attention_is_dense(std::span<const std::int64_t> lengths) const {
+        if (m_.index_topk <= 0) return;
+        for (std::int64_t n : lengths)
+            if (n > m_.index_topk)
+                throw Error(ErrorKind::input,
+                            "a calibration sample has " + std::to_string(n) + " tokens, more than index_topk (" +
+                                std::to_string(m_.index_topk) +
+                                "): beyond it the model's sparse attention differs from the dense forward used "
+                                "for calibration",
+                            {.file = m_.config_file, .code = "SequenceTooLong",
+                             .hint = "pass --max_sequence_length " + std::to_string(m_.index_topk) + " or less"});
     }
 
     const MlaSpec& m_;

@@ -214,6 +214,9 @@ BOOST_AUTO_TEST_CASE(every_family_matches_an_independent_quantization) {
     mixtral.experts = "block_sparse_moe.experts";
     mixtral.projections = {"w1", "w3", "w2"};
     families.push_back(mixtral);
+    Family kimi_k25{"kimi_k25", "bf16", "per-expert"};  // a VLM: experts under language_model.
+    kimi_k25.prefix = "language_model.model.layers.";
+    families.push_back(kimi_k25);
     for (const auto& f : families) check_family(f);
 }
 

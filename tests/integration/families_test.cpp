@@ -18,7 +18,7 @@ namespace {
 
 struct Case {
     std::string family;   // --family
-    std::string dtype;    // bf16 | fp8
+    std::string dtype;    // bf16 | fp8 | int4-ct
     std::string layout;   // per-expert | fused-linear | fused-bmm | mistral-native
     std::string shard_pattern;
 };
@@ -31,10 +31,17 @@ struct Naming {
     std::string router;                      // relative to the layer prefix
 };
 
+// The families whose rules are DeepSeek-V3's (model-families.md §5.1, model-families-2026.md §3.1, §3.2).
+bool deepseek_like(const std::string& family) {
+    return family == "deepseek_v3" || family == "kimi_k2" || family == "deepseek_v32" || family == "kimi_k25";
+}
+
 Naming naming_for(const Case& c) {
     if (c.family == "mixtral" && c.layout == "mistral-native") return {"layers.", "experts", {"w1", "w3", "w2"}, "gate.weight"};
     if (c.family == "mixtral" && c.layout == "per-expert")
         return {"model.layers.", "block_sparse_moe.experts", {"w1", "w3", "w2"}, "block_sparse_moe.gate.weight"};
+    if (c.family == "kimi_k25")
+        return {"language_model.model.layers.", "mlp.experts", {"gate_proj", "up_proj", "down_proj"}, "mlp.gate.weight"};
     if (c.family == "qwen3_vl_moe")
         return {"model.language_model.layers.", "mlp.experts", {"gate_proj", "up_proj", "down_proj"}, "mlp.gate.weight"};
     return {"model.layers.", "mlp.experts", {"gate_proj", "up_proj", "down_proj"}, "mlp.gate.weight"};
@@ -54,7 +61,7 @@ std::vector<std::int64_t> expected_moe_layers(const std::string& family, const j
     const std::int64_t n = get(cfg, "num_hidden_layers");
     for (std::int64_t l = 0; l < n; ++l) {
         bool moe = true;
-        if (family == "deepseek_v3" || family == "kimi_k2" || family == "glm4_moe") moe = l >= get(cfg, "first_k_dense_replace");
+        if (deepseek_like(family) || family == "glm4_moe") moe = l >= get(cfg, "first_k_dense_replace");
         if (family == "qwen3_next" || family == "qwen3_moe" || family == "qwen3_vl_moe") {
             for (const auto& v : cfg.at("mlp_only_layers").as_array())
                 if (v.to_number<std::int64_t>() == l) moe = false;
@@ -102,6 +109,7 @@ void check_family(const Case& c) {
     const auto config_doc = json::parse(read_text(out / "config.json")).as_object();
     const auto& cfg = text_config(config_doc);
     const bool fp8 = c.dtype == "fp8";
+    const bool int4 = c.dtype == "int4-ct";  // compressed-tensors pack-quantized routed experts
     const Naming naming = naming_for(c);
     const std::int64_t H = get(cfg, "hidden_size"), I = expected_expert_size(c.family, cfg),
                        E = expected_experts(c.family, cfg), layers = get(cfg, "num_hidden_layers");
@@ -137,7 +145,7 @@ void check_family(const Case& c) {
     BOOST_TEST(get(plan, "hidden_size") == H);
     // The router, as model-families.md §5 describes each family's.
     const auto& router = plan.at("router").as_object();
-    const bool sigmoid_router = c.family == "deepseek_v3" || c.family == "kimi_k2" || c.family == "glm4_moe";
+    const bool sigmoid_router = deepseek_like(c.family) || c.family == "glm4_moe";
     BOOST_TEST(std::string(router.at("scoring").as_string()) == (sigmoid_router ? "sigmoid" : "softmax"));
     BOOST_TEST(get(router, "top_k") == get(cfg, "num_experts_per_tok"));
     BOOST_TEST(router.at("bias").as_bool() == sigmoid_router);
@@ -184,6 +192,19 @@ void check_family(const Case& c) {
                         p == 2 ? (b ? std::vector<std::int64_t>{E, I, H} : std::vector<std::int64_t>{E, H, I})
                                : (b ? std::vector<std::int64_t>{E, H, 2 * I} : std::vector<std::int64_t>{E, 2 * I, H});
                     BOOST_TEST(stored == want, boost::test_tools::per_element());
+                } else if (int4) {  // model-families-2026.md §2.2: int32 [N, K/8], BF16 scales [N, K/32], weight_shape
+                    const std::string stem = lp + naming.experts + "." + std::to_string(e) + "." + naming.projections[p];
+                    BOOST_TEST(tensor == stem + ".weight");
+                    BOOST_TEST(shape(stem + ".weight_packed") == std::vector<std::int64_t>({matrix[0], matrix[1] / 8}),
+                               boost::test_tools::per_element());
+                    BOOST_TEST(dtype(stem + ".weight_packed") == "I32");
+                    BOOST_TEST(shape(stem + ".weight_scale") == std::vector<std::int64_t>({matrix[0], matrix[1] / 32}),
+                               boost::test_tools::per_element());
+                    BOOST_TEST(dtype(stem + ".weight_scale") == "BF16");
+                    BOOST_TEST(role(stem + ".weight_packed") == "routed_expert");
+                    BOOST_TEST(role(stem + ".weight_scale") == "routed_expert_scale");
+                    BOOST_TEST(role(stem + ".weight_shape") == "routed_expert_scale");
+                    continue;
                 } else {
                     BOOST_TEST(tensor == lp + naming.experts + "." + std::to_string(e) + "." + naming.projections[p] + ".weight");
                     BOOST_TEST(shape(tensor) == matrix, boost::test_tools::per_element());
@@ -204,7 +225,7 @@ void check_family(const Case& c) {
         const std::string lp = naming.layer_prefix + std::to_string(l) + ".";
         const bool moe = std::find(moe_layers.begin(), moe_layers.end(), l) != moe_layers.end();
         if (!moe) BOOST_TEST(role(lp + "mlp.gate_proj.weight") == "dense_mlp");
-        if (moe && (c.family == "deepseek_v3" || c.family == "kimi_k2" || c.family == "glm4_moe")) {
+        if (moe && (deepseek_like(c.family) || c.family == "glm4_moe")) {
             BOOST_TEST(role(lp + "mlp.gate.e_score_correction_bias") == "router_bias");
             BOOST_TEST(dtype(lp + "mlp.gate.e_score_correction_bias") == "F32");
             BOOST_TEST(role(lp + "mlp.shared_experts.down_proj.weight") == "shared_expert");
@@ -216,8 +237,38 @@ void check_family(const Case& c) {
             const bool full = (l + 1) % get(cfg, "full_attention_interval") == 0;
             BOOST_TEST(role(lp + (full ? "self_attn.q_proj.weight" : "linear_attn.in_proj_qkvz.weight")) == "attention");
         }
-        if (c.family == "kimi_k2") BOOST_TEST(role(lp + "self_attn.rotary_emb.inv_freq") == "skipped_buffer");
+        if (c.family == "kimi_k2" || c.family == "kimi_k25") BOOST_TEST(role(lp + "self_attn.rotary_emb.inv_freq") == "skipped_buffer");
+        if (c.family == "deepseek_v32") {  // the indexer (model-families-2026.md §3.1): copied beside attention
+            const std::string x = lp + "self_attn.indexer.";
+            const std::int64_t heads = get(cfg, "index_n_heads"), dim = get(cfg, "index_head_dim");
+            BOOST_TEST(shape(x + "wq_b.weight") == std::vector<std::int64_t>({heads * dim, get(cfg, "q_lora_rank")}),
+                       boost::test_tools::per_element());
+            BOOST_TEST(shape(x + "wk.weight") == std::vector<std::int64_t>({dim, H}), boost::test_tools::per_element());
+            BOOST_TEST(shape(x + "weights_proj.weight") == std::vector<std::int64_t>({heads, H}), boost::test_tools::per_element());
+            for (const char* w : {"wq_b.weight", "wk.weight"}) {
+                BOOST_TEST(dtype(x + w) == (fp8 ? "F8_E4M3" : "BF16"));
+                BOOST_TEST(role(x + w) == "attention");
+                if (fp8) BOOST_TEST(role(x + w + "_scale_inv") == "attention");
+            }
+            BOOST_TEST(dtype(x + "weights_proj.weight") == "BF16");  // never quantized
+            BOOST_TEST(role(x + "weights_proj.weight") == "attention");
+            BOOST_TEST(role(x + "k_norm.weight") == "norm");
+            BOOST_TEST(role(x + "k_norm.bias") == "norm");
+            BOOST_TEST(get(cfg, "index_topk") > 0);
+        }
     }
+    if (c.family == "deepseek_v32" && fp8)
+        BOOST_TEST(config_doc.at("quantization_config").at("scale_fmt").as_string() == "ue8m0");
+    if (c.family == "kimi_k25") {  // model-families-2026.md §2.2, §3.2: a VLM around Kimi-K2
+        BOOST_TEST(config_doc.at("model_type").as_string() == "kimi_k25");
+        BOOST_TEST(cfg.at("model_type").as_string() == "kimi_k2");
+        BOOST_TEST(!config_doc.contains("quantization_config"));
+        BOOST_TEST(cfg.contains("quantization_config") == int4);
+        for (const char* t : {"language_model.model.embed_tokens.weight", "language_model.lm_head.weight"})
+            BOOST_TEST(role(t) == (std::string(t).ends_with("lm_head.weight") ? "lm_head" : "embedding"));
+        BOOST_TEST(role("language_model.model.norm.weight") == "norm");
+    }
+    std::size_t vision = 0;
     std::size_t mtp = 0;
     for (const auto& [name, r] : roles) {
         const bool deepseek_mtp = name.rfind(naming.layer_prefix + std::to_string(layers) + ".", 0) == 0;
@@ -226,9 +277,17 @@ void check_family(const Case& c) {
             BOOST_TEST(r == "skipped_mtp", name);
             ++mtp;
         }
-        if (c.family != "qwen3_vl_moe") BOOST_TEST(r != "other", name);
+        // Vision towers are copied unchanged (role other): a GPU output must still load as the VLM.
+        const bool vision_part = name.rfind("vision_tower.", 0) == 0 || name.rfind("mm_projector.", 0) == 0;
+        if (vision_part) {
+            BOOST_TEST(r == "other", name);
+            ++vision;
+        }
+        if (c.family != "qwen3_vl_moe" && !vision_part) BOOST_TEST(r != "other", name);
     }
-    const bool has_mtp = c.family == "deepseek_v3" || c.family == "glm4_moe" || c.family == "qwen3_next";
+    BOOST_TEST((vision > 0) == (c.family == "kimi_k25"));
+    const bool has_mtp = c.family == "deepseek_v3" || c.family == "deepseek_v32" || c.family == "glm4_moe" ||
+                         c.family == "qwen3_next";
     BOOST_TEST((mtp > 0) == has_mtp);
     BOOST_TEST(report.at("plan").at("role_counts").as_object().contains("skipped_mtp") == has_mtp);
 
@@ -261,6 +320,11 @@ const std::vector<Case> cases = {
     {"deepseek_v3", "fp8", "per-expert", R"(model-\d{5}-of-\d{6}\.safetensors)"},
     {"deepseek_v3", "bf16", "per-expert", R"(model-\d{5}-of-\d{6}\.safetensors)"},
     {"kimi_k2", "fp8", "per-expert", R"(model-[1-9]\d*-of-[1-9]\d*\.safetensors)"},
+    {"kimi_k2", "int4-ct", "per-expert", R"(model-[1-9]\d*-of-[1-9]\d*\.safetensors)"},
+    {"deepseek_v32", "bf16", "per-expert", R"(model-\d{5}-of-\d{6}\.safetensors)"},
+    {"deepseek_v32", "fp8", "per-expert", R"(model-\d{5}-of-\d{6}\.safetensors)"},
+    {"kimi_k25", "bf16", "per-expert", R"(model-[1-9]\d*-of-[1-9]\d*\.safetensors)"},
+    {"kimi_k25", "int4-ct", "per-expert", R"(model-[1-9]\d*-of-[1-9]\d*\.safetensors)"},
     {"qwen3_next", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_next", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"mixtral", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},

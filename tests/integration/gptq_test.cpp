@@ -292,6 +292,35 @@ BOOST_AUTO_TEST_CASE(routed_only_without_a_router_is_refused_before_any_file) {
     BOOST_TEST(!fs::exists(dir / "o3"));
 }
 
+// DeepSeek-V3.2 calibrates on V3's dense MLA, which is its forward only while every sample has
+// at most index_topk tokens (model-families-2026.md §3.1): longer samples are refused with the
+// option to change, samples within the limit calibrate.
+BOOST_AUTO_TEST_CASE(deepseek_v32_calibration_is_refused_beyond_index_topk) {
+    TempDir dir;
+    auto made = run_moequant({"synth", "--family", "deepseek_v32", "--out", (dir / "src").string()});
+    BOOST_REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+    const auto config = json::parse(read_text(dir / "src" / "config.json")).as_object();
+    const std::int64_t topk = config.at("index_topk").to_number<std::int64_t>();
+    auto calibrated = [&](const fs::path& out, std::int64_t length) {
+        return run_gptq(dir / "src", out, {"--dataset", "embedded", "--num_calibration_samples", "4",
+                                           "--max_sequence_length", std::to_string(length)});
+    };
+    auto refused = calibrated(dir / "long", 4 * topk);
+    BOOST_TEST(refused.exit_code == 3, refused.err);
+    BOOST_TEST(contains(refused.err, "index_topk (" + std::to_string(topk) + ")"), refused.err);
+    BOOST_TEST(contains(refused.err, "--max_sequence_length " + std::to_string(topk)), refused.err);
+    BOOST_TEST(!fs::exists(dir / "long" / "config.json"));
+    auto within = calibrated(dir / "short", topk);
+    BOOST_TEST(within.exit_code == 0, within.err);
+    BOOST_TEST(fs::exists(dir / "short" / "config.json"));
+    // record runs the same forward (its default is 2048 tokens per row).
+    auto recorded = run_moequant({"record", "--model_id", (dir / "src").string(), "--dataset", "embedded",
+                                  "--num_calibration_samples", "2", "--output", (dir / "act.safetensors").string(), "--quiet"});
+    BOOST_TEST(recorded.exit_code == 3, recorded.err);
+    BOOST_TEST(contains(recorded.err, "index_topk"), recorded.err);
+    BOOST_TEST(!fs::exists(dir / "act.safetensors"));
+}
+
 BOOST_AUTO_TEST_CASE(bad_calibration_and_requests_fail_with_one_clear_line) {
     TempDir dir;
     const fs::path activations = dir / "act.safetensors";

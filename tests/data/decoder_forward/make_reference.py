@@ -6,8 +6,9 @@ with torch, on a checkpoint `moequant synth` makes:
     moequant synth --family qwen3_moe --dtype bf16 --out /tmp/qwen3_moe
     /usr/bin/python3 make_reference.py qwen3_moe /tmp/qwen3_moe qwen3_moe.safetensors
 
-(and likewise mixtral, glm4_moe, qwen3_next with --dtype bf16; deepseek_v3 and kimi_k2 (family
-key deepseek_v3) with --dtype fp8)
+(and likewise mixtral, glm4_moe, qwen3_next with --dtype bf16; deepseek_v3, kimi_k2 and deepseek_v32
+(family key deepseek_v3) with --dtype fp8: DeepSeek-V3.2's indexer keeps every key of samples no
+longer than index_topk, as these are, so its forward is V3's dense MLA and the indexer is unread)
 
 Run once by hand with Debian's python3-torch; CI only reads the output file."""
 import json
