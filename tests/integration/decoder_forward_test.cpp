@@ -100,4 +100,8 @@ BOOST_AUTO_TEST_CASE(qwen3_next_linear_and_full_attention_layers_match_the_refer
 // Kimi-K2: the same adapter with one expert group, YaRN with beta_fast 1, rotary buffers.
 BOOST_AUTO_TEST_CASE(kimi_k2_layers_match_the_reference) { check_family("kimi_k2", "fp8"); }
 
+// MiniMax-M2: q/k RMSNorm over the whole projection, rotary on rotary_dim of head_dim, the F32
+// sigmoid router with its bias beside the gate, FP8 weights as released.
+BOOST_AUTO_TEST_CASE(minimax_m2_fp8_layers_match_the_reference) { check_family("minimax_m2", "fp8"); }
+
 BOOST_AUTO_TEST_SUITE_END()
