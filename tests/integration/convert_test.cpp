@@ -214,6 +214,10 @@ BOOST_AUTO_TEST_CASE(every_family_matches_an_independent_quantization) {
     mixtral.experts = "block_sparse_moe.experts";
     mixtral.projections = {"w1", "w3", "w2"};
     families.push_back(mixtral);
+    Family minimax{"minimax_m2", "fp8", "per-expert"};  // the release's FP8 block encoding
+    minimax.experts = "block_sparse_moe.experts";
+    minimax.projections = {"w1", "w3", "w2"};
+    families.push_back(minimax);
     for (const auto& f : families) check_family(f);
 }
 
