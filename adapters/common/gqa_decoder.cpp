@@ -27,6 +27,10 @@ private:
             rms_norm(q.data(), t * hq, d, weight(a_.prefix + "q_norm.weight", {d}).data(), eps_, false, q.data());
             rms_norm(k.data(), t * hk, d, weight(a_.prefix + "k_norm.weight", {d}).data(), eps_, false, k.data());
         }
+        if (a_.qk_norm_whole) {
+            rms_norm(q.data(), t, hq * d, weight(a_.prefix + "q_norm.weight", {hq * d}).data(), eps_, false, q.data());
+            rms_norm(k.data(), t, hk * d, weight(a_.prefix + "k_norm.weight", {hk * d}).data(), eps_, false, k.data());
+        }
         const std::vector<float> inv = rope_inverse_frequencies(a_.rope_theta, a_.rotary_dim);
         apply_rope(q.data(), hq, d, a_.rotary_dim, lengths, inv, a_.rope);
         apply_rope(k.data(), hk, d, a_.rotary_dim, lengths, inv, a_.rope);

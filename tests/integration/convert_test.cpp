@@ -217,6 +217,10 @@ BOOST_AUTO_TEST_CASE(every_family_matches_an_independent_quantization) {
     Family kimi_k25{"kimi_k25", "bf16", "per-expert"};  // a VLM: experts under language_model.
     kimi_k25.prefix = "language_model.model.layers.";
     families.push_back(kimi_k25);
+    Family minimax{"minimax_m2", "fp8", "per-expert"};  // the release's FP8 block encoding
+    minimax.experts = "block_sparse_moe.experts";
+    minimax.projections = {"w1", "w3", "w2"};
+    families.push_back(minimax);
     for (const auto& f : families) check_family(f);
 }
 

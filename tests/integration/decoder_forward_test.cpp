@@ -103,4 +103,8 @@ BOOST_AUTO_TEST_CASE(kimi_k2_layers_match_the_reference) { check_family("kimi_k2
 // DeepSeek-V3.2: V3's forward on a checkpoint with indexer tensors, samples within index_topk.
 BOOST_AUTO_TEST_CASE(deepseek_v32_layers_match_the_reference) { check_family("deepseek_v32", "fp8"); }
 
+// MiniMax-M2: q/k RMSNorm over the whole projection, rotary on rotary_dim of head_dim, the F32
+// sigmoid router with its bias beside the gate, FP8 weights as released.
+BOOST_AUTO_TEST_CASE(minimax_m2_fp8_layers_match_the_reference) { check_family("minimax_m2", "fp8"); }
+
 BOOST_AUTO_TEST_SUITE_END()

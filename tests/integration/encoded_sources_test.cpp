@@ -178,6 +178,7 @@ BOOST_AUTO_TEST_CASE(encoded_checkpoints_convert_like_their_reference_decoded_bf
     const std::vector<EncodedCase> cases = {
         {"deepseek_v3", "fp8", "fp8"},
         {"glm4_moe", "fp8-channel", "fp8"},
+        {"minimax_m2", "fp8", "fp8"},
         {"kimi_k2", "int4-ct", "ct-pack"},
         {"kimi_k25", "int4-ct", "ct-pack"},
         {"deepseek_v32", "fp8", "fp8", "48"},

@@ -29,6 +29,7 @@ struct Naming {
     std::string experts;                     // "mlp.experts"
     std::array<std::string, 3> projections;  // gate, up, down
     std::string router;                      // relative to the layer prefix
+    std::string router_bias = "mlp.gate.e_score_correction_bias";
 };
 
 // The families whose rules are DeepSeek-V3's (model-families.md §5.1, model-families-2026.md §3.1, §3.2).
@@ -42,6 +43,9 @@ Naming naming_for(const Case& c) {
         return {"model.layers.", "block_sparse_moe.experts", {"w1", "w3", "w2"}, "block_sparse_moe.gate.weight"};
     if (c.family == "kimi_k25")
         return {"language_model.model.layers.", "mlp.experts", {"gate_proj", "up_proj", "down_proj"}, "mlp.gate.weight"};
+    if (c.family == "minimax_m2")
+        return {"model.layers.", "block_sparse_moe.experts", {"w1", "w3", "w2"}, "block_sparse_moe.gate.weight",
+                "block_sparse_moe.e_score_correction_bias"};
     if (c.family == "qwen3_vl_moe")
         return {"model.language_model.layers.", "mlp.experts", {"gate_proj", "up_proj", "down_proj"}, "mlp.gate.weight"};
     return {"model.layers.", "mlp.experts", {"gate_proj", "up_proj", "down_proj"}, "mlp.gate.weight"};
@@ -73,13 +77,13 @@ std::vector<std::int64_t> expected_moe_layers(const std::string& family, const j
 }
 
 std::int64_t expected_experts(const std::string& family, const json::object& cfg) {
-    if (family == "mixtral") return get(cfg, "num_local_experts");
+    if (family == "mixtral" || family == "minimax_m2") return get(cfg, "num_local_experts");
     if (family == "qwen3_next" || family == "qwen3_moe" || family == "qwen3_vl_moe") return get(cfg, "num_experts");
     return get(cfg, "n_routed_experts");
 }
 
 std::int64_t expected_expert_size(const std::string& family, const json::object& cfg) {
-    return family == "mixtral" ? get(cfg, "intermediate_size") : get(cfg, "moe_intermediate_size");
+    return family == "mixtral" || family == "minimax_m2" ? get(cfg, "intermediate_size") : get(cfg, "moe_intermediate_size");
 }
 
 std::int64_t vocabulary_of(const fs::path& tokenizer_json) {
@@ -145,14 +149,18 @@ void check_family(const Case& c) {
     BOOST_TEST(get(plan, "hidden_size") == H);
     // The router, as model-families.md §5 describes each family's.
     const auto& router = plan.at("router").as_object();
-    const bool sigmoid_router = deepseek_like(c.family) || c.family == "glm4_moe";
+    // MiniMax-M2 (model-families-2026.md §3.5): sigmoid + bias, always renormalized, no groups or
+    // scaling keys in its config.
+    const bool minimax = c.family == "minimax_m2";
+    const bool grouped_sigmoid = deepseek_like(c.family) || c.family == "glm4_moe";
+    const bool sigmoid_router = grouped_sigmoid || minimax;
     BOOST_TEST(std::string(router.at("scoring").as_string()) == (sigmoid_router ? "sigmoid" : "softmax"));
     BOOST_TEST(get(router, "top_k") == get(cfg, "num_experts_per_tok"));
-    BOOST_TEST(router.at("bias").as_bool() == sigmoid_router);
-    BOOST_TEST(router.at("normalize").as_bool() == (c.family == "mixtral" || cfg.at("norm_topk_prob").as_bool()));
-    BOOST_TEST(get(router, "groups") == (sigmoid_router ? get(cfg, "n_group") : 1));
-    BOOST_TEST(get(router, "groups_kept") == (sigmoid_router ? get(cfg, "topk_group") : 1));
-    BOOST_TEST(router.at("scaling").to_number<double>() == (sigmoid_router ? cfg.at("routed_scaling_factor").to_number<double>() : 1.0));
+    BOOST_TEST(router.at("bias").as_bool() == (minimax ? cfg.at("use_routing_bias").as_bool() : sigmoid_router));
+    BOOST_TEST(router.at("normalize").as_bool() == (c.family == "mixtral" || minimax || cfg.at("norm_topk_prob").as_bool()));
+    BOOST_TEST(get(router, "groups") == (grouped_sigmoid ? get(cfg, "n_group") : 1));
+    BOOST_TEST(get(router, "groups_kept") == (grouped_sigmoid ? get(cfg, "topk_group") : 1));
+    BOOST_TEST(router.at("scaling").to_number<double>() == (grouped_sigmoid ? cfg.at("routed_scaling_factor").to_number<double>() : 1.0));
     const auto& planned = plan.at("layers").as_array();
     BOOST_REQUIRE(planned.size() == moe_layers.size());
     std::size_t layer_index = 0;
@@ -165,7 +173,7 @@ void check_family(const Case& c) {
         BOOST_TEST(role(lp + naming.router) == "router");
         BOOST_TEST(std::string(layer.at("router_weight").as_string()) == lp + naming.router);
         const std::string bias(layer.at("router_bias").as_string());
-        BOOST_TEST(bias == (sigmoid_router ? lp + "mlp.gate.e_score_correction_bias" : std::string()));
+        BOOST_TEST(bias == (sigmoid_router ? lp + naming.router_bias : std::string()));
         if (sigmoid_router) BOOST_TEST(shape(bias) == std::vector<std::int64_t>({E}), boost::test_tools::per_element());
         BOOST_TEST(shape(lp + naming.router) == std::vector<std::int64_t>({E, H}), boost::test_tools::per_element());
         for (std::int64_t e = 0; e < E; ++e) {
@@ -256,6 +264,18 @@ void check_family(const Case& c) {
             BOOST_TEST(role(x + "k_norm.bias") == "norm");
             BOOST_TEST(get(cfg, "index_topk") > 0);
         }
+        if (minimax) {  // F32 router and bias; q/k norms over the whole projection
+            BOOST_TEST(role(lp + naming.router_bias) == "router_bias");
+            BOOST_TEST(dtype(lp + naming.router_bias) == "F32");
+            BOOST_TEST(dtype(lp + naming.router) == "F32");
+            BOOST_TEST(shape(lp + "self_attn.q_norm.weight") ==
+                           std::vector<std::int64_t>({get(cfg, "num_attention_heads") * get(cfg, "head_dim")}),
+                       boost::test_tools::per_element());
+            BOOST_TEST(shape(lp + "self_attn.k_norm.weight") ==
+                           std::vector<std::int64_t>({get(cfg, "num_key_value_heads") * get(cfg, "head_dim")}),
+                       boost::test_tools::per_element());
+            BOOST_TEST(role(lp + "self_attn.q_norm.weight") == "norm");
+        }
     }
     if (c.family == "deepseek_v32" && fp8)
         BOOST_TEST(config_doc.at("quantization_config").at("scale_fmt").as_string() == "ue8m0");
@@ -287,7 +307,7 @@ void check_family(const Case& c) {
     }
     BOOST_TEST((vision > 0) == (c.family == "kimi_k25"));
     const bool has_mtp = c.family == "deepseek_v3" || c.family == "deepseek_v32" || c.family == "glm4_moe" ||
-                         c.family == "qwen3_next";
+                         c.family == "qwen3_next" || (minimax && get(cfg, "num_mtp_modules") > 0);
     BOOST_TEST((mtp > 0) == has_mtp);
     BOOST_TEST(report.at("plan").at("role_counts").as_object().contains("skipped_mtp") == has_mtp);
 
@@ -334,6 +354,8 @@ const std::vector<Case> cases = {
     {"qwen3_moe", "bf16", "fused-bmm", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_vl_moe", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"glm4_moe", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"minimax_m2", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"minimax_m2", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
 };
 
 }  // namespace

@@ -127,6 +127,23 @@ BOOST_AUTO_TEST_CASE(unknown_model_type_lists_the_installed_adapters_and_family_
     BOOST_TEST(unknown.err.find("installed") != std::string::npos);
 }
 
+// MiniMax-M2: a w3 (up) expert tensor of the wrong shape is refused; a missing router bias is
+// not a plan error (routed-only calibration is what needs the router tensors).
+BOOST_AUTO_TEST_CASE(minimax_m2_expert_shape_and_router_bias) {
+    TempDir dir;
+    synth(dir / "good", "minimax_m2", "bf16");
+    const std::string w3 = "model.layers.1.block_sparse_moe.experts.3.w3.weight";
+    rewrite(dir / "good", dir / "shape", [&](const std::string& name, std::optional<Replacement>& r) {
+        if (name == w3) r = Replacement{{name, DType::BF16, {128, 256}}, std::vector<std::uint8_t>(128 * 256 * 2, 0)};
+        return true;
+    });
+    expect_plan_error(dir / "shape", {w3, "[128,256]", "ShapeMismatch"});
+    rewrite(dir / "good", dir / "no_bias",
+            [](const std::string& name, auto&) { return name != "model.layers.0.block_sparse_moe.e_score_correction_bias"; });
+    auto r = run_moequant({"inspect", (dir / "no_bias").string()});
+    BOOST_TEST(r.exit_code == 0, r.err);
+}
+
 BOOST_AUTO_TEST_CASE(checkpoints_without_config_are_summarised_without_a_plan) {
     auto r = run_moequant({"inspect", (fixtures_dir() / "safetensors_jl_testdata/sharded").string()});
     BOOST_TEST(r.exit_code == 0, r.err);

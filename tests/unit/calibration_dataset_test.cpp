@@ -123,7 +123,7 @@ BOOST_AUTO_TEST_CASE(the_embedded_default_gives_one_sample_per_paragraph) {
 // Each family's conversation format, as docs/calibration.md documents it.
 BOOST_AUTO_TEST_CASE(family_chat_formats) {
     Registry registry;
-    for (const char* family : {"deepseek_v3", "qwen3_moe", "qwen3_next", "mixtral", "glm4_moe"})
+    for (const char* family : {"deepseek_v3", "qwen3_moe", "qwen3_next", "mixtral", "glm4_moe", "minimax_m2"})
         registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-adapter-" + std::string(family) + ".so"),
                            PluginOrigin::explicit_file);
     BOOST_REQUIRE(registry.rejections().empty());
@@ -142,6 +142,7 @@ BOOST_AUTO_TEST_CASE(family_chat_formats) {
     BOOST_TEST(render("qwen3_next", "qwen3_next") == chatml);
     BOOST_TEST(render("mixtral", "mixtral") == "<s>S\n\n[INST] U [/INST]A</s>");
     BOOST_TEST(render("glm4_moe", "glm4_moe") == "[gMASK]<sop><|system|>\nS<|user|>\nU<|assistant|>\nA");
+    BOOST_TEST(render("minimax_m2", "minimax_m2") == "]~!b[]~b]system\nS[e~[\n]~b]user\nU[e~[\n]~b]ai\nA[e~[\n");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -7,8 +7,9 @@ with torch, on a checkpoint `moequant synth` makes:
     /usr/bin/python3 make_reference.py qwen3_moe /tmp/qwen3_moe qwen3_moe.safetensors
 
 (and likewise mixtral, glm4_moe, qwen3_next with --dtype bf16; deepseek_v3, kimi_k2 and deepseek_v32
-(family key deepseek_v3) with --dtype fp8: DeepSeek-V3.2's indexer keeps every key of samples no
-longer than index_topk, as these are, so its forward is V3's dense MLA and the indexer is unread)
+(family key deepseek_v3) and minimax_m2 with --dtype fp8: DeepSeek-V3.2's indexer keeps every key of
+samples no longer than index_topk, as these are, so its forward is V3's dense MLA and the indexer is
+unread)
 
 Run once by hand with Debian's python3-torch; CI only reads the output file."""
 import json
@@ -41,6 +42,13 @@ FAMILIES = {
     "qwen3_next": {"next": True, "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
                    "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "num_experts",
                    "shared": "mlp.shared_expert.", "shared_gate": "mlp.shared_expert_gate.weight", "layers": 4},
+    # MiniMax-M2 (model-families-2026.md §3.5): one RMSNorm over all heads' q (and k) outputs,
+    # rotary on the first rotary_dim of each head, F32 sigmoid router with the correction bias
+    # beside the gate, always renormalized, no shared expert.
+    "minimax_m2": {"qk_norm": False, "qk_norm_whole": True, "rotary_dim": True, "router": "block_sparse_moe.gate.weight",
+                   "router_bias": "block_sparse_moe.e_score_correction_bias", "expert": "block_sparse_moe.experts.{e}.",
+                   "projections": ("w1", "w3", "w2"), "experts": "num_local_experts", "sigmoid": True,
+                   "always_normalize": True},
     "glm4_moe": {"qk_norm": False, "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
                  "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "n_routed_experts",
                  "sigmoid": True, "bias": True, "shared": "mlp.shared_experts."},
@@ -182,13 +190,15 @@ def attention(f, c, w, p, x):  # one sample, x [n, hidden]
         y = x @ w[p + f"self_attn.{name}.weight"].T
         if f.get("bias"):
             y = y + w[p + f"self_attn.{name}.bias"]
+        if f.get("qk_norm_whole") and name in ("q_proj", "k_proj"):  # over heads * head_dim, then split
+            y = rms_norm(y, w[p + f"self_attn.{name[0]}_norm.weight"], c["rms_norm_eps"])
         return y.view(n, heads, d)
 
     q, k, v = proj("q_proj", hq), proj("k_proj", hk), proj("v_proj", hk)
     if f["qk_norm"]:
         q = rms_norm(q, w[p + "self_attn.q_norm.weight"], c["rms_norm_eps"])
         k = rms_norm(k, w[p + "self_attn.k_norm.weight"], c["rms_norm_eps"])
-    r = int(d * c.get("partial_rotary_factor", 1.0))
+    r = c["rotary_dim"] if f.get("rotary_dim") else int(d * c.get("partial_rotary_factor", 1.0))
     inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, r, 2, dtype=torch.int64).float() / r))
     freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
@@ -268,7 +278,7 @@ def moe(f, c, w, p, x):  # Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
     k = c["num_experts_per_tok"]
     if f.get("sigmoid"):  # noaux_tc: the bias chooses, the unbiased scores weigh
         scores = logits.sigmoid()
-        choice = scores + w[p + "mlp.gate.e_score_correction_bias"]
+        choice = scores + w[p + f.get("router_bias", "mlp.gate.e_score_correction_bias")]
         groups = c.get("n_group", 1)
         if groups > 1:
             g = choice.view(-1, groups, choice.shape[1] // groups).topk(2, dim=-1)[0].sum(dim=-1)
@@ -277,7 +287,7 @@ def moe(f, c, w, p, x):  # Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
             choice = choice.masked_fill(~mask.bool(), 0.0)
         experts = torch.topk(choice, k=k, dim=-1)[1]
         weights = scores.gather(1, experts)
-        if c.get("norm_topk_prob"):
+        if f.get("always_normalize") or c.get("norm_topk_prob"):
             weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
         weights = weights * c.get("routed_scaling_factor", 1.0)
     else:
