@@ -285,6 +285,12 @@ BOOST_AUTO_TEST_CASE(deepseek_v4_converts_to_amx_with_the_clamp_warning_and_veri
     BOOST_TEST(g.err.find("family 'deepseek_v4' has no calibration forward pass") != std::string::npos, g.err);
     BOOST_TEST(!fs::exists(dir / "g" / "model.safetensors.index.json"));
     run_ok({"gptq", "--model_id", ckpt.string(), "--output_dir", (dir / "rtn").string(), "--quant_method", "RTN", "--quiet"});
+    // No output holds MXFP4 experts: the BF16 export's config no longer announces them.
+    run_ok({"convert", "-i", ckpt.string(), "-o", (dir / "bf16").string(), "--format", "bf16-safetensors", "--quiet"});
+    const auto exported = json::parse(read_text(dir / "bf16" / "config.json")).as_object();
+    BOOST_TEST(!exported.contains("expert_dtype"));
+    BOOST_TEST(!exported.contains("quantization_config"));
+    BOOST_TEST(!json::parse(read_text(dir / "rtn" / "config.json")).as_object().contains("expert_dtype"));
     auto v = run_moequant({"verify", "--source", ckpt.string(), "--converted", (dir / "rtn").string()});
     BOOST_TEST(v.exit_code == 0, v.out << v.err);
 }
