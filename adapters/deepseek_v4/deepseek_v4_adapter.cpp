@@ -20,6 +20,8 @@
 #include "synth_blocks.hpp"
 #include "synth_side_files.hpp"
 
+#include <moequant/decoder_forward.hpp>
+#include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
 
 #include <boost/json.hpp>
@@ -83,6 +85,15 @@ public:
         plan.warnings.push_back("DeepSeek-V4 routing (sqrt-softplus scores, hash-routed layers below num_hash_layers) "
                                 "is not modelled: the plan records no router, so routed-only calibration is refused");
         return plan;
+    }
+
+    // No forward, and recorded activations cannot be routed either: the default's hint
+    // (record activations) would send the user down a path that is refused too.
+    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig&, const Checkpoint&, const ModelPlan&) const override {
+        throw Error(ErrorKind::plugin,
+                    "family '" + std::string(id()) + "' has no calibration forward pass, and its router is not "
+                    "modelled for recorded activations either",
+                    {.code = "NoForward", .hint = "quantize without calibration: --quant_method RTN"});
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {

@@ -19,6 +19,8 @@
 #include "synth_random.hpp"
 #include "synth_side_files.hpp"
 
+#include <moequant/decoder_forward.hpp>
+#include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
 
 #include <boost/json.hpp>
@@ -94,6 +96,15 @@ public:
         plan.warnings.push_back("gpt-oss routing adds the router bias to the logits, which the plan cannot express: "
                                 "it records no router, so routed-only calibration is refused");
         return plan;
+    }
+
+    // No forward, and recorded activations cannot be routed either: the default's hint
+    // (record activations) would send the user down a path that is refused too.
+    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig&, const Checkpoint&, const ModelPlan&) const override {
+        throw Error(ErrorKind::plugin,
+                    "family '" + std::string(id()) + "' has no calibration forward pass, and its router is not "
+                    "modelled for recorded activations either",
+                    {.code = "NoForward", .hint = "no quantized format holds its expert biases; convert --format bf16-safetensors exports it"});
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {

@@ -283,8 +283,21 @@ BOOST_AUTO_TEST_CASE(deepseek_v4_converts_to_amx_with_the_clamp_warning_and_veri
     auto g = run_moequant({"gptq", "--model_id", ckpt.string(), "--output_dir", (dir / "g").string(), "--dataset", "embedded", "--quiet"});
     BOOST_TEST(g.exit_code == 4, g.err);
     BOOST_TEST(g.err.find("family 'deepseek_v4' has no calibration forward pass") != std::string::npos, g.err);
+    BOOST_TEST(g.err.find("--quant_method RTN") != std::string::npos, g.err);
+    BOOST_TEST(one_line(g.err), g.err);
     BOOST_TEST(!fs::exists(dir / "g" / "model.safetensors.index.json"));
     run_ok({"gptq", "--model_id", ckpt.string(), "--output_dir", (dir / "rtn").string(), "--quant_method", "RTN", "--quiet"});
+    // Recorded activations: GPTQ over all tokens needs no router; routed-only would need the
+    // router the plan does not model, and is refused naming that.
+    const fs::path acts = dir / "act.safetensors", with = dir / "v4-act";
+    run_ok({"synth", "--family", "deepseek_v4", "--dtype", "mxfp4", "--out", with.string(), "--activations", acts.string(),
+            "--samples", "4", "--sample-tokens", "32"});
+    run_ok({"gptq", "--model_id", with.string(), "--output_dir", (dir / "gptq-act").string(), "--calibration-activations",
+            acts.string(), "--quiet"});
+    auto routed = run_moequant({"gptq", "--model_id", with.string(), "--output_dir", (dir / "routed").string(),
+                                "--calibration-activations", acts.string(), "--routed-only", "--quiet"});
+    BOOST_TEST(routed.exit_code == 3, routed.err);
+    BOOST_TEST(routed.err.find("a router the family's adapter does not model") != std::string::npos, routed.err);
     // No output holds MXFP4 experts: the BF16 export's config no longer announces them.
     run_ok({"convert", "-i", ckpt.string(), "-o", (dir / "bf16").string(), "--format", "bf16-safetensors", "--quiet"});
     const auto exported = json::parse(read_text(dir / "bf16" / "config.json")).as_object();
