@@ -109,6 +109,8 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
 
     const PlannedSource source = open_planned_source(registry, input, family);
     const ModelPlan& plan = source.plan;
+    // What the adapter wants a user to know (inspect prints the same), before any work.
+    for (const auto& w : plan.warnings) std::cerr << "warning: " << printable_text(w) << "\n";
 
     ConversionJob job;
     job.command = "convert";

@@ -51,6 +51,9 @@ struct FamilyRules {
 
     // Accepted per-expert namings; the first is the family's canonical one.
     std::vector<ExpertNaming> namings;
+    // Fused gate_up rows interleaved (row 2j gate j, row 2j+1 up j, gpt-oss) instead of gate
+    // rows then up rows.
+    bool interleaved_gate_up = false;
     // Layer prefixes in which the decoder layers may sit (before "<L>.").
     std::vector<std::string> layer_prefixes = {"model.layers.", "model.language_model.layers.",
                                                "language_model.model.layers."};

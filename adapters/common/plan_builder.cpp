@@ -228,6 +228,11 @@ private:
                              ") for experts " + std::to_string(E) + ", hidden_size " + std::to_string(H) +
                              ", expert size " + std::to_string(I),
                          "AmbiguousFusedLayout", "refusing to guess how gate and up are packed");
+        if (rules_.interleaved_gate_up && !linear)
+            tensor_error(gate_up,
+                         "has the shape of layout B " + shape_to_string(gu.shape) +
+                             ", but this family interleaves gate and up; interleaved columns cannot be sliced",
+                         "UnsupportedFusedLayout", "convert the family's release checkpoint (layout A rows), not a dequantized export");
         set_layout(linear ? ExpertLayout::fused_linear : ExpertLayout::fused_bmm, layer);
         for (std::int64_t e = 0; e < E; ++e) {
             ExpertPlan ep;
@@ -244,7 +249,12 @@ private:
                 if (p == Projection::down) {
                     slice.length = linear ? H : I;  // the whole stored matrix
                 } else {
-                    slice.offset = p == Projection::gate ? 0 : I;  // gate first, then up
+                    if (rules_.interleaved_gate_up) {  // row 2j gate j, row 2j + 1 up j
+                        slice.offset = p == Projection::gate ? 0 : 1;
+                        slice.step = 2;
+                    } else {
+                        slice.offset = p == Projection::gate ? 0 : I;  // gate first, then up
+                    }
                     slice.length = I;
                     slice.along_columns = !linear;
                 }
@@ -254,6 +264,22 @@ private:
         }
         record_planned(gu);
         record_planned(dn);
+        plan_fused_bias(gate_up, {E, I2});
+        plan_fused_bias(*down, {E, H});
+    }
+
+    // A fused expert weight's bias `<weight>_bias` (gpt-oss) is a parameter of the routed
+    // experts: planned with them (role routed_expert), so no format copies it as something else
+    // and formats with no place for expert biases can refuse it.
+    void plan_fused_bias(const std::string& weight, const Shape& expected) {
+        const std::string bias = weight + "_bias";
+        if (!checkpoint_.contains(bias)) return;
+        const Shape& shape = checkpoint_.info(bias).shape;
+        if (shape != expected)
+            tensor_error(bias, "has shape " + shape_to_string(shape) + ", but its fused experts imply " +
+                                   shape_to_string(expected),
+                         "ShapeMismatch");
+        planned_.insert(bias);
     }
 
     // ---- roles ----

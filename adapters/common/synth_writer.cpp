@@ -223,9 +223,11 @@ void write_synth_model(const SynthModel& model, const std::filesystem::path& dir
         for (const auto& p : placed) {
             if (p.shard != shard) continue;
             const SynthTensor& t = model.tensors[p.source];
-            std::vector<float> values = values_of(t, seed);
+            std::vector<float> values = t.bytes ? std::vector<float>{} : values_of(t, seed);
             std::vector<std::uint8_t> bytes;
-            if (t.dtype == DType::F8_E4M3) {
+            if (t.bytes) {
+                bytes = t.bytes(seed);
+            } else if (t.dtype == DType::F8_E4M3) {
                 bytes = encoded_linear_bytes(model.encoding, model.fp8_block, t.shape, p.spec, values);
             } else if (t.dtype == DType::BF16) {
                 bytes = bf16_bytes(values);

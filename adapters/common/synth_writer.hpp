@@ -37,6 +37,9 @@ struct SynthTensor {
     Shape shape;
     SynthFill fill = SynthFill::normal;
     double scale = 0.02;
+    // When set, the tensor's stored bytes (any dtype, e.g. gpt-oss's packed MXFP4 blocks or a
+    // hash-routing table) instead of the fill; called with the synth seed.
+    std::function<std::vector<std::uint8_t>(std::uint64_t seed)> bytes;
 };
 
 struct SynthModel {

@@ -23,7 +23,9 @@ TensorRole classify_layer_tensor(std::string_view rest, std::int64_t layer, cons
     if (rest.find("shared_expert_gate.") != std::string_view::npos) return TensorRole::shared_expert_gate;
     if (rest.find("shared_experts.") != std::string_view::npos || rest.find("shared_expert.") != std::string_view::npos)
         return TensorRole::shared_expert;
-    if (rest.ends_with("e_score_correction_bias")) return TensorRole::router_bias;
+    if (rest.ends_with("e_score_correction_bias") || rest == "ffn.gate.bias") return TensorRole::router_bias;
+    // DeepSeek-V4: `ffn.gate.weight`, its hash layers' token -> experts table `ffn.gate.tid2eid`.
+    if (rest == "ffn.gate.weight" || rest == "ffn.gate.tid2eid") return TensorRole::router;
     if (rest == "mlp.gate.weight" || rest == "block_sparse_moe.gate.weight" || rest == "gate.weight" ||
         rest == "mlp.router.weight" || rest == "mlp.router.bias")
         return TensorRole::router;
@@ -61,8 +63,9 @@ TensorRole classify_tensor(std::string_view name, const RoleContext& context) {
             global.remove_prefix(p.size());
             break;
         }
-    if (global.starts_with("embed_tokens.") || global.starts_with("tok_embeddings.")) return TensorRole::embedding;
-    if (global.starts_with("lm_head.") || global == "output.weight") return TensorRole::lm_head;
+    if (global.starts_with("embed_tokens.") || global.starts_with("tok_embeddings.") || global == "embed.weight")
+        return TensorRole::embedding;
+    if (global.starts_with("lm_head.") || global == "output.weight" || global == "head.weight") return TensorRole::lm_head;
     if (global == "norm.weight" || global == "norm.bias") return TensorRole::norm;
     return TensorRole::other;
 }

@@ -59,8 +59,16 @@ std::vector<std::string> copied_tensors(const Checkpoint& source, const ModelPla
     return out;
 }
 
-// The spec a copied tensor gets: BF16 with the weight's shape for encoded weights, its own
-// dtype and shape otherwise.
+// A fused (3-D) encoded weight [E, R, K] (gpt-oss's MXFP4 experts) is copied as transformers
+// dequantizes it: each expert's matrix transposed, [E, K, R] (its convert_moe_packed_tensors
+// ends with a transpose of the last two dimensions, model-families-2026.md §2.1).
+inline Shape copied_shape(const EncodedWeight& w) {
+    if (w.shape.size() != 3) return w.shape;
+    return {w.shape[0], w.shape[2], w.shape[1]};
+}
+
+// The spec a copied tensor gets: BF16 with the weight's shape for encoded weights (fused ones
+// transposed, copied_shape()), its own dtype and shape otherwise.
 inline TensorSpec copied_spec(const Checkpoint& source, const std::string& name) {
     if (source.contains(name)) {
         const EncodedWeight* w = source.weight_holding(name);
@@ -69,7 +77,7 @@ inline TensorSpec copied_spec(const Checkpoint& source, const std::string& name)
             return {name, info.dtype, info.shape};
         }
     }
-    return {name, DType::BF16, source.weight(name).shape};
+    return {name, DType::BF16, copied_shape(source.weight(name))};
 }
 
 // Writes one copied tensor: plain tensors streamed from the mmap, encoded weights decoded to
@@ -87,11 +95,13 @@ inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, co
         writer.write(name, decode_matrix(source, w).view());
         return;
     }
-    Tensor all(DType::BF16, w.shape);
-    const std::size_t matrix_bytes = all.size_bytes() / static_cast<std::size_t>(std::max<std::int64_t>(1, w.shape[0]));
+    Tensor all(DType::BF16, copied_shape(w));
+    const std::size_t rows = static_cast<std::size_t>(w.shape[1]), cols = static_cast<std::size_t>(w.shape[2]);
     for (std::int64_t m = 0; m < w.shape[0]; ++m) {
-        const Tensor one = decode_matrix(source, w, m);
-        std::memcpy(all.data() + static_cast<std::size_t>(m) * matrix_bytes, one.data(), matrix_bytes);
+        const Tensor one = decode_matrix(source, w, m);  // [R, K]
+        std::byte* out = all.data() + static_cast<std::size_t>(m) * rows * cols * 2;
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t k = 0; k < cols; ++k) std::memcpy(out + (k * rows + r) * 2, one.data() + (r * cols + k) * 2, 2);
     }
     writer.write(name, all.view());
 }

@@ -1,5 +1,5 @@
 // Reading JSON side files and writing an output's config.json: the source's, with any
-// quantization_config (top level and text_config) removed and, for quantized formats, ours put
+// quantization_config and expert_dtype (top level and text_config) removed and, for quantized formats, ours put
 // in its place. Header-only, shared by the format modules.
 #pragma once
 
@@ -28,8 +28,12 @@ inline void write_model_config(const std::filesystem::path& source_dir, const st
                                std::optional<boost::json::object> quantization_config) {
     boost::json::value config = read_json_file(source_dir / "config.json");
     if (auto* o = config.if_object()) {
-        o->erase("quantization_config");
-        if (auto* t = o->if_contains("text_config"); t && t->is_object()) t->as_object().erase("quantization_config");
+        // DeepSeek-V4's `expert_dtype: fp4` announces MXFP4 experts, which no output holds.
+        for (auto* c : {o, o->if_contains("text_config") ? o->at("text_config").if_object() : nullptr})
+            if (c) {
+                c->erase("quantization_config");
+                c->erase("expert_dtype");
+            }
         if (quantization_config) (*o)["quantization_config"] = std::move(*quantization_config);
     }
     write_file_atomically(out_dir / "config.json", boost::json::serialize(config) + "\n");

@@ -10,6 +10,7 @@
 // Shapes vLLM/SGLang's Marlin kernels cannot run (§8: N % 64, K % 128, K % group; MoE hidden %
 // 128, intermediate % max(64, group)) are refused unless the format option allow_unaligned.
 
+#include "expert_tensors.hpp"
 #include "compressed_tensors_reader.hpp"
 #include "copied_tensors.hpp"
 #include "layer_shard_plan.hpp"
@@ -186,6 +187,7 @@ public:
         if (context.parts != 1)
             throw Error(ErrorKind::usage, "compressed-tensors stores one part per expert matrix, not " + std::to_string(context.parts));
         if (!context.options.get_bool("allow_unaligned", false)) refuse_unaligned(*context.plan, context.quantizer->settings());
+        refuse_extra_expert_tensors(context, id());  // per-expert Linears without biases would drop gpt-oss's
     }
     std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
         check(context);

@@ -7,6 +7,7 @@
 // run never renumbers them. `__metadata__` records the method, part count, expert count and
 // source, which the runtime ignores and `moequant verify` reads.
 
+#include "expert_tensors.hpp"
 #include "kt_naming.hpp"
 #include "layer_shard_plan.hpp"
 #include "kt_safetensors_reader.hpp"
@@ -133,6 +134,10 @@ public:
     std::string_view id() const override { return "kt-safetensors"; }
     std::string_view description() const override {
         return "kt-kernel merged safetensors: blk.L.ffn_*_exps.E.numa.i.{weight,scale}, one shard per layer";
+    }
+    void check(const OutputContext& context) const override {
+        OutputFormat::check(context);
+        refuse_extra_expert_tensors(context, id());  // gpt-oss's expert biases have no place in kt's format
     }
     std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
         if (!context.quantizer) throw Error(ErrorKind::usage, "kt-safetensors needs a quantizer");

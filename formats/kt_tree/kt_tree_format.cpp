@@ -4,6 +4,7 @@
 // is written into `._layer_{L}.moequant.partial/` and renamed when complete, so a layer folder
 // under its final name is always whole.
 
+#include "expert_tensors.hpp"
 #include "kt_naming.hpp"
 #include "kt_tree_reader.hpp"
 #include "layer_shard_plan.hpp"
@@ -148,6 +149,10 @@ public:
     std::string_view id() const override { return "kt-tree"; }
     std::string_view description() const override {
         return "kt-kernel .kt file tree: _layer_L/_numa_i/{INT4|INT8}_{proj}_{e}_{bytes}Byte_{quant|scale}_.kt";
+    }
+    void check(const OutputContext& context) const override {
+        OutputFormat::check(context);
+        refuse_extra_expert_tensors(context, id());  // gpt-oss's expert biases have no place in kt's format
     }
     std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
         if (!context.quantizer) throw Error(ErrorKind::usage, "kt-tree needs a quantizer");

@@ -112,6 +112,18 @@ BOOST_AUTO_TEST_CASE(ambiguous_fused_shapes_are_refused) {
     expect_plan_error(dir / "bad", {"model.layers.0.mlp.experts.gate_up_proj", "neither layout A", "AmbiguousFusedLayout"});
 }
 
+BOOST_AUTO_TEST_CASE(fused_expert_bias_of_the_wrong_shape_is_refused) {
+    TempDir dir;
+    synth(dir / "good", "gpt_oss", "mxfp4", "fused-linear");
+    // gpt-oss's gate_up bias has one entry per interleaved row, [E, 2I]: [E, I] is not it.
+    rewrite(dir / "good", dir / "bad", [](const std::string& name, std::optional<Replacement>& r) {
+        if (name == "model.layers.1.mlp.experts.gate_up_proj_bias")
+            r = Replacement{{name, DType::BF16, {4, 256}}, std::vector<std::uint8_t>(4 * 256 * 2, 0)};
+        return true;
+    });
+    expect_plan_error(dir / "bad", {"model.layers.1.mlp.experts.gate_up_proj_bias", "[4,256]", "[4,512]", "ShapeMismatch"});
+}
+
 BOOST_AUTO_TEST_CASE(unknown_model_type_lists_the_installed_adapters_and_family_overrides) {
     TempDir dir;
     synth(dir / "good", "deepseek_v3", "bf16");
@@ -122,7 +134,7 @@ BOOST_AUTO_TEST_CASE(unknown_model_type_lists_the_installed_adapters_and_family_
     auto overridden = run_moequant({"inspect", "--family", "deepseek_v3", (dir / "odd").string()});
     BOOST_TEST(overridden.exit_code == 0, overridden.err);
     BOOST_TEST(overridden.out.find("chosen with --family") != std::string::npos);
-    auto unknown = run_moequant({"inspect", "--family", "gpt_oss", (dir / "odd").string()});
+    auto unknown = run_moequant({"inspect", "--family", "no_such_family", (dir / "odd").string()});
     BOOST_TEST(unknown.exit_code == 2);
     BOOST_TEST(unknown.err.find("installed") != std::string::npos);
 }

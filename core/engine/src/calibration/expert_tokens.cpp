@@ -44,7 +44,8 @@ struct RouterTensors {
 RouterTensors router_tensors(const ModelPlan& plan, const MoeLayerPlan& layer, const Checkpoint& source, bool read) {
     const std::string where = "layer " + std::to_string(layer.layer);
     if (layer.router_weight.empty())
-        throw Error(ErrorKind::input, where + " has no router weight in the checkpoint; routed-only calibration needs it",
+        throw Error(ErrorKind::input, where + " has no router weight in its plan (none in the checkpoint, or a router the family's "
+                              "adapter does not model); routed-only calibration needs it",
                     {.file = source.directory().string(), .code = "MissingTensor"});
     if (plan.router.uses_bias && layer.router_bias.empty())
         throw Error(ErrorKind::input,
