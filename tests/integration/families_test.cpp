@@ -18,7 +18,7 @@ namespace {
 
 struct Case {
     std::string family;   // --family
-    std::string dtype;    // bf16 | fp8 | int4-ct
+    std::string dtype;    // bf16 | fp8 | fp8-channel | int4-ct
     std::string layout;   // per-expert | fused-linear | fused-bmm | mistral-native
     std::string shard_pattern;
 };
@@ -114,6 +114,9 @@ void check_family(const Case& c) {
     const auto& cfg = text_config(config_doc);
     const bool fp8 = c.dtype == "fp8";
     const bool int4 = c.dtype == "int4-ct";  // compressed-tensors pack-quantized routed experts
+    // GLM-4.5/4.6/4.7-FP8 (model-families-2026.md §2.3, §3.3): compressed-tensors float-quantized,
+    // one scale per output channel ([N, 1]) and a static input_scale that is never read.
+    const bool channel = c.dtype == "fp8-channel";
     const Naming naming = naming_for(c);
     const std::int64_t H = get(cfg, "hidden_size"), I = expected_expert_size(c.family, cfg),
                        E = expected_experts(c.family, cfg), layers = get(cfg, "num_hidden_layers");
@@ -216,7 +219,15 @@ void check_family(const Case& c) {
                 } else {
                     BOOST_TEST(tensor == lp + naming.experts + "." + std::to_string(e) + "." + naming.projections[p] + ".weight");
                     BOOST_TEST(shape(tensor) == matrix, boost::test_tools::per_element());
-                    BOOST_TEST(dtype(tensor) == (fp8 ? "F8_E4M3" : "BF16"));
+                    BOOST_TEST(dtype(tensor) == (fp8 || channel ? "F8_E4M3" : "BF16"));
+                    if (channel) {
+                        const std::string stem = tensor.substr(0, tensor.size() - std::string(".weight").size());
+                        BOOST_TEST(std::string(src.at("encoding").at("tensors").at("scale").as_string()) == tensor + "_scale");
+                        BOOST_TEST(std::string(src.at("encoding").at("parameters").at("strategy").as_string()) == "channel");
+                        BOOST_TEST(shape(tensor + "_scale") == std::vector<std::int64_t>({matrix[0], 1}), boost::test_tools::per_element());
+                        BOOST_TEST(role(tensor + "_scale") == "routed_expert_scale");
+                        BOOST_TEST(role(stem + ".input_scale") == "routed_expert_scale");  // ignored, never copied
+                    }
                     if (fp8) {
                         BOOST_TEST(std::string(src.at("encoding").at("tensors").at("scale").as_string()) == tensor + "_scale_inv");
                         BOOST_TEST(std::string(src.at("encoding").at("parameters").at("strategy").as_string()) == "block");
@@ -276,6 +287,12 @@ void check_family(const Case& c) {
                        boost::test_tools::per_element());
             BOOST_TEST(role(lp + "self_attn.q_norm.weight") == "norm");
         }
+    }
+    if (channel) {
+        const auto& q = config_doc.at("quantization_config");
+        BOOST_TEST(q.at("quant_method").as_string() == "compressed-tensors");
+        BOOST_TEST(q.at("format").as_string() == "float-quantized");
+        BOOST_TEST(q.at("config_groups").at("group_0").at("weights").at("strategy").as_string() == "channel");
     }
     if (c.family == "deepseek_v32" && fp8)
         BOOST_TEST(config_doc.at("quantization_config").at("scale_fmt").as_string() == "ue8m0");
@@ -354,6 +371,7 @@ const std::vector<Case> cases = {
     {"qwen3_moe", "bf16", "fused-bmm", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_vl_moe", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"glm4_moe", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"glm4_moe", "fp8-channel", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"minimax_m2", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"minimax_m2", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
 };
