@@ -37,7 +37,7 @@ void check_family(const std::string& family, const std::string& dtype = "bf16") 
     const SafetensorsFile want =
         SafetensorsFile::open(fs::path(MOEQUANT_SOURCE_DIR) / "tests/data/decoder_forward" / (family + ".safetensors"));
 
-    const std::string plugin = family == "kimi_k2" || family == "deepseek_v32" ? "deepseek_v3" : family;
+    const std::string plugin = family == "kimi_k2" || family == "kimi_k25" || family == "deepseek_v32" ? "deepseek_v3" : family;
     Registry registry;
     registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-adapter-" + plugin + ".so"), PluginOrigin::explicit_file);
     for (const char* encoding : {"float", "fp8"})
@@ -99,6 +99,10 @@ BOOST_AUTO_TEST_CASE(qwen3_next_linear_and_full_attention_layers_match_the_refer
 
 // Kimi-K2: the same adapter with one expert group, YaRN with beta_fast 1, rotary buffers.
 BOOST_AUTO_TEST_CASE(kimi_k2_layers_match_the_reference) { check_family("kimi_k2", "fp8"); }
+
+// Kimi-K2.5: Kimi-K2's language model inside the multimodal checkpoint (text_config, the
+// language_model. tensor names), the vision tower and projector not read.
+BOOST_AUTO_TEST_CASE(kimi_k25_layers_match_the_reference) { check_family("kimi_k25", "fp8"); }
 
 // DeepSeek-V3.2: V3's forward on a checkpoint with indexer tensors, samples within index_topk.
 BOOST_AUTO_TEST_CASE(deepseek_v32_layers_match_the_reference) { check_family("deepseek_v32", "fp8"); }

@@ -6,10 +6,11 @@ with torch, on a checkpoint `moequant synth` makes:
     moequant synth --family qwen3_moe --dtype bf16 --out /tmp/qwen3_moe
     /usr/bin/python3 make_reference.py qwen3_moe /tmp/qwen3_moe qwen3_moe.safetensors
 
-(and likewise mixtral, glm4_moe, qwen3_next with --dtype bf16; deepseek_v3, kimi_k2 and deepseek_v32
-(family key deepseek_v3) and minimax_m2 with --dtype fp8: DeepSeek-V3.2's indexer keeps every key of
-samples no longer than index_topk, as these are, so its forward is V3's dense MLA and the indexer is
-unread)
+(and likewise mixtral, glm4_moe, qwen3_next with --dtype bf16; deepseek_v3, kimi_k2, kimi_k25 and
+deepseek_v32 (family key deepseek_v3) and minimax_m2 with --dtype fp8: DeepSeek-V3.2's indexer keeps
+every key of samples no longer than index_topk, as these are, so its forward is V3's dense MLA and the
+indexer is unread; Kimi-K2.5's language model is Kimi-K2's, read from text_config and the
+language_model. tensors, the vision tower unread)
 
 Run once by hand with Debian's python3-torch; CI only reads the output file."""
 import json
@@ -104,6 +105,10 @@ def load(model_dir):
             weights.update(read_safetensors(os.path.join(model_dir, f)))
     with open(os.path.join(model_dir, "config.json")) as f:
         config = json.load(f)
+    if "text_config" in config:  # Kimi-K2.5: the LM's settings and tensors under language_model.
+        config = dict(config["text_config"], model_type=config["model_type"])
+        lm = "language_model."
+        weights = {n[len(lm) :]: t for n, t in weights.items() if n.startswith(lm)}
     q = config.get("quantization_config")
     if q:
         dequantize_fp8(weights, q["weight_block_size"])
