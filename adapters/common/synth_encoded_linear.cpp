@@ -33,10 +33,11 @@ Shape scale_shape(const Shape& weight, BlockSize block) {
     return {(weight[0] + block.rows - 1) / block.rows, (weight[1] + block.cols - 1) / block.cols};
 }
 
-// DeepSeek-style weight quantization: per block s = max(amax, 1e-4) / 448 in float32, codes =
-// e4m3(w / s); the stored scale is s (multiply to dequantize). A block of [1, K] is per channel.
+// DeepSeek-style weight quantization: per block s = max(amax, 1e-4) / 448 in float32 (rounded up
+// to a power of two for ue8m0 checkpoints), codes = e4m3(w / s); the stored scale is s (multiply
+// to dequantize). A block of [1, K] is per channel.
 std::pair<std::vector<std::uint8_t>, std::vector<float>> quantize_fp8(const std::vector<float>& w, const Shape& shape,
-                                                                      BlockSize block) {
+                                                                      BlockSize block, bool power_of_two) {
     const std::int64_t rows = shape[0], cols = shape[1];
     const Shape sshape = scale_shape(shape, block);
     std::vector<float> scales(static_cast<std::size_t>(sshape[0] * sshape[1]));
@@ -48,7 +49,8 @@ std::pair<std::vector<std::uint8_t>, std::vector<float>> quantize_fp8(const std:
             float amax = 0;
             for (std::int64_t r = r0; r < r1; ++r)
                 for (std::int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(w[static_cast<std::size_t>(r * cols + c)]));
-            const float s = std::max(amax, 1e-4f) / 448.0f;
+            float s = std::max(amax, 1e-4f) / 448.0f;
+            if (power_of_two) s = std::ldexp(1.0f, static_cast<int>(std::ceil(std::log2(s))));
             scales[static_cast<std::size_t>(br * sshape[1] + bc)] = s;
             for (std::int64_t r = r0; r < r1; ++r)
                 for (std::int64_t c = c0; c < c1; ++c) {
@@ -103,7 +105,8 @@ std::vector<TensorSpec> encoded_linear_specs(SynthEncoding encoding, BlockSize f
 }
 
 std::vector<std::uint8_t> encoded_linear_bytes(SynthEncoding encoding, BlockSize fp8_block, const Shape& shape,
-                                               const TensorSpec& spec, const std::vector<float>& values) {
+                                               const TensorSpec& spec, const std::vector<float>& values,
+                                               bool power_of_two_scales) {
     if (spec.dtype == DType::BF16 && spec.shape == shape) return bf16_bytes(values);  // a linear left unquantized
     const std::string& name = spec.name;
     switch (encoding) {
@@ -112,7 +115,7 @@ std::vector<std::uint8_t> encoded_linear_bytes(SynthEncoding encoding, BlockSize
         case SynthEncoding::fp8_channel: {
             if (name.ends_with(".input_scale")) return f32_bytes({0.0125f});  // static activation scale: never read
             const BlockSize block = encoding == SynthEncoding::fp8_channel ? BlockSize{1, shape[1]} : fp8_block;
-            auto [codes, scales] = quantize_fp8(values, shape, block);
+            auto [codes, scales] = quantize_fp8(values, shape, block, power_of_two_scales);
             if (spec.dtype == DType::F8_E4M3) return codes;
             return spec.dtype == DType::BF16 ? bf16_bytes(scales) : f32_bytes(scales);
         }

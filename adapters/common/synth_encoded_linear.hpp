@@ -34,9 +34,11 @@ enum class SynthEncoding {
 std::vector<TensorSpec> encoded_linear_specs(SynthEncoding encoding, BlockSize fp8_block, const std::string& name,
                                              const Shape& shape);
 
-// The bytes of one of those tensors, from the linear's float values.
+// The bytes of one of those tensors, from the linear's float values. `power_of_two_scales`:
+// FP8 scales rounded up to powers of two, as checkpoints with `scale_fmt: ue8m0` store them.
 std::vector<std::uint8_t> encoded_linear_bytes(SynthEncoding encoding, BlockSize fp8_block, const Shape& shape,
-                                               const TensorSpec& spec, const std::vector<float>& values);
+                                               const TensorSpec& spec, const std::vector<float>& values,
+                                               bool power_of_two_scales = false);
 
 // The quantization_config of an encoding: DeepSeek-style FP8 (model-families.md §4.2), or
 // compressed-tensors float-quantized per channel (model-families-2026.md §2.3); null for bf16.

@@ -228,7 +228,8 @@ void write_synth_model(const SynthModel& model, const std::filesystem::path& dir
             if (t.bytes) {
                 bytes = t.bytes(seed);
             } else if (t.dtype == DType::F8_E4M3) {
-                bytes = encoded_linear_bytes(model.encoding, model.fp8_block, t.shape, p.spec, values);
+                bytes = encoded_linear_bytes(model.encoding, model.fp8_block, t.shape, p.spec, values,
+                                             model.fp8_power_of_two_scales);
             } else if (t.dtype == DType::BF16) {
                 bytes = bf16_bytes(values);
             } else if (t.dtype == DType::F32) {

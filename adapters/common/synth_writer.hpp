@@ -47,6 +47,7 @@ struct SynthModel {
     std::vector<SynthTensor> tensors;  // in checkpoint order
     BlockSize fp8_block{128, 128};
     SynthEncoding encoding = SynthEncoding::fp8_block;  // how F8_E4M3-marked tensors are stored
+    bool fp8_power_of_two_scales = false;  // FP8 block scales as powers of two (scale_fmt ue8m0)
     std::size_t shard_count = 1;
     // File name of shard `number` (1-based) of `count`.
     std::function<std::string(std::size_t number, std::size_t count)> shard_name;

@@ -101,6 +101,7 @@ public:
 
         SynthModel model;
         model.encoding = s.encoding;
+        model.fp8_power_of_two_scales = s.model_type == "deepseek_v32";  // its config says scale_fmt ue8m0
         model.config = config(p, s, kimi, mtp_layers, tokenizer);
         if (k25) model.config = vlm_config(std::move(model.config), p);
         add_tokenizer_files(model, tokenizer);

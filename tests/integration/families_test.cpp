@@ -4,13 +4,18 @@
 
 #include "test_support.hpp"
 
+#include <moequant/checkpoint.hpp>
+
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+#include <cstring>
 #include <map>
 #include <regex>
 #include <set>
 
+using namespace moequant;
 using namespace moequant::test;
 namespace json = boost::json;
 
@@ -294,8 +299,25 @@ void check_family(const Case& c) {
         BOOST_TEST(q.at("format").as_string() == "float-quantized");
         BOOST_TEST(q.at("config_groups").at("group_0").at("weights").at("strategy").as_string() == "channel");
     }
-    if (c.family == "deepseek_v32" && fp8)
+    if (c.family == "deepseek_v32" && fp8) {
         BOOST_TEST(config_doc.at("quantization_config").at("scale_fmt").as_string() == "ue8m0");
+        // ue8m0: every block scale is a power of two (stored as F32).
+        const Checkpoint ckpt = Checkpoint::open(out);
+        std::size_t scales = 0;
+        for (const auto& name : ckpt.tensor_names()) {
+            if (!name.ends_with("_scale_inv")) continue;
+            const TensorView v = ckpt.view(name);
+            BOOST_REQUIRE((v.dtype == DType::F32));
+            for (std::size_t i = 0; i < v.elements(); ++i) {
+                float s;
+                std::memcpy(&s, v.data() + i * 4, 4);
+                int exponent;
+                if (std::frexp(s, &exponent) != 0.5f) BOOST_FAIL(name << " holds a scale that is not a power of two: " << s);
+            }
+            ++scales;
+        }
+        BOOST_TEST(scales > 0u);
+    }
     if (c.family == "kimi_k25") {  // model-families-2026.md §2.2, §3.2: a VLM around Kimi-K2
         BOOST_TEST(config_doc.at("model_type").as_string() == "kimi_k25");
         BOOST_TEST(cfg.at("model_type").as_string() == "kimi_k2");
