@@ -29,9 +29,12 @@ using namespace moequant::formats;
 namespace fs = std::filesystem;
 
 // §7.3: drop every "language_model." (as kt-kernel does on reading), then, for names that start
-// with "model.", "model.layers." becomes "blk." and any other "model." is removed.
+// with "model.", "model.layers." becomes "blk." and any other "model." is removed. Checkpoints
+// without the "model." prefix (DeepSeek-V4) get "layers." -> "blk." as kt's V4 converter writes
+// them (model-families-2026.md §4.2); other such names are kept.
 std::string kt_rename(std::string name) {
     for (std::size_t p; (p = name.find("language_model.")) != std::string::npos;) name.erase(p, 15);
+    if (name.starts_with("layers.")) return name.replace(0, 7, "blk.");
     if (!name.starts_with("model.")) return name;
     for (std::size_t p; (p = name.find("model.layers.")) != std::string::npos;) name.replace(p, 13, "blk.");
     for (std::size_t p; (p = name.find("model.")) != std::string::npos;) name.erase(p, 6);

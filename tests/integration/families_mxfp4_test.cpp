@@ -279,6 +279,20 @@ BOOST_AUTO_TEST_CASE(deepseek_v4_converts_to_amx_with_the_clamp_warning_and_veri
         BOOST_TEST(v.exit_code == 0, v.out << v.err);
         BOOST_TEST(v.out.find("PASSED") != std::string::npos, v.out);
     }
+    // Layer tensors keep their bytes under kt's V4 names (`layers.L.` -> `blk.L.`); MTP is not copied.
+    {
+        Checkpoint source = Checkpoint::open(ckpt), kt = Checkpoint::open(dir / "kt-int4");
+        for (const char* name : {"layers.0.attn.wq_a.weight", "layers.3.ffn.gate.bias", "layers.1.ffn.shared_experts.w2.weight"}) {
+            const std::string renamed = "blk." + std::string(name).substr(7);
+            BOOST_REQUIRE_MESSAGE(kt.contains(renamed), renamed);
+            const TensorView a = source.view(name), b = kt.view(renamed);
+            BOOST_TEST((a.size_bytes() == b.size_bytes() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0), renamed);
+        }
+        for (const auto& name : kt.tensor_names()) {
+            BOOST_TEST(!name.starts_with("layers."), name);
+            BOOST_TEST(!name.starts_with("mtp."), name);
+        }
+    }
     // No calibration forward: GPTQ with a dataset is refused with the reason; RTN needs none.
     auto g = run_moequant({"gptq", "--model_id", ckpt.string(), "--output_dir", (dir / "g").string(), "--dataset", "embedded", "--quiet"});
     BOOST_TEST(g.exit_code == 4, g.err);
