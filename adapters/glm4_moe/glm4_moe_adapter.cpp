@@ -1,7 +1,7 @@
-// GLM-4.5 / GLM-4.5-Air (model-families.md §5.5): DeepSeek-style MoE (first_k_dense_replace
-// dense layers, n_routed_experts, one shared expert, sigmoid router with
-// e_score_correction_bias), GQA attention with q/k/v biases and partial RoPE, an MTP layer at
-// index num_hidden_layers.
+// GLM-4.5 / GLM-4.5-Air / GLM-4.6 / GLM-4.7 (model-families.md §5.5, model-families-2026.md
+// §3.3): DeepSeek-style MoE (first_k_dense_replace dense layers, n_routed_experts, one shared
+// expert, sigmoid router with e_score_correction_bias), GQA attention with q/k/v biases,
+// optional q/k norm and partial RoPE, an MTP layer at index num_hidden_layers.
 
 #include "gqa_decoder.hpp"
 #include "rule_based_adapter.hpp"
@@ -21,7 +21,7 @@ namespace json = boost::json;
 FamilyRules glm4_moe_rules() {
     FamilyRules r;
     r.id = "glm4_moe";
-    r.description = "GLM-4.5 / GLM-4.5-Air: dense first layers, shared expert, biased GQA, MTP layer";
+    r.description = "GLM-4.5/4.5-Air/4.6/4.7: dense first layers, shared expert, biased GQA, MTP layer";
     r.model_types = {"glm4_moe"};
     r.architectures = {"Glm4MoeForCausalLM"};
     r.expert_count_keys = {"n_routed_experts"};
@@ -41,12 +41,18 @@ FamilyRules glm4_moe_rules() {
     return r;
 }
 
+// tiny has GLM-4.5-Air's settings (no q/k norm, routed_scaling_factor 1.0); small has those of
+// the full-size GLM-4.5/4.6/4.7 (use_qk_norm true, 2.5, a longer context, model-families-2026.md
+// §3.3, checked against a published GLM-4.7 config copy: docs/families.md).
 struct Preset {
     std::int64_t hidden, intermediate, expert_intermediate, layers, first_dense, experts, top_k, heads, kv_heads,
         head_dim, vocab;
+    bool qk_norm;
+    double routed_scaling;
+    std::int64_t max_positions;
 };
-constexpr Preset tiny{256, 320, 256, 3, 1, 8, 2, 4, 2, 64, 512};
-constexpr Preset small{512, 704, 512, 5, 1, 16, 4, 8, 2, 64, 1024};
+constexpr Preset tiny{256, 320, 256, 3, 1, 8, 2, 4, 2, 64, 512, false, 1.0, 131072};
+constexpr Preset small{512, 704, 512, 5, 2, 16, 4, 8, 2, 64, 1024, true, 2.5, 202752};
 
 class Glm4MoeAdapter final : public RuleBasedAdapter {
 public:
@@ -94,7 +100,7 @@ public:
         for (std::int64_t layer = 0; layer <= p.layers; ++layer) {  // the last one is the MTP layer
             const std::string l = "model.layers." + std::to_string(layer) + ".";
             t.push_back(norm_weight(l + "input_layernorm.weight", H));
-            add_gqa_attention(t, l, {H, p.heads, p.kv_heads, p.head_dim, 0, true, false}, s.fp8);
+            add_gqa_attention(t, l, {H, p.heads, p.kv_heads, p.head_dim, 0, true, p.qk_norm}, s.fp8);
             t.push_back(norm_weight(l + "post_attention_layernorm.weight", H));
             if (layer < p.first_dense) {
                 add_swiglu(t, l + "mlp.", proj, p.intermediate, H, s.fp8);
@@ -129,7 +135,7 @@ private:
         c["head_dim"] = p.head_dim;
         c["hidden_size"] = p.hidden;
         c["intermediate_size"] = p.intermediate;
-        c["max_position_embeddings"] = 131072;
+        c["max_position_embeddings"] = p.max_positions;
         c["model_type"] = "glm4_moe";
         c["moe_intermediate_size"] = p.expert_intermediate;
         c["n_group"] = 1;
@@ -145,15 +151,15 @@ private:
         c["rms_norm_eps"] = 1e-05;
         c["rope_scaling"] = nullptr;
         c["rope_theta"] = 1000000.0;
-        c["routed_scaling_factor"] = 1.0;
+        c["routed_scaling_factor"] = p.routed_scaling;
         c["topk_group"] = 1;
-        c["use_qk_norm"] = false;
+        c["use_qk_norm"] = p.qk_norm;
         return c;
     }
 };
 
 }  // namespace
 
-MOEQUANT_PLUGIN("glm4_moe", "0.1.0", MOEQUANT_KIND_ADAPTER, "GLM-4.5 / GLM-4.5-Air family adapter") {
+MOEQUANT_PLUGIN("glm4_moe", "0.1.0", MOEQUANT_KIND_ADAPTER, "GLM-4.5/4.5-Air/4.6/4.7 family adapter") {
     registrar.add(std::make_unique<Glm4MoeAdapter>());
 }

@@ -30,12 +30,12 @@ std::vector<T> values(const SafetensorsFile& f, const std::string& name) {
 }
 
 
-void check_family(const std::string& family, const std::string& dtype = "bf16") {
+void check_family(const std::string& family, const std::string& dtype = "bf16", const std::string& preset = "tiny") {
     TempDir dir;
-    auto synth = run_moequant({"synth", "--family", family, "--dtype", dtype, "--out", (dir / "m").string()});
+    auto synth = run_moequant({"synth", "--family", family, "--dtype", dtype, "--preset", preset, "--out", (dir / "m").string()});
     BOOST_REQUIRE_MESSAGE(synth.exit_code == 0, synth.err);
-    const SafetensorsFile want =
-        SafetensorsFile::open(fs::path(MOEQUANT_SOURCE_DIR) / "tests/data/decoder_forward" / (family + ".safetensors"));
+    const std::string reference = family + (preset == "tiny" ? "" : "_" + preset) + ".safetensors";
+    const SafetensorsFile want = SafetensorsFile::open(fs::path(MOEQUANT_SOURCE_DIR) / "tests/data/decoder_forward" / reference);
 
     const std::string plugin = family == "kimi_k2" || family == "kimi_k25" || family == "deepseek_v32" ? "deepseek_v3" : family;
     Registry registry;
@@ -88,6 +88,9 @@ BOOST_AUTO_TEST_CASE(qwen3_moe_layers_match_the_reference) { check_family("qwen3
 BOOST_AUTO_TEST_CASE(mixtral_layers_match_the_reference) { check_family("mixtral"); }
 
 BOOST_AUTO_TEST_CASE(glm4_moe_dense_and_moe_layers_match_the_reference) { check_family("glm4_moe"); }
+
+// GLM-4.6/4.7's settings (the small preset): per-head q/k RMSNorm, routed_scaling_factor 2.5.
+BOOST_AUTO_TEST_CASE(glm47_qk_norm_layers_match_the_reference) { check_family("glm4_moe", "bf16", "small"); }
 
 // MLA with YaRN, the group-limited sigmoid router, shared experts, a dense first layer, and
 // FP8 weights dequantized on the fly.

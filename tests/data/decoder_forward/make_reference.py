@@ -6,7 +6,8 @@ with torch, on a checkpoint `moequant synth` makes:
     moequant synth --family qwen3_moe --dtype bf16 --out /tmp/qwen3_moe
     /usr/bin/python3 make_reference.py qwen3_moe /tmp/qwen3_moe qwen3_moe.safetensors
 
-(and likewise mixtral, glm4_moe, qwen3_next with --dtype bf16; deepseek_v3, kimi_k2, kimi_k25 and
+(and likewise mixtral, glm4_moe, qwen3_next with --dtype bf16; glm4_moe also with --preset small,
+GLM-4.7's settings, into glm4_moe_small.safetensors; deepseek_v3, kimi_k2, kimi_k25 and
 deepseek_v32 (family key deepseek_v3) and minimax_m2 with --dtype fp8: DeepSeek-V3.2's indexer keeps
 every key of samples no longer than index_topk, as these are, so its forward is V3's dense MLA and the
 indexer is unread; Kimi-K2.5's language model is Kimi-K2's, read from text_config and the
@@ -30,8 +31,8 @@ FAMILIES = {
                   "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "num_experts"},
     "mixtral": {"qk_norm": False, "router": "block_sparse_moe.gate.weight", "expert": "block_sparse_moe.experts.{e}.",
                 "projections": ("w1", "w3", "w2"), "experts": "num_local_experts", "always_normalize": True},
-    # GLM-4.5 (Glm4MoeAttention / Glm4MoeMoE): q/k/v biases, rotary on the first
-    # partial_rotary_factor of each head, DeepSeek's sigmoid router with correction bias,
+    # GLM-4.5 (Glm4MoeAttention / Glm4MoeMoE): q/k/v biases, per-head q/k RMSNorm when the config
+    # says use_qk_norm (GLM-4.5/4.6/4.7, not -Air), rotary on the first partial_rotary_factor of each head, DeepSeek's sigmoid router with correction bias,
     # shared experts, dense first layers.
     # DeepSeek-V3 (DeepseekV3Attention / DeepseekV3MoE): MLA, YaRN, group-limited sigmoid router,
     # shared experts, dense first layers; FP8 weights.
@@ -50,7 +51,7 @@ FAMILIES = {
                    "router_bias": "block_sparse_moe.e_score_correction_bias", "expert": "block_sparse_moe.experts.{e}.",
                    "projections": ("w1", "w3", "w2"), "experts": "num_local_experts", "sigmoid": True,
                    "always_normalize": True},
-    "glm4_moe": {"qk_norm": False, "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
+    "glm4_moe": {"qk_norm": "use_qk_norm", "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
                  "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "n_routed_experts",
                  "sigmoid": True, "bias": True, "shared": "mlp.shared_experts."},
 }
@@ -200,7 +201,7 @@ def attention(f, c, w, p, x):  # one sample, x [n, hidden]
         return y.view(n, heads, d)
 
     q, k, v = proj("q_proj", hq), proj("k_proj", hk), proj("v_proj", hk)
-    if f["qk_norm"]:
+    if f["qk_norm"] is True or (f["qk_norm"] == "use_qk_norm" and c.get("use_qk_norm")):
         q = rms_norm(q, w[p + "self_attn.q_norm.weight"], c["rms_norm_eps"])
         k = rms_norm(k, w[p + "self_attn.k_norm.weight"], c["rms_norm_eps"])
     r = c["rotary_dim"] if f.get("rotary_dim") else int(d * c.get("partial_rotary_factor", 1.0))
