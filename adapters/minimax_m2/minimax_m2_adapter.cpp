@@ -58,8 +58,10 @@ FamilyRules minimax_m2_rules() {
     r.router = &minimax_router;
     r.router_weights = {"block_sparse_moe.gate.weight"};
     r.router_bias = "block_sparse_moe.e_score_correction_bias";
-    // A simplified form of the release's chat template (role markers "]~b]<role>\n", turns
-    // closed by "[e~["); the exact template is not in the spec [U].
+    // The release's chat template for plain turns: "]~!b[" once, then "]~b]<role>\n" content
+    // "[e~[\n" per turn, the assistant's role named "ai" (checked against MiniMax's published
+    // format description and three independent renderings, docs/families.md). Not modelled: the
+    // default system prompt the template inserts when there is none, tools, <think> handling.
     r.chat = [](const ModelConfig&) {
         ChatTemplate t;
         t.begin = "]~!b[";
