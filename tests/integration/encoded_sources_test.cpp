@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 using namespace moequant;
 using namespace moequant::test;
@@ -166,6 +168,24 @@ void expect_same_tensors(const fs::path& a, const fs::path& b, const std::string
     BOOST_TEST(compared > 0u);
 }
 
+// Two .kt trees (--no-merge-safetensor): the same expert files, byte for byte.
+void expect_same_kt_files(const fs::path& a, const fs::path& b) {
+    auto kt_files = [](const fs::path& root) {
+        std::map<std::string, std::string> files;
+        for (const auto& e : fs::recursive_directory_iterator(root))
+            if (e.is_regular_file() && e.path().extension() == ".kt")
+                files[fs::relative(e.path(), root).string()] = read_text(e.path());
+        return files;
+    };
+    const auto x = kt_files(a), y = kt_files(b);
+    BOOST_TEST(!x.empty());
+    BOOST_TEST(x.size() == y.size());
+    for (const auto& [name, bytes] : x) {
+        const auto other = y.find(name);
+        BOOST_TEST((other != y.end() && other->second == bytes), name << " differs between " << a << " and " << b);
+    }
+}
+
 void run_ok(const std::vector<std::string>& args) {
     auto r = run_moequant(args);
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, "moequant " << args.front() << ": " << r.err);
@@ -197,13 +217,23 @@ BOOST_AUTO_TEST_CASE(encoded_checkpoints_convert_like_their_reference_decoded_bf
             BOOST_TEST(inspected.out.find("weights by encoding:") != std::string::npos);
             BOOST_TEST(inspected.out.find("  " + c.encoding + " ") != std::string::npos, inspected.out);
 
-            for (const char* method : {"int4", "int8"}) {
-                const fs::path a = dir / ("kt-" + std::string(method)), b = dir / ("kt-twin-" + std::string(method));
-                run_ok({"convert", "-i", encoded.string(), "-o", a.string(), "--quant-method", method, "--quiet"});
-                run_ok({"convert", "-i", twin.string(), "-o", b.string(), "--quant-method", method, "--quiet"});
-                // The routed experts' kt tensors; kt outputs copy the other tensors as stored.
-                expect_same_tensors(a, b, "_exps.");
-                run_ok({"verify", "--source", encoded.string(), "--converted", a.string()});
+            // INT4 with 1 and 2 threadpool parts, merged and as the .kt tree; INT8 merged with 2.
+            for (const auto& [method, parts, tree] : {std::tuple{"int4", "1", false}, {"int4", "1", true}, {"int4", "2", false},
+                                                      {"int4", "2", true}, {"int8", "2", false}}) {
+                BOOST_TEST_CONTEXT(method << " T=" << parts << (tree ? " tree" : " merged")) {
+                    const std::string name = std::string(method) + parts + (tree ? "t" : "m");
+                    const fs::path a = dir / ("kt-" + name), b = dir / ("kt-twin-" + name);
+                    for (const auto& [in, out] : {std::pair{encoded, a}, {twin, b}}) {
+                        std::vector<std::string> args{"convert", "-i", in.string(), "-o", out.string(), "--quant-method", method,
+                                                      "--threadpool-count", parts, "--quiet"};
+                        if (tree) args.push_back("--no-merge-safetensor");
+                        run_ok(args);
+                    }
+                    // The routed experts' kt tensors; kt outputs copy the other tensors as stored.
+                    if (tree) expect_same_kt_files(a, b);
+                    else expect_same_tensors(a, b, "_exps.");
+                    run_ok({"verify", "--source", encoded.string(), "--converted", a.string()});
+                }
             }
             run_ok({"convert", "-i", encoded.string(), "-o", (dir / "bf16").string(), "--format", "bf16-safetensors", "--quiet"});
             run_ok({"convert", "-i", twin.string(), "-o", (dir / "bf16-twin").string(), "--format", "bf16-safetensors", "--quiet"});
