@@ -20,6 +20,9 @@ std::vector<std::string> ignored_modules(const ModelPlan& plan, const Checkpoint
             case TensorRole::shared_expert_gate: return 4;
             case TensorRole::shared_expert: return 5;
             case TensorRole::lm_head: return 6;
+            // A VLM's vision tower and projector (Kimi-K2.5, Qwen3-VL/3.5): copied in BF16, so
+            // their Linears must be listed or vLLM would expect them packed.
+            case TensorRole::other: return 7;
             default: return -1;
         }
     };
