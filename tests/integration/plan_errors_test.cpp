@@ -156,6 +156,36 @@ BOOST_AUTO_TEST_CASE(minimax_m2_expert_shape_and_router_bias) {
     BOOST_TEST(r.exit_code == 0, r.err);
 }
 
+// The 2026 families: a missing part of an encoded expert (compressed-tensors INT4 under Kimi-K2.5's
+// language_model. prefix, DeepSeek-V4's MXFP4 scale under names without model.), a missing expert
+// of DeepSeek-V3.2, and Kimi-K2.5's expert count missing from text_config.
+BOOST_AUTO_TEST_CASE(new_families_name_the_broken_tensor_or_key) {
+    TempDir dir;
+    const std::string k25 = "language_model.model.layers.1.mlp.experts.2.down_proj.";
+    synth(dir / "k25", "kimi_k25", "int4-ct");
+    rewrite(dir / "k25", dir / "k25_scale", [&](const std::string& name, auto&) { return name != k25 + "weight_scale"; });
+    expect_plan_error(dir / "k25_scale", {k25 + "weight_scale", "MissingScale"});
+
+    synth(dir / "v4", "deepseek_v4", "mxfp4");
+    const std::string v4 = "layers.1.ffn.experts.0.w1.";
+    rewrite(dir / "v4", dir / "v4_scale", [&](const std::string& name, auto&) { return name != v4 + "scale"; });
+    // An I8 weight without its E8M0 scale is not recognisable as MXFP4 (nor as anything else).
+    expect_plan_error(dir / "v4_scale", {v4 + "weight", "I8 [256,128]", "UnsupportedEncoding", "mxfp4"});
+
+    synth(dir / "v32", "deepseek_v32", "fp8");
+    const std::string v32 = "model.layers.2.mlp.experts.7.gate_proj.weight";
+    rewrite(dir / "v32", dir / "v32_expert", [&](const std::string& name, auto&) {
+        return name != v32 && name != v32 + "_scale_inv";
+    });
+    expect_plan_error(dir / "v32_expert", {v32, "MissingTensor", "8 experts"});
+
+    fs::copy(dir / "k25", dir / "k25_config", fs::copy_options::recursive);
+    json::value config = json::parse(read_text(dir / "k25/config.json"));
+    config.at("text_config").as_object().erase("n_routed_experts");
+    write_text(dir / "k25_config/config.json", json::serialize(config));
+    expect_plan_error(dir / "k25_config", {"config.json", "n_routed_experts"});
+}
+
 BOOST_AUTO_TEST_CASE(checkpoints_without_config_are_summarised_without_a_plan) {
     auto r = run_moequant({"inspect", (fixtures_dir() / "safetensors_jl_testdata/sharded").string()});
     BOOST_TEST(r.exit_code == 0, r.err);
