@@ -9,6 +9,7 @@
 #include "global_options.hpp"
 #include "human_format.hpp"
 #include "option_values.hpp"
+#include "calibration_coverage_note.hpp"
 #include "saturated_rows_warning.hpp"
 #include "text_calibration.hpp"
 
@@ -281,6 +282,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     ConversionResult result = run_conversion(job, sink);
     if (sequential) sequential->finish();  // commits --save-activations
     warn_about_saturated_rows(saturated);
+    note_calibration_fallbacks(output);
     std::cout << "quantized " << result.layers_written << " layer(s)";
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
     std::cout << " of " << plan.family << " with " << quantizer_id << " " << quant_type << " into compressed-tensors ("

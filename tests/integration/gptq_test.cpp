@@ -237,10 +237,29 @@ BOOST_AUTO_TEST_CASE(routed_only_calibration_follows_each_familys_router) {
             BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
             BOOST_TEST(contains(r.err, "routed tokens per expert"), r.err);
             BOOST_TEST(contains(r.err, biased ? "sigmoid + bias, top-2 of 2 groups keep 1" : "softmax, top-2, normalized"), r.err);
-            BOOST_TEST(contains(r.err, "1 expert(s) got none") == biased, r.err);
+            BOOST_TEST(contains(r.err, "1 expert(s) (3) got no routed token") == biased, r.err);
+            BOOST_TEST(contains(r.err, "note: calibration coverage: 1 expert(s) got no routed token and were calibrated on "
+                                       "all tokens instead (layer 1: 3)") == biased, r.err);
             const std::string manifest = read_text(dir / "routed" / "moequant-run.json");
             BOOST_TEST(contains(manifest, "routed tokens"));
-            BOOST_TEST(json::parse(manifest).at("command").as_string() == "gptq");  // the command that wrote it
+            const json::value run = json::parse(manifest);
+            BOOST_TEST(run.at("command").as_string() == "gptq");  // the command that wrote it
+            // The coverage record: each token goes to top-k = 2 experts; expert 3 of layer 1 got
+            // none and is counted with all of the layer's tokens it was calibrated on instead.
+            for (const auto& l : run.at("completed_layers").as_array()) {
+                const auto& c = l.at("calibration").as_object();
+                const auto tokens = c.at("tokens").to_number<std::int64_t>();
+                BOOST_TEST(tokens == 6 * 48);  // --samples 6 --sample-tokens 48
+                BOOST_TEST(c.at("routed_only").as_bool());
+                std::int64_t routed = 0;
+                const auto& counts = c.at("tokens_per_expert").as_array();
+                BOOST_REQUIRE(counts.size() == c.at("experts").as_array().size());
+                BOOST_REQUIRE(counts.size() == (s.family == "mixtral" ? 4u : 8u));
+                for (const auto& n : counts) routed += n.to_number<std::int64_t>();
+                const bool unrouted = biased && l.at("layer").to_number<int>() == 1;
+                BOOST_TEST(c.at("fallback_experts").as_array() == (unrouted ? json::array{3} : json::array{}));
+                BOOST_TEST(routed == 2 * tokens + (unrouted ? tokens : 0));
+            }
 
             auto v = run_moequant({"verify", "--source", source.string(), "--converted", (dir / "routed").string(), "--json",
                                    "--quiet", "--calibration-activations", activations.string(), "--routed-only"});
@@ -258,6 +277,13 @@ BOOST_AUTO_TEST_CASE(routed_only_calibration_follows_each_familys_router) {
             // All tokens for every expert: other codes; and not into the routed-only job's folder.
             BOOST_REQUIRE(run_gptq(source, dir / "all", {"--calibration-activations", activations.string()}).exit_code == 0);
             BOOST_TEST((file_hashes(dir / "all") != file_hashes(dir / "routed")));
+            const json::value all_run = json::parse(read_text(dir / "all" / "moequant-run.json"));
+            for (const auto& l : all_run.at("completed_layers").as_array()) {
+                const auto& c = l.at("calibration");
+                BOOST_TEST(!c.at("routed_only").as_bool());
+                BOOST_TEST(c.at("fallback_experts").as_array().empty());
+                for (const auto& n : c.at("tokens_per_expert").as_array()) BOOST_TEST(n == c.at("tokens"));
+            }
             auto refused = run_gptq(source, dir / "routed", {"--calibration-activations", activations.string()});
             BOOST_TEST(refused.exit_code == 5, refused.err);
         }

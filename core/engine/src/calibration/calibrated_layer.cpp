@@ -63,9 +63,10 @@ Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int6
     return h.finish(calibration.samples());
 }
 
-void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
+LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
     const QuantizerCalibration& q = *job.quantizer;
     const std::vector<ExpertTokens> tokens = expert_tokens(*job.calibration, *job.plan, layer, *job.source);
+    const LayerCoverage coverage = layer_coverage(*job.calibration, layer, tokens);
     // Experts that see all tokens share one prepared gate/up Hessian.
     std::shared_ptr<const PreparedCalibration> shared_gate_up;
     for (const auto& t : tokens)
@@ -79,8 +80,7 @@ void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan
         }
         std::string line = "layer " + std::to_string(layer.layer) + ": " + std::to_string(fewest) + " to " +
                            std::to_string(most) + " routed tokens per expert";
-        if (const std::size_t unrouted = unrouted_experts(*job.calibration, tokens))
-            line += "; " + std::to_string(unrouted) + " expert(s) got none and are calibrated on all tokens";
+        if (!coverage.fallback_experts.empty()) line += "; " + fallback_sentence(coverage);
         job.progress->note(line);
     }
     std::mutex progress_lock;
@@ -116,6 +116,7 @@ void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan
         }
     });
     job.calibration->release_layer(layer.layer);
+    return coverage;
 }
 
 }  // namespace moequant

@@ -29,7 +29,8 @@ struct CalibratedLayerJob {
     ProgressSink* progress = nullptr;
 };
 
-void quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink);
+// Returns how many calibration tokens each expert was quantized on.
+LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink);
 
 // The Hessian of the inputs an expert's gate and up projections see.
 Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens);

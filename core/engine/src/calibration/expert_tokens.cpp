@@ -6,6 +6,7 @@
 #include <moequant/parallel.hpp>
 #include <moequant/router.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -112,11 +113,27 @@ std::vector<ExpertTokens> expert_tokens(const CalibrationActivations& calibratio
     return tokens;
 }
 
-std::size_t unrouted_experts(const CalibrationActivations& calibration, const std::vector<ExpertTokens>& tokens) {
-    if (!calibration.routed_only()) return 0;
-    std::size_t n = 0;
-    for (const auto& t : tokens) n += t.all;
-    return n;
+LayerCoverage layer_coverage(const CalibrationActivations& calibration, const MoeLayerPlan& layer,
+                             const std::vector<ExpertTokens>& tokens) {
+    LayerCoverage c;
+    for (const auto& [begin, end] : calibration.token_ranges()) c.tokens += end - begin;
+    c.routed_only = calibration.routed_only();
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        const std::int64_t expert = layer.experts[i].expert;
+        c.experts.push_back(expert);
+        c.tokens_per_expert.push_back(tokens[i].all ? c.tokens : static_cast<std::int64_t>(tokens[i].rows.size()));
+        if (c.routed_only && tokens[i].all) c.fallback_experts.push_back(expert);
+    }
+    return c;
+}
+
+std::string fallback_sentence(const LayerCoverage& coverage) {
+    constexpr std::size_t named = 16;  // a long list is cut; the manifest has all of them
+    const auto& ids = coverage.fallback_experts;
+    std::string list;
+    for (std::size_t i = 0; i < std::min(ids.size(), named); ++i) list += (i ? ", " : "") + std::to_string(ids[i]);
+    if (ids.size() > named) list += ", ...";
+    return std::to_string(ids.size()) + " expert(s) (" + list + ") got no routed token and are calibrated on all tokens";
 }
 
 void for_each_input_chunk(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,

@@ -8,12 +8,14 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/engine/calibration_activations.hpp>
+#include <moequant/engine/run_manifest.hpp>
 #include <moequant/model_adapter.hpp>
 
 #include <Eigen/Core>
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace moequant {
@@ -42,8 +44,12 @@ std::vector<std::vector<std::int64_t>> routed_rows(const CalibrationActivations&
 std::vector<ExpertTokens> expert_tokens(const CalibrationActivations& calibration, const ModelPlan& plan,
                                         const MoeLayerPlan& layer, const Checkpoint& source);
 
-// Experts that fell back to all tokens although routing was asked for (none were routed to them).
-std::size_t unrouted_experts(const CalibrationActivations& calibration, const std::vector<ExpertTokens>& tokens);
+// How many tokens each of the layer's experts is calibrated on, and which fell back to all
+// tokens although routing was asked for (none were routed to them).
+LayerCoverage layer_coverage(const CalibrationActivations& calibration, const MoeLayerPlan& layer,
+                             const std::vector<ExpertTokens>& tokens);
+// "N expert(s) (ids a, b, ...) got no routed token and are calibrated on all tokens".
+std::string fallback_sentence(const LayerCoverage& coverage);
 
 using InputRows = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 

@@ -268,7 +268,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         std::vector<WrittenFile> files = mode->convert_layer(layer, *writer);
         release_layer_pages(*job.source, layer);  // memory stays about one layer, whatever the model size
         result.output_bytes += total_bytes(files);
-        kept.push_back({layer.layer, manifest_files(files)});
+        kept.push_back({layer.layer, manifest_files(files), mode->take_coverage()});
         manifest.completed_layers = kept;
         manifest.save(job.output);  // after every layer: an interrupted run resumes from here
         pause_for_tests();

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <span>
+#include <utility>
 
 namespace moequant {
 
@@ -186,10 +187,13 @@ protected:
                 throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
             }
         };
-        quantize_calibrated_layer(calibrated, layer, sink);
+        coverage_ = quantize_calibrated_layer(calibrated, layer, sink);
     }
 
+    std::optional<LayerCoverage> take_coverage() override { return std::exchange(coverage_, std::nullopt); }
+
 private:
+    std::optional<LayerCoverage> coverage_;
     const QuantizerCalibration& calibration_;
     ProgressSink& progress_;
 };

@@ -3,9 +3,11 @@
 
 #include <moequant/engine/conversion.hpp>
 #include <moequant/engine/progress.hpp>
+#include <moequant/engine/run_manifest.hpp>
 #include <moequant/output_format.hpp>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace moequant {
@@ -20,6 +22,8 @@ public:
     virtual bool adopts_completed_layers() const { return true; }
     // Converts the layer through one sink of `writer` and returns the files it committed.
     virtual std::vector<WrittenFile> convert_layer(const MoeLayerPlan& layer, OutputWriter& writer) = 0;
+    // What calibration the layer just converted had (calibrated modes), for the run manifest.
+    virtual std::optional<LayerCoverage> take_coverage() { return std::nullopt; }
 };
 
 // The mode of a checked job: `quantizer` is its bound quantizer (validate_job()).

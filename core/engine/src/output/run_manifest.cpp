@@ -43,6 +43,33 @@ std::vector<ManifestShard> shards_from(const json::value& v) {
     return out;
 }
 
+json::array ints_json(const std::vector<std::int64_t>& v) { return json::array(v.begin(), v.end()); }
+
+std::vector<std::int64_t> ints_from(const json::value& v) {
+    std::vector<std::int64_t> out;
+    for (const auto& x : v.as_array()) out.push_back(x.to_number<std::int64_t>());
+    return out;
+}
+
+json::object coverage_json(const LayerCoverage& c) {
+    return {{"tokens", c.tokens},
+            {"routed_only", c.routed_only},
+            {"experts", ints_json(c.experts)},
+            {"tokens_per_expert", ints_json(c.tokens_per_expert)},
+            {"fallback_experts", ints_json(c.fallback_experts)}};
+}
+
+LayerCoverage coverage_from(const json::value& v) {
+    LayerCoverage c;
+    c.tokens = v.at("tokens").to_number<std::int64_t>();
+    c.routed_only = v.at("routed_only").as_bool();
+    c.experts = ints_from(v.at("experts"));
+    c.tokens_per_expert = ints_from(v.at("tokens_per_expert"));
+    c.fallback_experts = ints_from(v.at("fallback_experts"));
+    if (c.experts.size() != c.tokens_per_expert.size()) throw std::runtime_error("calibration coverage lists do not match");
+    return c;
+}
+
 }  // namespace
 
 std::optional<RunManifest> RunManifest::load(const std::filesystem::path& directory) {
@@ -59,8 +86,11 @@ std::optional<RunManifest> RunManifest::load(const std::filesystem::path& direct
         m.source_fingerprint = o.at("source_fingerprint").as_string();
         m.plan_digest = o.at("plan_digest").as_string();
         if (const json::value* shards = o.if_contains("source_shards")) m.source_shards = shards_from(*shards);
-        for (const auto& l : o.at("completed_layers").as_array())
-            m.completed_layers.push_back({l.at("layer").to_number<std::int64_t>(), files_from(l.at("files"))});
+        for (const auto& l : o.at("completed_layers").as_array()) {
+            ManifestLayer layer{l.at("layer").to_number<std::int64_t>(), files_from(l.at("files")), std::nullopt};
+            if (const json::value* c = l.as_object().if_contains("calibration")) layer.coverage = coverage_from(*c);
+            m.completed_layers.push_back(std::move(layer));
+        }
         m.final_files = files_from(o.at("final_files"));
         m.complete = o.at("complete").as_bool();
         return m;
@@ -74,7 +104,11 @@ void RunManifest::save(const std::filesystem::path& directory) const {
     json::object settings_json;
     for (const auto& [k, v] : settings) settings_json[k] = v;
     json::array layers;
-    for (const auto& l : completed_layers) layers.push_back(json::object{{"layer", l.layer}, {"files", files_json(l.files)}});
+    for (const auto& l : completed_layers) {
+        json::object layer{{"layer", l.layer}, {"files", files_json(l.files)}};
+        if (l.coverage) layer["calibration"] = coverage_json(*l.coverage);
+        layers.push_back(std::move(layer));
+    }
     json::object o{{"tool_version", tool_version},
                    {"command", command},
                    {"settings", std::move(settings_json)},

@@ -38,9 +38,23 @@ struct ManifestShard {
     bool operator==(const ManifestShard&) const = default;
 };
 
+// How many calibration tokens each routed expert of a calibrated layer was quantized on
+// (issue 17's coverage report): every selected token of the layer, or with routed-only
+// calibration the tokens routed to it; an expert none was routed to is calibrated on all
+// tokens instead and listed in `fallback_experts`.
+struct LayerCoverage {
+    std::int64_t tokens = 0;         // the layer's calibration tokens
+    bool routed_only = false;
+    std::vector<std::int64_t> tokens_per_expert;  // by the plan's expert order (expert ids)
+    std::vector<std::int64_t> experts;            // the expert ids, same order
+    std::vector<std::int64_t> fallback_experts;   // routed none: calibrated on all tokens
+    bool operator==(const LayerCoverage&) const = default;
+};
+
 struct ManifestLayer {
     std::int64_t layer = 0;
     std::vector<ManifestFile> files;
+    std::optional<LayerCoverage> coverage;  // calibrated conversions only
 };
 
 struct MOEQUANT_API RunManifest {
