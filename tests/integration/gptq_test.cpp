@@ -32,6 +32,7 @@ const std::vector<Source> sources = {
     {"deepseek_v3", "fp8", "per-expert"}, {"kimi_k2", "fp8", "per-expert"}, {"qwen3_next", "bf16", "per-expert"},
     {"glm4_moe", "fp8", "per-expert"},    {"qwen3_moe", "bf16", "fused-bmm"}, {"mixtral", "bf16", "fused-linear"},
     {"mixtral", "bf16", "per-expert"},    {"minimax_m2", "fp8", "per-expert"},
+    {"qwen3_5_moe", "bf16", "fused-linear"},
 };
 
 void synth(const fs::path& out, const Source& s, const fs::path& activations) {

@@ -25,7 +25,8 @@ struct Family {
 };
 
 const std::vector<Family> families = {{"qwen3_moe", "bf16"}, {"qwen3_next", "bf16"}, {"mixtral", "bf16"},
-                                      {"glm4_moe", "bf16"},  {"deepseek_v3", "fp8"},  {"kimi_k2", "fp8"}};
+                                      {"glm4_moe", "bf16"},  {"deepseek_v3", "fp8"},  {"kimi_k2", "fp8"},
+                                      {"qwen3_5_moe", "bf16"}};
 
 const char* held_out_text =
     "{\"text\": \"A lighthouse keeper counts the ships that pass at night and writes their names in a book.\"}\n"
