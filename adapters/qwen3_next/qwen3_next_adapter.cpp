@@ -1,6 +1,12 @@
 // Qwen3-Next-80B-A3B (model-families.md §5.2): 512 routed experts, one shared expert with a
 // scalar `shared_expert_gate`, Gated DeltaNet linear-attention layers with gated full attention
 // every `full_attention_interval` layers, and top-level `mtp.*` tensors that are skipped.
+//
+// Qwen3.5-MoE (`qwen3_5_moe`, model-families-2026.md §3.6) is owned here too: its language model
+// is Qwen3-Next's with the linear-attention projections stored apart, inside a VLM (text_config,
+// `model.language_model.` names, `model.visual.*` copied unchanged as role other). Every layer
+// is MoE and the router always renormalizes (its config has no key saying otherwise); the BF16
+// release stores experts fused in layout A, the FP8 release per expert.
 
 #include "qwen3_next_decoder.hpp"
 #include "rule_based_adapter.hpp"
@@ -20,14 +26,20 @@ namespace json = boost::json;
 FamilyRules qwen3_next_rules() {
     FamilyRules r;
     r.id = "qwen3_next";
-    r.description = "Qwen3-Next: 512 experts, shared expert + gate, Gated DeltaNet layers, mtp.* skipped";
-    r.model_types = {"qwen3_next"};
-    r.architectures = {"Qwen3NextForCausalLM"};
+    r.description = "Qwen3-Next and Qwen3.5-MoE: shared expert + gate, Gated DeltaNet layers, mtp.* skipped";
+    r.model_types = {"qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"};
+    r.architectures = {"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration"};
     r.expert_count_keys = {"num_experts"};
     r.expert_size_keys = {"moe_intermediate_size"};
-    r.is_moe_layer = &moe_from_sparse_step;
-    // HF Qwen3NextConfig: norm_topk_prob defaults to true.
-    r.router = [](const ModelConfig& c, std::int64_t k) { return softmax_router(c, k, true); };
+    r.is_moe_layer = [](const ModelConfig& c, std::int64_t layer) {
+        return is_qwen3_5_moe(c) ? moe_every_layer(c, layer) : moe_from_sparse_step(c, layer);
+    };
+    // HF Qwen3NextConfig: norm_topk_prob defaults to true; Qwen3.5's router always divides by the sum.
+    r.router = [](const ModelConfig& c, std::int64_t k) {
+        RouterSpec spec = softmax_router(c, k, true);
+        if (is_qwen3_5_moe(c)) spec.normalize = true;
+        return spec;
+    };
     r.chat = [](const ModelConfig&) { return chatml_template(); };
     r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
     return r;
@@ -41,6 +53,13 @@ constexpr Preset tiny{256, 512, 256, 256, 4, 8, 2, 2, 1, 64, 2, 4, 32, 32, 512};
 constexpr Preset small{512, 1024, 512, 512, 8, 16, 4, 4, 2, 64, 4, 8, 32, 32, 1024};
 constexpr std::int64_t full_attention_interval = 4, conv_kernel = 4;
 
+// What differs between the two families' checkpoints.
+struct Style {
+    bool qwen3_5 = false;  // Qwen3.5: split linear-attention projections, VLM names and config
+    bool fused = false;    // routed experts fused in layout A (Qwen3.5's BF16 release)
+    bool fp8 = false;
+};
+
 class Qwen3NextAdapter final : public RuleBasedAdapter {
 public:
     Qwen3NextAdapter() : RuleBasedAdapter(qwen3_next_rules()) {}
@@ -51,38 +70,51 @@ public:
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
-        const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});
+        // Qwen3.5's BF16 release is fused (layout A); its FP8 release and Qwen3-Next are per expert.
+        const bool qwen3_5 = options.get_string("model_type", "") == "qwen3_5_moe";
+        const bool bf16 = options.get_string("dtype", "bf16") == "bf16";
+        if (qwen3_5 && !bf16 && options.get_string("layout", "per-expert") != "per-expert")
+            throw_usage_error("fused expert layouts are BF16 only (Qwen3.5's FP8 release is per expert)");
+        const std::vector<std::string> layouts =
+            qwen3_5 && bf16 ? std::vector<std::string>{"fused-linear", "per-expert"} : std::vector<std::string>{"per-expert"};
+        const SynthSettings s = read_synth_settings(options, {"qwen3_next", "qwen3_5_moe"}, layouts);
         const Preset p = s.small ? small : tiny;
+        const Style style{qwen3_5, s.layout == "fused-linear", s.fp8};
 
         const SynthTokenizer tokenizer = qwen_style_tokenizer(p.vocab);
 
         SynthModel model;
         model.encoding = s.encoding;
-        model.config = config(p, s, tokenizer);
+        model.config = qwen3_5 ? vlm_config(config(p, s, style, tokenizer), p) : config(p, s, style, tokenizer);
         add_tokenizer_files(model, tokenizer);
         auto& t = model.tensors;
         const std::int64_t H = p.hidden;
-        t.push_back(bf16_tensor("model.embed_tokens.weight", {tokenizer.vocab_size, H}));
+        const std::string root = qwen3_5 ? "model.language_model." : "model.";
+        if (qwen3_5) add_vision_tower(t, H);
+        t.push_back(bf16_tensor(root + "embed_tokens.weight", {tokenizer.vocab_size, H}));
         for (std::int64_t layer = 0; layer < p.layers; ++layer)
-            add_layer(t, "model.layers." + std::to_string(layer) + ".", p, s.fp8,
-                      (layer + 1) % full_attention_interval == 0);
-        t.push_back(norm_weight("model.norm.weight", H));
+            add_layer(t, root + "layers." + std::to_string(layer) + ".", p, style, (layer + 1) % full_attention_interval == 0);
+        t.push_back(norm_weight(root + "norm.weight", H));
         t.push_back(bf16_tensor("lm_head.weight", {tokenizer.vocab_size, H}));
         // The multi-token-prediction module: top level, one full-attention MoE layer.
         t.push_back(linear_weight("mtp.fc.weight", H, 2 * H, s.fp8));
         t.push_back(norm_weight("mtp.pre_fc_norm_embedding.weight", H));
         t.push_back(norm_weight("mtp.pre_fc_norm_hidden.weight", H));
-        add_layer(t, "mtp.layers.0.", p, s.fp8, /*full_attention=*/true);
+        add_layer(t, "mtp.layers.0.", p, style, /*full_attention=*/true);
         t.push_back(norm_weight("mtp.norm.weight", H));
 
         model.shard_count = s.small ? 5 : 3;
-        model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
+        if (qwen3_5)  // Qwen3.5's releases: "model.safetensors-00001-of-00014.safetensors"
+            model.shard_name = [](std::size_t n, std::size_t c) { return "model.safetensors" + padded_shard_name(n, c, 5, 5).substr(5); };
+        else
+            model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
         write_synth_model(model, directory, s.seed);
     }
 
 private:
-    static void add_layer(std::vector<SynthTensor>& t, const std::string& l, const Preset& p, bool fp8, bool full) {
+    static void add_layer(std::vector<SynthTensor>& t, const std::string& l, const Preset& p, const Style& style, bool full) {
         const std::int64_t H = p.hidden;
+        const bool fp8 = style.fp8;
         // Zero-centred RMSNorms: the stored weights sit near 0 (the layer multiplies by 1 + w).
         t.push_back(bf16_tensor(l + "input_layernorm.weight", {H}));
         if (full) {
@@ -90,8 +122,15 @@ private:
         } else {
             const std::string a = l + "linear_attn.";
             const std::int64_t qk = p.key_heads * p.key_dim, v = p.value_heads * p.value_dim;
-            t.push_back(linear_weight(a + "in_proj_qkvz.weight", 2 * qk + 2 * v, H, fp8));
-            t.push_back(linear_weight(a + "in_proj_ba.weight", 2 * p.value_heads, H, fp8));
+            if (style.qwen3_5) {
+                t.push_back(linear_weight(a + "in_proj_qkv.weight", 2 * qk + v, H, fp8));
+                t.push_back(linear_weight(a + "in_proj_z.weight", v, H, fp8));
+                t.push_back(linear_weight(a + "in_proj_b.weight", p.value_heads, H, fp8));
+                t.push_back(linear_weight(a + "in_proj_a.weight", p.value_heads, H, fp8));
+            } else {
+                t.push_back(linear_weight(a + "in_proj_qkvz.weight", 2 * qk + 2 * v, H, fp8));
+                t.push_back(linear_weight(a + "in_proj_ba.weight", 2 * p.value_heads, H, fp8));
+            }
             t.push_back(bf16_tensor(a + "conv1d.weight", {2 * qk + v, 1, conv_kernel}));
             t.push_back({a + "dt_bias", DType::BF16, {p.value_heads}, SynthFill::ones, 0.1});
             t.push_back({a + "A_log", DType::BF16, {p.value_heads}, SynthFill::normal, 0.5});
@@ -100,51 +139,109 @@ private:
         }
         t.push_back(bf16_tensor(l + "post_attention_layernorm.weight", {H}));
         t.push_back(bf16_tensor(l + "mlp.gate.weight", {p.experts, H}));
-        for (std::int64_t e = 0; e < p.experts; ++e)
-            add_swiglu(t, l + "mlp.experts." + std::to_string(e) + ".", {"gate_proj", "up_proj", "down_proj"},
-                       p.expert_intermediate, H, fp8);
+        if (style.fused) {
+            add_fused_experts(t, l, p.experts, p.expert_intermediate, H, /*layout_b=*/false);
+        } else {
+            for (std::int64_t e = 0; e < p.experts; ++e)
+                add_swiglu(t, l + "mlp.experts." + std::to_string(e) + ".", {"gate_proj", "up_proj", "down_proj"},
+                           p.expert_intermediate, H, fp8);
+        }
         add_swiglu(t, l + "mlp.shared_expert.", {"gate_proj", "up_proj", "down_proj"}, p.shared_intermediate, H, fp8);
         t.push_back(bf16_tensor(l + "mlp.shared_expert_gate.weight", {1, H}));
     }
 
-    static json::value config(const Preset& p, const SynthSettings& s, const SynthTokenizer& tokenizer) {
+    // A token vision tower (Qwen3-VL's naming): not the language model's, copied unchanged.
+    static void add_vision_tower(std::vector<SynthTensor>& t, std::int64_t hidden) {
+        const std::int64_t V = 64;
+        const std::string v = "model.visual.";
+        t.push_back(bf16_tensor(v + "patch_embed.proj.weight", {V, 3, 2, 16, 16}));
+        t.push_back(norm_weight(v + "blocks.0.norm1.weight", V));
+        t.push_back(bf16_tensor(v + "blocks.0.attn.qkv.weight", {3 * V, V}));
+        t.push_back(bf16_tensor(v + "blocks.0.attn.qkv.bias", {3 * V}));
+        t.push_back(norm_weight(v + "merger.norm.weight", V));
+        t.push_back(bf16_tensor(v + "merger.linear_fc2.weight", {hidden, 4 * V}));
+    }
+
+    static json::value config(const Preset& p, const SynthSettings& s, const Style& style, const SynthTokenizer& tokenizer) {
         json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.encoding);
-        c["architectures"] = json::array{"Qwen3NextForCausalLM"};
+        if (!style.qwen3_5) c["architectures"] = json::array{"Qwen3NextForCausalLM"};
         c["attention_bias"] = false;
-        c["decoder_sparse_step"] = 1;
         c["full_attention_interval"] = full_attention_interval;
         c["head_dim"] = p.head_dim;
         c["hidden_size"] = p.hidden;
-        c["intermediate_size"] = p.intermediate;
         c["linear_conv_kernel_dim"] = conv_kernel;
         c["linear_key_head_dim"] = p.key_dim;
         c["linear_num_key_heads"] = p.key_heads;
         c["linear_num_value_heads"] = p.value_heads;
         c["linear_value_head_dim"] = p.value_dim;
         c["max_position_embeddings"] = 262144;
-        c["mlp_only_layers"] = json::array{};
-        c["model_type"] = "qwen3_next";
         c["moe_intermediate_size"] = p.expert_intermediate;
-        c["norm_topk_prob"] = true;
         c["num_attention_heads"] = p.heads;
         c["num_experts"] = p.experts;
         c["num_experts_per_tok"] = p.top_k;
         c["num_hidden_layers"] = p.layers;
         c["num_key_value_heads"] = p.kv_heads;
         c["output_router_logits"] = false;
-        c["partial_rotary_factor"] = 0.25;
         c["rms_norm_eps"] = 1e-06;
-        c["rope_scaling"] = nullptr;
-        c["rope_theta"] = 10000000.0;
         c["router_aux_loss_coef"] = 0.001;
         c["shared_expert_intermediate_size"] = p.shared_intermediate;
+        if (style.qwen3_5) {
+            // Qwen3.5's text config: no norm_topk_prob / decoder_sparse_step / mlp_only_layers, rope
+            // settings under rope_parameters, layer_types spelled out, an MTP layer count.
+            c["attn_output_gate"] = true;
+            json::array types;
+            for (std::int64_t l = 0; l < p.layers; ++l)
+                types.emplace_back((l + 1) % full_attention_interval == 0 ? "full_attention" : "linear_attention");
+            c["layer_types"] = std::move(types);
+            c["model_type"] = "qwen3_5_moe_text";
+            c["mtp_num_hidden_layers"] = 1;
+            c["mtp_use_dedicated_embeddings"] = false;
+            // mrope_section sums to rotary_dim / 2, as the release's [11, 11, 10] does for head_dim 256.
+            c["rope_parameters"] = json::object{{"mrope_interleaved", true},
+                                                {"mrope_section", json::array{3, 3, 2}},
+                                                {"partial_rotary_factor", 0.25},
+                                                {"rope_theta", 10000000},
+                                                {"rope_type", "default"}};
+            return c;
+        }
+        c["decoder_sparse_step"] = 1;
+        c["intermediate_size"] = p.intermediate;
+        c["mlp_only_layers"] = json::array{};
+        c["model_type"] = "qwen3_next";
+        c["norm_topk_prob"] = true;
+        c["partial_rotary_factor"] = 0.25;
+        c["rope_scaling"] = nullptr;
+        c["rope_theta"] = 10000000.0;
         c["use_sliding_window"] = false;
         return c;
+    }
+
+    // Qwen3.5's config.json: the language model's settings in text_config, quantization_config
+    // at the top beside vision_config.
+    static json::value vlm_config(json::value text_value, const Preset& p) {
+        json::object& text = text_value.as_object();
+        json::object root{{"architectures", json::array{"Qwen3_5MoeForConditionalGeneration"}},
+                          {"model_type", "qwen3_5_moe"},
+                          {"tie_word_embeddings", false},
+                          {"transformers_version", "4.57.0.dev0"},
+                          {"vision_config", json::object{{"depth", 1},
+                                                         {"hidden_size", 64},
+                                                         {"model_type", "qwen3_5_moe"},
+                                                         {"out_hidden_size", p.hidden},
+                                                         {"patch_size", 16},
+                                                         {"spatial_merge_size", 2},
+                                                         {"temporal_patch_size", 2}}}};
+        if (auto* q = text.if_contains("quantization_config")) {
+            root["quantization_config"] = std::move(*q);
+            text.erase("quantization_config");
+        }
+        root["text_config"] = std::move(text_value);
+        return root;
     }
 };
 
 }  // namespace
 
-MOEQUANT_PLUGIN("qwen3_next", "0.1.0", MOEQUANT_KIND_ADAPTER, "Qwen3-Next family adapter") {
+MOEQUANT_PLUGIN("qwen3_next", "0.1.0", MOEQUANT_KIND_ADAPTER, "Qwen3-Next and Qwen3.5-MoE family adapter") {
     registrar.add(std::make_unique<Qwen3NextAdapter>());
 }

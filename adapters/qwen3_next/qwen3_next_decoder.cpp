@@ -18,6 +18,9 @@ struct NextSpec {
     std::vector<float> inv_freq;
     // Gated DeltaNet
     std::int64_t key_heads = 0, value_heads = 0, key_dim = 0, value_dim = 0, conv_kernel = 4;
+    // Qwen3.5: separate in_proj_qkv (q | k | v contiguous), in_proj_z, in_proj_b, in_proj_a
+    // instead of Qwen3-Next's per-key-head grouped in_proj_qkvz / in_proj_ba.
+    bool split_projections = false;
     std::vector<bool> full_attention;  // per layer
 };
 
@@ -67,26 +70,18 @@ private:
     std::vector<float> mix(const std::vector<float>& x, std::span<const std::int64_t> lengths) const override {
         const std::int64_t t = std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
         const std::int64_t h = hidden_, nk = n_.key_heads, nv = n_.value_heads, dk = n_.key_dim, dv = n_.value_dim;
-        const std::int64_t ratio = nv / nk, qkvz_width = 2 * nk * dk + 2 * nv * dv, key_width = nk * dk, value_width = nv * dv;
+        const std::int64_t ratio = nv / nk, key_width = nk * dk, value_width = nv * dv;
         const std::int64_t conv_width = 2 * key_width + value_width, kernel = n_.conv_kernel;
-        const std::vector<float> qkvz = linear(x, t, weight("linear_attn.in_proj_qkvz.weight", {qkvz_width, h}), qkvz_width, h);
-        const std::vector<float> ba = linear(x, t, weight("linear_attn.in_proj_ba.weight", {2 * nv, h}), 2 * nv, h);
-        // Ungroup: per key head [q (dk) | k (dk) | v (ratio dv) | z (ratio dv)] and [b (ratio) | a (ratio)].
-        std::vector<float> mixed(static_cast<std::size_t>(t * conv_width)), z(static_cast<std::size_t>(t * value_width));
-        std::vector<float> b(static_cast<std::size_t>(t * nv)), a(b.size());
-        const std::int64_t group = 2 * dk + 2 * ratio * dv;
-        for (std::int64_t i = 0; i < t; ++i)
-            for (std::int64_t g = 0; g < nk; ++g) {
-                const float* src = qkvz.data() + i * qkvz_width + g * group;
-                float* row = mixed.data() + i * conv_width;
-                std::copy_n(src, dk, row + g * dk);
-                std::copy_n(src + dk, dk, row + key_width + g * dk);
-                std::copy_n(src + 2 * dk, ratio * dv, row + 2 * key_width + g * ratio * dv);
-                std::copy_n(src + 2 * dk + ratio * dv, ratio * dv, z.data() + i * value_width + g * ratio * dv);
-                const float* bsrc = ba.data() + i * 2 * nv + g * 2 * ratio;
-                std::copy_n(bsrc, ratio, b.data() + i * nv + g * ratio);
-                std::copy_n(bsrc + ratio, ratio, a.data() + i * nv + g * ratio);
-            }
+        // The convolution's input [q | k | v] (conv_width channels), z, and b / a per value head.
+        std::vector<float> mixed, z, b, a;
+        if (n_.split_projections) {
+            mixed = linear(x, t, weight("linear_attn.in_proj_qkv.weight", {conv_width, h}), conv_width, h);
+            z = linear(x, t, weight("linear_attn.in_proj_z.weight", {value_width, h}), value_width, h);
+            b = linear(x, t, weight("linear_attn.in_proj_b.weight", {nv, h}), nv, h);
+            a = linear(x, t, weight("linear_attn.in_proj_a.weight", {nv, h}), nv, h);
+        } else {
+            ungroup(x, t, mixed, z, b, a);
+        }
         // Causal depthwise convolution (per sample, zeros before its start), then SiLU.
         const std::vector<float>& conv = weight("linear_attn.conv1d.weight", {conv_width, 1, kernel});
         std::vector<float> activated(mixed.size());
@@ -155,19 +150,63 @@ private:
         return linear(core, t, weight("linear_attn.out_proj.weight", {h, value_width}), h, value_width);
     }
 
+    // Qwen3-Next: qkvz and ba grouped per key head, [q (dk) | k (dk) | v (ratio dv) | z (ratio dv)]
+    // and [b (ratio) | a (ratio)], rearranged into the contiguous form.
+    void ungroup(const std::vector<float>& x, std::int64_t t, std::vector<float>& mixed, std::vector<float>& z,
+                 std::vector<float>& b, std::vector<float>& a) const {
+        const std::int64_t h = hidden_, nk = n_.key_heads, nv = n_.value_heads, dk = n_.key_dim, dv = n_.value_dim;
+        const std::int64_t ratio = nv / nk, qkvz_width = 2 * nk * dk + 2 * nv * dv, key_width = nk * dk, value_width = nv * dv;
+        const std::int64_t conv_width = 2 * key_width + value_width;
+        const std::vector<float> qkvz = linear(x, t, weight("linear_attn.in_proj_qkvz.weight", {qkvz_width, h}), qkvz_width, h);
+        const std::vector<float> ba = linear(x, t, weight("linear_attn.in_proj_ba.weight", {2 * nv, h}), 2 * nv, h);
+        mixed.resize(static_cast<std::size_t>(t * conv_width));
+        z.resize(static_cast<std::size_t>(t * value_width));
+        b.resize(static_cast<std::size_t>(t * nv));
+        a.resize(b.size());
+        const std::int64_t group = 2 * dk + 2 * ratio * dv;
+        for (std::int64_t i = 0; i < t; ++i)
+            for (std::int64_t g = 0; g < nk; ++g) {
+                const float* src = qkvz.data() + i * qkvz_width + g * group;
+                float* row = mixed.data() + i * conv_width;
+                std::copy_n(src, dk, row + g * dk);
+                std::copy_n(src + dk, dk, row + key_width + g * dk);
+                std::copy_n(src + 2 * dk, ratio * dv, row + 2 * key_width + g * ratio * dv);
+                std::copy_n(src + 2 * dk + ratio * dv, ratio * dv, z.data() + i * value_width + g * ratio * dv);
+                const float* bsrc = ba.data() + i * 2 * nv + g * 2 * ratio;
+                std::copy_n(bsrc, ratio, b.data() + i * nv + g * ratio);
+                std::copy_n(bsrc + ratio, ratio, a.data() + i * nv + g * ratio);
+            }
+    }
+
     const NextSpec& n_;
     std::int64_t hidden_;
     float eps_;
 };
 
+[[noreturn]] void config_error(const ModelConfig& config, const std::string& message) {
+    throw Error(ErrorKind::input, message, {.file = config.source(), .code = "InvalidConfig"});
+}
+
+// A top-level rope key, else its rope_parameters entry (transformers v5 configs, Qwen3.5).
+double rope_setting(const ModelConfig& config, const std::string& key, double fallback) {
+    for (const std::string& path : {key, "rope_parameters." + key})
+        if (auto v = config.find(path); v && !v->is_null()) return v->as_double();
+    return fallback;
+}
+
 NextSpec next_from_config(const ModelConfig& config) {
     NextSpec n;
+    n.split_projections = is_qwen3_5_moe(config);
     n.heads = positive_int(config, "num_attention_heads");
     n.kv_heads = positive_int_or(config, "num_key_value_heads", n.heads);
     n.head_dim = positive_int_or(config, "head_dim", config.require_int("hidden_size") / n.heads);
-    double partial = 0.25, theta = 10000.0;
-    if (auto v = config.find("partial_rotary_factor"); v && !v->is_null()) partial = v->as_double();
-    if (auto v = config.find("rope_theta"); v && !v->is_null()) theta = v->as_double();
+    // Qwen3.5's M-RoPE (mrope_section, mrope_interleaved) rotates by three position streams;
+    // text-only inputs make the three equal, and then it is this plain RoPE.
+    if (auto type = config.find("rope_parameters.rope_type"); type && type->is_string() && type->as_string() != "default")
+        config_error(config, "rope_parameters.rope_type '" + type->as_string() +
+                                 "' is not supported by the Qwen3-Next / Qwen3.5 forward (only 'default')");
+    const double partial = rope_setting(config, "partial_rotary_factor", 0.25);
+    const double theta = rope_setting(config, "rope_theta", 10000.0);
     n.rotary_dim = static_cast<std::int64_t>(static_cast<double>(n.head_dim) * partial);
     n.inv_freq = rope_inverse_frequencies(theta, n.rotary_dim);
     n.key_heads = positive_int(config, "linear_num_key_heads");
@@ -175,22 +214,34 @@ NextSpec next_from_config(const ModelConfig& config) {
     n.key_dim = positive_int(config, "linear_key_head_dim");
     n.value_dim = positive_int(config, "linear_value_head_dim");
     n.conv_kernel = positive_int_or(config, "linear_conv_kernel_dim", 4);
-    if (n.value_heads % n.key_heads != 0)
-        throw Error(ErrorKind::input, "linear_num_value_heads is not a multiple of linear_num_key_heads",
-                    {.file = config.source(), .code = "InvalidConfig"});
+    if (n.value_heads % n.key_heads != 0) config_error(config, "linear_num_value_heads is not a multiple of linear_num_key_heads");
     const std::int64_t layers = config.require_int("num_hidden_layers");
     const auto types = config.find("layer_types");
+    const bool listed = types && types->is_array();
+    if (listed && static_cast<std::int64_t>(types->size()) != layers)
+        config_error(config, "layer_types lists " + std::to_string(types->size()) + " layers, but num_hidden_layers is " +
+                                 std::to_string(layers));
     const std::int64_t interval = positive_int_or(config, "full_attention_interval", 4);
     for (std::int64_t l = 0; l < layers; ++l) {
         bool full = (l + 1) % interval == 0;
-        if (types && types->is_array() && static_cast<std::int64_t>(types->size()) == layers)
-            full = types->at(static_cast<std::size_t>(l)).as_string() == "full_attention";
+        if (listed) {
+            const std::string type = types->at(static_cast<std::size_t>(l)).as_string();
+            if (type != "full_attention" && type != "linear_attention")
+                config_error(config, "layer_types[" + std::to_string(l) + "] is '" + type +
+                                         "' (expected linear_attention or full_attention)");
+            full = type == "full_attention";
+        }
         n.full_attention.push_back(full);
     }
     return n;
 }
 
 }  // namespace
+
+bool is_qwen3_5_moe(const ModelConfig& config) {
+    const auto root = config.root().get("model_type");
+    return config.model_type() == "qwen3_5_moe_text" || (root && root->is_string() && root->as_string() == "qwen3_5_moe");
+}
 
 std::unique_ptr<DecoderForward> make_qwen3_next_decoder(const ModelConfig& config, const Checkpoint& checkpoint,
                                                         const ModelPlan& plan) {

@@ -20,13 +20,14 @@ std::vector<std::string> ignored_modules(const ModelPlan& plan, const Checkpoint
             case TensorRole::shared_expert_gate: return 4;
             case TensorRole::shared_expert: return 5;
             case TensorRole::lm_head: return 6;
-            // A VLM's vision tower and projector (Kimi-K2.5, Qwen3-VL/3.5): copied in BF16, so
-            // their Linears must be listed or vLLM would expect them packed.
+            // A VLM's vision tower and projector (copied unchanged) hold Linears too: vLLM would
+            // load an unlisted one as quantized (gptq-compressed-tensors.md §7: every unquantized
+            // Linear is listed).
             case TensorRole::other: return 7;
             default: return -1;
         }
     };
-    // (layer, rank) -> module names in plan order; lm_head and other non-layer modules last.
+    // (layer, rank) -> module names in plan order; lm_head last, vision modules first.
     std::map<std::pair<std::int64_t, int>, std::vector<std::string>> groups;
     for (const auto& name : unquantized_experts) groups[{layer_of(name), expert_rank}].push_back(name);
     for (const auto& [name, role] : plan.roles) {
@@ -36,7 +37,9 @@ std::vector<std::string> ignored_modules(const ModelPlan& plan, const Checkpoint
         const auto copied = copied_name(source, name);
         if (!copied || !copied->ends_with(".weight") || copied_spec(source, *copied).shape.size() != 2) continue;
         std::int64_t layer = layer_of(*copied);
-        if (layer < 0) layer = std::numeric_limits<std::int64_t>::max();
+        // Outside the decoder layers: lm_head last; vision modules first, as VLMs register them
+        // before the language model.
+        if (layer < 0) layer = role == TensorRole::other ? -1 : std::numeric_limits<std::int64_t>::max();
         groups[{layer, r}].push_back(copied->substr(0, copied->size() - 7));
     }
     std::vector<std::string> out;

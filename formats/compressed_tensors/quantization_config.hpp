@@ -20,8 +20,8 @@ inline constexpr const char* compressed_tensors_version = "0.18.0";
 // user's regexes): attention, routers, shared experts and their gate, dense MLPs and lm_head,
 // i.e. the 2-D `.weight` tensors of those roles, plus `unquantized_experts` (module names of
 // routed experts kept in BF16); per decoder layer in ascending order (attention, dense MLP,
-// kept experts, router, shared experts), lm_head then other Linears (a VLM's vision tower and
-// projector) last. MTP layers are not listed (never written).
+// kept experts, router, shared experts), a VLM's vision tower and projector Linears (role
+// other) before them and lm_head last. MTP layers are not listed (never written).
 std::vector<std::string> ignored_modules(const ModelPlan& plan, const Checkpoint& source,
                                          const std::vector<std::string>& unquantized_experts);
 

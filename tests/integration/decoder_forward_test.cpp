@@ -37,7 +37,9 @@ void check_family(const std::string& family, const std::string& dtype = "bf16", 
     const std::string reference = family + (preset == "tiny" ? "" : "_" + preset) + ".safetensors";
     const SafetensorsFile want = SafetensorsFile::open(fs::path(MOEQUANT_SOURCE_DIR) / "tests/data/decoder_forward" / reference);
 
-    const std::string plugin = family == "kimi_k2" || family == "kimi_k25" || family == "deepseek_v32" ? "deepseek_v3" : family;
+    const std::string plugin = family == "kimi_k2" || family == "kimi_k25" || family == "deepseek_v32" ? "deepseek_v3"
+                               : family == "qwen3_5_moe"                                           ? "qwen3_next"
+                                                                                                   : family;
     Registry registry;
     registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-adapter-" + plugin + ".so"), PluginOrigin::explicit_file);
     for (const char* encoding : {"float", "fp8"})
@@ -113,5 +115,9 @@ BOOST_AUTO_TEST_CASE(deepseek_v32_layers_match_the_reference) { check_family("de
 // MiniMax-M2: q/k RMSNorm over the whole projection, rotary on rotary_dim of head_dim, the F32
 // sigmoid router with its bias beside the gate, FP8 weights as released.
 BOOST_AUTO_TEST_CASE(minimax_m2_fp8_layers_match_the_reference) { check_family("minimax_m2", "fp8"); }
+
+// Qwen3.5-MoE: Qwen3-Next's layers with the split in_proj_qkv / z / b / a projections, rope from
+// rope_parameters, the always-renormalized router, experts fused in layout A (synth's BF16 default).
+BOOST_AUTO_TEST_CASE(qwen3_5_moe_fused_layers_match_the_reference) { check_family("qwen3_5_moe"); }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -206,6 +206,7 @@ BOOST_AUTO_TEST_CASE(encoded_checkpoints_convert_like_their_reference_decoded_bf
         {"deepseek_v3", "mxfp4", "mxfp4"},
         {"qwen3_moe", "gptq", "gptq"},
         {"deepseek_v4", "mxfp4", "mxfp4", {}, false},
+        {"qwen3_5_moe", "fp8", "fp8"},
     };
     for (const auto& c : cases) {
         BOOST_TEST_CONTEXT(c.family << " " << c.dtype) {

@@ -51,12 +51,12 @@ Naming naming_for(const Case& c) {
     if (c.family == "minimax_m2")
         return {"model.layers.", "block_sparse_moe.experts", {"w1", "w3", "w2"}, "block_sparse_moe.gate.weight",
                 "block_sparse_moe.e_score_correction_bias"};
-    if (c.family == "qwen3_vl_moe")
+    if (c.family == "qwen3_vl_moe" || c.family == "qwen3_5_moe")
         return {"model.language_model.layers.", "mlp.experts", {"gate_proj", "up_proj", "down_proj"}, "mlp.gate.weight"};
     return {"model.layers.", "mlp.experts", {"gate_proj", "up_proj", "down_proj"}, "mlp.gate.weight"};
 }
 
-// The language model's settings (Qwen3-VL-MoE nests them under text_config).
+// The language model's settings (Qwen3-VL-MoE, Qwen3.5-MoE, Kimi-K2.5 nest them under text_config).
 const json::object& text_config(const json::object& config) {
     if (auto* t = config.if_contains("text_config")) return t->as_object();
     return config;
@@ -83,7 +83,8 @@ std::vector<std::int64_t> expected_moe_layers(const std::string& family, const j
 
 std::int64_t expected_experts(const std::string& family, const json::object& cfg) {
     if (family == "mixtral" || family == "minimax_m2") return get(cfg, "num_local_experts");
-    if (family == "qwen3_next" || family == "qwen3_moe" || family == "qwen3_vl_moe") return get(cfg, "num_experts");
+    if (family == "qwen3_next" || family == "qwen3_moe" || family == "qwen3_vl_moe" || family == "qwen3_5_moe")
+        return get(cfg, "num_experts");
     return get(cfg, "n_routed_experts");
 }
 
@@ -160,12 +161,16 @@ void check_family(const Case& c) {
     // MiniMax-M2 (model-families-2026.md §3.5): sigmoid + bias, always renormalized, no groups or
     // scaling keys in its config.
     const bool minimax = c.family == "minimax_m2";
+    // Qwen3.5-MoE (model-families-2026.md §3.6): every layer MoE, always renormalized, and its text
+    // config has none of the keys that would say otherwise.
+    const bool qwen3_5 = c.family == "qwen3_5_moe";
     const bool grouped_sigmoid = deepseek_like(c.family) || c.family == "glm4_moe";
     const bool sigmoid_router = grouped_sigmoid || minimax;
     BOOST_TEST(std::string(router.at("scoring").as_string()) == (sigmoid_router ? "sigmoid" : "softmax"));
     BOOST_TEST(get(router, "top_k") == get(cfg, "num_experts_per_tok"));
     BOOST_TEST(router.at("bias").as_bool() == (minimax ? cfg.at("use_routing_bias").as_bool() : sigmoid_router));
-    BOOST_TEST(router.at("normalize").as_bool() == (c.family == "mixtral" || minimax || cfg.at("norm_topk_prob").as_bool()));
+    BOOST_TEST(router.at("normalize").as_bool() ==
+               (c.family == "mixtral" || minimax || qwen3_5 || cfg.at("norm_topk_prob").as_bool()));
     BOOST_TEST(get(router, "groups") == (grouped_sigmoid ? get(cfg, "n_group") : 1));
     BOOST_TEST(get(router, "groups_kept") == (grouped_sigmoid ? get(cfg, "topk_group") : 1));
     BOOST_TEST(router.at("scaling").to_number<double>() == (grouped_sigmoid ? cfg.at("routed_scaling_factor").to_number<double>() : 1.0));
@@ -261,6 +266,29 @@ void check_family(const Case& c) {
             const bool full = (l + 1) % get(cfg, "full_attention_interval") == 0;
             BOOST_TEST(role(lp + (full ? "self_attn.q_proj.weight" : "linear_attn.in_proj_qkvz.weight")) == "attention");
         }
+        if (qwen3_5) {  // the shared expert and its gate; the split linear-attention projections
+            BOOST_TEST(role(lp + "mlp.shared_expert.down_proj.weight") == "shared_expert");
+            BOOST_TEST(role(lp + "mlp.shared_expert_gate.weight") == "shared_expert_gate");
+            const std::string type(cfg.at("layer_types").as_array().at(static_cast<std::size_t>(l)).as_string());
+            const std::int64_t nv = get(cfg, "linear_num_value_heads"), key = get(cfg, "linear_num_key_heads") * get(cfg, "linear_key_head_dim"),
+                               value = nv * get(cfg, "linear_value_head_dim");
+            if (type == "full_attention") {
+                BOOST_TEST(shape(lp + "self_attn.q_proj.weight") ==  // query and output gate per head
+                               std::vector<std::int64_t>({2 * get(cfg, "num_attention_heads") * get(cfg, "head_dim"), H}),
+                           boost::test_tools::per_element());
+            } else {
+                const std::string a = lp + "linear_attn.";
+                BOOST_TEST(shape(a + "in_proj_qkv.weight") == std::vector<std::int64_t>({2 * key + value, H}), boost::test_tools::per_element());
+                BOOST_TEST(shape(a + "in_proj_z.weight") == std::vector<std::int64_t>({value, H}), boost::test_tools::per_element());
+                for (const char* w : {"in_proj_b.weight", "in_proj_a.weight"}) {
+                    BOOST_TEST(shape(a + w) == std::vector<std::int64_t>({nv, H}), boost::test_tools::per_element());
+                    BOOST_TEST(role(a + w) == "attention");
+                }
+                BOOST_TEST(shape(a + "conv1d.weight") == std::vector<std::int64_t>({2 * key + value, 1, get(cfg, "linear_conv_kernel_dim")}),
+                           boost::test_tools::per_element());
+                BOOST_TEST(role(a + "in_proj_qkv.weight") == "attention");
+            }
+        }
         if (c.family == "kimi_k2" || c.family == "kimi_k25") BOOST_TEST(role(lp + "self_attn.rotary_emb.inv_freq") == "skipped_buffer");
         if (c.family == "deepseek_v32") {  // the indexer (model-families-2026.md §3.1): copied beside attention
             const std::string x = lp + "self_attn.indexer.";
@@ -327,6 +355,20 @@ void check_family(const Case& c) {
             BOOST_TEST(role(t) == (std::string(t).ends_with("lm_head.weight") ? "lm_head" : "embedding"));
         BOOST_TEST(role("language_model.model.norm.weight") == "norm");
     }
+    if (qwen3_5) {  // model-families-2026.md §3.6: a VLM around Qwen3-Next's language model
+        BOOST_TEST(config_doc.at("model_type").as_string() == "qwen3_5_moe");
+        BOOST_TEST(cfg.at("model_type").as_string() == "qwen3_5_moe_text");
+        BOOST_TEST(config_doc.contains("vision_config"));
+        for (const char* key : {"norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "rope_theta"})
+            BOOST_TEST(!cfg.contains(key), key);
+        BOOST_TEST(cfg.at("rope_parameters").at("rope_theta").to_number<double>() > 0);
+        BOOST_TEST(static_cast<std::int64_t>(cfg.at("layer_types").as_array().size()) == layers);
+        BOOST_TEST(!cfg.contains("quantization_config"));
+        BOOST_TEST(config_doc.contains("quantization_config") == fp8);
+        BOOST_TEST(role("model.language_model.embed_tokens.weight") == "embedding");
+        BOOST_TEST(role("model.language_model.norm.weight") == "norm");
+        BOOST_TEST(role("lm_head.weight") == "lm_head");
+    }
     std::size_t vision = 0;
     std::size_t mtp = 0;
     for (const auto& [name, r] : roles) {
@@ -337,16 +379,17 @@ void check_family(const Case& c) {
             ++mtp;
         }
         // Vision towers are copied unchanged (role other): a GPU output must still load as the VLM.
-        const bool vision_part = name.rfind("vision_tower.", 0) == 0 || name.rfind("mm_projector.", 0) == 0;
+        const bool vision_part =
+            name.rfind("vision_tower.", 0) == 0 || name.rfind("mm_projector.", 0) == 0 || name.rfind("model.visual.", 0) == 0;
         if (vision_part) {
             BOOST_TEST(r == "other", name);
             ++vision;
         }
-        if (c.family != "qwen3_vl_moe" && !vision_part) BOOST_TEST(r != "other", name);
+        if (!vision_part) BOOST_TEST(r != "other", name);
     }
-    BOOST_TEST((vision > 0) == (c.family == "kimi_k25"));
+    BOOST_TEST((vision > 0) == (c.family == "kimi_k25" || c.family == "qwen3_vl_moe" || qwen3_5));
     const bool has_mtp = c.family == "deepseek_v3" || c.family == "deepseek_v32" || c.family == "glm4_moe" ||
-                         c.family == "qwen3_next" || (minimax && get(cfg, "num_mtp_modules") > 0);
+                         c.family == "qwen3_next" || (minimax && get(cfg, "num_mtp_modules") > 0) || qwen3_5;
     BOOST_TEST((mtp > 0) == has_mtp);
     BOOST_TEST(report.at("plan").at("role_counts").as_object().contains("skipped_mtp") == has_mtp);
 
@@ -396,6 +439,8 @@ const std::vector<Case> cases = {
     {"glm4_moe", "fp8-channel", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"minimax_m2", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"minimax_m2", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"qwen3_5_moe", "bf16", "fused-linear", R"(model\.safetensors-\d{5}-of-\d{5}\.safetensors)"},
+    {"qwen3_5_moe", "fp8", "per-expert", R"(model\.safetensors-\d{5}-of-\d{5}\.safetensors)"},
 };
 
 }  // namespace

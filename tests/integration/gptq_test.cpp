@@ -33,6 +33,7 @@ const std::vector<Source> sources = {
     {"glm4_moe", "fp8", "per-expert"},    {"qwen3_moe", "bf16", "fused-bmm"}, {"mixtral", "bf16", "fused-linear"},
     {"mixtral", "bf16", "per-expert"},    {"minimax_m2", "fp8", "per-expert"},
     {"deepseek_v32", "fp8", "per-expert"}, {"kimi_k25", "int4-ct", "per-expert"},
+    {"qwen3_5_moe", "bf16", "fused-linear"},
 };
 
 void synth(const fs::path& out, const Source& s, const fs::path& activations) {

@@ -192,4 +192,36 @@ BOOST_AUTO_TEST_CASE(checkpoints_without_config_are_summarised_without_a_plan) {
     BOOST_TEST(r.out.find("family not detected") != std::string::npos);
 }
 
+// Qwen3.5-MoE (model-families-2026.md §3.6): a fused down_proj that fits neither layout names
+// the fused pair; its text_config's keys are the ones read (num_experts missing is named); and
+// its forward refuses a layer_types list of the wrong length or an unsupported rope_type.
+BOOST_AUTO_TEST_CASE(qwen3_5_moe_fused_shapes_and_text_config) {
+    TempDir dir;
+    synth(dir / "good", "qwen3_5_moe", "bf16", "fused-linear");
+    const std::string down = "model.language_model.layers.2.mlp.experts.down_proj";
+    rewrite(dir / "good", dir / "down", [&](const std::string& name, std::optional<Replacement>& r) {
+        if (name == down) r = Replacement{{name, DType::BF16, {8, 256, 128}}, std::vector<std::uint8_t>(8 * 256 * 128 * 2, 0)};
+        return true;
+    });
+    expect_plan_error(dir / "down", {"model.language_model.layers.2.mlp.experts.gate_up_proj", "[8,256,128]", "neither layout A",
+                                     "AmbiguousFusedLayout"});
+    rewrite(dir / "good", dir / "no_experts", [](const std::string&, auto&) { return true; },
+            [](json::object& c) { c.at("text_config").as_object().erase("num_experts"); });
+    expect_plan_error(dir / "no_experts", {"config.json", "num_experts", "InvalidConfig"});
+    const std::pair<const char*, std::function<void(json::object&)>> edits[] = {
+        {"layer_types lists 3 layers", [](json::object& t) { t.at("layer_types").as_array().pop_back(); }},
+        {"rope_type 'yarn'", [](json::object& t) { t.at("rope_parameters").as_object()["rope_type"] = "yarn"; }},
+    };
+    for (const auto& [message, edit] : edits) {
+        rewrite(dir / "good", dir / "forward", [](const std::string&, auto&) { return true; },
+                [&](json::object& c) { edit(c.at("text_config").as_object()); });
+        auto r = run_moequant({"record", "--model_id", (dir / "forward").string(), "--dataset", "embedded", "--output",
+                               (dir / "acts.safetensors").string(), "--quiet"});
+        BOOST_TEST(r.exit_code == 3, r.err);
+        for (const char* part : {message, "config.json", "InvalidConfig"})
+            BOOST_TEST(r.err.find(part) != std::string::npos, "missing '" << part << "' in: " << r.err);
+        fs::remove_all(dir / "forward");
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -11,7 +11,10 @@ GLM-4.7's settings, into glm4_moe_small.safetensors; deepseek_v3, kimi_k2, kimi_
 deepseek_v32 (family key deepseek_v3) and minimax_m2 with --dtype fp8: DeepSeek-V3.2's indexer keeps
 every key of samples no longer than index_topk, as these are, so its forward is V3's dense MLA and the
 indexer is unread; Kimi-K2.5's language model is Kimi-K2's, read from text_config and the
-language_model. tensors, the vision tower unread)
+language_model. tensors, the vision tower unread; qwen3_5_moe with --dtype bf16, whose experts synth
+stores fused in layout A: Qwen3-Next's layers with separate in_proj_qkv / in_proj_z / in_proj_b /
+in_proj_a, read from text_config and the model.language_model. tensors, rope settings from
+rope_parameters (text-only positions: the three M-RoPE streams are equal, plain RoPE))
 
 Run once by hand with Debian's python3-torch; CI only reads the output file."""
 import json
@@ -44,6 +47,12 @@ FAMILIES = {
     "qwen3_next": {"next": True, "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
                    "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "num_experts",
                    "shared": "mlp.shared_expert.", "shared_gate": "mlp.shared_expert_gate.weight", "layers": 4},
+    # Qwen3.5-MoE (Qwen3_5MoeGatedDeltaNet / Qwen3_5MoeTopKRouter): Qwen3-Next's layers with the
+    # linear-attention projections stored apart; the router always renormalizes.
+    "qwen3_5_moe": {"next": True, "split": True, "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
+                    "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "num_experts",
+                    "shared": "mlp.shared_expert.", "shared_gate": "mlp.shared_expert_gate.weight", "layers": 4,
+                    "always_normalize": True},
     # MiniMax-M2 (model-families-2026.md §3.5): one RMSNorm over all heads' q (and k) outputs,
     # rotary on the first rotary_dim of each head, F32 sigmoid router with the correction bias
     # beside the gate, always renormalized, no shared expert.
@@ -106,14 +115,38 @@ def load(model_dir):
             weights.update(read_safetensors(os.path.join(model_dir, f)))
     with open(os.path.join(model_dir, "config.json")) as f:
         config = json.load(f)
-    if "text_config" in config:  # Kimi-K2.5: the LM's settings and tensors under language_model.
+    top = config
+    if "text_config" in config:  # a VLM: the LM's settings in text_config, its tensors under a prefix
         config = dict(config["text_config"], model_type=config["model_type"])
-        lm = "language_model."
-        weights = {n[len(lm) :]: t for n, t in weights.items() if n.startswith(lm)}
-    q = config.get("quantization_config")
+        if config["model_type"] == "qwen3_5_moe":  # model.language_model.{embed_tokens,layers,norm}
+            lm = "model.language_model."
+            weights = {("model." + n[len(lm) :] if n.startswith(lm) else n): t for n, t in weights.items()}
+        else:  # Kimi-K2.5: language_model.{model.*,lm_head}
+            lm = "language_model."
+            weights = {n[len(lm) :]: t for n, t in weights.items() if n.startswith(lm)}
+    split_fused_experts(weights, config["moe_intermediate_size"] if "moe_intermediate_size" in config else 0)
+    q = top.get("quantization_config") or config.get("quantization_config")
     if q:
         dequantize_fp8(weights, q["weight_block_size"])
     return config, weights
+
+
+def split_fused_experts(weights, inter):
+    """Layout A (model-families.md §2.5): gate_up_proj [E, 2I, H] holds each expert's gate rows
+    [0, I) then its up rows; down_proj [E, H, I]. Stored here under per-expert names."""
+    for name in [n for n in weights if n.endswith("mlp.experts.gate_up_proj")]:
+        base = name[: -len("gate_up_proj")]
+        gate_up, down = weights.pop(name), weights.pop(base + "down_proj")
+        assert gate_up.shape[1] == 2 * inter and down.shape[2] == inter, name
+        for e in range(gate_up.shape[0]):
+            weights[f"{base}{e}.gate_proj.weight"] = gate_up[e, :inter]
+            weights[f"{base}{e}.up_proj.weight"] = gate_up[e, inter:]
+            weights[f"{base}{e}.down_proj.weight"] = down[e]
+
+
+def rope(c):  # (theta, partial_rotary_factor): top-level keys, else rope_parameters (transformers v5)
+    r = c.get("rope_parameters") or {}
+    return c.get("rope_theta", r.get("rope_theta")), c.get("partial_rotary_factor", r.get("partial_rotary_factor", 1.0))
 
 
 def rms_norm(x, w, eps):
@@ -128,18 +161,23 @@ def l2norm(x, eps=1e-6):
     return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
 
 
-def gated_deltanet(c, w, p, x):  # Qwen3NextGatedDeltaNet with the recurrent torch rule, one sample
+def gated_deltanet(c, w, p, x, split=False):  # Qwen3NextGatedDeltaNet with the recurrent torch rule, one sample
     n = x.shape[0]
     nk, nv, dk, dv = c["linear_num_key_heads"], c["linear_num_value_heads"], c["linear_key_head_dim"], c["linear_value_head_dim"]
     r = nv // nk
     a_ = p + "linear_attn."
-    qkvz = (x @ w[a_ + "in_proj_qkvz.weight"].T).view(n, nk, 2 * dk + 2 * r * dv)
-    ba = (x @ w[a_ + "in_proj_ba.weight"].T).view(n, nk, 2 * r)
-    q, k, v, z = torch.split(qkvz, [dk, dk, r * dv, r * dv], dim=2)
-    b, a = torch.split(ba, [r, r], dim=2)
-    v, z = v.reshape(n, nv, dv), z.reshape(n, nv, dv)
-    b, a = b.reshape(n, nv), a.reshape(n, nv)
-    mixed = torch.cat((q.reshape(n, -1), k.reshape(n, -1), v.reshape(n, -1)), dim=-1)  # [n, conv_dim]
+    if split:  # Qwen3_5MoeGatedDeltaNet: q | k | v contiguous in in_proj_qkv; z, b, a apart
+        mixed = x @ w[a_ + "in_proj_qkv.weight"].T  # [n, conv_dim]
+        z = (x @ w[a_ + "in_proj_z.weight"].T).view(n, nv, dv)
+        b, a = x @ w[a_ + "in_proj_b.weight"].T, x @ w[a_ + "in_proj_a.weight"].T
+    else:
+        qkvz = (x @ w[a_ + "in_proj_qkvz.weight"].T).view(n, nk, 2 * dk + 2 * r * dv)
+        ba = (x @ w[a_ + "in_proj_ba.weight"].T).view(n, nk, 2 * r)
+        q, k, v, z = torch.split(qkvz, [dk, dk, r * dv, r * dv], dim=2)
+        b, a = torch.split(ba, [r, r], dim=2)
+        v, z = v.reshape(n, nv, dv), z.reshape(n, nv, dv)
+        b, a = b.reshape(n, nv), a.reshape(n, nv)
+        mixed = torch.cat((q.reshape(n, -1), k.reshape(n, -1), v.reshape(n, -1)), dim=-1)  # [n, conv_dim]
     kernel = c["linear_conv_kernel_dim"]
     conv = torch.nn.functional.conv1d(mixed.T[None], w[a_ + "conv1d.weight"], padding=kernel - 1, groups=mixed.shape[1])
     mixed = torch.nn.functional.silu(conv[0, :, :n]).T
@@ -172,8 +210,9 @@ def gated_attention(c, w, p, x):  # Qwen3NextAttention, one sample
     q = rms_norm_zero_centred(q, w[a + "q_norm.weight"], eps)
     k = rms_norm_zero_centred((x @ w[a + "k_proj.weight"].T).view(n, hk, d), w[a + "k_norm.weight"], eps)
     v = (x @ w[a + "v_proj.weight"].T).view(n, hk, d)
-    rd = int(d * c["partial_rotary_factor"])
-    inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, rd, 2, dtype=torch.int64).float() / rd))
+    theta, partial = rope(c)
+    rd = int(d * partial)
+    inv_freq = 1.0 / (theta ** (torch.arange(0, rd, 2, dtype=torch.int64).float() / rd))
     freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
@@ -338,7 +377,10 @@ def main(family, model_dir, output):
         for s in SAMPLES:
             mix = mla if f.get("mla") else lambda c_, w_, p_, x_: attention(f, c_, w_, p_, x_)
             if f.get("next"):
-                mix = gated_attention if (layer + 1) % c["full_attention_interval"] == 0 else gated_deltanet
+                types = c.get("layer_types") or ["full_attention" if (i + 1) % c["full_attention_interval"] == 0 else
+                                                 "linear_attention" for i in range(c["num_hidden_layers"])]
+                mix = gated_attention if types[layer] == "full_attention" else \
+                    lambda c_, w_, p_, x_: gated_deltanet(c_, w_, p_, x_, split=f.get("split", False))
             parts.append(mix(c, w, p, normed[start : start + len(s)]))
             start += len(s)
         h = x + torch.cat(parts)
