@@ -129,7 +129,7 @@ BOOST_AUTO_TEST_CASE(unknown_model_type_lists_the_installed_adapters_and_family_
     synth(dir / "good", "deepseek_v3", "bf16");
     rewrite(dir / "good", dir / "odd", [](const std::string&, auto&) { return true; },
             [](json::object& c) { c["model_type"] = "deepseek_v9_custom"; });
-    expect_plan_error(dir / "odd", {"deepseek_v9_custom", "UnknownFamily", "deepseek_v3 (deepseek_v3, kimi_k2, deepseek_v32, kimi_k25)",
+    expect_plan_error(dir / "odd", {"deepseek_v9_custom", "UnknownFamily", "deepseek_v3 (deepseek_v3, kimi_k2, deepseek_v32, kimi_k25, glm_moe_dsa)",
                                     "mixtral (mixtral)", "--family"});
     auto overridden = run_moequant({"inspect", "--family", "deepseek_v3", (dir / "odd").string()});
     BOOST_TEST(overridden.exit_code == 0, overridden.err);
