@@ -30,14 +30,22 @@ std::vector<T> values(const SafetensorsFile& f, const std::string& name) {
 }
 
 
-void check_family(const std::string& family, const std::string& dtype = "bf16") {
+// The adapter owning a family id.
+std::string plugin_of(const std::string& family) {
+    const bool deepseek = family == "kimi_k2" || family == "kimi_k25" || family == "deepseek_v32" || family == "glm_moe_dsa";
+    return deepseek ? "deepseek_v3" : family;
+}
+
+// `reference` names the file in tests/data/decoder_forward (default: the family's).
+void check_family(const std::string& family, const std::string& dtype = "bf16", std::string reference = {}) {
     TempDir dir;
     auto synth = run_moequant({"synth", "--family", family, "--dtype", dtype, "--out", (dir / "m").string()});
     BOOST_REQUIRE_MESSAGE(synth.exit_code == 0, synth.err);
+    if (reference.empty()) reference = family;
     const SafetensorsFile want =
-        SafetensorsFile::open(fs::path(MOEQUANT_SOURCE_DIR) / "tests/data/decoder_forward" / (family + ".safetensors"));
+        SafetensorsFile::open(fs::path(MOEQUANT_SOURCE_DIR) / "tests/data/decoder_forward" / (reference + ".safetensors"));
 
-    const std::string plugin = family == "kimi_k2" || family == "kimi_k25" || family == "deepseek_v32" ? "deepseek_v3" : family;
+    const std::string plugin = plugin_of(family);
     Registry registry;
     registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-adapter-" + plugin + ".so"), PluginOrigin::explicit_file);
     for (const char* encoding : {"float", "fp8"})
@@ -110,5 +118,12 @@ BOOST_AUTO_TEST_CASE(deepseek_v32_layers_match_the_reference) { check_family("de
 // MiniMax-M2: q/k RMSNorm over the whole projection, rotary on rotary_dim of head_dim, the F32
 // sigmoid router with its bias beside the gate, FP8 weights as released.
 BOOST_AUTO_TEST_CASE(minimax_m2_fp8_layers_match_the_reference) { check_family("minimax_m2", "fp8"); }
+
+// GLM-5: V3.2's MLA with v_head_dim != qk_nope_head_dim, rope_parameters' theta without YaRN,
+// one expert group, mlp_layer_types; a "shared" indexer layer (no indexer tensors).
+BOOST_AUTO_TEST_CASE(glm_moe_dsa_layers_match_the_reference) { check_family("glm_moe_dsa"); }
+
+// GLM-5-FP8: the same forward on block-128 FP8 weights dequantized on the fly.
+BOOST_AUTO_TEST_CASE(glm_moe_dsa_fp8_layers_match_the_reference) { check_family("glm_moe_dsa", "fp8", "glm_moe_dsa_fp8"); }
 
 BOOST_AUTO_TEST_SUITE_END()
