@@ -221,6 +221,7 @@ BOOST_AUTO_TEST_CASE(every_family_matches_an_independent_quantization) {
     minimax.experts = "block_sparse_moe.experts";
     minimax.projections = {"w1", "w3", "w2"};
     families.push_back(minimax);
+    families.push_back({"glm_moe_dsa", "fp8", "per-expert"});  // GLM-5-FP8's block-128 experts
     for (const auto& f : families) check_family(f);
 }
 

@@ -186,6 +186,7 @@ BOOST_AUTO_TEST_CASE(encoded_checkpoints_convert_like_their_reference_decoded_bf
         {"deepseek_v3", "mxfp4", "mxfp4"},
         {"qwen3_moe", "gptq", "gptq"},
         {"deepseek_v4", "mxfp4", "mxfp4", {}, false},
+        {"glm_moe_dsa", "fp8", "fp8", "48"},
     };
     for (const auto& c : cases) {
         BOOST_TEST_CONTEXT(c.family << " " << c.dtype) {

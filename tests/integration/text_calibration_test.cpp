@@ -22,10 +22,20 @@ namespace {
 
 struct Family {
     std::string name, dtype;
+    // Tokens per row for gptq and record (empty: their default): sparse-attention families
+    // calibrate only on samples within index_topk.
+    std::string max_sequence_length = {};
 };
 
 const std::vector<Family> families = {{"qwen3_moe", "bf16"}, {"qwen3_next", "bf16"}, {"mixtral", "bf16"},
-                                      {"glm4_moe", "bf16"},  {"deepseek_v3", "fp8"},  {"kimi_k2", "fp8"}};
+                                      {"glm4_moe", "bf16"},  {"deepseek_v3", "fp8"},  {"kimi_k2", "fp8"},
+                                      {"glm_moe_dsa", "bf16", "48"}};
+
+// `args` with --max_sequence_length when the family needs one.
+std::vector<std::string> limited(std::vector<std::string> args, const Family& f) {
+    if (!f.max_sequence_length.empty()) args.insert(args.end(), {"--max_sequence_length", f.max_sequence_length});
+    return args;
+}
 
 const char* held_out_text =
     "{\"text\": \"A lighthouse keeper counts the ships that pass at night and writes their names in a book.\"}\n"
@@ -50,8 +60,9 @@ BOOST_AUTO_TEST_CASE(every_family_calibrates_on_text_and_verifies) {
             TempDir dir;
             auto synth = run_moequant({"synth", "--family", f.name, "--dtype", f.dtype, "--out", (dir / "m").string()});
             BOOST_REQUIRE_MESSAGE(synth.exit_code == 0, synth.err);
-            auto gptq = run_moequant({"gptq", "--model_id", (dir / "m").string(), "--output_dir", (dir / "o").string(),
-                                      "--dataset", "embedded", "--save-activations", (dir / "acts.safetensors").string()});
+            auto gptq = run_moequant(limited({"gptq", "--model_id", (dir / "m").string(), "--output_dir", (dir / "o").string(),
+                                              "--dataset", "embedded", "--save-activations", (dir / "acts.safetensors").string()},
+                                             f));
             BOOST_REQUIRE_MESSAGE(gptq.exit_code == 0, gptq.err);
             BOOST_TEST(gptq.err.find("run through the model layer by layer") != std::string::npos, gptq.err);
             auto verify = run_moequant({"verify", "--source", (dir / "m").string(), "--converted", (dir / "o").string(),
@@ -60,8 +71,9 @@ BOOST_AUTO_TEST_CASE(every_family_calibrates_on_text_and_verifies) {
 
             // Held-out text through the unquantized model: GPTQ's output error stays below RTN's.
             write_text(dir / "held_out.jsonl", held_out_text);
-            auto record = run_moequant({"record", "--model_id", (dir / "m").string(), "--dataset",
-                                        (dir / "held_out.jsonl").string(), "--output", (dir / "held.safetensors").string(), "-q"});
+            auto record = run_moequant(limited({"record", "--model_id", (dir / "m").string(), "--dataset",
+                                                (dir / "held_out.jsonl").string(), "--output", (dir / "held.safetensors").string(), "-q"},
+                                               f));
             BOOST_REQUIRE_MESSAGE(record.exit_code == 0, record.err);
             auto held = run_moequant({"verify", "--source", (dir / "m").string(), "--converted", (dir / "o").string(),
                                       "--json", "--quiet", "--calibration-activations", (dir / "held.safetensors").string()});
@@ -69,8 +81,9 @@ BOOST_AUTO_TEST_CASE(every_family_calibrates_on_text_and_verifies) {
             BOOST_TEST(sum_of(report, "output_error") < sum_of(report, "reference_output_error"));
 
             // The first MoE layer's inputs do not depend on any quantization; later ones do.
-            auto embedded = run_moequant({"record", "--model_id", (dir / "m").string(), "--dataset", "embedded", "--output",
-                                          (dir / "plain.safetensors").string(), "-q"});
+            auto embedded = run_moequant(limited({"record", "--model_id", (dir / "m").string(), "--dataset", "embedded",
+                                                  "--output", (dir / "plain.safetensors").string(), "-q"},
+                                                 f));
             BOOST_REQUIRE(embedded.exit_code == 0);
             const SafetensorsFile saved = SafetensorsFile::open(dir / "acts.safetensors");
             const SafetensorsFile plain = SafetensorsFile::open(dir / "plain.safetensors");
