@@ -55,6 +55,15 @@ ChatTemplate chatml_template() {
     return t;
 }
 
+ChatTemplate glm_chat_template() {
+    ChatTemplate t;
+    t.begin = "[gMASK]<sop>";
+    t.system = {"<|system|>\n", ""};
+    t.user = {"<|user|>\n", ""};
+    t.assistant = {"<|assistant|>\n", ""};
+    return t;
+}
+
 RouterSpec softmax_router(const ModelConfig& config, std::int64_t top_k, bool normalize) {
     RouterSpec r;
     r.scoring = RouterScoring::softmax;

@@ -85,5 +85,7 @@ RouterSpec noaux_tc_router(const ModelConfig& config, std::int64_t top_k, NoauxD
 
 // ChatML (Qwen): "<|im_start|>role\ncontent<|im_end|>\n".
 ChatTemplate chatml_template();
+// GLM (GLM-4.5 and GLM-5): "[gMASK]<sop>" once, then "<|role|>\ncontent" with no end marker.
+ChatTemplate glm_chat_template();
 
 }  // namespace moequant::adapters

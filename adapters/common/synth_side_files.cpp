@@ -23,4 +23,12 @@ SynthTokenizer qwen_style_tokenizer(std::int64_t vocab_size) {
     return make_synth_tokenizer(request);
 }
 
+SynthTokenizer glm_style_tokenizer(std::int64_t vocab_size) {
+    TokenizerRequest request;
+    request.vocab_size = vocab_size;
+    request.special_tokens = {"<|endoftext|>", "[gMASK]", "<sop>", "<|user|>", "<|assistant|>"};
+    request.eos_token = "<|endoftext|>";
+    return make_synth_tokenizer(request);
+}
+
 }  // namespace moequant::adapters

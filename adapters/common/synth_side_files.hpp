@@ -13,4 +13,8 @@ void add_tokenizer_files(SynthModel& model, const SynthTokenizer& tokenizer);
 // no bos token.
 SynthTokenizer qwen_style_tokenizer(std::int64_t vocab_size);
 
+// GLM's byte-level tokenizer (GLM-4.5 and GLM-5): <|endoftext|> (the eos), [gMASK], <sop>,
+// <|user|>, <|assistant|>, no bos token.
+SynthTokenizer glm_style_tokenizer(std::int64_t vocab_size);
+
 }  // namespace moequant::adapters

@@ -10,11 +10,16 @@
 // one forward: V3's dense MLA, exact while no sample exceeds index_topk (mla_decoder.hpp).
 // Kimi-K2.5 (`kimi_k25`) is Kimi-K2 nested in a VLM: text_config, `language_model.` names and
 // vision tensors (vision_tower.*, mm_projector.*) the plan leaves as `other`, copied unchanged.
+// GLM-5 / 5.1 / 5.2 (`glm_moe_dsa`, model-families-2026.md §3.4) is V3.2's architecture with
+// GLM's sizes, one expert group and chat format; GLM-5.2's "shared" indexer layers (indexer_types)
+// carry no indexer tensors, which the plan does not need.
 
 #include "mla_decoder.hpp"
+#include "config_counts.hpp"
 #include "rule_based_adapter.hpp"
 #include "synth_side_files.hpp"
 
+#include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
 
 #include <boost/json.hpp>
@@ -25,18 +30,51 @@ using namespace moequant;
 using namespace moequant::adapters;
 namespace json = boost::json;
 
+bool is_glm5(const ModelConfig& c) { return c.model_type() == "glm_moe_dsa"; }
+
+// GLM-5's MoE layers: GlmMoeDsaConfig derives `mlp_layer_types` from first_k_dense_replace
+// (default 3) and the model follows the list (moe_layer_freq is not read). A list that
+// disagrees with first_k_dense_replace leaves no way to tell which one the checkpoint follows:
+// refused, as is one that is not num_hidden_layers entries of "dense" / "sparse".
+bool glm5_moe_layer(const ModelConfig& config, std::int64_t layer) {
+    const bool sparse = layer >= config.int_or("first_k_dense_replace", 3);
+    const auto types = config.find("mlp_layer_types");
+    if (!types || types->is_null()) return sparse;
+    auto refuse = [&](const std::string& why) {
+        throw Error(ErrorKind::input, "'mlp_layer_types' " + why, {.file = config.source(), .code = "InvalidConfig"});
+    };
+    const std::int64_t layers = positive_int(config, "num_hidden_layers");
+    if (!types->is_array() || static_cast<std::int64_t>(types->size()) != layers)
+        refuse("must list \"dense\" or \"sparse\" for each of the " + std::to_string(layers) + " layers (num_hidden_layers)");
+    const ConfigValue entry = types->at(static_cast<std::size_t>(layer));
+    const std::string type = entry.is_string() ? entry.as_string() : entry.to_json();
+    if (type != "dense" && type != "sparse")
+        refuse("entry " + std::to_string(layer) + " is " + type + ", not \"dense\" or \"sparse\"");
+    if ((type == "sparse") != sparse)
+        refuse("makes layer " + std::to_string(layer) + " " + type + ", but first_k_dense_replace (" +
+               std::to_string(config.int_or("first_k_dense_replace", 3)) + ") makes it " + (sparse ? "sparse" : "dense"));
+    return sparse;
+}
+
 FamilyRules deepseek_rules() {
     FamilyRules r;
     r.id = "deepseek_v3";
-    r.description = "DeepSeek-V3/R1/V3.1/V3.2 and Kimi-K2/K2.5: FP8 block-scaled experts, MLA, shared expert, MTP";
-    r.model_types = {"deepseek_v3", "kimi_k2", "deepseek_v32", "kimi_k25"};
-    r.architectures = {"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration"};
+    r.description = "DeepSeek-V3/R1/V3.1/V3.2, Kimi-K2/K2.5 and GLM-5: FP8 block-scaled experts, MLA, shared expert, MTP";
+    r.model_types = {"deepseek_v3", "kimi_k2", "deepseek_v32", "kimi_k25", "glm_moe_dsa"};
+    r.architectures = {"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
+                       "GlmMoeDsaForCausalLM"};
     r.expert_count_keys = {"n_routed_experts", "num_local_experts"};
     r.expert_size_keys = {"moe_intermediate_size"};
-    r.is_moe_layer = &moe_from_first_k_dense;
-    // HF DeepseekV3Config defaults: n_group 8, topk_group 4, routed_scaling_factor 2.5.
-    r.router = [](const ModelConfig& c, std::int64_t k) { return noaux_tc_router(c, k, {8, 4, 2.5}); };
+    r.is_moe_layer = [](const ModelConfig& c, std::int64_t layer) {
+        return is_glm5(c) ? glm5_moe_layer(c, layer) : moe_from_first_k_dense(c, layer);
+    };
+    // HF DeepseekV3Config defaults: n_group 8, topk_group 4, routed_scaling_factor 2.5;
+    // GlmMoeDsaConfig's: 1, 1, 2.5.
+    r.router = [](const ModelConfig& c, std::int64_t k) {
+        return noaux_tc_router(c, k, is_glm5(c) ? NoauxDefaults{1, 1, 2.5} : NoauxDefaults{8, 4, 2.5});
+    };
     r.chat = [](const ModelConfig& c) {
+        if (is_glm5(c)) return glm_chat_template();
         ChatTemplate t;
         if (c.model_type() == "kimi_k2") {  // Kimi-K2: <|im_role|>role<|im_middle|>content<|im_end|>
             t.system = {"<|im_system|>system<|im_middle|>", "<|im_end|>"};
@@ -65,6 +103,15 @@ struct Preset {
 
 constexpr Preset tiny{256, 320, 256, 3, 1, 8, 2, 2, 1, 2, 192, 128, 32, 32, 32, 512, 2, 64, 64};
 constexpr Preset small{512, 704, 512, 6, 2, 16, 4, 4, 2, 4, 384, 256, 64, 32, 64, 1024, 4, 64, 256};
+// GLM-5: one expert group, and MLA heads in GLM-5's proportions (qk_nope 192 : rope 64 : v 256,
+// so v_head_dim differs from qk_nope_head_dim and equals qk_head_dim).
+constexpr Preset glm5_tiny{256, 320, 256, 3, 1, 8, 2, 1, 1, 2, 192, 128, 48, 16, 64, 512, 2, 64, 64};
+constexpr Preset glm5_small{512, 704, 512, 6, 2, 16, 4, 1, 1, 4, 384, 256, 96, 32, 128, 1024, 4, 64, 256};
+
+// GLM-5.2's IndexShare as synthesized: layers 2, 4, ... reuse the previous layer's top-k
+// ("shared", no indexer tensors), the rest and the MTP layer run their own (index_topk_freq 2,
+// index_skip_topk_offset 2 in GlmMoeDsaConfig's terms).
+bool shared_indexer(const Preset& p, std::int64_t layer) { return layer < p.layers && layer >= 2 && layer % 2 == 0; }
 
 class DeepseekV3Adapter final : public RuleBasedAdapter {
 public:
@@ -79,10 +126,11 @@ public:
         const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});
         const bool k25 = s.model_type == "kimi_k25";
         const bool kimi = s.model_type == "kimi_k2" || k25;
-        const bool v32 = s.model_type == "deepseek_v32";
+        const bool glm5 = s.model_type == "glm_moe_dsa";
+        const bool dsa = s.model_type == "deepseek_v32" || glm5;  // a lightning indexer per layer
         // Kimi-K2.5 keeps the language model under `language_model.` (model-families-2026.md §2.2).
         const std::string lm = k25 ? "language_model." : "";
-        Preset p = s.small ? small : tiny;
+        Preset p = glm5 ? (s.small ? glm5_small : glm5_tiny) : (s.small ? small : tiny);
         if (kimi) {  // Kimi-K2: one dense layer, a single expert group, no MTP layer
             p.first_dense = 1;
             p.groups = 1;
@@ -97,7 +145,7 @@ public:
                                                                  "<｜▁pad▁｜>"};
         request.bos_token = request.special_tokens[0];
         request.eos_token = request.special_tokens[1];
-        const SynthTokenizer tokenizer = make_synth_tokenizer(request);
+        const SynthTokenizer tokenizer = glm5 ? glm_style_tokenizer(p.vocab) : make_synth_tokenizer(request);
 
         SynthModel model;
         model.encoding = s.encoding;
@@ -120,7 +168,9 @@ public:
             t.push_back(norm_weight(l + "self_attn.kv_a_layernorm.weight", p.kv_lora));
             t.push_back(linear_weight(l + "self_attn.kv_b_proj.weight", p.heads * (p.qk_nope + p.v_head), p.kv_lora, fp8));
             t.push_back(linear_weight(l + "self_attn.o_proj.weight", H, p.heads * p.v_head, fp8));
-            if (v32) {  // the lightning indexer (model-families-2026.md §3.1); weights_proj is never quantized
+            // The lightning indexer (model-families-2026.md §3.1, §3.4), absent from GLM-5.2's
+            // shared layers; weights_proj is never quantized.
+            if (dsa && !(glm5 && shared_indexer(p, layer))) {
                 const std::string x = l + "self_attn.indexer.";
                 t.push_back(linear_weight(x + "wq_b.weight", p.index_heads * p.index_head_dim, p.q_lora, fp8));
                 t.push_back(linear_weight(x + "wk.weight", p.index_head_dim, H, fp8));
@@ -167,9 +217,11 @@ public:
             t.push_back(bf16_tensor("mm_projector.proj.0.weight", {H, 4 * V}));
         }
 
-        // DeepSeek pads the shard number to 5 digits and the total to 6; Kimi-K2 pads neither.
+        // DeepSeek pads the shard number to 5 digits and the total to 6; GLM pads both to 5;
+        // Kimi-K2 pads neither.
         model.shard_count = s.small ? 7 : 5;
         if (kimi) model.shard_name = &unpadded_shard_name;
+        else if (glm5) model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
         else model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 6); };
         write_synth_model(model, directory, s.seed);
     }
@@ -180,13 +232,13 @@ private:
         json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.encoding);
         const bool v32 = s.model_type == "deepseek_v32";
         c["architectures"] = json::array{v32 ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM"};
-        if (v32) {
+        if (v32 || s.model_type == "glm_moe_dsa") {
             c["index_head_dim"] = p.index_head_dim;
             c["index_n_heads"] = p.index_heads;
             c["index_topk"] = p.index_topk;
-            if (auto* q = c.if_contains("quantization_config"); q && s.encoding == SynthEncoding::fp8_block)
-                q->as_object()["scale_fmt"] = "ue8m0";
         }
+        if (auto* q = c.if_contains("quantization_config"); q && v32 && s.encoding == SynthEncoding::fp8_block)
+            q->as_object()["scale_fmt"] = "ue8m0";
         c["attention_bias"] = false;
         c["first_k_dense_replace"] = p.first_dense;
         c["hidden_size"] = p.hidden;
@@ -222,7 +274,38 @@ private:
         c["topk_group"] = p.top_groups;
         c["topk_method"] = "noaux_tc";
         c["v_head_dim"] = p.v_head;
+        if (s.model_type == "glm_moe_dsa") glm5_config(c, p, s);
         return c;
+    }
+
+    // What GLM-5's config.json has beyond V3.2's keys, or otherwise (model-families-2026.md §3.4):
+    // transformers 5's rope_parameters without scaling, GLM's sizes and eps, the per-layer lists.
+    static void glm5_config(json::object& c, const Preset& p, const SynthSettings& s) {
+        c["architectures"] = json::array{"GlmMoeDsaForCausalLM"};
+        c.erase("rope_scaling");
+        c.erase("rope_theta");
+        c["rope_parameters"] = json::object{{"rope_theta", 1000000.0}, {"rope_type", "default"}};  // not the 10000 default
+        c["rope_interleave"] = true;
+        c["indexer_rope_interleave"] = true;
+        c["head_dim"] = p.qk_rope;  // GlmMoeDsaConfig points head_dim at the rope slice
+        c["max_position_embeddings"] = 202752;
+        c["rms_norm_eps"] = 1e-05;
+        c["transformers_version"] = "5.0.0";
+        json::array mlp, indexer;
+        for (std::int64_t l = 0; l < p.layers; ++l) {
+            mlp.push_back(l < p.first_dense ? "dense" : "sparse");
+            indexer.push_back(shared_indexer(p, l) ? "shared" : "full");
+        }
+        c["mlp_layer_types"] = std::move(mlp);
+        c["indexer_types"] = std::move(indexer);
+        // GLM-5-FP8: DeepSeek's block-128 fp8 config without scale_fmt, the indexer's score
+        // projection (named `indexers_proj` there) left unconverted.
+        if (auto* q = c.if_contains("quantization_config"); q && s.encoding == SynthEncoding::fp8_block) {
+            json::array keep{"lm_head", "model.embed_tokens"};
+            for (std::int64_t l = 0; l < p.layers; ++l)
+                keep.push_back(json::string("model.layers." + std::to_string(l) + ".self_attn.indexers_proj"));
+            q->as_object()["modules_to_not_convert"] = std::move(keep);
+        }
     }
 
     // Kimi-K2.5's config.json: the language model's settings (quantization_config included) in
@@ -246,6 +329,7 @@ private:
 
 }  // namespace
 
-MOEQUANT_PLUGIN("deepseek_v3", "0.1.0", MOEQUANT_KIND_ADAPTER, "DeepSeek-V3/R1/V3.1/V3.2 and Kimi-K2/K2.5 family adapter") {
+MOEQUANT_PLUGIN("deepseek_v3", "0.1.0", MOEQUANT_KIND_ADAPTER,
+                "DeepSeek-V3/R1/V3.1/V3.2, Kimi-K2/K2.5 and GLM-5/5.1/5.2 family adapter") {
     registrar.add(std::make_unique<DeepseekV3Adapter>());
 }

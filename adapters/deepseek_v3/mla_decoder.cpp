@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <string>
 
 namespace moequant::adapters {
@@ -16,10 +17,30 @@ struct MlaSpec {
     std::int64_t heads = 0, q_lora = 0, kv_lora = 0, nope = 0, rope = 0, v_head = 0;
     std::vector<float> inv_freq;  // over the rope dims
     float scale = 1.0f;           // softmax scale
-    // DeepSeek-V3.2: each query attends to its index_topk best-scored keys only; 0 = dense.
+    // DeepSeek-V3.2 / GLM-5: each query attends to its index_topk best-scored keys only; 0 = dense.
     std::int64_t index_topk = 0;
+    std::string family;  // named in the index_topk refusal
     std::string config_file;
 };
+
+[[noreturn]] void invalid_config(const ModelConfig& config, const std::string& message) {
+    throw Error(ErrorKind::input, message, {.file = config.source(), .code = "InvalidConfig"});
+}
+
+// The sparse-attention (DSA) families: their Hugging Face configs default index_topk to 2048.
+const char* sparse_attention_family(const std::string& model_type) {
+    if (model_type == "deepseek_v32") return "DeepSeek-V3.2";
+    if (model_type == "glm_moe_dsa") return "GLM-5";
+    return nullptr;
+}
+
+// transformers 5 writes `rope_parameters` ({rope_theta, rope_type, yarn's keys}) where older
+// configs have `rope_theta` and `rope_scaling`; either form is read.
+std::optional<ConfigValue> rope_parameters(const ModelConfig& config) {
+    auto v = config.find("rope_parameters");
+    if (v && !v->is_null() && !v->is_object()) invalid_config(config, "'rope_parameters' is not an object");
+    return v && v->is_object() ? v : std::nullopt;
+}
 
 MlaSpec mla_from_config(const ModelConfig& config) {
     MlaSpec m;
@@ -29,13 +50,29 @@ MlaSpec mla_from_config(const ModelConfig& config) {
     m.nope = positive_int(config, "qk_nope_head_dim");
     m.rope = config.require_int("qk_rope_head_dim");
     m.v_head = positive_int(config, "v_head_dim");
-    if (config.find("index_topk")) m.index_topk = positive_int(config, "index_topk");
+    if (const char* family = sparse_attention_family(config.model_type())) {
+        m.family = family;
+        m.index_topk = positive_int_or(config, "index_topk", 2048);
+    } else if (config.find("index_topk")) {
+        m.family = "this model";
+        m.index_topk = positive_int(config, "index_topk");
+    }
     m.config_file = config.source();
+    // Only interleaved rotary pairs are implemented: transformers' DeepSeek-V3.2 and GLM-5
+    // attention interleave whatever the key says, so a false one is refused, not followed.
+    if (auto v = config.find("rope_interleave"); v && !v->is_null() && !v->as_bool())
+        invalid_config(config, "'rope_interleave' is false: only interleaved rotary pairs are supported for MLA attention");
+    const auto parameters = rope_parameters(config);
     double theta = 10000.0;
     if (auto v = config.find("rope_theta"); v && !v->is_null()) theta = v->as_double();
+    else if (auto pv = parameters ? parameters->get("rope_theta") : std::nullopt; pv && !pv->is_null()) theta = pv->as_double();
     m.scale = 1.0f / std::sqrt(static_cast<float>(m.nope + m.rope));
     m.inv_freq = rope_inverse_frequencies(theta, m.rope);
-    const auto scaling = config.find("rope_scaling");
+    auto scaling = config.find("rope_scaling");
+    if ((!scaling || scaling->is_null()) && parameters) {
+        auto type = parameters->get("rope_type");
+        if (type && type->is_string() && type->as_string() != "default") scaling = parameters;
+    }
     if (scaling && scaling->is_object()) {
         auto number = [&](const char* key, double fallback) {
             auto v = scaling->get(key);
@@ -44,8 +81,7 @@ MlaSpec mla_from_config(const ModelConfig& config) {
         std::string type = scaling->get("type") ? scaling->get("type")->as_string() : "";
         if (type.empty() && scaling->get("rope_type")) type = scaling->get("rope_type")->as_string();
         if (type != "yarn")
-            throw Error(ErrorKind::input, "rope_scaling type '" + type + "' is not supported (yarn only)",
-                        {.file = config.source(), .code = "InvalidConfig"});
+            invalid_config(config, "'" + scaling->path() + "' type '" + type + "' is not supported (yarn only)");
         const double factor = number("factor", 1.0);
         m.inv_freq = yarn_inverse_frequencies(theta, m.rope, factor, number("original_max_position_embeddings", 4096),
                                               number("beta_fast", 32), number("beta_slow", 1),
@@ -54,8 +90,7 @@ MlaSpec mla_from_config(const ModelConfig& config) {
         // set both to the same value, which makes it 1.
         const double mscale = number("mscale", 1.0), mscale_all = number("mscale_all_dim", 0.0);
         if (mscale_all != 0 && yarn_mscale(factor, mscale) != yarn_mscale(factor, mscale_all))
-            throw Error(ErrorKind::input, "rope_scaling mscale differs from mscale_all_dim (not supported)",
-                        {.file = config.source(), .code = "InvalidConfig"});
+            invalid_config(config, "'" + scaling->path() + "' mscale differs from mscale_all_dim (not supported)");
         if (mscale_all != 0) {
             const double ms = yarn_mscale(factor, mscale_all);
             m.scale = static_cast<float>(m.scale * ms * ms);
@@ -115,10 +150,10 @@ private:
         return linear(attended, t, weight("self_attn.o_proj.weight", {h, heads * m_.v_head}), h, heads * m_.v_head);
     }
 
-    // DeepSeek-V3.2's sparse attention keeps every visible key while a sample has at most
-    // index_topk tokens (the indexer's top-k then selects all of them), so this dense MLA is
-    // exactly its forward there and not beyond (model-families-2026.md §3.1): longer samples are
-    // refused rather than calibrated on a forward the model does not compute.
+    // DeepSeek-V3.2's and GLM-5's sparse attention keeps every visible key while a sample has at
+    // most index_topk tokens (the indexer's top-k then selects all of them), so this dense MLA is
+    // exactly their forward there and not beyond (model-families-2026.md §3.1, §3.4): longer
+    // samples are refused rather than calibrated on a forward the model does not compute.
     void check_sparse_attention_is_dense(std::span<const std::int64_t> lengths) const {
         if (m_.index_topk <= 0) return;
         for (std::int64_t n : lengths)
@@ -126,8 +161,8 @@ private:
                 throw Error(ErrorKind::input,
                             "a calibration sample has " + std::to_string(n) + " tokens, more than index_topk (" +
                                 std::to_string(m_.index_topk) +
-                                "): beyond it the model's sparse attention differs from the dense forward used "
-                                "for calibration",
+                                "): beyond it " + m_.family +
+                                "'s sparse attention differs from the dense forward used for calibration",
                             {.file = m_.config_file, .code = "SequenceTooLong",
                              .hint = "pass --max_sequence_length " + std::to_string(m_.index_topk) + " or less"});
     }
@@ -141,6 +176,7 @@ private:
 
 std::unique_ptr<DecoderForward> make_mla_decoder(const ModelConfig& config, const Checkpoint& checkpoint, const ModelPlan& plan) {
     DecoderSpec spec = decoder_spec_from_config(config, checkpoint);
+    if (config.model_type() == "glm_moe_dsa" && !config.find("rms_norm_eps")) spec.eps = 1e-5f;  // GlmMoeDsaConfig's
     spec.shared_experts = "mlp.shared_experts.";
     spec.shared_intermediate = plan.expert_intermediate_size * config.int_or("n_shared_experts", 1);
     auto m = std::make_shared<const MlaSpec>(mla_from_config(config));

@@ -29,14 +29,7 @@ FamilyRules glm4_moe_rules() {
     r.is_moe_layer = &moe_from_first_k_dense;
     // HF Glm4MoeConfig defaults: n_group 1, topk_group 1, routed_scaling_factor 1.0.
     r.router = [](const ModelConfig& c, std::int64_t k) { return noaux_tc_router(c, k, {1, 1, 1.0}); };
-    r.chat = [](const ModelConfig&) {
-        ChatTemplate t;
-        t.begin = "[gMASK]<sop>";
-        t.system = {"<|system|>\n", ""};
-        t.user = {"<|user|>\n", ""};
-        t.assistant = {"<|assistant|>\n", ""};
-        return t;
-    };
+    r.chat = [](const ModelConfig&) { return glm_chat_template(); };
     r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
     return r;
 }
@@ -83,11 +76,7 @@ public:
         const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});
         const Preset p = s.small ? small : tiny;
 
-        TokenizerRequest request;
-        request.vocab_size = p.vocab;
-        request.special_tokens = {"<|endoftext|>", "[gMASK]", "<sop>", "<|user|>", "<|assistant|>"};
-        request.eos_token = "<|endoftext|>";
-        const SynthTokenizer tokenizer = make_synth_tokenizer(request);
+        const SynthTokenizer tokenizer = glm_style_tokenizer(p.vocab);
 
         SynthModel model;
         model.encoding = s.encoding;

@@ -229,6 +229,7 @@ BOOST_AUTO_TEST_CASE(every_family_matches_an_independent_quantization) {
     Family qwen3_5{"qwen3_5_moe", "bf16", "fused-linear"};  // a VLM whose BF16 release is layout A
     qwen3_5.prefix = "model.language_model.layers.";
     families.push_back(qwen3_5);
+    families.push_back({"glm_moe_dsa", "fp8", "per-expert"});  // GLM-5-FP8's block-128 experts
     for (const auto& f : families) check_family(f);
 }
 

@@ -30,16 +30,24 @@ std::vector<T> values(const SafetensorsFile& f, const std::string& name) {
 }
 
 
-void check_family(const std::string& family, const std::string& dtype = "bf16", const std::string& preset = "tiny") {
+// The adapter owning a family id.
+std::string plugin_of(const std::string& family) {
+    const bool deepseek = family == "kimi_k2" || family == "kimi_k25" || family == "deepseek_v32" || family == "glm_moe_dsa";
+    return deepseek ? "deepseek_v3" : family == "qwen3_5_moe" ? "qwen3_next" : family;
+}
+
+// `reference` names the file in tests/data/decoder_forward (default: the family's, with the
+// preset's name after it unless tiny).
+void check_family(const std::string& family, const std::string& dtype = "bf16", const std::string& preset = "tiny",
+                  std::string reference = {}) {
     TempDir dir;
     auto synth = run_moequant({"synth", "--family", family, "--dtype", dtype, "--preset", preset, "--out", (dir / "m").string()});
     BOOST_REQUIRE_MESSAGE(synth.exit_code == 0, synth.err);
-    const std::string reference = family + (preset == "tiny" ? "" : "_" + preset) + ".safetensors";
-    const SafetensorsFile want = SafetensorsFile::open(fs::path(MOEQUANT_SOURCE_DIR) / "tests/data/decoder_forward" / reference);
+    if (reference.empty()) reference = family + (preset == "tiny" ? "" : "_" + preset);
+    const SafetensorsFile want =
+        SafetensorsFile::open(fs::path(MOEQUANT_SOURCE_DIR) / "tests/data/decoder_forward" / (reference + ".safetensors"));
 
-    const std::string plugin = family == "kimi_k2" || family == "kimi_k25" || family == "deepseek_v32" ? "deepseek_v3"
-                               : family == "qwen3_5_moe"                                           ? "qwen3_next"
-                                                                                                   : family;
+    const std::string plugin = plugin_of(family);
     Registry registry;
     registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-adapter-" + plugin + ".so"), PluginOrigin::explicit_file);
     for (const char* encoding : {"float", "fp8"})
@@ -119,5 +127,12 @@ BOOST_AUTO_TEST_CASE(minimax_m2_fp8_layers_match_the_reference) { check_family("
 // Qwen3.5-MoE: Qwen3-Next's layers with the split in_proj_qkv / z / b / a projections, rope from
 // rope_parameters, the always-renormalized router, experts fused in layout A (synth's BF16 default).
 BOOST_AUTO_TEST_CASE(qwen3_5_moe_fused_layers_match_the_reference) { check_family("qwen3_5_moe"); }
+
+// GLM-5: V3.2's MLA with v_head_dim != qk_nope_head_dim, rope_parameters' theta without YaRN,
+// one expert group, mlp_layer_types; a "shared" indexer layer (no indexer tensors).
+BOOST_AUTO_TEST_CASE(glm_moe_dsa_layers_match_the_reference) { check_family("glm_moe_dsa"); }
+
+// GLM-5-FP8: the same forward on block-128 FP8 weights dequantized on the fly.
+BOOST_AUTO_TEST_CASE(glm_moe_dsa_fp8_layers_match_the_reference) { check_family("glm_moe_dsa", "fp8", "tiny", "glm_moe_dsa_fp8"); }
 
 BOOST_AUTO_TEST_SUITE_END()

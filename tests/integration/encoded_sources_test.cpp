@@ -207,6 +207,7 @@ BOOST_AUTO_TEST_CASE(encoded_checkpoints_convert_like_their_reference_decoded_bf
         {"qwen3_moe", "gptq", "gptq"},
         {"deepseek_v4", "mxfp4", "mxfp4", {}, false},
         {"qwen3_5_moe", "fp8", "fp8"},
+        {"glm_moe_dsa", "fp8", "fp8", "48"},
     };
     for (const auto& c : cases) {
         BOOST_TEST_CONTEXT(c.family << " " << c.dtype) {

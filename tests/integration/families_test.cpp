@@ -37,10 +37,14 @@ struct Naming {
     std::string router_bias = "mlp.gate.e_score_correction_bias";
 };
 
-// The families whose rules are DeepSeek-V3's (model-families.md §5.1, model-families-2026.md §3.1, §3.2).
+// The families whose rules are DeepSeek-V3's (model-families.md §5.1, model-families-2026.md §3.1, §3.2, §3.4).
 bool deepseek_like(const std::string& family) {
-    return family == "deepseek_v3" || family == "kimi_k2" || family == "deepseek_v32" || family == "kimi_k25";
+    return family == "deepseek_v3" || family == "kimi_k2" || family == "deepseek_v32" || family == "kimi_k25" ||
+           family == "glm_moe_dsa";
 }
+
+// DeepSeek-V3.2 and GLM-5: a lightning indexer beside MLA (model-families-2026.md §3.1, §3.4).
+bool sparse_attention(const std::string& family) { return family == "deepseek_v32" || family == "glm_moe_dsa"; }
 
 Naming naming_for(const Case& c) {
     if (c.family == "mixtral" && c.layout == "mistral-native") return {"layers.", "experts", {"w1", "w3", "w2"}, "gate.weight"};
@@ -71,6 +75,9 @@ std::vector<std::int64_t> expected_moe_layers(const std::string& family, const j
     for (std::int64_t l = 0; l < n; ++l) {
         bool moe = true;
         if (deepseek_like(family) || family == "glm4_moe") moe = l >= get(cfg, "first_k_dense_replace");
+        // GLM-5 (GlmMoeDsaConfig): mlp_layer_types decides where present.
+        if (family == "glm_moe_dsa" && cfg.contains("mlp_layer_types"))
+            moe = cfg.at("mlp_layer_types").as_array().at(static_cast<std::size_t>(l)).as_string() == "sparse";
         if (family == "qwen3_next" || family == "qwen3_moe" || family == "qwen3_vl_moe") {
             for (const auto& v : cfg.at("mlp_only_layers").as_array())
                 if (v.to_number<std::int64_t>() == l) moe = false;
@@ -290,7 +297,12 @@ void check_family(const Case& c) {
             }
         }
         if (c.family == "kimi_k2" || c.family == "kimi_k25") BOOST_TEST(role(lp + "self_attn.rotary_emb.inv_freq") == "skipped_buffer");
-        if (c.family == "deepseek_v32") {  // the indexer (model-families-2026.md §3.1): copied beside attention
+        // GLM-5.2's "shared" indexer layers reuse an earlier layer's top-k and have no indexer.
+        const auto* indexer_types = cfg.if_contains("indexer_types");
+        const bool shared_indexer = indexer_types && indexer_types->as_array().at(static_cast<std::size_t>(l)).as_string() == "shared";
+        if (shared_indexer)
+            for (const auto& [name, r] : roles) BOOST_TEST(name.rfind(lp + "self_attn.indexer.", 0) != 0, name);
+        if (sparse_attention(c.family) && !shared_indexer) {  // the indexer (§3.1, §3.4): copied beside attention
             const std::string x = lp + "self_attn.indexer.";
             const std::int64_t heads = get(cfg, "index_n_heads"), dim = get(cfg, "index_head_dim");
             BOOST_TEST(shape(x + "wq_b.weight") == std::vector<std::int64_t>({heads * dim, get(cfg, "q_lora_rank")}),
@@ -346,6 +358,25 @@ void check_family(const Case& c) {
         }
         BOOST_TEST(scales > 0u);
     }
+    if (c.family == "glm_moe_dsa") {  // model-families-2026.md §3.4: the keys GLM-5 ships
+        for (const char* key : {"index_n_heads", "index_head_dim", "index_topk", "rope_interleave", "indexer_rope_interleave",
+                                "mlp_layer_types", "num_nextn_predict_layers", "n_group", "topk_group", "routed_scaling_factor"})
+            BOOST_TEST(cfg.contains(key), key);
+        BOOST_TEST(config_doc.at("architectures").at(0).as_string() == "GlmMoeDsaForCausalLM");
+        BOOST_TEST(cfg.at("rope_interleave").as_bool());
+        BOOST_TEST(get(cfg, "num_nextn_predict_layers") == 1);
+        std::size_t shared = 0;
+        for (const auto& t : cfg.at("indexer_types").as_array()) shared += t.as_string() == "shared";
+        BOOST_TEST(shared > 0u);  // GLM-5.2's IndexShare is exercised
+        if (fp8) {  // GLM-5-FP8: block 128 without ue8m0; the indexer's score projection not converted
+            const auto& q = config_doc.at("quantization_config").as_object();
+            BOOST_TEST(!q.contains("scale_fmt"));
+            bool indexer_kept = false;
+            for (const auto& m : q.at("modules_to_not_convert").as_array())
+                indexer_kept = indexer_kept || std::string(m.as_string()).ends_with("self_attn.indexers_proj");
+            BOOST_TEST(indexer_kept);
+        }
+    }
     if (c.family == "kimi_k25") {  // model-families-2026.md §2.2, §3.2: a VLM around Kimi-K2
         BOOST_TEST(config_doc.at("model_type").as_string() == "kimi_k25");
         BOOST_TEST(cfg.at("model_type").as_string() == "kimi_k2");
@@ -389,7 +420,8 @@ void check_family(const Case& c) {
     }
     BOOST_TEST((vision > 0) == (c.family == "kimi_k25" || c.family == "qwen3_vl_moe" || qwen3_5));
     const bool has_mtp = c.family == "deepseek_v3" || c.family == "deepseek_v32" || c.family == "glm4_moe" ||
-                         c.family == "qwen3_next" || (minimax && get(cfg, "num_mtp_modules") > 0) || qwen3_5;
+                         c.family == "qwen3_next" || (minimax && get(cfg, "num_mtp_modules") > 0) || qwen3_5 ||
+                         c.family == "glm_moe_dsa";
     BOOST_TEST((mtp > 0) == has_mtp);
     BOOST_TEST(report.at("plan").at("role_counts").as_object().contains("skipped_mtp") == has_mtp);
 
@@ -441,6 +473,8 @@ const std::vector<Case> cases = {
     {"minimax_m2", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_5_moe", "bf16", "fused-linear", R"(model\.safetensors-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_5_moe", "fp8", "per-expert", R"(model\.safetensors-\d{5}-of-\d{5}\.safetensors)"},
+    {"glm_moe_dsa", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"glm_moe_dsa", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
 };
 
 }  // namespace

@@ -34,6 +34,7 @@ const std::vector<Source> sources = {
     {"mixtral", "bf16", "per-expert"},    {"minimax_m2", "fp8", "per-expert"},
     {"deepseek_v32", "fp8", "per-expert"}, {"kimi_k25", "int4-ct", "per-expert"},
     {"qwen3_5_moe", "bf16", "fused-linear"},
+    {"glm_moe_dsa", "fp8", "per-expert"},  // --sample-tokens 48 is within its index_topk (64)
 };
 
 void synth(const fs::path& out, const Source& s, const fs::path& activations) {
@@ -320,12 +321,12 @@ BOOST_AUTO_TEST_CASE(routed_only_without_a_router_is_refused_before_any_file) {
     BOOST_TEST(!fs::exists(dir / "o3"));
 }
 
-// DeepSeek-V3.2 calibrates on V3's dense MLA, which is its forward only while every sample has
-// at most index_topk tokens (model-families-2026.md §3.1): longer samples are refused with the
-// option to change, samples within the limit calibrate.
-BOOST_AUTO_TEST_CASE(deepseek_v32_calibration_is_refused_beyond_index_topk) {
+// DeepSeek-V3.2 and GLM-5 calibrate on V3's dense MLA, which is their forward only while every
+// sample has at most index_topk tokens (model-families-2026.md §3.1, §3.4): longer samples are
+// refused with the option to change and the family named, samples within the limit calibrate.
+static void expect_calibration_limited_to_index_topk(const std::string& family, const std::string& named) {
     TempDir dir;
-    auto made = run_moequant({"synth", "--family", "deepseek_v32", "--out", (dir / "src").string()});
+    auto made = run_moequant({"synth", "--family", family, "--out", (dir / "src").string()});
     BOOST_REQUIRE_MESSAGE(made.exit_code == 0, made.err);
     const auto config = json::parse(read_text(dir / "src" / "config.json")).as_object();
     const std::int64_t topk = config.at("index_topk").to_number<std::int64_t>();
@@ -336,6 +337,7 @@ BOOST_AUTO_TEST_CASE(deepseek_v32_calibration_is_refused_beyond_index_topk) {
     auto refused = calibrated(dir / "long", 4 * topk);
     BOOST_TEST(refused.exit_code == 3, refused.err);
     BOOST_TEST(contains(refused.err, "index_topk (" + std::to_string(topk) + ")"), refused.err);
+    BOOST_TEST(contains(refused.err, named + "'s sparse attention"), refused.err);
     BOOST_TEST(contains(refused.err, "--max_sequence_length " + std::to_string(topk)), refused.err);
     BOOST_TEST(!fs::exists(dir / "long" / "config.json"));
     auto within = calibrated(dir / "short", topk);
@@ -347,6 +349,29 @@ BOOST_AUTO_TEST_CASE(deepseek_v32_calibration_is_refused_beyond_index_topk) {
     BOOST_TEST(recorded.exit_code == 3, recorded.err);
     BOOST_TEST(contains(recorded.err, "index_topk"), recorded.err);
     BOOST_TEST(!fs::exists(dir / "act.safetensors"));
+}
+
+BOOST_AUTO_TEST_CASE(deepseek_v32_calibration_is_refused_beyond_index_topk) {
+    expect_calibration_limited_to_index_topk("deepseek_v32", "DeepSeek-V3.2");
+}
+
+BOOST_AUTO_TEST_CASE(glm_moe_dsa_calibration_is_refused_beyond_index_topk) {
+    expect_calibration_limited_to_index_topk("glm_moe_dsa", "GLM-5");
+}
+
+// GLM-5's attention rotates interleaved pairs whatever the config says (transformers
+// GlmMoeDsaAttention); a config claiming rotate-half is refused rather than run either way.
+BOOST_AUTO_TEST_CASE(glm_moe_dsa_rotate_half_rope_is_refused) {
+    TempDir dir;
+    auto made = run_moequant({"synth", "--family", "glm_moe_dsa", "--out", (dir / "good").string()});
+    BOOST_REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+    rewrite(dir / "good", dir / "src", [](const std::string&, auto&) { return true; },
+            [](json::object& c) { c["rope_interleave"] = false; });
+    auto r = run_gptq(dir / "src", dir / "o", {"--dataset", "embedded", "--max_sequence_length", "32"});
+    BOOST_TEST(r.exit_code == 3, r.err);
+    BOOST_TEST(contains(r.err, "config.json"), r.err);
+    BOOST_TEST(contains(r.err, "'rope_interleave' is false"), r.err);
+    BOOST_TEST(!fs::exists(dir / "o" / "config.json"));
 }
 
 BOOST_AUTO_TEST_CASE(bad_calibration_and_requests_fail_with_one_clear_line) {

@@ -129,7 +129,7 @@ BOOST_AUTO_TEST_CASE(unknown_model_type_lists_the_installed_adapters_and_family_
     synth(dir / "good", "deepseek_v3", "bf16");
     rewrite(dir / "good", dir / "odd", [](const std::string&, auto&) { return true; },
             [](json::object& c) { c["model_type"] = "deepseek_v9_custom"; });
-    expect_plan_error(dir / "odd", {"deepseek_v9_custom", "UnknownFamily", "deepseek_v3 (deepseek_v3, kimi_k2, deepseek_v32, kimi_k25)",
+    expect_plan_error(dir / "odd", {"deepseek_v9_custom", "UnknownFamily", "deepseek_v3 (deepseek_v3, kimi_k2, deepseek_v32, kimi_k25, glm_moe_dsa)",
                                     "mixtral (mixtral)", "--family"});
     auto overridden = run_moequant({"inspect", "--family", "deepseek_v3", (dir / "odd").string()});
     BOOST_TEST(overridden.exit_code == 0, overridden.err);
@@ -222,6 +222,28 @@ BOOST_AUTO_TEST_CASE(qwen3_5_moe_fused_shapes_and_text_config) {
             BOOST_TEST(r.err.find(part) != std::string::npos, "missing '" << part << "' in: " << r.err);
         fs::remove_all(dir / "forward");
     }
+}
+
+// GLM-5: mlp_layer_types decides the MoE layers in transformers, first_k_dense_replace in older
+// readers; a config where they disagree, or a list of the wrong length, is refused by name.
+BOOST_AUTO_TEST_CASE(glm_moe_dsa_mlp_layer_types_must_agree_with_first_k_dense_replace) {
+    TempDir dir;
+    synth(dir / "good", "glm_moe_dsa", "bf16");
+    rewrite(dir / "good", dir / "disagree", [](const std::string&, auto&) { return true; },
+            [](json::object& c) { c["mlp_layer_types"] = json::array{"dense", "dense", "sparse"}; });
+    expect_plan_error(dir / "disagree", {"config.json", "'mlp_layer_types' makes layer 1 dense", "first_k_dense_replace (1)",
+                                         "InvalidConfig"});
+    rewrite(dir / "good", dir / "short", [](const std::string&, auto&) { return true; },
+            [](json::object& c) { c["mlp_layer_types"] = json::array{"dense", "sparse"}; });
+    expect_plan_error(dir / "short", {"config.json", "'mlp_layer_types'", "3 layers (num_hidden_layers)", "InvalidConfig"});
+}
+
+BOOST_AUTO_TEST_CASE(glm_moe_dsa_missing_expert_is_named) {
+    TempDir dir;
+    synth(dir / "good", "glm_moe_dsa", "fp8");
+    const std::string gone = "model.layers.2.mlp.experts.7.down_proj.weight";
+    rewrite(dir / "good", dir / "bad", [&](const std::string& name, auto&) { return name.rfind(gone, 0) != 0; });
+    expect_plan_error(dir / "bad", {gone, "MissingTensor", "8 experts"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -30,6 +30,7 @@ const std::vector<Family> families = {
     {"deepseek_v3", "fp8"},  {"kimi_k2", "fp8"},     {"minimax_m2", "fp8"},     {"kimi_k25", "int4-ct"},
     {"deepseek_v32", "fp8", {"--max_sequence_length", "64"}},
     {"qwen3_5_moe", "bf16"},
+    {"glm_moe_dsa", "bf16", {"--max_sequence_length", "48"}},
 };
 
 std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {

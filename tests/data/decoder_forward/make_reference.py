@@ -14,7 +14,10 @@ indexer is unread; Kimi-K2.5's language model is Kimi-K2's, read from text_confi
 language_model. tensors, the vision tower unread; qwen3_5_moe with --dtype bf16, whose experts synth
 stores fused in layout A: Qwen3-Next's layers with separate in_proj_qkv / in_proj_z / in_proj_b /
 in_proj_a, read from text_config and the model.language_model. tensors, rope settings from
-rope_parameters (text-only positions: the three M-RoPE streams are equal, plain RoPE))
+rope_parameters (text-only positions: the three M-RoPE streams are equal, plain RoPE);
+glm_moe_dsa (GLM-5) twice, from --dtype bf16 into
+glm_moe_dsa.safetensors and from --dtype fp8 into glm_moe_dsa_fp8.safetensors: V3.2's dense MLA with
+GLM's sizes, rope_parameters without scaling, mlp_layer_types, samples within index_topk as well)
 
 Run once by hand with Debian's python3-torch; CI only reads the output file."""
 import json
@@ -64,6 +67,8 @@ FAMILIES = {
                  "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "n_routed_experts",
                  "sigmoid": True, "bias": True, "shared": "mlp.shared_experts."},
 }
+# GLM-5 (GlmMoeDsaAttention, DeepseekV3MoE): DeepSeek-V3.2's forward, which is V3's within index_topk.
+FAMILIES["glm_moe_dsa"] = FAMILIES["deepseek_v3"]
 
 
 def read_safetensors(path):
@@ -284,6 +289,15 @@ def yarn(c, dim):  # transformers' _compute_yarn_parameters; returns inv_freq an
     return interpolation * (1 - keep) + extrapolation * keep, attention_factor
 
 
+def rope_scaling(c):  # rope_scaling, or transformers 5's rope_parameters unless its type is "default"
+    rs = c.get("rope_scaling") or c.get("rope_parameters")
+    return rs if rs and rs.get("rope_type", rs.get("type")) != "default" else None
+
+
+def rope_theta(c):
+    return c.get("rope_theta") or (c.get("rope_parameters") or {}).get("rope_theta", 10000.0)
+
+
 def mla(c, w, p, x):  # DeepseekV3Attention, one sample
     n, heads = x.shape[0], c["num_attention_heads"]
     nope, rope, vd, eps = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["rms_norm_eps"]
@@ -296,7 +310,10 @@ def mla(c, w, p, x):  # DeepseekV3Attention, one sample
     kv = (rms_norm(k_pass, w[a + "kv_a_layernorm.weight"], eps) @ w[a + "kv_b_proj.weight"].T).view(n, heads, nope + vd).transpose(0, 1)
     k_pass, value = kv[..., :nope], kv[..., nope:]
     k_rot = k_rot.view(1, n, rope)
-    inv_freq, attention_factor = yarn(c, rope)
+    if rope_scaling(c):
+        inv_freq, attention_factor = yarn(dict(c, rope_scaling=rope_scaling(c), rope_theta=rope_theta(c)), rope)
+    else:  # the default rotary initialisation
+        inv_freq, attention_factor = 1.0 / (rope_theta(c) ** (torch.arange(0, rope, 2).float() / rope)), 1.0
     freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos() * attention_factor, emb.sin() * attention_factor
@@ -309,9 +326,9 @@ def mla(c, w, p, x):  # DeepseekV3Attention, one sample
     q_rot, k_rot = interleave(q_rot), interleave(k_rot).expand(heads, n, rope)
     query, key = torch.cat((q_pass, q_rot), dim=-1), torch.cat((k_pass, k_rot), dim=-1)
     scale = (nope + rope) ** -0.5
-    ms = c["rope_scaling"].get("mscale_all_dim", 0)
+    ms = (rope_scaling(c) or {}).get("mscale_all_dim", 0)
     if ms:
-        m = 0.1 * ms * math.log(c["rope_scaling"]["factor"]) + 1.0
+        m = 0.1 * ms * math.log(rope_scaling(c)["factor"]) + 1.0
         scale = scale * m * m
     scores = query @ key.transpose(1, 2) * scale + torch.full((n, n), float("-inf")).triu(1)
     out = (torch.softmax(scores, dim=-1, dtype=torch.float32) @ value).transpose(0, 1).reshape(n, heads * vd)
@@ -385,7 +402,9 @@ def main(family, model_dir, output):
             start += len(s)
         h = x + torch.cat(parts)
         mlp_input = norm(h, w[p + "post_attention_layernorm.weight"], eps)
-        if layer < c.get("first_k_dense_replace", 0):  # a dense layer
+        types = c.get("mlp_layer_types")  # GLM-5: the list decides; elsewhere first_k_dense_replace
+        dense = types[layer] == "dense" if types else layer < c.get("first_k_dense_replace", 0)
+        if dense:
             x = h + swiglu(w, p + "mlp.", mlp_input)
         else:
             y, experts, weights = moe(f, c, w, p, mlp_input)
