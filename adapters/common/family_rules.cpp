@@ -56,12 +56,8 @@ ChatTemplate chatml_template() {
 }
 
 ChatTemplate glm_chat_template() {
-    ChatTemplate t;
-    t.begin = "[gMASK]<sop>";
-    t.system = {"<|system|>\n", ""};
-    t.user = {"<|user|>\n", ""};
-    t.assistant = {"<|assistant|>\n", ""};
-    return t;
+    return {.begin = "[gMASK]<sop>", .system = {"<|system|>\n", ""}, .user = {"<|user|>\n", ""},
+            .assistant = {"<|assistant|>\n", ""}};
 }
 
 RouterSpec softmax_router(const ModelConfig& config, std::int64_t top_k, bool normalize) {
