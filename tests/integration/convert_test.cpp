@@ -168,6 +168,12 @@ void check_family(const Family& f) {
                 const fs::path merged = dir / (method + std::to_string(parts) + "m"), tree = dir / (method + std::to_string(parts) + "t");
                 run_convert(dir / "src", merged, method, parts, false);
                 run_convert(dir / "src", tree, method, parts, true);
+                // verify reads each layout back (INT4's tree, INT8 merged; the bytes are checked below).
+                const fs::path checked = method == "int4" ? tree : merged;
+                if (parts == (method == "int4" ? 1 : 2)) {
+                    auto v = run_moequant({"verify", "--source", (dir / "src").string(), "--converted", checked.string(), "--quiet"});
+                    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+                }
                 Checkpoint out = Checkpoint::open(merged);
                 const std::string prefix = method == "int4" ? "INT4" : "INT8";
                 for (const auto& l : inspected.at("moe_layers").as_array()) {

@@ -467,6 +467,7 @@ const std::vector<Case> cases = {
     {"qwen3_moe", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_moe", "bf16", "fused-bmm", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_vl_moe", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"glm4_moe", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"glm4_moe", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"glm4_moe", "fp8-channel", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"minimax_m2", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
