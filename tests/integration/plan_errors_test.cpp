@@ -212,9 +212,10 @@ BOOST_AUTO_TEST_CASE(qwen3_5_moe_fused_shapes_and_text_config) {
         {"layer_types lists 3 layers", [](json::object& t) { t.at("layer_types").as_array().pop_back(); }},
         {"rope_type 'yarn'", [](json::object& t) { t.at("rope_parameters").as_object()["rope_type"] = "yarn"; }},
     };
-    for (const auto& [message, edit] : edits) {
+    for (const auto& [message, edit_text_config] : edits) {
+        const auto& edit = edit_text_config;  // clang 14 cannot capture a structured binding
         rewrite(dir / "good", dir / "forward", [](const std::string&, auto&) { return true; },
-                [&](json::object& c) { edit(c.at("text_config").as_object()); });
+                [&edit](json::object& c) { edit(c.at("text_config").as_object()); });
         auto r = run_moequant({"record", "--model_id", (dir / "forward").string(), "--dataset", "embedded", "--output",
                                (dir / "acts.safetensors").string(), "--quiet"});
         BOOST_TEST(r.exit_code == 3, r.err);
