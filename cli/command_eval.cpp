@@ -51,56 +51,40 @@ void print_text(const EvaluationReport& r, const std::string& what) {
 }  // namespace
 
 int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string input, dataset, cpu_weights, gpu_weights, family;
-    std::int64_t samples = 512, max_length = 2048;
-    std::uint64_t seed = 42;
+    std::string input, cpu_weights, gpu_weights;
+    bool as_json = false;
     double max_memory_gb = 0;
-    std::size_t threads = 0;
-    bool as_json = false, quiet = false, help = false;
+    TextCalibrationOptions text;
     po::options_description options("Options");
+    add_text_dataset_options(options, input, text);
     options.add_options()
-        ("model_id", po::value(&input)->value_name("PATH"), "the source model folder (with tokenizer.json)")
-        ("input-path,i", po::value(&input)->value_name("PATH"), "same as --model_id")
-        ("dataset", po::value(&dataset)->value_name("FILE|embedded"),
-         "a JSONL file of {\"text\"} or {\"messages\"} rows, or 'embedded' (a short public-domain text)")
         ("cpu-weights", po::value(&cpu_weights)->value_name("KT_OUT"),
          "a convert output (kt-safetensors or kt tree) of the source: its experts, dequantized")
         ("gpu-weights", po::value(&gpu_weights)->value_name("CT_OUT"),
          "a gptq output (compressed-tensors) of the source: its experts, dequantized")
-        ("num_calibration_samples", po::value(&samples)->default_value(512), "rows to use")
-        ("max_sequence_length", po::value(&max_length)->default_value(2048), "tokens per row at most")
-        ("random_seed", po::value(&seed)->default_value(42), "shuffles the rows")
         ("max-memory", po::value(&max_memory_gb)->value_name("GB"),
          "bound both models' hidden states in memory (beyond, mapped scratch files) and run the samples in batches that fit")
-        ("json", po::bool_switch(&as_json), "print the numbers as one JSON object")
-        ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
-        ("threads", po::value(&threads), "worker threads (default: all cores)")
-        ("quiet,q", po::bool_switch(&quiet), "no progress output")
-        ("help,h", po::bool_switch(&help), "show this help");
-    options.add(global_option_group(globals));
-    require_positive(parse_command_line(args, options, {}),
-                     {"threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
-    if (help) {
-        print_command_help(
-            "moequant eval --model_id MODEL --dataset FILE|embedded [--cpu-weights KT_OUT | --gpu-weights CT_OUT]",
-            "Runs the model (float32, on the CPU) to its logits twice on the tokenized dataset: with the\n"
-            "source's routed experts, and with the quantized ones of the output (dequantized). Prints the\n"
-            "perplexity of both, KL(source || quantized) of the next-token distributions (mean and 99th\n"
-            "percentile), top-1 agreement, and each MoE layer's relative output error on the source's\n"
-            "inputs to it. Without an output the quantized model is the source: KL 0. Reads only.",
-            options);
-        return 0;
-    }
-    if (input.empty()) throw_usage_error("eval needs --model_id", {.hint = "moequant eval --help"});
-    if (dataset.empty()) throw_usage_error("eval needs --dataset FILE (or --dataset embedded)");
+        ("json", po::bool_switch(&as_json), "print the numbers as one JSON object");
+    const std::optional<RunOptions> parsed = parse_text_run_command(
+        args, options, globals,
+        "moequant eval --model_id MODEL --dataset FILE|embedded [--cpu-weights KT_OUT | --gpu-weights CT_OUT]",
+        "Runs the model (float32, on the CPU) to its logits twice on the tokenized dataset: with the\n"
+        "source's routed experts, and with the quantized ones of the output (dequantized). Prints the\n"
+        "perplexity of both, KL(source || quantized) of the next-token distributions (mean and 99th\n"
+        "percentile), top-1 agreement, and each MoE layer's relative output error on the source's\n"
+        "inputs to it. Without an output the quantized model is the source: KL 0. Reads only.");
+    if (!parsed) return 0;
+    const RunOptions& common = *parsed;
+    if (input.empty() || text.dataset.empty())
+        throw_usage_error("eval needs --model_id and --dataset FILE (or --dataset embedded)", {.hint = "moequant eval --help"});
     if (!cpu_weights.empty() && !gpu_weights.empty())
         throw_usage_error("--cpu-weights with --gpu-weights is the hybrid model, whose expert placement eval does not implement yet",
                           {.code = "NotImplemented", .hint = "evaluate each output alone"});
-    if (threads > 0) set_max_threads(threads);
+    if (common.threads > 0) set_max_threads(common.threads);
 
     Registry registry;
     load_plugins(registry, globals);
-    const PlannedSource source = open_planned_source(registry, input, family);
+    const PlannedSource source = open_planned_source(registry, input, common.family);
     // Every check of the inputs before any forward work.
     const std::string output = cpu_weights.empty() ? gpu_weights : cpu_weights;
     std::optional<QuantizedExperts> quantized;
@@ -113,7 +97,7 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
         throw Error(e.kind(), "family '" + source.plan.family + "' has no decoder forward: eval cannot run it",
                     {.file = source.config.source(), .code = "NoForward"});
     }
-    CalibrationSamples tokenized = load_text_calibration(registry, source, {dataset, {samples, max_length, seed}});
+    CalibrationSamples tokenized = load_text_calibration(registry, source, text);
 
     ScratchFolder scratch;
     EvaluationJob job{.forward = forward.get(), .source = &source.checkpoint, .plan = &source.plan,
@@ -123,8 +107,8 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     SilentProgress silent;
     const std::string what = quantized ? source.plan.family + " with the " + quantized->quantizer() + " experts of " + output
                                        : source.plan.family + " against itself";
-    if (!quiet) progress.note("eval: " + what + ", " + std::to_string(job.samples.size()) + " sample(s) of " + dataset);
-    const EvaluationReport report = run_evaluation(job, quiet ? static_cast<ProgressSink&>(silent) : progress);
+    if (!common.quiet) progress.note("eval: " + what + ", " + std::to_string(job.samples.size()) + " sample(s) of " + text.dataset);
+    const EvaluationReport report = run_evaluation(job, common.quiet ? static_cast<ProgressSink&>(silent) : progress);
     if (as_json) print_json(report);
     else print_text(report, what);
     return 0;
