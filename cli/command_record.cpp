@@ -26,50 +26,34 @@ namespace moequant::cli {
 namespace po = boost::program_options;
 
 int run_record_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string input, dataset, output, family;
-    std::int64_t samples = 512, max_length = 2048;
-    std::uint64_t seed = 42;
+    std::string input, output;
+    TextCalibrationOptions text;
     double max_memory_gb = 0;
-    std::size_t threads = 0;
-    bool quiet = false, help = false, overwrite = false;
+    bool overwrite = false;
     po::options_description options("Options");
+    add_text_dataset_options(options, input, text);
     options.add_options()
-        ("model_id", po::value(&input)->value_name("PATH"), "model folder (with tokenizer.json)")
-        ("input-path,i", po::value(&input)->value_name("PATH"), "same as --model_id")
-        ("dataset", po::value(&dataset)->value_name("FILE|embedded"),
-         "a JSONL file of {\"text\"} or {\"messages\"} rows, or 'embedded' (a short public-domain text)")
         ("output,o", po::value(&output)->value_name("FILE"), "the recorded activations to write (safetensors)")
         ("overwrite", po::bool_switch(&overwrite), "replace an existing --output file")
-        ("num_calibration_samples", po::value(&samples)->default_value(512), "rows to use")
-        ("max_sequence_length", po::value(&max_length)->default_value(2048), "tokens per row at most")
-        ("random_seed", po::value(&seed)->default_value(42), "shuffles the rows")
         ("max-memory", po::value(&max_memory_gb)->value_name("GB"),
-         "bound the hidden states in memory (beyond, a mapped scratch file) and run the samples in batches that fit")
-        ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
-        ("threads", po::value(&threads), "worker threads (default: all cores)")
-        ("quiet,q", po::bool_switch(&quiet), "no progress output")
-        ("help,h", po::bool_switch(&help), "show this help");
-    options.add(global_option_group(globals));
-    require_positive(parse_command_line(args, options, {}),
-                     {"threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
-    if (help) {
-        print_command_help(
-            "moequant record --model_id MODEL --dataset FILE|embedded --output ACTIVATIONS.safetensors",
-            "Runs the model (its own weights, float32, on the CPU) on the tokenized dataset and writes the\n"
-            "hidden states entering every MoE block, with the samples' lengths, as recorded activations.",
-            options);
-        return 0;
-    }
+         "bound the hidden states in memory (beyond, a mapped scratch file) and run the samples in batches that fit");
+    const std::optional<RunOptions> parsed = parse_text_run_command(
+        args, options, globals,
+        "moequant record --model_id MODEL --dataset FILE|embedded --output ACTIVATIONS.safetensors",
+        "Runs the model (its own weights, float32, on the CPU) on the tokenized dataset and writes the\n"
+        "hidden states entering every MoE block, with the samples' lengths, as recorded activations.");
+    if (!parsed) return 0;
+    const RunOptions& common = *parsed;
     if (input.empty()) throw_usage_error("record needs --model_id", {.hint = "moequant record --help"});
-    if (dataset.empty()) throw_usage_error("record needs --dataset FILE (or --dataset embedded)");
+    if (text.dataset.empty()) throw_usage_error("record needs --dataset FILE (or --dataset embedded)");
     if (output.empty()) throw_usage_error("record needs --output FILE");
-    if (threads > 0) set_max_threads(threads);
+    if (common.threads > 0) set_max_threads(common.threads);
 
     Registry registry;
     load_plugins(registry, globals);
-    const PlannedSource source = open_planned_source(registry, input, family);
-    check_output_file(output, {.folders = {source.checkpoint.directory()}, .files = dataset_files(dataset)}, overwrite);
-    CalibrationSamples tokenized = load_text_calibration(registry, source, {dataset, {samples, max_length, seed}});
+    const PlannedSource source = open_planned_source(registry, input, common.family);
+    check_output_file(output, {.folders = {source.checkpoint.directory()}, .files = dataset_files(text.dataset)}, overwrite);
+    CalibrationSamples tokenized = load_text_calibration(registry, source, text);
     const auto forward = source_decoder_forward(registry, source, source.plan);
     ScratchFolder scratch;
     SequentialCalibration run(*forward, source.plan, std::move(tokenized.samples), scratch.path(), output, false,
@@ -78,7 +62,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     for (const auto& layer : source.plan.moe_layers) {
         run.layer_inputs(layer.layer);
         run.finish_layer(layer.layer, {});
-        if (!quiet) std::cerr << "layer " << layer.layer << " recorded (" << ++done << "/" << source.plan.moe_layers.size() << ")\n";
+        if (!common.quiet) std::cerr << "layer " << layer.layer << " recorded (" << ++done << "/" << source.plan.moe_layers.size() << ")\n";
     }
     run.finish();
     std::cout << "recorded " << source.plan.moe_layers.size() << " MoE layer(s) of " << source.plan.family << ": "

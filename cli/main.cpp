@@ -35,6 +35,8 @@ const Command commands[] = {
      &moequant::cli::run_record_command},
     {"plan", "place the most used routed experts on the GPU from recorded MoE inputs (--num-gpu-experts)",
      &moequant::cli::run_plan_command},
+    {"eval", "measure a conversion end to end: perplexity and KL of the quantized model against the source",
+     &moequant::cli::run_eval_command},
     {"verify", "check a converted output against its source (--source, --converted), or compare two outputs",
      &moequant::cli::run_verify_command},
 };

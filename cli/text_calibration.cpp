@@ -1,4 +1,5 @@
 #include "text_calibration.hpp"
+#include "option_values.hpp"
 
 #include <moequant/decoder_forward.hpp>
 #include <moequant/engine/tokenizer.hpp>
@@ -40,6 +41,39 @@ CalibrationSamples load_text_calibration(const Registry& registry, const Planned
         return tokenize_calibration_texts(embedded_calibration_paragraphs(), tokenizer, options.selection);
     const ChatTemplate chat = source_adapter(registry, source).chat_template(source.config);
     return load_calibration_dataset(options.dataset, tokenizer, chat, options.selection);
+}
+
+void add_text_dataset_options(boost::program_options::options_description& description, std::string& model,
+                              TextCalibrationOptions& options) {
+    namespace po = boost::program_options;
+    DatasetSelection& s = options.selection;
+    description.add_options()
+        ("model_id", po::value(&model)->value_name("PATH"), "model folder (with tokenizer.json)")
+        ("input-path,i", po::value(&model)->value_name("PATH"), "same as --model_id")
+        ("dataset", po::value(&options.dataset)->value_name("FILE|embedded"),
+         "a JSONL file of {\"text\"} or {\"messages\"} rows, or 'embedded' (a short public-domain text)")
+        ("num_calibration_samples", po::value(&s.num_samples)->default_value(s.num_samples), "rows to use")
+        ("max_sequence_length", po::value(&s.max_sequence_length)->default_value(s.max_sequence_length), "tokens per row at most")
+        ("random_seed", po::value(&s.seed)->default_value(s.seed), "shuffles the rows");
+}
+
+std::optional<RunOptions> parse_text_run_command(const std::vector<std::string>& args,
+                                                 boost::program_options::options_description& description,
+                                                 GlobalOptions& globals, const char* usage, const char* summary) {
+    namespace po = boost::program_options;
+    RunOptions run;
+    bool help = false;
+    description.add_options()
+        ("family", po::value(&run.family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
+        ("threads", po::value(&run.threads), "worker threads (default: all cores)")
+        ("quiet,q", po::bool_switch(&run.quiet), "no progress output")
+        ("help,h", po::bool_switch(&help), "show this help");
+    description.add(global_option_group(globals));
+    require_positive(parse_command_line(args, description, {}),
+                     {"threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
+    if (!help) return run;
+    print_command_help(usage, summary, description);
+    return std::nullopt;
 }
 
 std::vector<fs::path> dataset_files(const std::string& dataset) {

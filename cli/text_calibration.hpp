@@ -4,11 +4,15 @@
 #pragma once
 
 #include "family_selection.hpp"
+#include "global_options.hpp"
 
 #include <moequant/engine/calibration_dataset.hpp>
 #include <moequant/engine/plugin_registry.hpp>
 
+#include <boost/program_options.hpp>
+
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +22,24 @@ struct TextCalibrationOptions {
     std::string dataset;             // "embedded" or a JSONL path
     DatasetSelection selection;
 };
+
+// The opening options of the commands that run the model on a dataset (record, eval):
+// --model_id (-i) into `model`, then --dataset, --num_calibration_samples,
+// --max_sequence_length and --random_seed into `options`.
+void add_text_dataset_options(boost::program_options::options_description& description, std::string& model,
+                              TextCalibrationOptions& options);
+
+// The closing options of those commands (--family, --threads, -q, -h, then the plugin
+// options), and their parsing with the counts and sizes required positive. nullopt when -h
+// asked for the help, which it printed (`usage`, `summary`).
+struct RunOptions {
+    std::string family;
+    std::size_t threads = 0;
+    bool quiet = false;
+};
+std::optional<RunOptions> parse_text_run_command(const std::vector<std::string>& args,
+                                                 boost::program_options::options_description& description,
+                                                 GlobalOptions& globals, const char* usage, const char* summary);
 
 // Error(input) when the model folder has no tokenizer.json, or the dataset is bad.
 CalibrationSamples load_text_calibration(const Registry& registry, const PlannedSource& source,

@@ -60,7 +60,7 @@ GqaAttentionSpec gqa_attention_from_config(const ModelConfig& config) {
 std::unique_ptr<DecoderForward> make_gqa_decoder(DecoderSpec spec, GqaAttentionSpec attention, const Checkpoint& checkpoint,
                                                  const ModelPlan& plan) {
     auto a = std::make_shared<const GqaAttentionSpec>(std::move(attention));
-    return make_prenorm_decoder(std::move(spec), checkpoint, [a, &checkpoint, &plan](const DecoderSpec& s, std::int64_t index) {
+    return make_prenorm_decoder(std::move(spec), checkpoint, plan, [a, &checkpoint, &plan](const DecoderSpec& s, std::int64_t index) {
         return std::make_unique<GqaLayer>(s, *a, checkpoint, plan, index);
     });
 }

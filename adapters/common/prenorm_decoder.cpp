@@ -4,6 +4,7 @@
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -23,8 +24,8 @@ void add(std::vector<float>& x, const std::vector<float>& y) {
 
 class PreNormDecoder final : public DecoderForward {
 public:
-    PreNormDecoder(DecoderSpec spec, const Checkpoint& checkpoint, LayerFactory make_layer)
-        : spec_(std::move(spec)), checkpoint_(checkpoint), make_layer_(std::move(make_layer)) {}
+    PreNormDecoder(DecoderSpec spec, const Checkpoint& checkpoint, const ModelPlan& plan, LayerFactory make_layer)
+        : spec_(std::move(spec)), checkpoint_(checkpoint), make_layer_(std::move(make_layer)), head_(head_name(plan)) {}
 
     std::vector<float> embed(std::span<const std::int32_t> ids) const override {
         const EncodedWeight& table = checkpoint_.weight(spec_.embed);
@@ -46,10 +47,52 @@ public:
 
     std::unique_ptr<DecoderLayerForward> layer(std::int64_t index) const override { return make_layer_(spec_, index); }
 
+    std::vector<float> logits(std::span<const float> hidden) const override {
+        const std::int64_t h = spec_.hidden, rows = static_cast<std::int64_t>(hidden.size()) / h;
+        if (head_.empty())
+            throw Error(ErrorKind::input, "no lm_head in the checkpoint and tie_word_embeddings is not set",
+                        {.file = checkpoint_.directory().string(), .code = "MissingTensor"});
+        const EncodedWeight& head = checkpoint_.weight(head_);
+        if (head.shape.size() != 2 || head.shape[1] != h)
+            throw Error(ErrorKind::input, "is not [vocab, hidden_size]", {.tensor = head_, .code = "ShapeMismatch"});
+        const std::vector<float> norm = load_f32(checkpoint_, spec_.final_norm, {h});
+        std::vector<float> normed(hidden.size());
+        rms_norm(hidden.data(), rows, h, norm.data(), spec_.eps, spec_.zero_centred_norms, normed.data());
+        // The head is decoded a block of vocabulary rows at a time: as float32 a real model's
+        // head is gigabytes, and each call multiplies only a few rows of hidden states.
+        const std::int64_t vocab = head.shape[0], block = 4096;
+        std::vector<float> out(static_cast<std::size_t>(rows * vocab));
+        std::vector<float> w;
+        for (std::int64_t v0 = 0; v0 < vocab; v0 += block) {
+            const std::int64_t n = std::min(block, vocab - v0);
+            w.resize(static_cast<std::size_t>(n * h));
+            decode_weight(checkpoint_, head, {.row_begin = v0, .row_end = v0 + n, .col_end = h}, DecodeTarget::f32,
+                          std::as_writable_bytes(std::span<float>(w)));
+            const std::vector<float> y = linear(normed, rows, w, n, h);
+            for (std::int64_t r = 0; r < rows; ++r)
+                std::copy_n(y.data() + r * n, n, out.data() + r * vocab + v0);
+        }
+        return out;
+    }
+
 private:
     DecoderSpec spec_;
     const Checkpoint& checkpoint_;
     LayerFactory make_layer_;
+    std::string head_;
+
+    // The plan's lm_head weight (the language model's in a multimodal checkpoint), else the
+    // embedding table when tied; empty when neither.
+    std::string head_name(const ModelPlan& plan) const {
+        std::string found;
+        const std::string root = spec_.embed.substr(0, spec_.embed.size() - std::string_view("embed_tokens.weight").size());
+        for (const auto& [name, role] : plan.roles) {
+            if (role != TensorRole::lm_head || !name.ends_with(".weight") || !checkpoint_.find_weight(name)) continue;
+            if (found.empty() || (name.starts_with(root) && !found.starts_with(root))) found = name;
+        }
+        if (found.empty() && spec_.tie_word_embeddings) found = spec_.embed;
+        return found;
+    }
 };
 
 }  // namespace
@@ -59,10 +102,12 @@ DecoderSpec decoder_spec_from_config(const ModelConfig& config, const Checkpoint
     s.hidden = config.require_int("hidden_size");
     if (auto eps = config.find("rms_norm_eps"); eps && !eps->is_null()) s.eps = static_cast<float>(eps->as_double());
     s.dense_intermediate = config.int_or("intermediate_size", 0);
+    if (auto tie = config.find("tie_word_embeddings"); tie && tie->is_bool()) s.tie_word_embeddings = tie->as_bool();
     for (const std::string prefix : {"model.layers.", "model.language_model.layers.", "language_model.model.layers."})
         if (checkpoint.contains(prefix + "0." + s.input_norm)) {
             s.layer_prefix = prefix;
             s.embed = prefix.substr(0, prefix.size() - 7) + "embed_tokens.weight";
+            s.final_norm = prefix.substr(0, prefix.size() - 7) + "norm.weight";
             break;
         }
     if (s.layer_prefix.empty())
@@ -141,8 +186,9 @@ void PreNormDecoderLayer::mlp(const std::vector<float>& in, std::vector<float>& 
     if (routing) *routing = r;
 }
 
-std::unique_ptr<DecoderForward> make_prenorm_decoder(DecoderSpec spec, const Checkpoint& checkpoint, LayerFactory make_layer) {
-    return std::make_unique<PreNormDecoder>(std::move(spec), checkpoint, std::move(make_layer));
+std::unique_ptr<DecoderForward> make_prenorm_decoder(DecoderSpec spec, const Checkpoint& checkpoint, const ModelPlan& plan,
+                                                     LayerFactory make_layer) {
+    return std::make_unique<PreNormDecoder>(std::move(spec), checkpoint, plan, std::move(make_layer));
 }
 
 }  // namespace moequant::adapters

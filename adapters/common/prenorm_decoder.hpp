@@ -21,6 +21,8 @@ namespace moequant::adapters {
 struct DecoderSpec {
     std::string layer_prefix;      // e.g. "model.layers."
     std::string embed;             // e.g. "model.embed_tokens.weight"
+    std::string final_norm;        // e.g. "model.norm.weight" (the layer prefix's sibling)
+    bool tie_word_embeddings = false;  // the head is the embedding table when there is no lm_head
     std::int64_t hidden = 0;
     float eps = 1e-6f;
     bool zero_centred_norms = false;  // RMSNorm weight used as (1 + w) (Qwen3-Next)
@@ -69,7 +71,9 @@ private:
 // Makes layer `index` with the decoder's spec (the decoder outlives its layers' use).
 using LayerFactory = std::function<std::unique_ptr<DecoderLayerForward>(const DecoderSpec& spec, std::int64_t index)>;
 
-// Embedding lookup from spec.embed and layers from `make_layer`.
-std::unique_ptr<DecoderForward> make_prenorm_decoder(DecoderSpec spec, const Checkpoint& checkpoint, LayerFactory make_layer);
+// Embedding lookup from spec.embed, layers from `make_layer`, and logits through
+// spec.final_norm and the plan's lm_head tensor (spec.embed when tied).
+std::unique_ptr<DecoderForward> make_prenorm_decoder(DecoderSpec spec, const Checkpoint& checkpoint, const ModelPlan& plan,
+                                                     LayerFactory make_layer);
 
 }  // namespace moequant::adapters

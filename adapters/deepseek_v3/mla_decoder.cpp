@@ -180,7 +180,7 @@ std::unique_ptr<DecoderForward> make_mla_decoder(const ModelConfig& config, cons
     spec.shared_experts = "mlp.shared_experts.";
     spec.shared_intermediate = plan.expert_intermediate_size * config.int_or("n_shared_experts", 1);
     auto m = std::make_shared<const MlaSpec>(mla_from_config(config));
-    return make_prenorm_decoder(std::move(spec), checkpoint, [m, &checkpoint, &plan](const DecoderSpec& s, std::int64_t index) {
+    return make_prenorm_decoder(std::move(spec), checkpoint, plan, [m, &checkpoint, &plan](const DecoderSpec& s, std::int64_t index) {
         return std::make_unique<MlaLayer>(s, *m, checkpoint, plan, index);
     });
 }

@@ -251,7 +251,7 @@ std::unique_ptr<DecoderForward> make_qwen3_next_decoder(const ModelConfig& confi
     spec.shared_intermediate = config.int_or("shared_expert_intermediate_size", plan.expert_intermediate_size);
     spec.shared_expert_gate = "mlp.shared_expert_gate.weight";
     auto n = std::make_shared<const NextSpec>(next_from_config(config));
-    return make_prenorm_decoder(std::move(spec), checkpoint,
+    return make_prenorm_decoder(std::move(spec), checkpoint, plan,
                                 [n, &checkpoint, &plan](const DecoderSpec& s, std::int64_t index) -> std::unique_ptr<DecoderLayerForward> {
                                     if (n->full_attention.at(static_cast<std::size_t>(index)))
                                         return std::make_unique<GatedAttentionLayer>(s, *n, checkpoint, plan, index);

@@ -1,8 +1,8 @@
 // The families' decoder forward against torch outputs of the Hugging Face modeling code
 // (tests/data/decoder_forward/make_reference.py, run once on the checkpoint `moequant synth`
 // makes with its default seed, BF16): the first layers on two samples, the attention half's residual, the
-// MLP block's input, the router's choices and weights, and the layer output, float32 within
-// 1e-4 relative error.
+// MLP block's input, the router's choices and weights, the layer output, and the logits (final
+// norm and head) of the last layer's output, float32 within 1e-4 relative error.
 #include "test_support.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -86,6 +86,12 @@ void check_family(const std::string& family, const std::string& dtype = "bf16", 
             BOOST_TEST(chosen == values<std::int32_t>(want, l + "experts"), boost::test_tools::per_element());
             BOOST_TEST(max_relative_error(routing.weights, values<float>(want, l + "weights")) < 1e-5);
         }
+    }
+    // The final norm and head on the reference's last output (so only they are under test).
+    BOOST_TEST_CONTEXT(family << " logits") {
+        BOOST_REQUIRE(want.find("logits"));
+        const std::vector<float> last = values<float>(want, "layer" + std::to_string(layers - 1) + ".output");
+        BOOST_TEST(max_relative_error(forward->logits(last), values<float>(want, "logits")) < 1e-4);
     }
 }
 

@@ -19,6 +19,8 @@ glm_moe_dsa (GLM-5) twice, from --dtype bf16 into
 glm_moe_dsa.safetensors and from --dtype fp8 into glm_moe_dsa_fp8.safetensors: V3.2's dense MLA with
 GLM's sizes, rope_parameters without scaling, mlp_layer_types, samples within index_topk as well)
 
+Besides the layers, "logits": the final norm and head applied to the last computed layer's output.
+
 Run once by hand with Debian's python3-torch; CI only reads the output file."""
 import json
 import math
@@ -414,6 +416,12 @@ def main(family, model_dir, output):
         out[f"layer{layer}.residual"] = h
         out[f"layer{layer}.mlp_input"] = mlp_input
         out[f"layer{layer}.output"] = x
+    # The model's output on the last computed layer's output, as if it were the last layer: an
+    # independent check of the final norm and the head (lm_head, or the embeddings when tied).
+    head = w.get("lm_head.weight")
+    if head is None and c.get("tie_word_embeddings", False):
+        head = w["model.embed_tokens.weight"]
+    out["logits"] = norm(x, w["model.norm.weight"], eps) @ head.T
     header, blobs, offset = {}, [], 0
     for name in sorted(out):
         t = out[name].contiguous()

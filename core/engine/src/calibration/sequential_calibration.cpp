@@ -1,4 +1,5 @@
 #include "hidden_states.hpp"
+#include "sample_batches.hpp"
 
 #include <moequant/digest.hpp>
 #include <moequant/dtype_convert.hpp>
@@ -12,15 +13,6 @@
 namespace moequant {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-// Float32 values a batch's forward keeps per token and hidden unit, roughly (q/k/v of all heads,
-// the attention output, the MLP block's input and output, an expert's intermediate): the batch
-// size under a memory budget follows from it.
-constexpr std::int64_t working_floats_per_hidden = 32;
-
-}  // namespace
 
 struct SequentialCalibration::State {
     const DecoderForward& forward;
@@ -97,17 +89,7 @@ SequentialCalibration::SequentialCalibration(const DecoderForward& forward, cons
     // than half of it, and the samples run in batches whose working memory fits the rest.
     const bool mapped = max_memory > 0 && state_bytes > max_memory / 2;
     s.x = std::make_unique<detail::HiddenStates>(s.tokens, h, mapped ? s.scratch / "hidden-states.f32" : fs::path());
-    const std::int64_t batch_limit =
-        max_memory > 0 ? std::max<std::int64_t>(1, static_cast<std::int64_t>(max_memory / 2 / sizeof(float)) /
-                                                       (h * working_floats_per_hidden))
-                       : s.tokens;
-    for (std::size_t i = 0; i < samples.size();) {  // whole samples per batch, at least one
-        std::size_t j = i + 1;
-        std::int64_t n = s.lengths[i];
-        while (j < samples.size() && n + s.lengths[j] <= batch_limit) n += s.lengths[j++];
-        s.batches.emplace_back(i, j);
-        i = j;
-    }
+    s.batches = detail::sample_batches(s.lengths, detail::batch_token_limit(max_memory / 2, h, s.tokens));
     for (std::size_t b = 0; b < s.batches.size(); ++b) {
         std::vector<std::int32_t> ids;
         for (std::size_t i = s.batches[b].first; i < s.batches[b].second; ++i) ids.insert(ids.end(), samples[i].begin(), samples[i].end());

@@ -45,6 +45,11 @@ public:
     virtual std::vector<float> embed(std::span<const std::int32_t> ids) const = 0;
     // Decoder layer `index` (< num_hidden_layers), its weights read when it runs.
     virtual std::unique_ptr<DecoderLayerForward> layer(std::int64_t index) const = 0;
+    // The model's output for the last layer's hidden states [rows, hidden]: final norm, then
+    // the head (the embedding table when tied), float32 logits [rows, vocab]. Memory grows with
+    // rows x vocab: callers pass a few rows at a time. The default refuses:
+    // Error(plugin, "NoForward"), so adapters written before it still build.
+    virtual std::vector<float> logits(std::span<const float> hidden) const;
 };
 
 }  // namespace moequant

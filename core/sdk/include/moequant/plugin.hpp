@@ -102,9 +102,11 @@
 //  12 (0.12.0): PyTorch .bin checkpoints: SafetensorsFile::open_pytorch() and
 //              pytorch_from_bytes() (a zip checkpoint read with the restricted unpickler; its
 //              offsets are relative to the file start, so data_start() is no longer inline).
-#define MOEQUANT_PLUGIN_ABI_VERSION 12
+//  13 (0.13.0): DecoderForward::logits() (final norm + lm_head, tied embeddings), for eval;
+//              its default refuses with NoForward, so older adapters still build.
+#define MOEQUANT_PLUGIN_ABI_VERSION 13
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "d9b2c8f484b0dfcc"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "57c54e8b060fdf06"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

@@ -35,6 +35,11 @@ std::unique_ptr<DecoderForward> ModelAdapter::decoder_forward(const ModelConfig&
 DecoderLayerForward::~DecoderLayerForward() = default;
 DecoderForward::~DecoderForward() = default;
 
+std::vector<float> DecoderForward::logits(std::span<const float>) const {
+    throw Error(ErrorKind::plugin, "this decoder forward has no output head (final norm and lm_head)",
+                {.code = "NoForward", .hint = "the family's adapter must implement DecoderForward::logits()"});
+}
+
 void OutputFormat::check(const OutputContext& context) const {
     if (!context.unquantized_layers.empty())
         throw Error(ErrorKind::usage, "format '" + std::string(id()) + "' cannot keep routed experts unquantized",

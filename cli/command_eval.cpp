@@ -1,0 +1,117 @@
+// `moequant eval`: what a conversion costs end to end. The family's forward runs to the logits
+// twice on the same tokens, with the source's routed experts and with the output's quantized
+// ones read back and dequantized; perplexity of both, KL(source || quantized) per token, top-1
+// agreement and each MoE layer's output error (docs/cli.md, eval, says what each measures).
+
+#include "command.hpp"
+#include "family_selection.hpp"
+#include "global_options.hpp"
+#include "option_values.hpp"
+#include "text_calibration.hpp"
+
+#include <moequant/engine/evaluation.hpp>
+#include <moequant/engine/quantized_experts.hpp>
+#include <moequant/error.hpp>
+#include <moequant/parallel.hpp>
+#include <moequant/printable.hpp>
+
+#include <boost/json.hpp>
+#include <boost/program_options.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+namespace moequant::cli {
+
+namespace po = boost::program_options;
+namespace json = boost::json;
+
+namespace {
+
+void print_json(const EvaluationReport& r) {
+    json::array layers;
+    for (const auto& l : r.layers) layers.push_back(json::object{{"layer", l.layer}, {"relative_output_error", l.relative_output_error}});
+    const json::object o{{"perplexity_source", r.perplexity_source}, {"perplexity_quantized", r.perplexity_quantized},
+                         {"kl_mean", r.kl_mean}, {"kl_p99", r.kl_p99}, {"top1_agreement", r.top1_agreement},
+                         {"tokens", r.tokens}, {"layers", std::move(layers)}};
+    std::cout << json::serialize(o) << "\n";
+}
+
+void print_text(const EvaluationReport& r, const std::string& what) {
+    std::printf("eval of %s on %lld token(s)\n", printable_text(what).c_str(), static_cast<long long>(r.tokens));
+    std::printf("  perplexity   source %.6g  quantized %.6g\n", r.perplexity_source, r.perplexity_quantized);
+    std::printf("  KL(source || quantized)  mean %.6g  p99 %.6g nats/token\n", r.kl_mean, r.kl_p99);
+    std::printf("  top-1 agreement  %.4f\n", r.top1_agreement);
+    std::printf("  relative output error per MoE layer (on the source's inputs):\n");
+    for (const auto& l : r.layers) std::printf("    layer %3lld  %.6g\n", static_cast<long long>(l.layer), l.relative_output_error);
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals) {
+    std::string input, cpu_weights, gpu_weights;
+    bool as_json = false;
+    double max_memory_gb = 0;
+    TextCalibrationOptions text;
+    po::options_description options("Options");
+    add_text_dataset_options(options, input, text);
+    options.add_options()
+        ("cpu-weights", po::value(&cpu_weights)->value_name("KT_OUT"),
+         "a convert output (kt-safetensors or kt tree) of the source: its experts, dequantized")
+        ("gpu-weights", po::value(&gpu_weights)->value_name("CT_OUT"),
+         "a gptq output (compressed-tensors) of the source: its experts, dequantized")
+        ("max-memory", po::value(&max_memory_gb)->value_name("GB"),
+         "bound both models' hidden states in memory (beyond, mapped scratch files) and run the samples in batches that fit")
+        ("json", po::bool_switch(&as_json), "print the numbers as one JSON object");
+    const std::optional<RunOptions> parsed = parse_text_run_command(
+        args, options, globals,
+        "moequant eval --model_id MODEL --dataset FILE|embedded [--cpu-weights KT_OUT | --gpu-weights CT_OUT]",
+        "Runs the model (float32, on the CPU) to its logits twice on the tokenized dataset: with the\n"
+        "source's routed experts, and with the quantized ones of the output (dequantized). Prints the\n"
+        "perplexity of both, KL(source || quantized) of the next-token distributions (mean and 99th\n"
+        "percentile), top-1 agreement, and each MoE layer's relative output error on the source's\n"
+        "inputs to it. Without an output the quantized model is the source: KL 0. Reads only.");
+    if (!parsed) return 0;
+    const RunOptions& common = *parsed;
+    if (input.empty() || text.dataset.empty())
+        throw_usage_error("eval needs --model_id and --dataset FILE (or --dataset embedded)", {.hint = "moequant eval --help"});
+    if (!cpu_weights.empty() && !gpu_weights.empty())
+        throw_usage_error("--cpu-weights with --gpu-weights is the hybrid model, whose expert placement eval does not implement yet",
+                          {.code = "NotImplemented", .hint = "evaluate each output alone"});
+    if (common.threads > 0) set_max_threads(common.threads);
+
+    Registry registry;
+    load_plugins(registry, globals);
+    const PlannedSource source = open_planned_source(registry, input, common.family);
+    // Every check of the inputs before any forward work.
+    const std::string output = cpu_weights.empty() ? gpu_weights : cpu_weights;
+    std::optional<QuantizedExperts> quantized;
+    if (!output.empty()) quantized.emplace(registry, output, source.checkpoint, source.plan);
+    std::unique_ptr<DecoderForward> forward;
+    try {
+        forward = source_decoder_forward(registry, source, source.plan);
+    } catch (const Error& e) {
+        if (e.code() != "NoForward") throw;
+        throw Error(e.kind(), "family '" + source.plan.family + "' has no decoder forward: eval cannot run it",
+                    {.file = source.config.source(), .code = "NoForward"});
+    }
+    CalibrationSamples tokenized = load_text_calibration(registry, source, text);
+
+    ScratchFolder scratch;
+    EvaluationJob job{.forward = forward.get(), .source = &source.checkpoint, .plan = &source.plan,
+                      .samples = std::move(tokenized.samples), .quantized = quantized ? &*quantized : nullptr,
+                      .scratch = scratch.path(), .max_memory = memory_limit_bytes(max_memory_gb)};
+    StreamProgress progress(stderr);
+    SilentProgress silent;
+    const std::string what = quantized ? source.plan.family + " with the " + quantized->quantizer() + " experts of " + output
+                                       : source.plan.family + " against itself";
+    if (!common.quiet) progress.note("eval: " + what + ", " + std::to_string(job.samples.size()) + " sample(s) of " + text.dataset);
+    const EvaluationReport report = run_evaluation(job, common.quiet ? static_cast<ProgressSink&>(silent) : progress);
+    if (as_json) print_json(report);
+    else print_text(report, what);
+    return 0;
+}
+
+}  // namespace moequant::cli

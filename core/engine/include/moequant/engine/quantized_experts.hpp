@@ -1,0 +1,51 @@
+// A converted output's routed experts read back as matrices (eval): each stored part
+// dequantized by the quantizer that made it, and a kt output's threadpool parts put back
+// together into the full [out, in] matrix (gate/up split by rows, down by columns).
+#pragma once
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/decoder_forward.hpp>
+#include <moequant/engine/plugin_registry.hpp>
+#include <moequant/engine/verification.hpp>
+#include <moequant/export.hpp>
+#include <moequant/model_adapter.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace moequant {
+
+class MOEQUANT_API QuantizedExperts {
+public:
+    // Opens `directory` and checks that it is an output of `source` as planned by `plan`: its
+    // run manifest's source fingerprint and plan digest (when it has one), its recorded expert
+    // and part counts, every routed expert's every part present, whole and in the quantizer's
+    // layout, and nothing beyond (reading the output once). Error(input) naming the folder otherwise; Error(plugin) when its quantizer is not
+    // installed. `source` and `plan` must outlive it.
+    QuantizedExperts(const Registry& registry, const std::filesystem::path& directory, const Checkpoint& source,
+                     const ModelPlan& plan);
+
+    // MoE layer `layer`'s experts, dequantized (float32) when asked for: what
+    // DecoderLayerForward::mlp() uses in place of the checkpoint's.
+    ExpertMatrices layer(std::int64_t layer) const;
+
+    const std::string& format() const noexcept { return format_; }
+    const std::string& quantizer() const noexcept { return quantizer_id_; }
+    int parts() const noexcept { return parts_; }
+
+private:
+    std::filesystem::path directory_;
+    const ModelPlan& plan_;
+    OpenedOutput output_;
+    std::shared_ptr<const Quantizer> quantizer_;
+    std::string format_, quantizer_id_;
+    int parts_ = 0;
+
+    Tensor matrix(std::int64_t layer, const ExpertWeightSource& source, std::int64_t expert, Projection projection) const;
+    Tensor part(const StoredPartKey& key, const Shape& shape) const;
+    // The part read, Error(input) unless it is whole and in the quantizer's layout.
+    StoredPart check_layout(const StoredPartKey& key, const Shape& shape) const;
+};
+
+}  // namespace moequant

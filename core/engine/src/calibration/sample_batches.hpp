@@ -1,0 +1,19 @@
+// How the forward passes over tokenized samples (sequential calibration, eval) split them into
+// batches of whole samples under a memory budget.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace moequant::detail {
+
+// Tokens a batch may hold so that its forward's working memory (about 32 floats per token and
+// hidden unit) fits `budget` bytes; `all` (every token) when the budget is 0 (no limit).
+std::int64_t batch_token_limit(std::uint64_t budget, std::int64_t hidden, std::int64_t all);
+
+// [first sample, last sample) per batch: consecutive whole samples of at most `limit` tokens
+// together, at least one sample each.
+std::vector<std::pair<std::size_t, std::size_t>> sample_batches(const std::vector<std::int64_t>& lengths, std::int64_t limit);
+
+}  // namespace moequant::detail

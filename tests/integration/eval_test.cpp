@@ -1,0 +1,169 @@
+// `moequant eval` end to end: the source against itself is exactly KL 0 with equal
+// perplexities; for several families AMXINT8 costs less KL than AMXINT4 and W8A16 RTN less than
+// W4A16 RTN; --json has exactly the documented fields; a bounded run (--max-memory) gives the
+// same numbers; bad inputs fail with one line and the usage, input or plugin exit code before
+// any forward work (no progress line).
+
+#include "test_support.hpp"
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <set>
+
+using namespace moequant;
+using namespace moequant::test;
+namespace json = boost::json;
+
+namespace {
+
+// Few short samples: the suite stays at a few seconds.
+const std::vector<std::string> small_dataset = {"--dataset", "embedded", "--num_calibration_samples", "4",
+                                                "--max_sequence_length", "48"};
+
+fs::path synth(const TempDir& dir, const std::string& family, const std::string& dtype) {
+    const fs::path out = dir / (family + "-" + dtype);
+    auto r = run_moequant({"synth", "--family", family, "--dtype", dtype, "--out", out.string()});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return out;
+}
+
+fs::path convert(const fs::path& model, const fs::path& out, const std::string& method) {
+    auto r = run_moequant({"convert", "-i", model.string(), "-o", out.string(), "--quant-method", method, "--quiet"});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return out;
+}
+
+fs::path rtn(const fs::path& model, const fs::path& out, const std::string& type) {
+    auto r = run_moequant({"gptq", "--model_id", model.string(), "--output_dir", out.string(), "--quant_method", "RTN",
+                           "--quant_type", type, "--quiet"});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return out;
+}
+
+CommandResult run_eval(const fs::path& model, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"eval", "--model_id", model.string()};
+    args.insert(args.end(), small_dataset.begin(), small_dataset.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_moequant(args);
+}
+
+json::object eval_json(const fs::path& model, std::vector<std::string> extra = {}) {
+    extra.insert(extra.end(), {"--json", "-q"});
+    auto r = run_eval(model, extra);
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return json::parse(r.out).as_object();
+}
+
+double number(const json::object& o, const char* key) { return o.at(key).to_number<double>(); }
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// One error line with the exit code and reason, and no forward work started (no progress).
+void check_refused(const CommandResult& r, int code, const std::string& reason) {
+    BOOST_TEST(r.exit_code == code);
+    BOOST_TEST(contains(r.err, reason), r.err);
+    BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+    BOOST_TEST(!contains(r.err, "layer 0"), r.err);
+    BOOST_TEST(r.out.empty());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(eval)
+
+BOOST_AUTO_TEST_CASE(the_source_against_itself_has_kl_zero_and_equal_perplexities) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const json::object r = eval_json(model);
+    BOOST_TEST(number(r, "kl_mean") == 0.0);
+    BOOST_TEST(number(r, "kl_p99") == 0.0);
+    BOOST_TEST(number(r, "top1_agreement") == 1.0);
+    BOOST_TEST(number(r, "perplexity_source") == number(r, "perplexity_quantized"));
+    BOOST_TEST(number(r, "perplexity_source") > 1.0);
+    for (const auto& layer : r.at("layers").as_array()) BOOST_TEST(number(layer.as_object(), "relative_output_error") == 0.0);
+}
+
+// More bits cost less, on the CPU formats and the GPU ones, in every family's forward shape.
+BOOST_AUTO_TEST_CASE(eight_bit_outputs_cost_less_kl_than_four_bit_ones) {
+    const std::vector<std::pair<std::string, std::string>> families = {
+        {"qwen3_moe", "bf16"}, {"deepseek_v3", "fp8"}, {"qwen3_next", "bf16"}, {"minimax_m2", "fp8"}};
+    for (const auto& [family, dtype] : families) {
+        BOOST_TEST_CONTEXT(family) {
+            TempDir dir;
+            const fs::path model = synth(dir, family, dtype);
+            auto kl = [&](const char* flag, const fs::path& out) { return number(eval_json(model, {flag, out.string()}), "kl_mean"); };
+            const double int4 = kl("--cpu-weights", convert(model, dir / "int4", "int4"));
+            const double int8 = kl("--cpu-weights", convert(model, dir / "int8", "int8"));
+            BOOST_TEST(int8 > 0.0);
+            BOOST_TEST(int8 < int4);
+            const double w4 = kl("--gpu-weights", rtn(model, dir / "w4", "W4A16"));
+            const double w8 = kl("--gpu-weights", rtn(model, dir / "w8", "W8A16"));
+            BOOST_TEST(w8 > 0.0);
+            BOOST_TEST(w8 < w4);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(json_has_exactly_the_documented_fields) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const json::object r = eval_json(model, {"--cpu-weights", convert(model, dir / "int4", "int4").string()});
+    std::set<std::string> keys;
+    for (const auto& kv : r) keys.insert(std::string(kv.key()));
+    BOOST_TEST((keys == std::set<std::string>{"perplexity_source", "perplexity_quantized", "kl_mean", "kl_p99",
+                                              "top1_agreement", "tokens", "layers"}));
+    BOOST_TEST(r.at("tokens").as_int64() > 0);
+    BOOST_TEST(number(r, "kl_p99") >= 0.0);
+    BOOST_TEST(number(r, "top1_agreement") <= 1.0);
+    const json::array& layers = r.at("layers").as_array();
+    BOOST_TEST(layers.size() == 2u);  // the tiny preset's MoE layers
+    for (const auto& layer : layers) {
+        std::set<std::string> fields;
+        for (const auto& kv : layer.as_object()) fields.insert(std::string(kv.key()));
+        BOOST_TEST((fields == std::set<std::string>{"layer", "relative_output_error"}));
+        BOOST_TEST(number(layer.as_object(), "relative_output_error") > 0.0);
+    }
+}
+
+// Batches of one sample and mapped hidden states: the same numbers (up to BLAS rounding).
+BOOST_AUTO_TEST_CASE(a_memory_bound_gives_the_same_numbers) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const std::string out = convert(model, dir / "int4", "int4").string();
+    const json::object free = eval_json(model, {"--cpu-weights", out});
+    const json::object bound = eval_json(model, {"--cpu-weights", out, "--max-memory", "0.0001"});
+    for (const char* key : {"perplexity_source", "perplexity_quantized", "kl_mean", "top1_agreement"})
+        BOOST_TEST(number(bound, key) == number(free, key), boost::test_tools::tolerance(1e-4));
+}
+
+BOOST_AUTO_TEST_CASE(bad_inputs_are_refused_before_any_forward_work) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const fs::path int4 = convert(model, dir / "int4", "int4");
+    // Another model's output.
+    const fs::path other = synth(dir, "mixtral", "bf16");
+    check_refused(run_eval(model, {"--cpu-weights", convert(other, dir / "other", "int4").string()}), 3, "(OtherModel)");
+    // An output missing an expert (a kt tree, one file removed).
+    auto tree = run_moequant({"convert", "-i", model.string(), "-o", (dir / "tree").string(), "--no-merge-safetensor", "--quiet"});
+    BOOST_REQUIRE_MESSAGE(tree.exit_code == 0, tree.err);
+    bool removed = false;
+    for (const auto& f : fs::recursive_directory_iterator(dir / "tree"))
+        if (!removed && f.path().filename().string().starts_with("INT4_gate_3_")) removed = fs::remove(f.path());
+    BOOST_REQUIRE(removed);
+    check_refused(run_eval(model, {"--cpu-weights", (dir / "tree").string()}), 3, "expert 3 gate");
+    // A manifest recording more threadpool parts than stored.
+    fs::copy(int4, dir / "parts", fs::copy_options::recursive);
+    const std::string manifest = read_text(dir / "parts" / "moequant-run.json");
+    const std::size_t at = manifest.find("\"parts\":\"2\"");
+    BOOST_REQUIRE(at != std::string::npos);
+    write_text(dir / "parts" / "moequant-run.json", std::string(manifest).replace(at, 11, "\"parts\":\"3\""));
+    check_refused(run_eval(model, {"--cpu-weights", (dir / "parts").string()}), 3, "(PartCountMismatch)");
+    // The hybrid model is not implemented yet; a family without a forward.
+    check_refused(run_eval(model, {"--cpu-weights", int4.string(), "--gpu-weights", int4.string()}), 2, "placement");
+    check_refused(run_eval(synth(dir, "deepseek_v4", "mxfp4"), {}), 4, "(NoForward)");
+    check_refused(run_eval(synth(dir, "gpt_oss", "mxfp4"), {}), 4, "(NoForward)");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
