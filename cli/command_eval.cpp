@@ -10,6 +10,7 @@
 #include "text_calibration.hpp"
 
 #include <moequant/engine/evaluation.hpp>
+#include <moequant/engine/hybrid_experts.hpp>
 #include <moequant/engine/quantized_experts.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
@@ -51,7 +52,7 @@ void print_text(const EvaluationReport& r, const std::string& what) {
 }  // namespace
 
 int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string input, cpu_weights, gpu_weights;
+    std::string input, cpu_weights, gpu_weights, placement_file;
     bool as_json = false;
     double max_memory_gb = 0;
     TextCalibrationOptions text;
@@ -62,33 +63,48 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
          "a convert output (kt-safetensors or kt tree) of the source: its experts, dequantized")
         ("gpu-weights", po::value(&gpu_weights)->value_name("CT_OUT"),
          "a gptq output (compressed-tensors) of the source: its experts, dequantized")
+        ("placement", po::value(&placement_file)->value_name("FILE"),
+         "with both outputs, the hybrid model: moequant plan's placement JSON puts its GPU experts on "
+         "--gpu-weights, the rest on --cpu-weights")
         ("max-memory", po::value(&max_memory_gb)->value_name("GB"),
          "bound both models' hidden states in memory (beyond, mapped scratch files) and run the samples in batches that fit")
         ("json", po::bool_switch(&as_json), "print the numbers as one JSON object");
     const std::optional<RunOptions> parsed = parse_text_run_command(
         args, options, globals,
-        "moequant eval --model_id MODEL --dataset FILE|embedded [--cpu-weights KT_OUT | --gpu-weights CT_OUT]",
+        "moequant eval --model_id MODEL --dataset FILE|embedded [--cpu-weights KT_OUT] [--gpu-weights CT_OUT\n"
+        "              [--placement placement.json]]",
         "Runs the model (float32, on the CPU) to its logits twice on the tokenized dataset: with the\n"
         "source's routed experts, and with the quantized ones of the output (dequantized). Prints the\n"
         "perplexity of both, KL(source || quantized) of the next-token distributions (mean and 99th\n"
         "percentile), top-1 agreement, and each MoE layer's relative output error on the source's\n"
-        "inputs to it. Without an output the quantized model is the source: KL 0. Reads only.");
+        "inputs to it. With both outputs and a placement, the hybrid model. Without an output the\n"
+        "quantized model is the source: KL 0. Reads only.");
     if (!parsed) return 0;
     const RunOptions& common = *parsed;
     if (input.empty() || text.dataset.empty())
         throw_usage_error("eval needs --model_id and --dataset FILE (or --dataset embedded)", {.hint = "moequant eval --help"});
-    if (!cpu_weights.empty() && !gpu_weights.empty())
-        throw_usage_error("--cpu-weights with --gpu-weights is the hybrid model, whose expert placement eval does not implement yet",
-                          {.code = "NotImplemented", .hint = "evaluate each output alone"});
+    const bool hybrid = !cpu_weights.empty() && !gpu_weights.empty();
+    if (hybrid && placement_file.empty())
+        throw_usage_error("--cpu-weights with --gpu-weights is the hybrid model: it needs --placement, which experts run on the GPU",
+                          {.hint = "moequant plan --output placement.json"});
+    if (!hybrid && !placement_file.empty())
+        throw_usage_error("--placement needs both --cpu-weights and --gpu-weights (the hybrid model)");
     if (common.threads > 0) set_max_threads(common.threads);
 
     Registry registry;
     load_plugins(registry, globals);
     const PlannedSource source = open_planned_source(registry, input, common.family);
     // Every check of the inputs before any forward work.
-    const std::string output = cpu_weights.empty() ? gpu_weights : cpu_weights;
-    std::optional<QuantizedExperts> quantized;
-    if (!output.empty()) quantized.emplace(registry, output, source.checkpoint, source.plan);
+    const std::string output = hybrid ? cpu_weights + " and " + gpu_weights : cpu_weights.empty() ? gpu_weights : cpu_weights;
+    std::optional<QuantizedExperts> cpu, gpu;
+    std::optional<HybridExperts> both;
+    if (!cpu_weights.empty()) cpu.emplace(registry, cpu_weights, source.checkpoint, source.plan);
+    if (!gpu_weights.empty()) gpu.emplace(registry, gpu_weights, source.checkpoint, source.plan);
+    if (hybrid) both.emplace(*cpu, *gpu, source.plan, read_gpu_placement(placement_file, source.plan));
+    const ReplacementExperts* quantized = both ? static_cast<const ReplacementExperts*>(&*both)
+                                          : cpu  ? static_cast<const ReplacementExperts*>(&*cpu)
+                                          : gpu  ? static_cast<const ReplacementExperts*>(&*gpu)
+                                                 : nullptr;
     std::unique_ptr<DecoderForward> forward;
     try {
         forward = source_decoder_forward(registry, source, source.plan);
@@ -101,12 +117,15 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
 
     ScratchFolder scratch;
     EvaluationJob job{.forward = forward.get(), .source = &source.checkpoint, .plan = &source.plan,
-                      .samples = std::move(tokenized.samples), .quantized = quantized ? &*quantized : nullptr,
+                      .samples = std::move(tokenized.samples), .quantized = quantized,
                       .scratch = scratch.path(), .max_memory = memory_limit_bytes(max_memory_gb)};
     StreamProgress progress(stderr);
     SilentProgress silent;
-    const std::string what = quantized ? source.plan.family + " with the " + quantized->quantizer() + " experts of " + output
-                                       : source.plan.family + " against itself";
+    std::string experts;
+    if (both) experts = "the hybrid of " + std::to_string(both->gpu_experts()) + " GPU (" + gpu->quantizer() + ") and the other CPU (" +
+                        cpu->quantizer() + ") experts of " + output;
+    else if (quantized) experts = "the " + (cpu ? cpu : gpu)->quantizer() + " experts of " + output;
+    const std::string what = quantized ? source.plan.family + " with " + experts : source.plan.family + " against itself";
     if (!common.quiet) progress.note("eval: " + what + ", " + std::to_string(job.samples.size()) + " sample(s) of " + text.dataset);
     const EvaluationReport report = run_evaluation(job, common.quiet ? static_cast<ProgressSink&>(silent) : progress);
     if (as_json) print_json(report);

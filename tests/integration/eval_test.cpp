@@ -10,6 +10,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 using namespace moequant;
@@ -160,10 +161,63 @@ BOOST_AUTO_TEST_CASE(bad_inputs_are_refused_before_any_forward_work) {
     BOOST_REQUIRE(at != std::string::npos);
     write_text(dir / "parts" / "moequant-run.json", std::string(manifest).replace(at, 11, "\"parts\":\"3\""));
     check_refused(run_eval(model, {"--cpu-weights", (dir / "parts").string()}), 3, "(PartCountMismatch)");
-    // The hybrid model is not implemented yet; a family without a forward.
-    check_refused(run_eval(model, {"--cpu-weights", int4.string(), "--gpu-weights", int4.string()}), 2, "placement");
+    // The hybrid model needs a placement, and a placement both outputs; a family without a forward.
+    check_refused(run_eval(model, {"--cpu-weights", int4.string(), "--gpu-weights", int4.string()}), 2, "needs --placement");
+    write_text(dir / "placement.json", R"({"layers": []})");
+    check_refused(run_eval(model, {"--cpu-weights", int4.string(), "--placement", (dir / "placement.json").string()}), 2,
+                  "--placement needs both");
     check_refused(run_eval(synth(dir, "deepseek_v4", "mxfp4"), {}), 4, "(NoForward)");
     check_refused(run_eval(synth(dir, "gpt_oss", "mxfp4"), {}), 4, "(NoForward)");
+}
+
+// The hybrid model: with no expert on the GPU it is the CPU output's model, with every expert
+// there the GPU output's, and a placement that does not fit the model is refused up front.
+BOOST_AUTO_TEST_CASE(hybrid_eval_follows_the_placement) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const std::string cpu = convert(model, dir / "int4", "int4").string(), gpu = rtn(model, dir / "w8", "W8A16").string();
+    const json::object inspected = json::parse(run_moequant({"inspect", "--json", model.string()}).out).at("plan").as_object();
+    const json::array& moe_layers = inspected.at("moe_layers").as_array();
+    const auto experts = inspected.at("num_experts").to_number<std::size_t>();
+    auto placement = [&](const std::string& name, std::function<bool(std::size_t)> on_gpu, std::size_t entries) {
+        json::array layers;
+        for (const auto& l : moe_layers) {
+            json::array mask;
+            for (std::size_t e = 0; e < entries; ++e) mask.push_back(on_gpu(e));
+            layers.push_back(json::object{{"layer", l}, {"gpu_experts_mask", std::move(mask)}});
+        }
+        const fs::path file = dir / name;
+        write_text(file, json::serialize(json::object{{"layers", std::move(layers)}}));
+        return file.string();
+    };
+    auto same = [](const json::object& a, const json::object& b) {
+        for (const char* key : {"perplexity_quantized", "kl_mean", "kl_p99", "top1_agreement"})
+            BOOST_TEST(number(a, key) == number(b, key), key);
+    };
+    const json::object cpu_only = eval_json(model, {"--cpu-weights", cpu});
+    const json::object gpu_only = eval_json(model, {"--gpu-weights", gpu});
+    auto hybrid = [&](const std::string& file) {
+        return eval_json(model, {"--cpu-weights", cpu, "--gpu-weights", gpu, "--placement", file});
+    };
+    same(hybrid(placement("none.json", [](std::size_t) { return false; }, experts)), cpu_only);
+    same(hybrid(placement("all.json", [](std::size_t) { return true; }, experts)), gpu_only);
+    const json::object half = hybrid(placement("half.json", [](std::size_t e) { return e % 2 == 0; }, experts));
+    BOOST_TEST(number(half, "kl_mean") != number(cpu_only, "kl_mean"));
+    BOOST_TEST(number(half, "kl_mean") != number(gpu_only, "kl_mean"));
+
+    const std::vector<std::string> both = {"--cpu-weights", cpu, "--gpu-weights", gpu, "--placement"};
+    auto refused = [&](const std::string& file, const std::string& reason) {
+        std::vector<std::string> args = both;
+        args.push_back(file);
+        check_refused(run_eval(model, args), 3, reason);
+    };
+    // (Layers other than 0: check_refused takes "layer 0" on stderr for a progress line.)
+    write_text(dir / "short.json", R"({"layers": [{"layer": 1, "gpu_experts_mask": [true, false]}]})");
+    refused((dir / "short.json").string(), "layer 1's gpu_experts_mask has 2 entries, the model has 8");
+    write_text(dir / "beyond.json", R"({"layers": [{"layer": 9, "gpu_experts_mask": []}]})");
+    refused((dir / "beyond.json").string(), "layer 9, which has no routed experts");
+    write_text(dir / "broken.json", "{\"layers\": [");
+    refused((dir / "broken.json").string(), "is not JSON");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

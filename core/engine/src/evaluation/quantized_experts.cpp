@@ -26,6 +26,8 @@ Shape part_shape(const ExpertWeightSource& source, Projection projection, int pa
 
 }  // namespace
 
+ReplacementExperts::~ReplacementExperts() = default;
+
 QuantizedExperts::QuantizedExperts(const Registry& registry, const fs::path& directory, const Checkpoint& source,
                                    const ModelPlan& plan)
     : directory_(directory), plan_(plan), output_(open_converted_output(registry, directory)) {

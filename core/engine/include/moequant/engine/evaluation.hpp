@@ -24,7 +24,7 @@ struct EvaluationJob {
     const ModelPlan* plan = nullptr;
     std::vector<std::vector<std::int32_t>> samples;  // token ids per sample
     // The experts of the quantized model; null: the source's own (the two models are one, run once).
-    const QuantizedExperts* quantized = nullptr;
+    const ReplacementExperts* quantized = nullptr;
     std::filesystem::path scratch;  // for the hidden states under a budget
     std::uint64_t max_memory = 0;   // bytes; 0 = no limit
 };

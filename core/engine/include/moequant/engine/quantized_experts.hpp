@@ -16,7 +16,16 @@
 
 namespace moequant {
 
-class MOEQUANT_API QuantizedExperts {
+// What eval runs in place of the source's routed experts: one output's, or the hybrid model's.
+class MOEQUANT_API ReplacementExperts {
+public:
+    virtual ~ReplacementExperts();
+    // MoE layer `layer`'s experts, dequantized (float32) when asked for: what
+    // DecoderLayerForward::mlp() uses in place of the checkpoint's.
+    virtual ExpertMatrices layer(std::int64_t layer) const = 0;
+};
+
+class MOEQUANT_API QuantizedExperts final : public ReplacementExperts {
 public:
     // Opens `directory` and checks that it is an output of `source` as planned by `plan`: its
     // run manifest's source fingerprint and plan digest (when it has one), its recorded expert
@@ -26,9 +35,7 @@ public:
     QuantizedExperts(const Registry& registry, const std::filesystem::path& directory, const Checkpoint& source,
                      const ModelPlan& plan);
 
-    // MoE layer `layer`'s experts, dequantized (float32) when asked for: what
-    // DecoderLayerForward::mlp() uses in place of the checkpoint's.
-    ExpertMatrices layer(std::int64_t layer) const;
+    ExpertMatrices layer(std::int64_t layer) const override;
 
     const std::string& format() const noexcept { return format_; }
     const std::string& quantizer() const noexcept { return quantizer_id_; }
