@@ -1,6 +1,7 @@
 #include "mla_decoder.hpp"
 
 #include "config_counts.hpp"
+#include "rope_settings.hpp"
 
 #include <moequant/error.hpp>
 
@@ -63,9 +64,7 @@ MlaSpec mla_from_config(const ModelConfig& config) {
     if (auto v = config.find("rope_interleave"); v && !v->is_null() && !v->as_bool())
         invalid_config(config, "'rope_interleave' is false: only interleaved rotary pairs are supported for MLA attention");
     const auto parameters = rope_parameters(config);
-    double theta = 10000.0;
-    if (auto v = config.find("rope_theta"); v && !v->is_null()) theta = v->as_double();
-    else if (auto pv = parameters ? parameters->get("rope_theta") : std::nullopt; pv && !pv->is_null()) theta = pv->as_double();
+    const double theta = rope_setting(config, "rope_theta", 10000.0);
     m.scale = 1.0f / std::sqrt(static_cast<float>(m.nope + m.rope));
     m.inv_freq = rope_inverse_frequencies(theta, m.rope);
     auto scaling = config.find("rope_scaling");

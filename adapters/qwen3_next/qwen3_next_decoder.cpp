@@ -1,6 +1,7 @@
 #include "qwen3_next_decoder.hpp"
 
 #include "config_counts.hpp"
+#include "rope_settings.hpp"
 
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
@@ -185,13 +186,6 @@ private:
 
 [[noreturn]] void config_error(const ModelConfig& config, const std::string& message) {
     throw Error(ErrorKind::input, message, {.file = config.source(), .code = "InvalidConfig"});
-}
-
-// A top-level rope key, else its rope_parameters entry (transformers v5 configs, Qwen3.5).
-double rope_setting(const ModelConfig& config, const std::string& key, double fallback) {
-    for (const std::string& path : {key, "rope_parameters." + key})
-        if (auto v = config.find(path); v && !v->is_null()) return v->as_double();
-    return fallback;
 }
 
 NextSpec next_from_config(const ModelConfig& config) {
