@@ -30,4 +30,25 @@ std::int64_t tile_word_offset(Method m, std::int64_t n, std::int64_t k, std::int
     return tile_base + (i / 16) * 1024 + g * 64 + (i % 16) * 4;
 }
 
+void pack_codes(Method m, std::int64_t n, std::int64_t k, const std::int8_t* codes, std::uint8_t* out) noexcept {
+    const std::int64_t tile_k = constants(m).tile_k;
+    for (std::int64_t r = 0; r < n; ++r) {
+        const std::int8_t* row = codes + r * k;
+        for (std::int64_t t = 0; t < k / tile_k; ++t)
+            for (std::int64_t g = 0; g < 16; ++g) {
+                std::uint8_t* word = out + tile_word_offset(m, n, k, r, t, g);
+                for (std::int64_t b = 0; b < 4; ++b) {
+                    const std::int64_t j = g * 4 + b;  // byte within the row's 64-byte tile row
+                    if (m == Method::int8) {
+                        word[b] = static_cast<std::uint8_t>(row[t * 64 + j]);
+                    } else {  // columns j and j + 64 of the tile in the low and high nibble
+                        const auto lo = static_cast<std::uint8_t>(row[t * 128 + j] & 0xF);
+                        const auto hi = static_cast<std::uint8_t>(row[t * 128 + 64 + j] & 0xF);
+                        word[b] = static_cast<std::uint8_t>(lo | hi << 4);
+                    }
+                }
+            }
+    }
+}
+
 }  // namespace moequant::amx

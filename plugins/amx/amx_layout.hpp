@@ -40,4 +40,9 @@ std::string shape_problem(Method m, std::int64_t n, std::int64_t k);
 std::int64_t tile_word_offset(Method m, std::int64_t n, std::int64_t k, std::int64_t r, std::int64_t tile,
                               std::int64_t g) noexcept;
 
+// Packs integer codes, row-major [n, k] (INT8: -128..127; INT4: -8..7, stored as nibbles),
+// into the code bytes of the layout (code_bytes(m, n, k) of them). For quantizers that choose
+// the codes themselves (amx_calibrated_quantizer.hpp); the plain quantizer packs as it rounds.
+void pack_codes(Method m, std::int64_t n, std::int64_t k, const std::int8_t* codes, std::uint8_t* out) noexcept;
+
 }  // namespace moequant::amx

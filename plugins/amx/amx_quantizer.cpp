@@ -18,14 +18,14 @@ namespace {
 // division into this multiplication (kt-cpu-format.md §3.1).
 constexpr std::uint32_t one_over_127_bits = 0x3C010204u;
 
-float row_scale(Method m, float amax) noexcept {
-    if (m == Method::int8) return amax * std::bit_cast<float>(one_over_127_bits);
-    return static_cast<float>(static_cast<double>(amax) / 112.0);  // correctly rounded for every BF16 amax
-}
-
 constexpr std::int64_t panel_rows = 16;  // a tile is two panels of 16 rows
 
 }  // namespace
+
+float kt_row_scale(Method m, float amax) noexcept {
+    if (m == Method::int8) return amax * std::bit_cast<float>(one_over_127_bits);
+    return static_cast<float>(static_cast<double>(amax) / 112.0);  // correctly rounded for every BF16 amax
+}
 
 std::string_view AmxQuantizer::id() const { return method_ == Method::int8 ? "amx-int8" : "amx-int4"; }
 
@@ -85,7 +85,7 @@ QuantizedTensor AmxQuantizer::quantize(const TensorView& weight) const {
             for (std::int64_t i = 0; i < panel_rows; ++i) {
                 const std::int64_t r = r0 + i;
                 const std::byte* row = source + 2 * r * k;
-                const float d = row_scale(method_, kernels.amax(row, static_cast<std::size_t>(k)));
+                const float d = kt_row_scale(method_, kernels.amax(row, static_cast<std::size_t>(k)));
                 const float inv = d != 0.0f ? 1.0f / d : 0.0f;
                 scale_ptr[r] = d;
                 std::uint8_t* dst = panel.data() + i * row_bytes;

@@ -8,6 +8,10 @@
 
 namespace moequant::amx {
 
+// kt-kernel's row scale d for a row whose max |w| is `amax`: amax * fl32(1/127) (INT8, as its
+// -ffast-math build computes amax / 127) or amax / 112 (INT4, decoded as q * 16 d).
+float kt_row_scale(Method m, float amax) noexcept;
+
 class AmxQuantizer final : public Quantizer {
 public:
     explicit AmxQuantizer(Method method) : method_(method) {}
