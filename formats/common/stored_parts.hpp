@@ -45,9 +45,9 @@ StoredPart read_stored_part(const StoredPartIndex& index, const StoredPartKey& k
 inline void record_method(Options& recorded, const std::string& method) { recorded.set("method", kt_method_of(method)); }
 
 // What moequant's shards record about the job in __metadata__ (the reference converter's record
-// nothing): quantizer, parts, experts, source.
+// nothing): quantizer, parts, experts, source, and for a calibrated output its data.
 inline void record_shard_metadata(Options& recorded, const SafetensorsFile& shard) {
-    for (const char* key : {"quantizer", "parts", "experts", "source"})
+    for (const char* key : {"quantizer", "parts", "experts", "source", "calibration"})
         if (auto value = shard.metadata(std::string("moequant.") + key)) recorded.set(key, *value);
 }
 

@@ -92,6 +92,12 @@ public:
         metadata.emplace_back("moequant.experts", std::to_string(plan.experts.size()));
         metadata.emplace_back("moequant.layer", std::to_string(layer));
         metadata.emplace_back("moequant.source", c_.plan->family + ":" + c_.plan->model_type);
+        // A calibrated quantizer's settings and data (the plain ones have none: their files
+        // stay as they were).
+        const Options settings = c_.quantizer->settings();
+        for (const auto& [key, value] : settings.items())
+            metadata.emplace_back("moequant.quantizer." + key, value);
+        if (!c_.calibration.empty()) metadata.emplace_back("moequant.calibration", c_.calibration);
         SafetensorsWriter writer = sharded_.open_shard(file, std::move(specs), std::move(metadata));
         return std::make_unique<KtSafetensorsSink>(std::move(writer), layer, c_.directory, file);
     }

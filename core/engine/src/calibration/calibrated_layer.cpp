@@ -3,6 +3,7 @@
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
 #include <moequant/error.hpp>
+#include <moequant/expert_matrix.hpp>
 #include <moequant/parallel.hpp>
 
 #include <Eigen/Core>
@@ -63,6 +64,12 @@ Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int6
     return h.finish(calibration.samples());
 }
 
+Tensor down_part_hessian(const Tensor& down_hessian, int part, int parts) {
+    if (parts == 1) return Tensor::copy_of(down_hessian.view());
+    const std::int64_t width = down_hessian.shape()[0] / parts;
+    return hessian_block(down_hessian, part * width, width);
+}
+
 LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
     const QuantizerCalibration& q = *job.quantizer;
     const std::vector<ExpertTokens> tokens = expert_tokens(*job.calibration, *job.plan, layer, *job.source);
@@ -89,9 +96,11 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
         for (std::size_t e = first; e < last; ++e) {
             const ExpertPlan& expert = layer.experts[e];
             auto source = [&](Projection p) -> const ExpertWeightSource& { return expert.weights[static_cast<int>(p)]; };
-            auto quantize = [&](Projection p, const Tensor& matrix, const PreparedCalibration& calibration) {
+            auto quantize = [&](Projection p, const Tensor& matrix, int part, const PreparedCalibration& calibration) {
                 try {
-                    sink.write({expert.expert, p, 0, q.quantize_calibrated(matrix.view(), calibration)});
+                    const Tensor piece = job.parts == 1 ? Tensor() : split_expert_part(matrix, p, part, job.parts);
+                    const TensorView view = job.parts == 1 ? matrix.view() : piece.view();
+                    sink.write({expert.expert, p, part, q.quantize_calibrated(view, calibration)});
                 } catch (const Error& err) {
                     throw err.with_context({.tensor = source(p).tensor, .layer = layer.layer});
                 }
@@ -101,12 +110,17 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
             const std::shared_ptr<const PreparedCalibration> gate_up =
                 tokens[e].all ? shared_gate_up
                               : q.prepare_calibration(expert_input_hessian(*job.calibration, layer.layer, tokens[e]));
-            quantize(Projection::gate, gate, *gate_up);
-            quantize(Projection::up, up, *gate_up);
+            for (int part = 0; part < job.parts; ++part) {
+                quantize(Projection::gate, gate, part, *gate_up);
+                quantize(Projection::up, up, part, *gate_up);
+            }
             const Tensor down = job.load(source(Projection::down));
-            const auto down_calibration =
-                q.prepare_calibration(down_proj_hessian(*job.calibration, layer.layer, tokens[e], gate, up));
-            quantize(Projection::down, down, *down_calibration);
+            const Tensor down_hessian = down_proj_hessian(*job.calibration, layer.layer, tokens[e], gate, up);
+            for (int part = 0; part < job.parts; ++part) {
+                const auto calibration = job.parts == 1 ? q.prepare_calibration(down_hessian)
+                                                        : q.prepare_calibration(down_part_hessian(down_hessian, part, job.parts));
+                quantize(Projection::down, down, part, *calibration);
+            }
             if (job.progress) {
                 const std::size_t n = ++done;
                 std::lock_guard lock(progress_lock);

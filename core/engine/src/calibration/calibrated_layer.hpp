@@ -4,6 +4,11 @@
 // comes from the tokens its router sends it (expert_tokens.hpp). Each expert's down_proj
 // Hessian comes from its own intermediate activations act(gate x) * up x over its tokens,
 // computed here with the unquantized gate/up weights in the reference's BF16 steps.
+//
+// With threadpool parts (a kt output's), each part is quantized on its own on the inputs it
+// sees: a gate or up part (rows) on the whole input, a down part (columns) on its columns'
+// block of the Hessian; GPTQ's error feedback then stays within the part, as the runtime's
+// products do.
 #pragma once
 
 #include "expert_tokens.hpp"
@@ -27,6 +32,7 @@ struct CalibratedLayerJob {
     // Loads an expert matrix as BF16 [out, in] (checked for NaN/Inf by the caller's rules).
     std::function<Tensor(const ExpertWeightSource&)> load;
     ProgressSink* progress = nullptr;
+    int parts = 1;  // threadpool parts of every matrix (split_expert_part)
 };
 
 // Returns how many calibration tokens each expert was quantized on.
@@ -38,5 +44,8 @@ Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int6
 // The Hessian of one expert's down_proj inputs act(gate x) * up x over its tokens x.
 Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
                          const Tensor& gate, const Tensor& up);
+
+// The Hessian of part `part` of `parts` of a down_proj whose whole Hessian is `down_hessian`.
+Tensor down_part_hessian(const Tensor& down_hessian, int part, int parts);
 
 }  // namespace moequant

@@ -87,4 +87,15 @@ double output_error(const Tensor& hessian, const float* w_a, const float* w_b, s
     return static_cast<double>(dh.cwiseProduct(d).cast<double>().sum());
 }
 
+Tensor hessian_block(const Tensor& hessian, std::int64_t first, std::int64_t count) {
+    const std::int64_t k = hessian.shape()[0];
+    if (first < 0 || count <= 0 || first + count > k)
+        throw Error(ErrorKind::internal, "columns [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                                             ") lie outside a Hessian of " + std::to_string(k));
+    Eigen::Map<const RowMajor> h(hessian.data_as<float>(), k, k);
+    Tensor block(DType::F32, {count, count});
+    Eigen::Map<RowMajor>(block.data_as<float>(), count, count) = h.block(first, first, count, count);
+    return block;
+}
+
 }  // namespace moequant

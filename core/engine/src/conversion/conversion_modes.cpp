@@ -2,6 +2,7 @@
 
 #include "calibration/calibrated_layer.hpp"
 
+#include <moequant/engine/expert_parts.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 #include <moequant/parallel.hpp>
@@ -10,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <span>
+#include <tuple>
 #include <utility>
 
 namespace moequant {
@@ -87,15 +89,15 @@ public:
         copy.unquantized = part.tensor.unquantized;
         for (const auto& [name, tensor] : part.tensor.parts) copy.parts.emplace_back(name, Tensor::copy_of(tensor.view()));
         std::lock_guard lock(mutex_);
-        parts_.emplace(std::pair{part.expert, part.projection}, std::move(copy));
+        parts_.emplace(std::tuple{part.expert, part.projection, part.part}, std::move(copy));
     }
     std::vector<WrittenFile> commit() override { return inner_.commit(); }
-    const QuantizedTensor& part(std::int64_t expert, Projection p) const { return parts_.at({expert, p}); }
+    const QuantizedTensor& part(std::int64_t expert, Projection p, int part) const { return parts_.at({expert, p, part}); }
 
 private:
     LayerSink& inner_;
     std::mutex mutex_;
-    std::map<std::pair<std::int64_t, Projection>, QuantizedTensor> parts_;
+    std::map<std::tuple<std::int64_t, Projection, int>, QuantizedTensor> parts_;
 };
 
 
@@ -165,7 +167,8 @@ private:
 };
 
 // The modes whose quantizer uses calibration (GPTQ): a layer is quantized through the
-// quantizer's calibration facet on the inputs it saw (calibrated_layer.hpp), one part per matrix.
+// quantizer's calibration facet on the inputs it saw (calibrated_layer.hpp), each threadpool
+// part on its own.
 class CalibratedMode : public QuantizingMode {
 public:
     CalibratedMode(const ConversionJob& job, const Quantizer& quantizer, const QuantizerCalibration& calibration,
@@ -180,6 +183,7 @@ protected:
         calibrated.plan = job_.plan;
         calibrated.source = job_.source;
         calibrated.progress = &progress_;
+        calibrated.parts = job_.parts;
         calibrated.load = [&](const ExpertWeightSource& source) {
             try {
                 return load_checked(job_, source);
@@ -224,10 +228,14 @@ public:
         write_layer(layer, recording);
         std::vector<WrittenFile> files = sink->commit();
         job_.sequential->finish_layer(layer.layer, [&](std::int64_t expert, Projection p) {
-            const QuantizedTensor& q = recording.part(expert, p);
-            if (q.unquantized) return Tensor::copy_of(q.part("weight")->view());
+            const QuantizedTensor& first = recording.part(expert, p, 0);
+            if (first.unquantized) return Tensor::copy_of(first.part("weight")->view());  // kept layers have one part
             const ExpertWeightSource& s = layer.experts[static_cast<std::size_t>(expert)].weights[static_cast<int>(p)];
-            return quantizer_.dequantize(q, {s.rows, s.cols});
+            const int parts = job_.parts;
+            const Shape shape = p == Projection::down ? Shape{s.rows, s.cols / parts} : Shape{s.rows / parts, s.cols};
+            std::vector<Tensor> pieces;
+            for (int part = 0; part < parts; ++part) pieces.push_back(quantizer_.dequantize(recording.part(expert, p, part), shape));
+            return join_expert_parts(pieces, p);
         });
         return files;
     }

@@ -29,15 +29,14 @@ void check_input_type(const ConversionJob& job) {
             }
 }
 
-// A quantizer that uses calibration needs its data, one part per matrix, and inputs that fit
-// the plan (and routers, when experts see only their routed tokens).
+// A quantizer that uses calibration needs its data and inputs that fit the plan (and routers,
+// when experts see only their routed tokens). Each threadpool part is calibrated on the inputs
+// it sees (calibrated_layer.hpp).
 void check_calibration(const ConversionJob& job, const Quantizer& quantizer) {
     if (!job.calibration && !job.sequential)
         throw Error(ErrorKind::usage, "quantizer '" + std::string(quantizer.id()) + "' needs calibration data",
                     {.code = "NeedsCalibration",
                      .hint = "give it calibration data (text or recorded MoE inputs), or use a quantizer that needs none"});
-    if (job.parts != 1)
-        throw Error(ErrorKind::usage, "calibrated quantization writes one part per matrix, not " + std::to_string(job.parts));
     if (job.calibration) {
         job.calibration->check_plan(*job.plan);
         check_routing(*job.calibration, *job.plan, *job.source);
@@ -78,6 +77,19 @@ void check_expert_shapes(const ConversionJob& job, const Quantizer& quantizer) {
     }
 }
 
+// What the output records of the calibration data: its name, digest and size.
+std::string calibration_record(const ConversionJob& job) {
+    const std::string label = job.calibration_label.empty() ? std::string() : job.calibration_label + " ";
+    if (job.sequential)
+        return "text " + label + "(sequential:" + job.sequential->digest() + "), " + std::to_string(job.sequential->samples()) +
+               " samples, " + std::to_string(job.sequential->tokens()) + " tokens, " +
+               (job.sequential->routed_only() ? "experts see their routed tokens" : "every expert sees all tokens");
+    const SafetensorsFile& f = job.calibration->file();
+    return "activations " + label + "(" + std::to_string(f.file_size()) + ":" + f.header_digest() + "), " +
+           std::to_string(job.calibration->samples()) + " samples, " + std::to_string(job.calibration->tokens()) + " tokens, " +
+           (job.calibration->routed_only() ? "experts see their routed tokens" : "every expert sees all tokens");
+}
+
 }  // namespace
 
 CheckedJob validate_job(const ConversionJob& job) {
@@ -99,6 +111,7 @@ CheckedJob validate_job(const ConversionJob& job) {
     context.parts = job.parts;
     context.options = job.format_options;
     context.unquantized_layers = job.unquantized_layers;
+    if (checked.quantizer && checked.quantizer->calibration()) context.calibration = calibration_record(job);
     check_unquantized_layers(job);
     job.format->check(context);
     if (checked.quantizer) check_expert_shapes(job, *checked.quantizer);

@@ -1,10 +1,10 @@
 #include <moequant/dtype_convert.hpp>
+#include <moequant/engine/expert_parts.hpp>
 #include <moequant/engine/quantized_experts.hpp>
 #include <moequant/engine/run_manifest.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
 
-#include <cstring>
 #include <set>
 
 namespace moequant {
@@ -127,19 +127,9 @@ Tensor QuantizedExperts::matrix(std::int64_t layer, const ExpertWeightSource& so
                                 Projection projection) const {
     const Shape shape = part_shape(source, projection, parts_);
     if (parts_ == 1) return part({layer, expert, projection, 0}, shape);
-    Tensor full = Tensor::uninitialized(DType::F32, {source.rows, source.cols});
-    float* out = full.data_as<float>();
-    for (int p = 0; p < parts_; ++p) {
-        const Tensor piece = part({layer, expert, projection, p}, shape);
-        const float* in = piece.data_as<float>();
-        if (projection != Projection::down) {  // rows [p * rows/parts, ...)
-            std::memcpy(out + p * shape[0] * source.cols, in, piece.size_bytes());
-            continue;
-        }
-        for (std::int64_t r = 0; r < source.rows; ++r)  // columns [p * cols/parts, ...) of every row
-            std::memcpy(out + r * source.cols + p * shape[1], in + r * shape[1], static_cast<std::size_t>(shape[1]) * sizeof(float));
-    }
-    return full;
+    std::vector<Tensor> pieces;
+    for (int p = 0; p < parts_; ++p) pieces.push_back(part({layer, expert, projection, p}, shape));
+    return join_expert_parts(pieces, projection);
 }
 
 ExpertMatrices QuantizedExperts::layer(std::int64_t layer) const {

@@ -234,11 +234,14 @@ bool VerificationReport::passed() const noexcept {
 
 // The id of the installed quantizer whose published kt method or file prefix is `method`: what
 // made a kt output that does not name its quantizer (the reference converter's). Empty if none.
+// A quantizer that calibrates (amx-int4-gptq) publishes the same method as the plain one, but
+// only an output that records it was made by it.
 std::string quantizer_publishing(const Registry& registry, const std::string& method) {
     if (method.empty()) return {};
     for (const auto& q : registry.quantizers()) {
         const QuantizerFacts facts = q.object->facts();
-        if (facts.kt_method == method || facts.kt_file_prefix == method) return std::string(q.object->id());
+        if ((facts.kt_method == method || facts.kt_file_prefix == method) && !q.object->calibration())
+            return std::string(q.object->id());
     }
     return {};
 }
@@ -298,9 +301,10 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
                     report.checks.push_back(std::move(check));
                 }
         const bool kept = kept_layers.count(layer.layer) > 0;
-        // With calibration data (one part per matrix): the tokens each expert sees, and the
-        // layer's input Hessian for the gate and up of experts that see all of them.
-        const bool calibrated = job.calibration && parts == 1 && !kept;
+        // With calibration data: the tokens each expert sees, and the layer's input Hessian
+        // for the gate and up of experts that see all of them (each of their row parts sees
+        // the whole input; a down part sees its columns' block, down_part_hessian).
+        const bool calibrated = job.calibration && !kept;
         std::vector<ExpertTokens> tokens;
         std::optional<Tensor> layer_hessian;
         if (calibrated) {
@@ -343,8 +347,11 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
                             continue;
                         }
                         try {
-                            check_part(job, checks[part].key, split_expert_part(matrix, projection, part, parts), hessian,
-                                       checks[part]);
+                            std::optional<Tensor> part_hessian;
+                            if (hessian && projection == Projection::down && parts > 1)
+                                part_hessian = down_part_hessian(*hessian, part, parts);
+                            check_part(job, checks[part].key, split_expert_part(matrix, projection, part, parts),
+                                       part_hessian ? &*part_hessian : hessian, checks[part]);
                         } catch (const Error& e) {
                             if (e.kind() != ErrorKind::input) throw;
                             checks[part].problem = e.what();  // unreadable or undecodable: this part fails

@@ -51,6 +51,10 @@ struct OutputContext {
     // "weight" [out, in] each (QuantizedTensor::unquantized) instead of the quantizer's
     // tensors (formats that support it).
     std::set<std::int64_t> unquantized_layers;
+    // What a calibrated quantizer learned from, as the run manifest records it (e.g. "text
+    // sequential:<digest>, 64 samples, 8192 tokens, every expert sees all tokens"), for formats
+    // that record it in their files; empty when the quantizer does not calibrate.
+    std::string calibration;
 };
 
 class MOEQUANT_API LayerSink {

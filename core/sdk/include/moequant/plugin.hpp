@@ -104,9 +104,11 @@
 //              offsets are relative to the file start, so data_start() is no longer inline).
 //  13 (0.13.0): DecoderForward::logits() (final norm + lm_head, tied embeddings), for eval;
 //              its default refuses with NoForward, so older adapters still build.
-#define MOEQUANT_PLUGIN_ABI_VERSION 13
+//  14 (0.14.0): OutputContext::calibration (what a calibrated quantizer learned from, for
+//              formats to record; convert --calibrate's amx-int4-gptq / amx-int8-gptq).
+#define MOEQUANT_PLUGIN_ABI_VERSION 14
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "57c54e8b060fdf06"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "7d359499c2cb84d3"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

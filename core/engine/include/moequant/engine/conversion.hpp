@@ -25,7 +25,7 @@
 // its own), calibrated on recorded inputs (`calibration`) or sequential calibration
 // (`sequential`). A quantizer that uses calibration (GPTQ) needs one of the two: per layer, one
 // gate/up Hessian shared by all experts and a down_proj Hessian per expert
-// (calibrated_layer.hpp), with one part per matrix.
+// (calibrated_layer.hpp), each threadpool part calibrated on the inputs it sees.
 #pragma once
 
 #include <moequant/checkpoint.hpp>
@@ -69,6 +69,9 @@ struct ConversionJob {
     // finished with its quantized experts (sequential_calibration.hpp). Layers are never adopted
     // from an earlier run in this mode: the hidden states need every layer recomputed.
     SequentialCalibration* sequential = nullptr;
+    // Names the calibration data in what the output records of it (OutputContext::calibration):
+    // a dataset's file name, "embedded". Not part of the job's identity (the data's digest is).
+    std::string calibration_label;
     // MoE layers whose routed experts are written unquantized (BF16), if the format supports
     // it (OutputContext::unquantized_layers); needs parts == 1.
     std::set<std::int64_t> unquantized_layers;

@@ -34,4 +34,8 @@ private:
 // ||X (W_a - W_b)^T||^2 * 2/n on the calibration data H came from. W_*: F32 [rows, cols].
 MOEQUANT_API double output_error(const Tensor& hessian, const float* w_a, const float* w_b, std::int64_t rows);
 
+// The Hessian of columns [first, first + count) of the inputs: H's diagonal block, which is
+// what a matrix split by columns (a down_proj threadpool part, split_expert_part) sees.
+MOEQUANT_API Tensor hessian_block(const Tensor& hessian, std::int64_t first, std::int64_t count);
+
 }  // namespace moequant
