@@ -2,14 +2,43 @@
 
 #include <moequant/engine/run_manifest.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace moequant::cli {
 
-void note_calibration_fallbacks(const std::filesystem::path& output) {
+namespace {
+
+// "fewest 3, median 40, most 212 routed tokens per expert over 2 layer(s)", or "every expert of
+// 2 layer(s) saw all 4096 tokens".
+std::string coverage_summary(const RunManifest& manifest) {
+    std::vector<std::int64_t> counts;
+    std::int64_t layers = 0, all_tokens = 0;
+    bool routed = false;
+    for (const auto& l : manifest.completed_layers) {
+        if (!l.coverage) continue;
+        ++layers;
+        routed = routed || l.coverage->routed_only;
+        all_tokens = std::max(all_tokens, l.coverage->tokens);
+        counts.insert(counts.end(), l.coverage->tokens_per_expert.begin(), l.coverage->tokens_per_expert.end());
+    }
+    if (layers == 0 || counts.empty()) return {};
+    if (!routed)
+        return "every expert of " + std::to_string(layers) + " layer(s) saw all " + std::to_string(all_tokens) + " tokens";
+    std::sort(counts.begin(), counts.end());
+    return "fewest " + std::to_string(counts.front()) + ", median " + std::to_string(counts[counts.size() / 2]) + ", most " +
+           std::to_string(counts.back()) + " routed tokens per expert over " + std::to_string(layers) + " layer(s)";
+}
+
+}  // namespace
+
+void note_calibration_coverage(const std::filesystem::path& output, bool quiet) {
     const auto manifest = RunManifest::load(output);
     if (!manifest) return;
+    if (const std::string summary = coverage_summary(*manifest); !summary.empty() && !quiet)
+        std::fprintf(stderr, "moequant: calibration coverage: %s (per expert in %s)\n", summary.c_str(), run_manifest_name);
     std::string layers;
     std::size_t experts = 0;
     for (const auto& l : manifest->completed_layers) {

@@ -1,7 +1,10 @@
 // `moequant convert`: the checkpoint's routed experts into kt-kernel's CPU format (or another
 // output format), one layer in flight, resumable. The flags mirror kt-kernel's
-// convert_cpu_weights.py so existing command lines work unchanged.
+// convert_cpu_weights.py so existing command lines work unchanged. With --calibrate the codes
+// are chosen by GPTQ on calibration data (amx-int4-gptq / amx-int8-gptq), in the same layout.
 
+#include "calibration_coverage_note.hpp"
+#include "calibration_inputs.hpp"
 #include "command.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
@@ -44,7 +47,9 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     int parts = 2;
     std::size_t threads = 0, cpuinfer_threads = 0;
     std::int64_t resume_layer = -1;
-    bool no_merge = false, overwrite = false, allow_non_finite = false, quiet = false, help = false;
+    bool no_merge = false, overwrite = false, allow_non_finite = false, quiet = false, help = false, calibrate = false;
+    CalibrationInputOptions data;
+    double dampening = 0.1;
     po::options_description options("Options");
     options.add_options()
         ("input-path,i", po::value(&input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file), or an index file")
@@ -58,6 +63,12 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
          "output format: kt-safetensors (default), kt-tree, bf16-safetensors, or a plugin's")
         ("no-merge-safetensor", po::bool_switch(&no_merge), "write the .kt file tree (format kt-tree)")
         ("threadpool-count", po::value(&parts)->default_value(2), "threadpool parts T (kt-kernel's NUMA sub-pools)")
+        ("calibrate", po::bool_switch(&calibrate),
+         "choose the codes by GPTQ error feedback on calibration data (--dataset or --calibration-activations): "
+         "amx-int4-gptq / amx-int8-gptq, the same layout and method in the files")
+        ("dampening_frac", po::value(&dampening)->default_value(0.1), "with --calibrate: GPTQ dampening, relative to mean(diag H)");
+    add_calibration_options(options, data);
+    options.add_options()
         ("cpuinfer-threads", po::value(&cpuinfer_threads), "worker threads for the conversion (default: all cores)")
         ("threads", po::value(&threads), "same as --cpuinfer-threads")
         ("resume-layer", po::value(&resume_layer), "redo layers from this one on; earlier ones must be complete")
@@ -69,14 +80,19 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help");
     options.add(global_option_group(globals));
-    require_positive(parse_command_line(args, options, {}), {"threads", "cpuinfer-threads"});
+    require_positive(parse_command_line(args, options, {}),
+                     {"threads", "cpuinfer-threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
     if (help) {
         print_command_help(
-            "moequant convert -i MODEL -o OUT [--quant-method int4|int8] [--threadpool-count T] [--no-merge-safetensor]",
+            "moequant convert -i MODEL -o OUT [--quant-method int4|int8] [--threadpool-count T] [--no-merge-safetensor]\n"
+            "                 [--calibrate --dataset FILE|embedded | --calibration-activations FILE]",
             "Quantizes the routed experts of a BF16, FP16 or FP8 checkpoint into kt-kernel's AMX INT4/INT8\n"
             "layout (merged safetensors, or the .kt tree), one layer in flight; FP8 is dequantized on the\n"
             "CPU with the config's block size. Rerunning the same command continues an interrupted\n"
-            "conversion (moequant-run.json) and gives the same bytes as one clean run.",
+            "conversion (moequant-run.json) and gives the same bytes as one clean run.\n"
+            "--calibrate chooses the codes by GPTQ error feedback on calibration text run through the model\n"
+            "layer by layer (--dataset) or on recorded MoE inputs, each row's scale searched on the same\n"
+            "data: the bytes stay in kt-kernel's layout, which its runtime loads unchanged.",
             options);
         return 0;
     }
@@ -86,10 +102,16 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     if (no_merge && !format_id.empty() && format_id != "kt-tree")
         throw_usage_error("--no-merge-safetensor conflicts with --format " + format_id);
     if (format_id.empty()) format_id = no_merge ? "kt-tree" : "kt-safetensors";
+    check_calibration_options(data);
+    if (calibrate && !data.given())
+        throw_usage_error("--calibrate needs calibration data",
+                          {.code = "NeedsCalibration", .hint = "pass --dataset FILE (or --dataset embedded) or --calibration-activations FILE"});
+    if (!calibrate && data.given())
+        throw_usage_error("calibration data is used only with --calibrate", {.hint = "add --calibrate, or leave the data out"});
     if (quantizer_id.empty()) {
         if (quant_method != "int4" && quant_method != "int8")
             throw_usage_error("--quant-method must be int4 or int8, got '" + quant_method + "'");
-        quantizer_id = "amx-" + quant_method;
+        quantizer_id = "amx-" + quant_method + (calibrate ? "-gptq" : "");
     }
     if (threads == 0) threads = cpuinfer_threads;
     if (threads > 0) set_max_threads(threads);
@@ -106,6 +128,14 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
         if (!quantizer)
             throw Error(ErrorKind::plugin, "no installed quantizer '" + quantizer_id + "'", {.hint = "see 'moequant plugins'"});
     }
+    // Whether a quantizer calibrates is its own to say: --calibrate and it must agree.
+    const bool calibrating = quantizer && quantizer->calibration();
+    if (calibrate && !calibrating)
+        throw_usage_error(quantizer ? "quantizer '" + quantizer_id + "' does not calibrate; --calibrate needs one that does"
+                                    : "format '" + format_id + "' writes no quantized experts; --calibrate has nothing to calibrate");
+    if (calibrating && !calibrate)
+        throw_usage_error("quantizer '" + quantizer_id + "' chooses its codes on calibration data",
+                          {.code = "NeedsCalibration", .hint = "add --calibrate and --dataset FILE|embedded or --calibration-activations FILE"});
 
     const PlannedSource source = open_planned_source(registry, input, family);
     const ModelPlan& plan = source.plan;
@@ -125,14 +155,24 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     if (resume_layer >= 0) job.resume_layer = resume_layer;
     job.overwrite = overwrite;
     job.allow_non_finite = allow_non_finite;
+    std::optional<CalibrationInputs> calibration;
+    if (calibrate) {
+        calibration.emplace(registry, source, data, overwrite);
+        calibration->attach(job);
+        job.quantizer_options.set("dampening_frac", std::to_string(dampening));
+    }
 
     SaturatedRowLog saturated;
     job.saturated_rows = &saturated;
 
     StreamProgress progress(stderr);
     SilentProgress silent;
-    ConversionResult result = run_conversion(job, quiet ? static_cast<ProgressSink&>(silent) : progress);
+    ProgressSink& sink = quiet ? static_cast<ProgressSink&>(silent) : progress;
+    if (calibration) calibration->describe(sink, plan);
+    ConversionResult result = run_conversion(job, sink);
+    if (calibration) calibration->finish();  // commits --save-activations
     warn_about_saturated_rows(saturated);
+    if (calibration) note_calibration_coverage(output, quiet);
     std::cout << "converted " << result.layers_written << " layer(s)";
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
     std::cout << " of " << plan.family << " with " << (quantizer ? quantizer->id() : std::string_view("no quantizer"))

@@ -4,12 +4,13 @@
 // calibration comes from text (--dataset, run through the family's decoder forward) or from
 // recorded MoE inputs (--calibration-activations).
 
+#include "calibration_coverage_note.hpp"
+#include "calibration_inputs.hpp"
 #include "command.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
 #include "option_values.hpp"
-#include "calibration_coverage_note.hpp"
 #include "saturated_rows_warning.hpp"
 #include "text_calibration.hpp"
 
@@ -100,16 +101,13 @@ std::set<std::int64_t> unquantized_layers(const std::vector<std::string>& patter
 }  // namespace
 
 int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string input, output, method = "GPTQ", quant_type = "W4A16", strategy = "group", actorder = "static", family,
-                activations, dataset, save_activations;
-    std::uint64_t seed = 42;
-    double max_memory_gb = 0;
+    std::string input, output, method = "GPTQ", quant_type = "W4A16", strategy = "group", actorder = "static", family;
+    CalibrationInputOptions data;
     double dampening = 0.1;
     std::vector<std::string> ignore;
-    std::int64_t samples = 0, max_length = 0, resume_layer = -1;
+    std::int64_t resume_layer = -1;
     std::size_t threads = 0;
-    bool overwrite = false, allow_non_finite = false, allow_unaligned = false, routed_only = false, quiet = false,
-         help = false;
+    bool overwrite = false, allow_non_finite = false, allow_unaligned = false, quiet = false, help = false;
     po::options_description options("Options");
     options.add_options()
         ("model_id", po::value(&input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file)")
@@ -124,24 +122,9 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
          "scale per 128 columns, or one per row (the older W8A16 preset)")
         ("actorder", po::value(&actorder)->value_name("static|group|none")->default_value("static"),
          "GPTQ column order (static: by decreasing Hessian diagonal, no g_idx)")
-        ("dampening_frac", po::value(&dampening)->default_value(0.1), "GPTQ dampening, relative to mean(diag H)")
-        ("calibration-activations", po::value(&activations)->value_name("FILE"),
-         "recorded MoE inputs: layers.L.moe_input [tokens, hidden] and sample_lengths (safetensors)")
-        ("dataset", po::value(&dataset)->value_name("FILE|embedded"),
-         "built-in calibration: a JSONL file of {\"text\"} or {\"messages\"} rows, or 'embedded' (a short "
-         "public-domain text), run through the model layer by layer on the CPU")
-        ("num_calibration_samples", po::value(&samples),
-         "use N samples (default: all recorded ones; 512 rows of a --dataset)")
-        ("max_sequence_length", po::value(&max_length),
-         "use at most this many tokens of each sample (default: all recorded; 2048 with --dataset)")
-        ("random_seed", po::value(&seed)->default_value(42), "shuffles the --dataset rows")
-        ("max-memory", po::value(&max_memory_gb)->value_name("GB"),
-         "with --dataset: bound the calibration hidden states in memory (beyond, a mapped scratch file) and "
-         "run the samples in batches that fit (default: no limit)")
-        ("save-activations", po::value(&save_activations)->value_name("FILE"),
-         "with --dataset: also write every MoE layer's inputs as recorded activations")
-        ("routed-only", po::bool_switch(&routed_only),
-         "an expert sees only the tokens its layer's router sends it (moe_calibrate_all_experts=False)")
+        ("dampening_frac", po::value(&dampening)->default_value(0.1), "GPTQ dampening, relative to mean(diag H)");
+    add_calibration_options(options, data);
+    options.add_options()
         ("ignore_patterns", po::value(&ignore)->multitoken()->value_name("PATTERN..."),
          "modules to leave unquantized (\"re:<regex>\" or a name); non-expert modules always are, "
          "routed experts only a whole MoE layer at a time (written in BF16)")
@@ -181,10 +164,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         quantizer_id = "rtn";
     else
         throw_usage_error("--quant_method must be GPTQ or RTN, got '" + method + "'");
-    if (!activations.empty() && !dataset.empty())
-        throw_usage_error("give either --calibration-activations or --dataset, not both");
-    if (routed_only && activations.empty() && dataset.empty())
-        throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations or --dataset");
+    check_calibration_options(data);
     if (threads > 0) set_max_threads(threads);
 
     Registry registry;
@@ -197,39 +177,20 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     // Whether the quantizer calibrates (GPTQ) is its own to say; calibration data and GPTQ's
     // options go to such a quantizer only.
     const bool calibrated = quantizer->calibration() != nullptr;
-    if (calibrated && activations.empty() && dataset.empty())
+    if (calibrated && !data.given())
         throw_usage_error("GPTQ needs calibration data",
                           {.code = "NeedsCalibration",
                            .hint = "pass --dataset FILE (or --dataset embedded), --calibration-activations FILE, or use "
                                    "--quant_method RTN"});
-    if (!save_activations.empty() && (dataset.empty() || !calibrated))
-        throw_usage_error("--save-activations records what GPTQ's --dataset calibration computes; it needs both");
+    if (!data.save_activations.empty() && !calibrated)
+        throw_usage_error("--save-activations records what GPTQ's --dataset calibration computes; RTN computes none");
 
     const PlannedSource source = open_planned_source(registry, input, family);
     const ModelPlan& plan = source.plan;
     const std::set<std::int64_t> kept_layers = unquantized_layers(ignore, plan);
-    // Built-in calibration: the tokenized dataset through the family's forward, layer by layer.
-    std::optional<ScratchFolder> scratch;
-    std::unique_ptr<DecoderForward> forward;
-    std::optional<SequentialCalibration> sequential;
-    const CommandInputs inputs{.folders = {source.checkpoint.directory()},
-                               .files = activations.empty() ? dataset_files(dataset) : std::vector<fs::path>{activations}};
-    if (!save_activations.empty()) check_output_file(save_activations, inputs, overwrite);
-    if (!dataset.empty() && calibrated) {
-        TextCalibrationOptions text{dataset, {samples > 0 ? samples : 512, max_length > 0 ? max_length : 2048, seed}};
-        CalibrationSamples tokenized = load_text_calibration(registry, source, text);
-        forward = source_decoder_forward(registry, source, plan);
-        scratch.emplace();
-        sequential.emplace(*forward, plan, std::move(tokenized.samples), scratch->path(),
-                           save_activations.empty() ? std::nullopt : std::optional<fs::path>(save_activations), routed_only,
-                           memory_limit_bytes(max_memory_gb));
-    }
-    std::optional<CalibrationActivations> calibration;
-    if (!activations.empty()) {
-        calibration.emplace(CalibrationActivations::open(activations));
-        calibration->select(samples, max_length);
-        calibration->set_routed_only(routed_only);
-    }
+    // GPTQ's data: a dataset through the family's forward layer by layer, or recorded inputs.
+    std::optional<CalibrationInputs> calibration;
+    if (calibrated) calibration.emplace(registry, source, data, overwrite);
 
     ConversionJob job;
     job.command = "gptq";  // under the alias gpu too: the same job either way
@@ -242,12 +203,10 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     job.parts = 1;
     if (resume_layer >= 0) job.resume_layer = resume_layer;
     job.overwrite = overwrite;
-    job.input_files = dataset_files(dataset);
-    if (!save_activations.empty()) job.input_files.push_back(save_activations);  // never inside the output folder
+    if (!calibration) job.input_files = dataset_files(data.dataset);  // RTN reads no data, but its output may not hold it
     job.allow_non_finite = allow_non_finite;
     job.unquantized_layers = kept_layers;
-    if (calibrated) job.calibration = calibration ? &*calibration : nullptr;
-    job.sequential = sequential ? &*sequential : nullptr;
+    if (calibration) calibration->attach(job);
     job.quantizer_options.set("quant_type", quant_type);
     job.quantizer_options.set("strategy", strategy);
     if (calibrated) {
@@ -264,25 +223,16 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         for (std::int64_t l : kept_layers) layers += (layers.empty() ? "" : ", ") + std::to_string(l);
         sink.note("routed experts kept in BF16 (--ignore_patterns): layer(s) " + layers);
     }
-    if (job.sequential)
-        sink.note("calibration: " + std::to_string(sequential->samples()) + " sample(s), " +
-                  std::to_string(sequential->tokens()) + " token(s) of " + dataset + ", run through the model layer by layer in " +
-                  std::to_string(sequential->batches()) + " batch(es)" +
-                  (sequential->hidden_states_on_disk() ? ", hidden states in a scratch file" : "") +
-                  (routed_only ? "; experts see the tokens routed to them" : "; every expert sees all of them"));
-    else if (job.calibration)
-        sink.note("calibration: " + std::to_string(calibration->samples()) + " sample(s), " +
-                  std::to_string(calibration->tokens()) + " token(s) per MoE layer from " + activations +
-                  (routed_only ? "; experts see the tokens routed to them (" + describe_router(plan.router) + ")"
-                               : "; every expert sees all of them"));
-    else if (calibration || !dataset.empty())
-        sink.note("RTN needs no calibration: " + (calibration ? activations : dataset) + " is not used");
+    if (calibration)
+        calibration->describe(sink, plan);
+    else if (data.given())
+        sink.note("RTN needs no calibration: " + (data.activations.empty() ? data.dataset : data.activations) + " is not used");
     SaturatedRowLog saturated;
     job.saturated_rows = &saturated;
     ConversionResult result = run_conversion(job, sink);
-    if (sequential) sequential->finish();  // commits --save-activations
+    if (calibration) calibration->finish();  // commits --save-activations
     warn_about_saturated_rows(saturated);
-    note_calibration_fallbacks(output);
+    note_calibration_coverage(output, quiet);
     std::cout << "quantized " << result.layers_written << " layer(s)";
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
     std::cout << " of " << plan.family << " with " << quantizer_id << " " << quant_type << " into compressed-tensors ("

@@ -164,10 +164,17 @@ void print_report_json(const VerificationReport& report, const OpenedOutput& out
 void print_report_text(const VerificationReport& report, const OpenedOutput& output, std::size_t worst) {
     std::cout << "verify: " << output.format->id() << " output of " << report.quantizer << ", " << report.parts
               << " part(s) per expert matrix, " << report.checks.size() << " quantized parts\n\n";
-    std::cout << std::flush;  // the table below is printed with printf
     const auto layers = summarise(report);
     const bool gemv = std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l.second.gemv; });
     const bool calibrated = std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l.second.calibrated; });
+    const bool bounded = std::any_of(report.checks.begin(), report.checks.end(), [](const PartCheck& c) { return c.has_bound; });
+    if (!bounded && !report.checks.empty())
+        std::cout << "note: " << report.quantizer
+                  << " chooses codes by error feedback, so per-element error bounds do not apply; checked are the layout, the "
+                     "codes' decoding and what the quantizer can check of its stored parts"
+                  << (calibrated ? "" : "; --calibration-activations FILE also compares each part's output error with its reference's")
+                  << "\n\n";
+    std::cout << std::flush;  // the table below is printed with printf
     std::printf("%6s %6s %7s %11s %11s %9s %10s %10s", "layer", "parts", "failed", "max |err|", "max relRMS", "min SNR",
                 "bound use", "non-finite");
     if (gemv) std::printf(" %11s", "gemv relerr");

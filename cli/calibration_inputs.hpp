@@ -1,0 +1,72 @@
+// The calibration data of the commands that quantize with a calibrating quantizer (`gptq`,
+// `convert --calibrate`): their shared flags, the checks between them, and the objects a
+// ConversionJob reads — built-in calibration (a dataset run through the family's decoder forward
+// layer by layer, sequential_calibration.hpp) or recorded MoE inputs (--calibration-activations).
+#pragma once
+
+#include "family_selection.hpp"
+
+#include <moequant/engine/calibration_activations.hpp>
+#include <moequant/engine/conversion.hpp>
+#include <moequant/engine/plugin_registry.hpp>
+#include <moequant/engine/progress.hpp>
+#include <moequant/engine/sequential_calibration.hpp>
+
+#include <boost/program_options.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace moequant::cli {
+
+class ScratchFolder;
+
+struct CalibrationInputOptions {
+    std::string dataset;           // "embedded" or a JSONL file (built-in calibration)
+    std::string activations;       // recorded MoE inputs
+    std::string save_activations;  // with a dataset: also write the inputs it computes
+    std::int64_t samples = 0, max_length = 0;  // 0: all recorded, or 512 rows x 2048 tokens of a dataset
+    std::uint64_t seed = 42;
+    double max_memory_gb = 0;
+    bool routed_only = false;
+
+    bool given() const noexcept { return !dataset.empty() || !activations.empty(); }
+};
+
+// --calibration-activations, --dataset, --num_calibration_samples, --max_sequence_length,
+// --random_seed, --max-memory, --save-activations, --routed-only.
+void add_calibration_options(boost::program_options::options_description& description, CalibrationInputOptions& options);
+
+// Error(usage) for flags that contradict each other: both kinds of data, --routed-only or
+// --save-activations without the data they need.
+void check_calibration_options(const CalibrationInputOptions& options);
+
+// The opened data: tokenized and ready to run (a dataset), or mapped (activations). Checks a
+// --save-activations file against the command's inputs before any work.
+class CalibrationInputs {
+public:
+    CalibrationInputs(const Registry& registry, const PlannedSource& source, const CalibrationInputOptions& options,
+                      bool overwrite);
+    ~CalibrationInputs();
+    CalibrationInputs(const CalibrationInputs&) = delete;
+    CalibrationInputs& operator=(const CalibrationInputs&) = delete;
+
+    // Points the job at the data (calibration or sequential, the files it reads, the label the
+    // output records).
+    void attach(ConversionJob& job);
+    // The progress note saying what the quantizer calibrates on.
+    void describe(ProgressSink& progress, const ModelPlan& plan) const;
+    // After the conversion: commits --save-activations.
+    void finish();
+
+private:
+    CalibrationInputOptions options_;
+    std::unique_ptr<ScratchFolder> scratch_;
+    std::unique_ptr<DecoderForward> forward_;
+    std::optional<SequentialCalibration> sequential_;
+    std::optional<CalibrationActivations> recorded_;
+};
+
+}  // namespace moequant::cli

@@ -1,0 +1,160 @@
+// `convert --calibrate` end to end (amx-int4-gptq / amx-int8-gptq): the output keeps
+// kt-kernel's layout and method, loads through the same readers (verify, eval), records that it
+// is calibrated and on what data; on four families' forward shapes its KL is below plain
+// AMXINT4's on the calibration text; with threadpool parts and recorded activations every part's
+// output error is at most plain AMX's; the bytes do not depend on the thread count; misuse
+// fails with the usage exit code before any work.
+
+#include "test_support.hpp"
+
+#include <moequant/safetensors_reader.hpp>
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+using namespace moequant;
+using namespace moequant::test;
+namespace json = boost::json;
+
+namespace {
+
+const std::vector<std::string> small_dataset = {"--dataset", "embedded", "--num_calibration_samples", "4",
+                                                "--max_sequence_length", "48"};
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+fs::path synth(const TempDir& dir, const std::string& family, const std::string& dtype) {
+    const fs::path out = dir / (family + "-" + dtype);
+    auto r = run_moequant({"synth", "--family", family, "--dtype", dtype, "--out", out.string()});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return out;
+}
+
+CommandResult convert(const fs::path& model, const fs::path& out, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"convert", "-i", model.string(), "-o", out.string(), "--quiet"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_moequant(args);
+}
+
+fs::path calibrated(const fs::path& model, const fs::path& out, std::vector<std::string> extra = {}) {
+    extra.insert(extra.begin(), "--calibrate");
+    extra.insert(extra.end(), small_dataset.begin(), small_dataset.end());
+    auto r = convert(model, out, extra);
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return out;
+}
+
+double eval_kl(const fs::path& model, const fs::path& cpu_weights) {
+    std::vector<std::string> args = {"eval", "--model_id", model.string(), "--cpu-weights", cpu_weights.string(), "--json", "-q"};
+    args.insert(args.end(), small_dataset.begin(), small_dataset.end());
+    auto r = run_moequant(args);
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return json::parse(r.out).as_object().at("kl_mean").to_number<double>();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(calibrated_amx)
+
+BOOST_AUTO_TEST_CASE(calibrated_int4_costs_less_kl_than_plain_int4_and_passes_verify) {
+    const std::vector<std::pair<std::string, std::string>> families = {
+        {"qwen3_moe", "bf16"}, {"deepseek_v3", "fp8"}, {"qwen3_next", "bf16"}, {"minimax_m2", "fp8"}};
+    for (const auto& [family, dtype] : families) {
+        BOOST_TEST_CONTEXT(family) {
+            TempDir dir;
+            const fs::path model = synth(dir, family, dtype);
+            auto plain = convert(model, dir / "plain", {"--quant-method", "int4"});
+            BOOST_REQUIRE_MESSAGE(plain.exit_code == 0, plain.err);
+            const fs::path cal = calibrated(model, dir / "cal");
+            const double plain_kl = eval_kl(model, dir / "plain"), cal_kl = eval_kl(model, cal);
+            BOOST_TEST(cal_kl > 0.0);
+            BOOST_TEST(cal_kl < plain_kl);
+            auto v = run_moequant({"verify", "--source", model.string(), "--converted", cal.string()});
+            BOOST_TEST(v.exit_code == 0, v.out + v.err);
+            BOOST_TEST(contains(v.out, "output of amx-int4-gptq"), v.out);
+            BOOST_TEST(contains(v.out, "per-element error bounds do not apply"), v.out);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(the_output_records_its_method_quantizer_and_data) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const fs::path cal = calibrated(model, dir / "cal", {"--quant-method", "int8"});
+    bool found = false;
+    for (const auto& entry : fs::directory_iterator(cal)) {
+        if (entry.path().extension() != ".safetensors") continue;
+        const SafetensorsFile shard = SafetensorsFile::open(entry.path());
+        if (!shard.metadata("moequant.layer")) continue;  // the non-expert shard
+        found = true;
+        BOOST_TEST(shard.metadata("moequant.method").value_or("") == "AMXINT8");  // what kt-kernel reads
+        BOOST_TEST(shard.metadata("moequant.quantizer").value_or("") == "amx-int8-gptq");
+        BOOST_TEST(shard.metadata("moequant.quantizer.calibration").value_or("") == "gptq");
+        const std::string data = shard.metadata("moequant.calibration").value_or("");
+        BOOST_TEST(contains(data, "text embedded (sequential:"), data);
+        BOOST_TEST(contains(data, "4 samples"), data);
+    }
+    BOOST_TEST(found);
+    const std::string manifest = read_text(cal / "moequant-run.json");
+    BOOST_TEST(contains(manifest, "\"amx-int8-gptq\""));
+    BOOST_TEST(contains(manifest, "sequential:"));
+    BOOST_TEST(contains(manifest, "tokens_per_expert"));
+}
+
+// A .kt tree in two threadpool parts, calibrated on the same text whose MoE inputs it saves:
+// verify then measures each part's output error on those inputs against plain AMXINT4's.
+BOOST_AUTO_TEST_CASE(each_part_of_a_multi_part_tree_has_at_most_plain_amx_output_error) {
+    TempDir dir;
+    const fs::path model = synth(dir, "deepseek_v3", "fp8");
+    const fs::path activations = dir / "inputs.safetensors";
+    calibrated(model, dir / "tree", {"--no-merge-safetensor", "--threadpool-count", "2", "--save-activations", activations.string()});
+    auto v = run_moequant({"verify", "--source", model.string(), "--converted", (dir / "tree").string(), "--calibration-activations",
+                           activations.string(), "--json"});
+    BOOST_REQUIRE_MESSAGE(v.exit_code == 0, v.out + v.err);
+    const json::object report = json::parse(v.out).as_object();
+    std::size_t measured = 0, parts_seen[2] = {0, 0};
+    for (const auto& t : report.at("tensors").as_array()) {
+        const json::object& part = t.as_object();
+        const double error = part.at("output_error").to_number<double>();
+        const double reference = part.at("reference_output_error").to_number<double>();
+        BOOST_TEST(error <= reference);
+        BOOST_TEST(error > 0.0);
+        ++measured;
+        ++parts_seen[part.at("part").to_number<int>()];
+    }
+    BOOST_TEST(measured > 0u);
+    BOOST_TEST(parts_seen[0] == parts_seen[1]);
+    // The same output through eval's reader, parts joined back into whole matrices.
+    BOOST_TEST(eval_kl(model, dir / "tree") > 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(the_bytes_do_not_depend_on_the_thread_count) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    calibrated(model, dir / "one", {"--threads", "1"});
+    calibrated(model, dir / "four", {"--threads", "4"});
+    BOOST_TEST(file_hashes(dir / "one") == file_hashes(dir / "four"));
+}
+
+BOOST_AUTO_TEST_CASE(misuse_fails_with_the_usage_code_before_any_work) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    auto refused = [&](std::vector<std::string> extra, const std::string& reason) {
+        auto r = convert(model, dir / "out", extra);
+        BOOST_TEST(r.exit_code == 2);
+        BOOST_TEST(contains(r.err, reason), r.err);
+        BOOST_TEST(!fs::exists(dir / "out"));
+    };
+    refused({"--calibrate"}, "--calibrate needs calibration data");
+    refused(small_dataset, "calibration data is used only with --calibrate");
+    std::vector<std::string> plain_quantizer = {"--calibrate", "--quantizer", "amx-int4"};
+    plain_quantizer.insert(plain_quantizer.end(), small_dataset.begin(), small_dataset.end());
+    refused(plain_quantizer, "does not calibrate");
+    std::vector<std::string> no_quantizer = {"--calibrate", "--format", "bf16-safetensors"};
+    no_quantizer.insert(no_quantizer.end(), small_dataset.begin(), small_dataset.end());
+    refused(no_quantizer, "nothing to calibrate");
+    refused({"--quantizer", "amx-int4-gptq"}, "chooses its codes on calibration data");
+    refused({"--calibrate", "--dataset", "embedded", "--calibration-activations", "x.safetensors"}, "not both");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
