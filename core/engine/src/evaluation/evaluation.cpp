@@ -68,7 +68,8 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
     };
     const auto xs = states("source.f32");
     const auto xq = two ? states("quantized.f32") : nullptr;
-    const auto batches = detail::sample_batches(s.lengths, detail::batch_token_limit(job.max_memory / 2, h, s.tokens));
+    // A batch's quantized MoE call runs over both models' tokens at once (below): twice the rows.
+    const auto batches = detail::sample_batches(s.lengths, detail::batch_token_limit(job.max_memory / (two ? 4 : 2), h, s.tokens));
     auto rows = [&](detail::HiddenStates& x, std::size_t b) {
         const auto [first, last] = batches[b];
         return x.rows(s.starts[first], s.starts[last - 1] + s.lengths[last - 1] - s.starts[first]);
@@ -102,16 +103,23 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
             add(x, block);
             std::copy(x.begin(), x.end(), rs.begin());
             if (!two) continue;
-            if (quantized) {
-                std::vector<float> probe(block.size(), 0.0f);
-                layer->mlp(u, probe, quantized, nullptr);
-                error += squared_distance(probe, block);
-                energy += squared_norm(block);
-            }
             const std::span<float> rq = rows(*xq, b);
             std::vector<float> y(rq.begin(), rq.end());
             const std::vector<float> uq = layer->attention(y, lengths(b));
-            layer->mlp(uq, y, quantized, nullptr);
+            if (quantized) {
+                // The probe (the source's input u) and the quantized model's own input uq in one
+                // call: the MoE block is token-wise, and each quantized expert is dequantized once.
+                std::vector<float> both(u);
+                both.insert(both.end(), uq.begin(), uq.end());
+                std::vector<float> out(both.size(), 0.0f);
+                layer->mlp(both, out, quantized, nullptr);
+                const std::vector<float> probe(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(u.size()));
+                error += squared_distance(probe, block);
+                energy += squared_norm(block);
+                for (std::size_t i = 0; i < y.size(); ++i) y[i] += out[u.size() + i];
+            } else {
+                layer->mlp(uq, y, quantized, nullptr);
+            }
             std::copy(y.begin(), y.end(), rq.begin());
         }
         if (moe) {
