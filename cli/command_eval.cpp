@@ -4,6 +4,7 @@
 // agreement and each MoE layer's output error (docs/cli.md, eval, says what each measures).
 
 #include "command.hpp"
+#include "eval_report.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "option_values.hpp"
@@ -14,42 +15,15 @@
 #include <moequant/engine/quantized_experts.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
-#include <moequant/printable.hpp>
 
-#include <boost/json.hpp>
 #include <boost/program_options.hpp>
 
 #include <cstdio>
-#include <iostream>
 #include <optional>
 
 namespace moequant::cli {
 
 namespace po = boost::program_options;
-namespace json = boost::json;
-
-namespace {
-
-void print_json(const EvaluationReport& r) {
-    json::array layers;
-    for (const auto& l : r.layers) layers.push_back(json::object{{"layer", l.layer}, {"relative_output_error", l.relative_output_error}});
-    const json::object o{{"perplexity_source", r.perplexity_source}, {"perplexity_quantized", r.perplexity_quantized},
-                         {"kl_mean", r.kl_mean}, {"kl_p99", r.kl_p99}, {"top1_agreement", r.top1_agreement},
-                         {"tokens", r.tokens}, {"layers", std::move(layers)}};
-    std::cout << json::serialize(o) << "\n";
-}
-
-void print_text(const EvaluationReport& r, const std::string& what) {
-    std::printf("eval of %s on %lld token(s)\n", printable_text(what).c_str(), static_cast<long long>(r.tokens));
-    std::printf("  perplexity   source %.6g  quantized %.6g\n", r.perplexity_source, r.perplexity_quantized);
-    std::printf("  KL(source || quantized)  mean %.6g  p99 %.6g nats/token\n", r.kl_mean, r.kl_p99);
-    std::printf("  top-1 agreement  %.4f\n", r.top1_agreement);
-    std::printf("  relative output error per MoE layer (on the source's inputs):\n");
-    for (const auto& l : r.layers) std::printf("    layer %3lld  %.6g\n", static_cast<long long>(l.layer), l.relative_output_error);
-    std::fflush(stdout);
-}
-
-}  // namespace
 
 int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals) {
     std::string input, cpu_weights, gpu_weights, placement_file;
@@ -100,6 +74,17 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     std::optional<HybridExperts> both;
     if (!cpu_weights.empty()) cpu.emplace(registry, cpu_weights, source.checkpoint, source.plan);
     if (!gpu_weights.empty()) gpu.emplace(registry, gpu_weights, source.checkpoint, source.plan);
+    // Each flag takes its side's output: swapped, the hybrid would run each expert on the wrong one.
+    auto side = [](const QuantizedExperts& o, const std::string& folder, bool cpu_side) {
+        if (!(cpu_side ? o.holds_gpu_experts() : o.holds_cpu_experts())) return;
+        throw Error(ErrorKind::input,
+                    "is a " + o.format() + " output of " + o.quantizer() + (cpu_side ? " (GPU experts)" : " (kt-kernel's CPU experts)") +
+                        ", not the " + (cpu_side ? "CPU" : "GPU") + " side",
+                    {.file = folder, .code = "WrongSide",
+                     .hint = cpu_side ? "pass it as --gpu-weights" : "pass it as --cpu-weights"});
+    };
+    if (cpu) side(*cpu, cpu_weights, true);
+    if (gpu) side(*gpu, gpu_weights, false);
     if (hybrid) both.emplace(*cpu, *gpu, source.plan, read_gpu_placement(placement_file, source.plan));
     const ReplacementExperts* quantized = both ? static_cast<const ReplacementExperts*>(&*both)
                                           : cpu  ? static_cast<const ReplacementExperts*>(&*cpu)
@@ -128,8 +113,9 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     const std::string what = quantized ? source.plan.family + " with " + experts : source.plan.family + " against itself";
     if (!common.quiet) progress.note("eval: " + what + ", " + std::to_string(job.samples.size()) + " sample(s) of " + text.dataset);
     const EvaluationReport report = run_evaluation(job, common.quiet ? static_cast<ProgressSink&>(silent) : progress);
-    if (as_json) print_json(report);
-    else print_text(report, what);
+    if (as_json) print_eval_json(report, source.plan);
+    else print_eval_text(report, source.plan, what);
+    note_unmeasured_experts(report, source.plan);
     return 0;
 }
 

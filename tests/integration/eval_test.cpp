@@ -114,7 +114,7 @@ BOOST_AUTO_TEST_CASE(json_has_exactly_the_documented_fields) {
     std::set<std::string> keys;
     for (const auto& kv : r) keys.insert(std::string(kv.key()));
     BOOST_TEST((keys == std::set<std::string>{"perplexity_source", "perplexity_quantized", "kl_mean", "kl_p99",
-                                              "top1_agreement", "tokens", "layers"}));
+                                              "top1_agreement", "tokens", "layers", "coverage"}));
     BOOST_TEST(r.at("tokens").as_int64() > 0);
     BOOST_TEST(number(r, "kl_p99") >= 0.0);
     BOOST_TEST(number(r, "top1_agreement") <= 1.0);
@@ -126,6 +126,44 @@ BOOST_AUTO_TEST_CASE(json_has_exactly_the_documented_fields) {
         BOOST_TEST((fields == std::set<std::string>{"layer", "relative_output_error"}));
         BOOST_TEST(number(layer.as_object(), "relative_output_error") > 0.0);
     }
+    // Coverage: every token of the 4 samples (the scored ones and each sample's last) chose
+    // top-k experts in each MoE layer.
+    const auto top_k = json::parse(read_text(model / "config.json")).at("num_experts_per_tok").to_number<std::int64_t>();
+    const json::array& coverage = r.at("coverage").as_array();
+    BOOST_TEST(coverage.size() == layers.size());
+    for (const auto& entry : coverage) {
+        const json::array& counts = entry.at("tokens_per_expert").as_array();
+        std::int64_t sum = 0;
+        for (const auto& c : counts) sum += c.as_int64();
+        BOOST_TEST(counts.size() == 8u);
+        BOOST_TEST(sum == (r.at("tokens").as_int64() + 4) * top_k);
+        BOOST_TEST(entry.at("experts_without_tokens").as_array().empty());
+    }
+}
+
+// Too few tokens to reach every expert: the experts that got none are named, in JSON and on
+// stderr, as unmeasured.
+BOOST_AUTO_TEST_CASE(experts_no_eval_token_reached_are_named) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const std::string out = convert(model, dir / "int4", "int4").string();
+    auto r = run_moequant({"eval", "--model_id", model.string(), "--dataset", "embedded", "--num_calibration_samples", "1",
+                           "--max_sequence_length", "3", "--cpu-weights", out, "--json", "-q"});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const json::object o = json::parse(r.out).as_object();
+    std::size_t unreached = 0;
+    for (const auto& entry : o.at("coverage").as_array()) {
+        const json::array& counts = entry.at("tokens_per_expert").as_array();
+        const json::array& none = entry.at("experts_without_tokens").as_array();
+        std::size_t zeros = 0;
+        for (const auto& c : counts) zeros += c.as_int64() == 0;
+        BOOST_TEST(none.size() == zeros);
+        BOOST_TEST(zeros >= 2u);  // 3 tokens x top-2 reach at most 6 of the 8 experts
+        for (const auto& id : none) BOOST_TEST(counts.at(id.to_number<std::size_t>()).as_int64() == 0);
+        unreached += zeros;
+    }
+    BOOST_TEST(contains(r.err, "moequant: note: eval coverage: " + std::to_string(unreached) + " expert(s) received no eval token"),
+               r.err);
 }
 
 // Batches of one sample and mapped hidden states: the same numbers (up to BLAS rounding).
@@ -161,6 +199,10 @@ BOOST_AUTO_TEST_CASE(bad_inputs_are_refused_before_any_forward_work) {
     BOOST_REQUIRE(at != std::string::npos);
     write_text(dir / "parts" / "moequant-run.json", std::string(manifest).replace(at, 11, "\"parts\":\"3\""));
     check_refused(run_eval(model, {"--cpu-weights", (dir / "parts").string()}), 3, "(PartCountMismatch)");
+    // Each flag takes its own side's output: a GPU scheme is not CPU experts, nor AMX GPU ones.
+    const fs::path w8 = rtn(model, dir / "w8", "W8A16");
+    check_refused(run_eval(model, {"--cpu-weights", w8.string()}), 3, "(WrongSide)");
+    check_refused(run_eval(model, {"--gpu-weights", int4.string()}), 3, "(WrongSide)");
     // The hybrid model needs a placement, and a placement both outputs; a family without a forward.
     check_refused(run_eval(model, {"--cpu-weights", int4.string(), "--gpu-weights", int4.string()}), 2, "needs --placement");
     write_text(dir / "placement.json", R"({"layers": []})");

@@ -93,13 +93,17 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
         const MoeLayerPlan* moe = plan.moe_layer(index);
         const ExpertMatrices quantized = two && moe ? job.quantized->layer(index) : ExpertMatrices{};
         double error = 0, energy = 0;
+        std::vector<std::int64_t> routed(moe ? moe->experts.size() : 0, 0);
         for (std::size_t b = 0; b < batches.size(); ++b) {
             const std::span<float> rs = rows(*xs, b);
             std::vector<float> x(rs.begin(), rs.end());
             const std::vector<float> u = layer->attention(x, lengths(b));
             // The block's output alone (mlp() adds it to a zero x), so the error compares outputs.
             std::vector<float> block(x.size(), 0.0f);
-            layer->mlp(u, block, {}, nullptr);
+            Routing routing;
+            layer->mlp(u, block, {}, moe ? &routing : nullptr);
+            for (const std::int32_t e : routing.experts)
+                if (e >= 0 && static_cast<std::size_t>(e) < routed.size()) ++routed[static_cast<std::size_t>(e)];
             add(x, block);
             std::copy(x.begin(), x.end(), rs.begin());
             if (!two) continue;
@@ -123,7 +127,7 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
             std::copy(y.begin(), y.end(), rq.begin());
         }
         if (moe) {
-            report.layers.push_back({index, energy > 0 ? std::sqrt(error / energy) : std::sqrt(error)});
+            report.layers.push_back({index, energy > 0 ? std::sqrt(error / energy) : std::sqrt(error), std::move(routed)});
             bytes_done += layer_input_bytes(*job.source, *moe);
             release_layer_pages(*job.source, *moe);
         }

@@ -35,6 +35,9 @@ struct LayerOutputError {
     // layer's MLP block, MoE(u) the whole block's output (router, routed and shared experts)
     // with the source's experts, MoE_q(u) with the quantized ones. Upstream drift excluded.
     double relative_output_error = 0;
+    // Eval tokens the source model's router sent to each of the layer's experts (in the plan's
+    // expert order): an expert with none had its quantization go unmeasured here.
+    std::vector<std::int64_t> tokens_per_expert;
 };
 
 struct EvaluationReport {

@@ -40,6 +40,10 @@ public:
     const std::string& format() const noexcept { return format_; }
     const std::string& quantizer() const noexcept { return quantizer_id_; }
     int parts() const noexcept { return parts_; }
+    // Which side of the hybrid model its format serves: kt-kernel's CPU experts (the kt
+    // formats) or the GPU's (compressed-tensors); neither for another plugin's format.
+    bool holds_cpu_experts() const noexcept { return format_.starts_with("kt-"); }
+    bool holds_gpu_experts() const noexcept { return format_ == "compressed-tensors"; }
 
 private:
     std::filesystem::path directory_;

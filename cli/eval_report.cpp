@@ -1,0 +1,92 @@
+#include "eval_report.hpp"
+
+#include <moequant/printable.hpp>
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <vector>
+
+namespace moequant::cli {
+
+namespace json = boost::json;
+
+namespace {
+
+// The expert ids (not plan positions) of a layer's experts that received no eval token.
+std::vector<std::int64_t> unreached_experts(const LayerOutputError& layer, const ModelPlan& plan) {
+    std::vector<std::int64_t> ids;
+    const MoeLayerPlan* moe = plan.moe_layer(layer.layer);
+    for (std::size_t i = 0; moe && i < layer.tokens_per_expert.size() && i < moe->experts.size(); ++i)
+        if (layer.tokens_per_expert[i] == 0) ids.push_back(moe->experts[i].expert);
+    return ids;
+}
+
+// "layer 3: 5,9; layer 7: 1" and the number of experts named.
+std::pair<std::string, std::size_t> unreached_list(const EvaluationReport& report, const ModelPlan& plan) {
+    std::string text;
+    std::size_t count = 0;
+    for (const auto& l : report.layers) {
+        const std::vector<std::int64_t> ids = unreached_experts(l, plan);
+        if (ids.empty()) continue;
+        text += std::string(text.empty() ? "" : "; ") + "layer " + std::to_string(l.layer) + ": ";
+        for (std::size_t i = 0; i < ids.size(); ++i) text += (i ? "," : "") + std::to_string(ids[i]);
+        count += ids.size();
+    }
+    return {text, count};
+}
+
+// "fewest 0, median 41, most 230 eval tokens per expert over 2 MoE layer(s)".
+std::string coverage_summary(const EvaluationReport& report) {
+    std::vector<std::int64_t> counts;
+    for (const auto& l : report.layers) counts.insert(counts.end(), l.tokens_per_expert.begin(), l.tokens_per_expert.end());
+    if (counts.empty()) return {};
+    std::sort(counts.begin(), counts.end());
+    return "fewest " + std::to_string(counts.front()) + ", median " + std::to_string(counts[counts.size() / 2]) + ", most " +
+           std::to_string(counts.back()) + " eval tokens per expert over " + std::to_string(report.layers.size()) +
+           " MoE layer(s)";
+}
+
+}  // namespace
+
+void print_eval_json(const EvaluationReport& r, const ModelPlan& plan) {
+    json::array layers, coverage;
+    for (const auto& l : r.layers) {
+        layers.push_back(json::object{{"layer", l.layer}, {"relative_output_error", l.relative_output_error}});
+        json::array tokens(l.tokens_per_expert.begin(), l.tokens_per_expert.end());
+        const std::vector<std::int64_t> ids = unreached_experts(l, plan);
+        coverage.push_back(json::object{{"layer", l.layer}, {"tokens_per_expert", std::move(tokens)},
+                                        {"experts_without_tokens", json::array(ids.begin(), ids.end())}});
+    }
+    const json::object o{{"perplexity_source", r.perplexity_source}, {"perplexity_quantized", r.perplexity_quantized},
+                         {"kl_mean", r.kl_mean}, {"kl_p99", r.kl_p99}, {"top1_agreement", r.top1_agreement},
+                         {"tokens", r.tokens}, {"layers", std::move(layers)}, {"coverage", std::move(coverage)}};
+    std::cout << json::serialize(o) << "\n";
+}
+
+void print_eval_text(const EvaluationReport& r, const ModelPlan& plan, const std::string& what) {
+    std::printf("eval of %s on %lld token(s)\n", printable_text(what).c_str(), static_cast<long long>(r.tokens));
+    std::printf("  perplexity   source %.6g  quantized %.6g\n", r.perplexity_source, r.perplexity_quantized);
+    std::printf("  KL(source || quantized)  mean %.6g  p99 %.6g nats/token\n", r.kl_mean, r.kl_p99);
+    std::printf("  top-1 agreement  %.4f\n", r.top1_agreement);
+    std::printf("  relative output error per MoE layer (on the source's inputs):\n");
+    for (const auto& l : r.layers) std::printf("    layer %3lld  %.6g\n", static_cast<long long>(l.layer), l.relative_output_error);
+    if (const std::string summary = coverage_summary(r); !summary.empty()) {
+        const auto [list, count] = unreached_list(r, plan);
+        std::printf("  coverage  %s; %zu expert(s) received none\n", summary.c_str(), count);
+    }
+    std::fflush(stdout);
+}
+
+void note_unmeasured_experts(const EvaluationReport& report, const ModelPlan& plan) {
+    const auto [list, count] = unreached_list(report, plan);
+    if (count == 0) return;
+    std::fprintf(stderr,
+                 "moequant: note: eval coverage: %zu expert(s) received no eval token, so the numbers do not measure "
+                 "their quantization (%s); more or longer samples reach more experts\n",
+                 count, list.c_str());
+}
+
+}  // namespace moequant::cli

@@ -1,0 +1,23 @@
+// How `moequant eval` prints its report: the text table, the --json object, and the coverage
+// lines (how many eval tokens each routed expert received in the source model, and which
+// received none, so that their quantization went unmeasured).
+#pragma once
+
+#include <moequant/engine/evaluation.hpp>
+#include <moequant/model_adapter.hpp>
+
+#include <string>
+
+namespace moequant::cli {
+
+// The seven fields of docs/cli.md's eval section, plus "coverage": per MoE layer
+// {layer, tokens_per_expert, experts_without_tokens} (expert ids).
+void print_eval_json(const EvaluationReport& report, const ModelPlan& plan);
+
+void print_eval_text(const EvaluationReport& report, const ModelPlan& plan, const std::string& what);
+
+// "moequant: note: eval coverage: ..." on stderr naming the experts no eval token reached; nothing
+// when every expert got some. Printed with --json and --quiet too: it qualifies the numbers.
+void note_unmeasured_experts(const EvaluationReport& report, const ModelPlan& plan);
+
+}  // namespace moequant::cli
