@@ -104,7 +104,7 @@ void move_entries(const fs::path& staging, const fs::path& target) {
 }  // namespace
 
 int run_synth_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string family, preset = "tiny", dtype = "bf16", layout, out;
+    std::string family, preset = "tiny", dtype = "bf16", layout, out, statistics = "iid";
     std::string activations;
     std::int64_t seed = 42, samples = 8, sample_tokens = 64;
     bool overwrite = false, help = false;
@@ -121,6 +121,10 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
         ("layout", po::value(&layout)->value_name("L"),
          "expert layout where the family has variants: per-expert (default), fused-linear, fused-bmm, mistral-native")
         ("seed", po::value(&seed)->default_value(42), "random seed (the output is deterministic for a seed)")
+        ("statistics", po::value(&statistics)->value_name("iid|trained")->default_value("iid"),
+         "iid: every value an independent draw (the inputs of every linear nearly isotropic); trained: token "
+         "embeddings of low rank and RMSNorm gains spread across channels, as in trained models (correlated "
+         "inputs, what calibration is measured on)")
         ("out", po::value(&out)->value_name("DIR"), "output folder (must not exist, unless --overwrite)")
         ("activations", po::value(&activations)->value_name("FILE"),
          "also write calibration activations for gptq --calibration-activations (random hidden states)")
@@ -162,6 +166,7 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
     synth_options.set("dtype", dtype);
     synth_options.set("seed", std::to_string(seed));
     if (!layout.empty()) synth_options.set("layout", layout);
+    synth_options.set("statistics", statistics);
 
     // The real folder (a symlinked --out is replaced where it points), checked before any file.
     const fs::path target = resolved_path(out);

@@ -2,6 +2,7 @@
 
 #include "synth_encoded_linear.hpp"
 #include "synth_random.hpp"
+#include "synth_statistics.hpp"
 
 #include <moequant/dtype_convert.hpp>
 #include <moequant/error.hpp>
@@ -70,14 +71,24 @@ void assign_shards(std::vector<Placed>& placed, std::size_t shards) {
     }
 }
 
-std::vector<float> values_of(const SynthTensor& t, std::uint64_t seed) {
+std::vector<float> values_of(const SynthTensor& t, const SynthSettings& settings) {
     const std::size_t n = static_cast<std::size_t>(shape_elements(t.shape).value_or(0));
     std::vector<float> v(n);
-    SynthRandom random(seed, t.name);
+    SynthRandom random(settings.seed, t.name);
+    const bool trained = settings.trained_statistics;
     switch (t.fill) {
+        case SynthFill::embedding:
+            if (trained && t.shape.size() == 2) return low_rank_embeddings(random, t.shape[0], t.shape[1], t.scale);
+            [[fallthrough]];
         case SynthFill::normal:
             for (auto& x : v) x = static_cast<float>(t.scale * random.normal());
             break;
+        case SynthFill::norm_gain:
+            if (trained) {
+                for (auto& x : v) x = static_cast<float>(trained_norm_gain(random));
+                break;
+            }
+            [[fallthrough]];
         case SynthFill::ones:
             for (auto& x : v) x = static_cast<float>(1.0 + t.scale * random.normal());
             break;
@@ -204,10 +215,14 @@ SynthSettings read_synth_settings(const Options& options, const std::vector<std:
     s.seed = static_cast<std::uint64_t>(seed);
     s.layout = options.get_string("layout", layouts.front());
     one_of("--layout", s.layout, layouts);
+    const std::string statistics = options.get_string("statistics", "iid");
+    one_of("--statistics", statistics, {"iid", "trained"});
+    s.trained_statistics = statistics == "trained";
     return s;
 }
 
-void write_synth_model(const SynthModel& model, const std::filesystem::path& directory, std::uint64_t seed) {
+void write_synth_model(const SynthModel& model, const std::filesystem::path& directory, const SynthSettings& settings) {
+    const std::uint64_t seed = settings.seed;
     // Config and side files first: the index, written last, marks the checkpoint complete.
     write_file_atomically(directory / "config.json", pretty_json(model.config));
     for (const auto& [name, content] : model.side_files) write_file_atomically(directory / name, content);
@@ -223,7 +238,7 @@ void write_synth_model(const SynthModel& model, const std::filesystem::path& dir
         for (const auto& p : placed) {
             if (p.shard != shard) continue;
             const SynthTensor& t = model.tensors[p.source];
-            std::vector<float> values = t.bytes ? std::vector<float>{} : values_of(t, seed);
+            std::vector<float> values = t.bytes ? std::vector<float>{} : values_of(t, settings);
             std::vector<std::uint8_t> bytes;
             if (t.bytes) {
                 bytes = t.bytes(seed);

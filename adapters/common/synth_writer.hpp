@@ -25,8 +25,10 @@
 namespace moequant::adapters {
 
 enum class SynthFill {
-    normal,    // N(0, scale²)
-    ones,      // 1 + N(0, scale²): RMSNorm weights
+    normal,     // N(0, scale²)
+    ones,       // 1 + N(0, scale²)
+    norm_gain,  // RMSNorm weights: as `ones`; with trained statistics exp(N(0, 0.5²))
+    embedding,  // token embeddings [vocab, hidden]: as `normal`; with trained statistics of low rank
     zeros,     // exactly 0
     inv_freq,  // rotary inverse frequencies 1 / scale^(2i / (2n)) for n = elements (scale = theta)
 };
@@ -59,14 +61,15 @@ inline SynthTensor linear_weight(std::string name, std::int64_t out, std::int64_
     return {std::move(name), fp8 ? DType::F8_E4M3 : DType::BF16, {out, in}, SynthFill::normal, 0.02};
 }
 inline SynthTensor norm_weight(std::string name, std::int64_t size) {
-    return {std::move(name), DType::BF16, {size}, SynthFill::ones, 0.02};
+    return {std::move(name), DType::BF16, {size}, SynthFill::norm_gain, 0.02};
+}
+inline SynthTensor embedding_weight(std::string name, std::int64_t vocab, std::int64_t hidden) {
+    return {std::move(name), DType::BF16, {vocab, hidden}, SynthFill::embedding, 0.02};
 }
 inline SynthTensor bf16_tensor(std::string name, Shape shape, double stddev = 0.02) {
     return {std::move(name), DType::BF16, std::move(shape), SynthFill::normal, stddev};
 }
 
-// Writes everything into `directory` (which must exist). Deterministic for a given seed.
-void write_synth_model(const SynthModel& model, const std::filesystem::path& directory, std::uint64_t seed);
 
 // The synth options every family understands (see ModelAdapter::synthesize).
 struct SynthSettings {
@@ -76,7 +79,13 @@ struct SynthSettings {
     SynthEncoding encoding = SynthEncoding::bf16;  // --dtype: bf16, fp8 (block), fp8-channel, int4-ct, mxfp4, gptq
     std::uint64_t seed = 42;
     std::string layout = "per-expert";
+    // --statistics trained: the values of a trained checkpoint's shape rather than independent
+    // draws (synth_statistics.hpp); iid (false) keeps the bytes of earlier versions.
+    bool trained_statistics = false;
 };
+
+// Writes everything into `directory` (which must exist). Deterministic for given settings.
+void write_synth_model(const SynthModel& model, const std::filesystem::path& directory, const SynthSettings& settings);
 
 // Reads and checks the options; Error(usage) naming the option and the allowed values.
 SynthSettings read_synth_settings(const Options& options, const std::vector<std::string>& model_types,

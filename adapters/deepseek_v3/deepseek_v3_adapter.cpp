@@ -156,7 +156,7 @@ public:
         const bool fp8 = s.fp8;
         auto& t = model.tensors;
         const std::int64_t H = p.hidden;
-        t.push_back(bf16_tensor(lm + "model.embed_tokens.weight", {tokenizer.vocab_size, H}));
+        t.push_back(embedding_weight(lm + "model.embed_tokens.weight", tokenizer.vocab_size, H));
         for (std::int64_t layer = 0; layer < p.layers + mtp_layers; ++layer) {
             const std::string l = lm + "model.layers." + std::to_string(layer) + ".";
             t.push_back(norm_weight(l + "input_layernorm.weight", H));
@@ -198,7 +198,7 @@ public:
                 t.push_back(linear_weight(l + "mlp.shared_experts.down_proj.weight", H, p.expert_intermediate, fp8));
             }
             if (layer >= p.layers) {  // the MTP module's own tensors (README_WEIGHTS of DeepSeek-V3)
-                t.push_back(bf16_tensor(l + "embed_tokens.weight", {tokenizer.vocab_size, H}));
+                t.push_back(embedding_weight(l + "embed_tokens.weight", tokenizer.vocab_size, H));
                 t.push_back(norm_weight(l + "enorm.weight", H));
                 t.push_back(norm_weight(l + "hnorm.weight", H));
                 t.push_back(linear_weight(l + "eh_proj.weight", H, 2 * H, fp8));
@@ -223,7 +223,7 @@ public:
         if (kimi) model.shard_name = &unpadded_shard_name;
         else if (glm5) model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
         else model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 6); };
-        write_synth_model(model, directory, s.seed);
+        write_synth_model(model, directory, s);
     }
 
 private:

@@ -121,7 +121,7 @@ public:
             t.push_back({stem + "_base", DType::F32, {hc_rows}, SynthFill::normal, 0.02});
             t.push_back({stem + "_scale", DType::F32, {3}, SynthFill::ones, 0.02});
         };
-        t.push_back(bf16_tensor("embed.weight", {V, H}));
+        t.push_back(embedding_weight("embed.weight", V, H));
         for (std::int64_t layer = 0; layer < p.layers; ++layer) {
             const std::string l = "layers." + std::to_string(layer) + ".";
             t.push_back(norm_weight(l + "attn_norm.weight", H));
@@ -155,7 +155,7 @@ public:
 
         model.shard_count = s.small ? 5 : 3;
         model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
-        write_synth_model(model, directory, s.seed);
+        write_synth_model(model, directory, s);
     }
 
 private:

@@ -85,7 +85,7 @@ public:
         auto& t = model.tensors;
         const std::int64_t H = p.hidden;
         const std::array<std::string, 3> proj{"gate_proj", "up_proj", "down_proj"};
-        t.push_back(bf16_tensor("model.embed_tokens.weight", {tokenizer.vocab_size, H}));
+        t.push_back(embedding_weight("model.embed_tokens.weight", tokenizer.vocab_size, H));
         for (std::int64_t layer = 0; layer <= p.layers; ++layer) {  // the last one is the MTP layer
             const std::string l = "model.layers." + std::to_string(layer) + ".";
             t.push_back(norm_weight(l + "input_layernorm.weight", H));
@@ -112,7 +112,7 @@ public:
 
         model.shard_count = s.small ? 5 : 4;
         model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
-        write_synth_model(model, directory, s.seed);
+        write_synth_model(model, directory, s);
     }
 
 private:

@@ -127,7 +127,7 @@ public:
         auto& t = model.tensors;
         const std::int64_t H = p.hidden, I = p.intermediate, E = p.experts, q_rows = p.heads * p.head_dim,
                            kv_rows = p.kv_heads * p.head_dim;
-        t.push_back(bf16_tensor("model.embed_tokens.weight", {tokenizer.vocab_size, H}));
+        t.push_back(embedding_weight("model.embed_tokens.weight", tokenizer.vocab_size, H));
         for (std::int64_t layer = 0; layer < p.layers; ++layer) {
             const std::string l = "model.layers." + std::to_string(layer) + ".";
             t.push_back(norm_weight(l + "input_layernorm.weight", H));
@@ -152,7 +152,7 @@ public:
         // gpt-oss-20b's shards count from zero: model-00000-of-00002 ... model-00002-of-00002.
         model.shard_count = s.small ? 5 : 3;
         model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n - 1, c - 1, 5, 5); };
-        write_synth_model(model, directory, s.seed);
+        write_synth_model(model, directory, s);
     }
 
 private:

@@ -124,7 +124,7 @@ public:
         add_tokenizer_files(model, tokenizer);
         auto& t = model.tensors;
         const std::int64_t H = p.hidden;
-        t.push_back(bf16_tensor("model.embed_tokens.weight", {tokenizer.vocab_size, H}));
+        t.push_back(embedding_weight("model.embed_tokens.weight", tokenizer.vocab_size, H));
         for (std::int64_t layer = 0; layer < p.layers + mtp_modules; ++layer) {
             const std::string l = "model.layers." + std::to_string(layer) + ".";
             const bool mtp = layer >= p.layers;
@@ -149,7 +149,7 @@ public:
 
         model.shard_count = s.small ? 5 : 3;
         model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
-        write_synth_model(model, directory, s.seed);
+        write_synth_model(model, directory, s);
     }
 
 private:

@@ -89,7 +89,7 @@ public:
         auto& t = model.tensors;
         const std::int64_t H = p.hidden, head_dim = p.hidden / p.heads;
         const std::string root = native ? "" : "model.";
-        t.push_back(bf16_tensor(root + (native ? "tok_embeddings.weight" : "embed_tokens.weight"), {tokenizer.vocab_size, H}));
+        t.push_back(embedding_weight(root + (native ? "tok_embeddings.weight" : "embed_tokens.weight"), tokenizer.vocab_size, H));
         for (std::int64_t layer = 0; layer < p.layers; ++layer) {
             const std::string l = root + "layers." + std::to_string(layer) + ".";
             if (native) {  // Mistral's own names
@@ -123,7 +123,7 @@ public:
         model.shard_count = native ? 1 : (s.small ? 5 : 3);
         if (native) model.shard_name = [](std::size_t, std::size_t) { return std::string("consolidated.safetensors"); };
         else model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
-        write_synth_model(model, directory, s.seed);
+        write_synth_model(model, directory, s);
     }
 
 private:

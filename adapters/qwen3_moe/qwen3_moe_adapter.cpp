@@ -77,7 +77,7 @@ public:
             t.push_back(bf16_tensor("model.visual.patch_embed.proj.weight", {H, 3, 2, 16, 16}));
             t.push_back(norm_weight("model.visual.merger.norm.weight", H));
         }
-        t.push_back(bf16_tensor(root + "embed_tokens.weight", {tokenizer.vocab_size, H}));
+        t.push_back(embedding_weight(root + "embed_tokens.weight", tokenizer.vocab_size, H));
         for (std::int64_t layer = 0; layer < p.layers; ++layer) {
             const std::string l = root + "layers." + std::to_string(layer) + ".";
             t.push_back(norm_weight(l + "input_layernorm.weight", H));
@@ -97,7 +97,7 @@ public:
 
         model.shard_count = s.small ? 4 : 3;
         model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
-        write_synth_model(model, directory, s.seed);
+        write_synth_model(model, directory, s);
     }
 
 private:

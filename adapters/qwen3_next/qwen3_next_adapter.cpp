@@ -91,7 +91,7 @@ public:
         const std::int64_t H = p.hidden;
         const std::string root = qwen3_5 ? "model.language_model." : "model.";
         if (qwen3_5) add_vision_tower(t, H);
-        t.push_back(bf16_tensor(root + "embed_tokens.weight", {tokenizer.vocab_size, H}));
+        t.push_back(embedding_weight(root + "embed_tokens.weight", tokenizer.vocab_size, H));
         for (std::int64_t layer = 0; layer < p.layers; ++layer)
             add_layer(t, root + "layers." + std::to_string(layer) + ".", p, style, (layer + 1) % full_attention_interval == 0);
         t.push_back(norm_weight(root + "norm.weight", H));
@@ -108,7 +108,7 @@ public:
             model.shard_name = [](std::size_t n, std::size_t c) { return "model.safetensors" + padded_shard_name(n, c, 5, 5).substr(5); };
         else
             model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
-        write_synth_model(model, directory, s.seed);
+        write_synth_model(model, directory, s);
     }
 
 private:
