@@ -12,6 +12,7 @@
 #include "human_format.hpp"
 #include "option_values.hpp"
 #include "saturated_rows_warning.hpp"
+#include "seed_gpu_options.hpp"
 #include "text_calibration.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -137,6 +138,10 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help");
+    SeedGpuOptions seed;
+    po::options_description seed_options("Accepted for kt-kernel's convert_gpu_weights.py command lines");
+    add_seed_gpu_options(seed_options, seed);
+    options.add(seed_options);
     options.add(global_option_group(globals));
     require_positive(parse_command_line(args, options, {}),
                      {"threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
@@ -164,6 +169,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         quantizer_id = "rtn";
     else
         throw_usage_error("--quant_method must be GPTQ or RTN, got '" + method + "'");
+    const std::vector<std::string> seed_notes = apply_seed_gpu_options(seed, data);
     check_calibration_options(data);
     if (threads > 0) set_max_threads(threads);
 
@@ -218,6 +224,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     StreamProgress progress(stderr);
     SilentProgress silent;
     ProgressSink& sink = quiet ? static_cast<ProgressSink&>(silent) : progress;
+    for (const std::string& note : seed_notes) sink.note(note);
     if (!kept_layers.empty()) {
         std::string layers;
         for (std::int64_t l : kept_layers) layers += (layers.empty() ? "" : ", ") + std::to_string(l);

@@ -208,6 +208,41 @@ BOOST_AUTO_TEST_CASE(a_rerun_keeps_the_bytes_and_calibration_selection_changes_t
     BOOST_TEST(contains(refused.err, "OutputExists"), refused.err);
 }
 
+// kt-kernel's convert_gpu_weights.py flags that mean nothing here are accepted, each said once,
+// and change no byte; --max_cpu_memory is --max-memory written as accelerate writes sizes.
+BOOST_AUTO_TEST_CASE(seed_tool_flags_are_accepted_with_their_meaning) {
+    TempDir dir;
+    synth(dir / "src", {"qwen3_moe", "bf16", "per-expert"}, dir / "act.safetensors");
+    const std::vector<std::string> text = {"--dataset", "embedded", "--num_calibration_samples", "4", "--max_sequence_length", "32"};
+    BOOST_REQUIRE(run_gptq(dir / "src", dir / "plain", text).exit_code == 0);
+    std::vector<std::string> args = {"gptq", "--model_id", (dir / "src").string(), "--output_dir", (dir / "seed").string()};
+    args.insert(args.end(), text.begin(), text.end());
+    args.insert(args.end(), {"--trust_remote_code", "--force_cpu", "--max_gpu_memory", "40GiB", "--max_cpu_memory", "100GiB"});
+    const auto seed = run_moequant(args);
+    BOOST_REQUIRE_MESSAGE(seed.exit_code == 0, seed.err);
+    auto count = [&](const std::string& part) {
+        std::size_t n = 0;
+        for (auto at = seed.err.find(part); at != std::string::npos; at = seed.err.find(part, at + 1)) ++n;
+        return n;
+    };
+    BOOST_TEST(count("--trust_remote_code: moequant reads weights and JSON only") == 1u, seed.err);
+    BOOST_TEST(count("--force_cpu: moequant runs everything on the CPU") == 1u, seed.err);
+    BOOST_TEST(count("--max_gpu_memory 40GiB has no effect") == 1u, seed.err);
+    BOOST_TEST((file_hashes(dir / "seed") == file_hashes(dir / "plain")));
+
+    auto refused = [&](std::vector<std::string> extra, const std::string& reason) {
+        extra.insert(extra.begin(), text.begin(), text.end());
+        const auto r = run_gptq(dir / "src", dir / "refused", extra);
+        BOOST_TEST(r.exit_code == 2);
+        BOOST_TEST(contains(r.err, reason), r.err);
+        BOOST_TEST(!fs::exists(dir / "refused"));
+    };
+    refused({"--max_cpu_memory", "1GiB", "--max-memory", "1"}, "--max_cpu_memory and --max-memory are one limit");
+    refused({"--max_cpu_memory", "lots"}, "--max_cpu_memory 'lots' is not a memory size");
+    refused({"--max_gpu_memory", "40 GiB"}, "--max_gpu_memory '40 GiB' is not a memory size");
+    refused({"--max_cpu_memory", "0GiB"}, "--max_cpu_memory '0GiB' is not a memory size");
+}
+
 // --routed-only: each expert is calibrated on the tokens its layer's router sends it (a sigmoid
 // router with groups and bias, and a softmax one); verify measures it the same way. An expert
 // the router never picks (here: a bias of -100) is calibrated on all tokens, not zeroed. The
