@@ -16,9 +16,11 @@ void add_calibration_options(po::options_description& description, CalibrationIn
     description.add_options()
         ("calibration-activations", po::value(&o.activations)->value_name("FILE"),
          "recorded MoE inputs: layers.L.moe_input [tokens, hidden] and sample_lengths (safetensors)")
-        ("dataset", po::value(&o.dataset)->value_name("FILE|embedded"),
-         "built-in calibration: a JSONL file of {\"text\"} or {\"messages\"} rows, or 'embedded' (a short "
-         "public-domain text), run through the model layer by layer on the CPU")
+        ("dataset", po::value(&o.dataset)->value_name("FILE|DIR|embedded"),
+         "built-in calibration: a JSONL file of {\"text\"} or {\"messages\"} rows, a folder of them by split, or "
+         "'embedded' (a short public-domain text), run through the model layer by layer on the CPU")
+        ("dataset_split", po::value(&o.split)->default_value(o.split),
+         "the split to use: DIR/<split>.jsonl or DIR/<split>/*.jsonl of a folder, and rows whose \"split\" field is it")
         ("num_calibration_samples", po::value(&o.samples),
          "use N samples (default: all recorded ones; 512 rows of a --dataset)")
         ("max_sequence_length", po::value(&o.max_length),
@@ -52,7 +54,7 @@ CalibrationInputs::CalibrationInputs(const Registry& registry, const PlannedSour
     if (!options.dataset.empty()) {
         const TextCalibrationOptions text{options.dataset,
                                           {options.samples > 0 ? options.samples : 512,
-                                           options.max_length > 0 ? options.max_length : 2048, options.seed}};
+                                           options.max_length > 0 ? options.max_length : 2048, options.seed, options.split}};
         CalibrationSamples tokenized = load_text_calibration(registry, source, text);
         forward_ = source_decoder_forward(registry, source, source.plan);
         scratch_ = std::make_unique<ScratchFolder>();

@@ -7,6 +7,7 @@
 #include "family_selection.hpp"
 
 #include <moequant/engine/calibration_activations.hpp>
+#include <moequant/engine/calibration_dataset.hpp>
 #include <moequant/engine/conversion.hpp>
 #include <moequant/engine/plugin_registry.hpp>
 #include <moequant/engine/progress.hpp>
@@ -29,14 +30,15 @@ struct CalibrationInputOptions {
     std::string save_activations;  // with a dataset: also write the inputs it computes
     std::int64_t samples = 0, max_length = 0;  // 0: all recorded, or 512 rows x 2048 tokens of a dataset
     std::uint64_t seed = 42;
+    std::string split = DatasetSelection{}.split;  // --dataset_split
     double max_memory_gb = 0;
     bool routed_only = false;
 
     bool given() const noexcept { return !dataset.empty() || !activations.empty(); }
 };
 
-// --calibration-activations, --dataset, --num_calibration_samples, --max_sequence_length,
-// --random_seed, --max-memory, --save-activations, --routed-only.
+// --calibration-activations, --dataset, --dataset_split, --num_calibration_samples,
+// --max_sequence_length, --random_seed, --max-memory, --save-activations, --routed-only.
 void add_calibration_options(boost::program_options::options_description& description, CalibrationInputOptions& options);
 
 // Error(usage) for flags that contradict each other: both kinds of data, --routed-only or

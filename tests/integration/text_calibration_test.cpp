@@ -12,6 +12,7 @@
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 using namespace moequant;
@@ -158,6 +159,50 @@ BOOST_AUTO_TEST_CASE(bad_text_calibration_requests_fail_with_one_line) {
     BOOST_TEST(gptq(dir / "m", {"--dataset", "embedded", "--calibration-activations", "x"}).exit_code == 2);
     BOOST_TEST(gptq(dir / "m", {"--quant_method", "RTN", "--save-activations", (dir / "a").string()}).exit_code == 2);
     BOOST_TEST(!fs::exists(dir / "o"));
+}
+
+// --dataset_split as the seed tool's load_dataset(folder, split=...): a folder's <split>.jsonl or
+// <split>/*.jsonl, and of the rows the ones whose "split" is it (rows without one belong to
+// every split); train_sft by default; what is missing is named with the splits there are.
+BOOST_AUTO_TEST_CASE(dataset_splits_choose_files_and_rows) {
+    TempDir dir;
+    BOOST_REQUIRE(run_moequant({"synth", "--family", "qwen3_moe", "--out", (dir / "m").string()}).exit_code == 0);
+    auto record = [&](const std::string& dataset, std::vector<std::string> extra) {
+        std::vector<std::string> args = {"record", "--model_id", (dir / "m").string(), "--dataset", dataset,
+                                         "-o", (dir / "r.safetensors").string(), "--overwrite", "-q"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        return run_moequant(args);
+    };
+    auto samples = [](const CommandResult& r) {
+        BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+        const auto at = r.out.find(" sample(s)");
+        BOOST_TEST_REQUIRE(at != std::string::npos, r.out);
+        return std::stoi(r.out.substr(r.out.rfind(' ', at - 1) + 1));
+    };
+    const std::string row = "{\"text\": \"a row of calibration text\"}\n";
+    fs::create_directories(dir / "ds" / "train");
+    write_text(dir / "ds" / "train_sft.jsonl", row + row + row);
+    write_text(dir / "ds" / "train" / "a.jsonl", row);
+    write_text(dir / "ds" / "train" / "b.jsonl", row + row);
+    BOOST_TEST(samples(record((dir / "ds").string(), {})) == 3);  // train_sft.jsonl by default
+    BOOST_TEST(samples(record((dir / "ds").string(), {"--dataset_split", "train"})) == 3);  // train/a + train/b
+    write_text(dir / "mixed.jsonl", "{\"text\": \"one\", \"split\": \"test\"}\n{\"text\": \"two\", \"split\": \"train\"}\n" +
+                                        std::string("{\"text\": \"three\", \"split\": \"train\"}\n{\"text\": \"every split\"}\n"));
+    BOOST_TEST(samples(record((dir / "mixed.jsonl").string(), {"--dataset_split", "train"})) == 3);
+    BOOST_TEST(samples(record((dir / "mixed.jsonl").string(), {"--dataset_split", "test"})) == 2);
+
+    auto refused = [&](const CommandResult& r, const std::string& reason) {
+        BOOST_TEST(r.exit_code == 3);
+        BOOST_TEST(r.err.find(reason) != std::string::npos, r.err);
+        BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+    };
+    refused(record((dir / "ds").string(), {"--dataset_split", "test"}),
+            "has no split 'test' (no test.jsonl, no test/*.jsonl) (BadDataset); hint: its splits: train, train_sft");
+    refused(record((dir / "ds").string(), {"--dataset_split", "../ds"}), "'../ds' is not a split name");
+    write_text(dir / "only_test.jsonl", "{\"text\": \"one\", \"split\": \"test\"}\n");
+    refused(record((dir / "only_test.jsonl").string(), {}), "has no row of split 'train_sft' (BadDataset); hint: its rows' splits: test");
+    write_text(dir / "bad_split.jsonl", "{\"text\": \"one\", \"split\": 3}\n");
+    refused(record((dir / "bad_split.jsonl").string(), {}), "line 1: \"split\" is not a string");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

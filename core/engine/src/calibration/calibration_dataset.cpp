@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 namespace moequant {
 
@@ -83,28 +84,73 @@ std::int64_t CalibrationSamples::tokens() const noexcept {
     return n;
 }
 
-CalibrationSamples load_calibration_dataset(const std::filesystem::path& jsonl, const Tokenizer& tokenizer,
+std::vector<std::filesystem::path> dataset_split_files(const std::filesystem::path& dataset, const std::string& split) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::is_regular_file(dataset, ec)) return {dataset};
+    auto bad = [&](const std::string& what, const std::string& hint = {}) {
+        return Error(ErrorKind::input, what, {.file = dataset.string(), .code = "BadDataset", .hint = hint});
+    };
+    if (!fs::is_directory(dataset, ec)) throw bad("is neither a JSONL file nor a dataset folder");
+    // A split name is one path component: no "..", no separators.
+    if (split.empty() || split == "." || split == ".." || split.find('/') != std::string::npos)
+        throw bad("'" + split + "' is not a split name", "--dataset_split names a split, e.g. train");
+    if (fs::is_regular_file(dataset / (split + ".jsonl"), ec)) return {dataset / (split + ".jsonl")};
+    std::vector<fs::path> files;
+    std::set<std::string> splits;
+    for (const auto& entry : fs::directory_iterator(dataset, ec)) {
+        const fs::path& p = entry.path();
+        if (entry.is_regular_file(ec) && p.extension() == ".jsonl") splits.insert(p.stem().string());
+        if (entry.is_directory(ec)) splits.insert(p.filename().string());
+    }
+    if (fs::is_directory(dataset / split, ec))
+        for (const auto& entry : fs::directory_iterator(dataset / split, ec))
+            if (entry.is_regular_file(ec) && entry.path().extension() == ".jsonl") files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    if (!files.empty()) return files;
+    std::string found;
+    for (const auto& s : splits) found += (found.empty() ? "" : ", ") + s;
+    throw bad("has no split '" + split + "' (no " + split + ".jsonl, no " + split + "/*.jsonl)",
+              found.empty() ? "put the rows in " + split + ".jsonl in it" : "its splits: " + found + " (--dataset_split)");
+}
+
+CalibrationSamples load_calibration_dataset(const std::filesystem::path& dataset, const Tokenizer& tokenizer,
                                             const ChatTemplate& chat, const DatasetSelection& selection) {
-    const std::string content = read_small_file(jsonl, dataset_file_limit);
     // Every row is checked and rendered up front: a bad line fails before any work.
     std::vector<std::string> texts;
-    std::int64_t number = 1;  // of the line being read
-    for (std::size_t at = 0; at < content.size(); ++number) {
-        const std::size_t end = std::min(content.find('\n', at), content.size());
-        std::string_view line(content.data() + at, end - at);
-        at = end + 1;
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines
-        boost::system::error_code ec;
-        const json::value row = json::parse(line, ec);
-        if (ec) bad_row(jsonl, number, "is not valid JSON: " + ec.message());
-        texts.push_back(row_text(row, chat, jsonl, number));
+    std::set<std::string> other_splits;  // named by rows, but not the one asked for
+    for (const auto& jsonl : dataset_split_files(dataset, selection.split)) {
+        const std::string content = read_small_file(jsonl, dataset_file_limit);
+        std::int64_t number = 1;  // of the line being read
+        for (std::size_t at = 0; at < content.size(); ++number) {
+            const std::size_t end = std::min(content.find('\n', at), content.size());
+            std::string_view line(content.data() + at, end - at);
+            at = end + 1;
+            if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+            if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines
+            boost::system::error_code ec;
+            const json::value row = json::parse(line, ec);
+            if (ec) bad_row(jsonl, number, "is not valid JSON: " + ec.message());
+            const json::value* split = row.is_object() ? row.get_object().if_contains("split") : nullptr;
+            if (split && !split->is_string()) bad_row(jsonl, number, "\"split\" is not a string");
+            if (split && !selection.split.empty() && split->get_string() != selection.split) {
+                other_splits.insert(std::string(split->get_string()));
+                continue;
+            }
+            texts.push_back(row_text(row, chat, jsonl, number));
+        }
+    }
+    if (texts.empty() && !other_splits.empty()) {
+        std::string found;
+        for (const auto& s : other_splits) found += (found.empty() ? "" : ", ") + s;
+        throw Error(ErrorKind::input, "has no row of split '" + selection.split + "'",
+                    {.file = dataset.string(), .code = "BadDataset", .hint = "its rows' splits: " + found + " (--dataset_split)"});
     }
     CalibrationSamples samples;
     try {
         samples = tokenize_calibration_texts(std::move(texts), tokenizer, selection);
     } catch (const Error& e) {
-        throw e.with_context({.file = jsonl.string()});
+        throw e.with_context({.file = dataset.string()});
     }
     return samples;
 }

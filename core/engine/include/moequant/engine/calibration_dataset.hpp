@@ -1,6 +1,6 @@
-// Calibration samples from text (moequant gptq --dataset): a local JSONL file, one object per
-// line with "text" (a string) or chat "messages" ([{"role", "content"}], rendered with the
-// family's ChatTemplate). Like llm-compressor's examples, the rows are shuffled with a seed, the
+// Calibration samples from text (moequant gptq --dataset): a local JSONL file, or a folder of
+// them by split, one object per line with "text" (a string) or chat "messages" ([{"role",
+// "content"}], rendered with the family's ChatTemplate), optionally a "split". Like llm-compressor's examples, the rows are shuffled with a seed, the
 // first num_samples kept, and each is tokenized without special tokens (the template brings its
 // own) and truncated to max_sequence_length. Without a file, the embedded public-domain text
 // serves, one sample per paragraph, so the demo runs offline.
@@ -22,6 +22,9 @@ struct DatasetSelection {
     std::int64_t num_samples = 512;           // --num_calibration_samples (<= 0: all rows)
     std::int64_t max_sequence_length = 2048;  // --max_sequence_length (<= 0: no limit)
     std::uint64_t seed = 42;                  // --random_seed
+    // --dataset_split: the split a dataset folder's files are chosen by and a row's "split"
+    // field must equal; empty: every row. Rows without a "split" field belong to every split.
+    std::string split = "train_sft";  // the seed tool's default
 };
 
 struct CalibrationSamples {
@@ -32,9 +35,18 @@ struct CalibrationSamples {
     MOEQUANT_API std::int64_t tokens() const noexcept;
 };
 
-// Reads `jsonl`. Error(input, "BadDataset") naming the file and line for a row that is not a
-// JSON object with a string "text" or a well-formed "messages" list, or when no row gives a token.
-MOEQUANT_API CalibrationSamples load_calibration_dataset(const std::filesystem::path& jsonl, const Tokenizer& tokenizer,
+// The JSONL files a --dataset path holds for `split` (the seed tool's load_dataset(dir,
+// split=...) on a local folder): a file is itself; a folder gives DIR/<split>.jsonl, else every
+// DIR/<split>/*.jsonl in name order. Error(input, "BadDataset") naming the folder and the splits
+// it holds when neither exists, or when the path is neither a file nor a folder.
+MOEQUANT_API std::vector<std::filesystem::path> dataset_split_files(const std::filesystem::path& dataset,
+                                                                    const std::string& split);
+
+// Reads the rows of `dataset` (a file or folder, dataset_split_files) of the selection's split.
+// Error(input, "BadDataset") naming the file and line for a row that is not a JSON object with a
+// string "text" or a well-formed "messages" list (or a "split" that is not a string), when rows
+// name splits but none is the one asked for, or when no row gives a token.
+MOEQUANT_API CalibrationSamples load_calibration_dataset(const std::filesystem::path& dataset, const Tokenizer& tokenizer,
                                                          const ChatTemplate& chat, const DatasetSelection& selection);
 
 // `texts` as rows (shuffled, selected, tokenized and truncated the same way).
