@@ -87,11 +87,12 @@ std::int64_t CalibrationSamples::tokens() const noexcept {
 std::vector<std::filesystem::path> dataset_split_files(const std::filesystem::path& dataset, const std::string& split) {
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (fs::is_regular_file(dataset, ec)) return {dataset};
+    // Anything but a folder is read as a file, so that a missing one or a FIFO gets the file
+    // reader's own refusal (NotFound, NotARegularFile).
+    if (!fs::is_directory(dataset, ec)) return {dataset};
     auto bad = [&](const std::string& what, const std::string& hint = {}) {
         return Error(ErrorKind::input, what, {.file = dataset.string(), .code = "BadDataset", .hint = hint});
     };
-    if (!fs::is_directory(dataset, ec)) throw bad("is neither a JSONL file nor a dataset folder");
     // A split name is one path component: no "..", no separators.
     if (split.empty() || split == "." || split == ".." || split.find('/') != std::string::npos)
         throw bad("'" + split + "' is not a split name", "--dataset_split names a split, e.g. train");

@@ -38,7 +38,7 @@ struct CalibrationSamples {
 // The JSONL files a --dataset path holds for `split` (the seed tool's load_dataset(dir,
 // split=...) on a local folder): a file is itself; a folder gives DIR/<split>.jsonl, else every
 // DIR/<split>/*.jsonl in name order. Error(input, "BadDataset") naming the folder and the splits
-// it holds when neither exists, or when the path is neither a file nor a folder.
+// it holds when neither exists; anything that is not a folder is returned as the one file.
 MOEQUANT_API std::vector<std::filesystem::path> dataset_split_files(const std::filesystem::path& dataset,
                                                                     const std::string& split);
 
