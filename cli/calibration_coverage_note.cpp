@@ -1,8 +1,8 @@
 #include "calibration_coverage_note.hpp"
+#include "expert_counts.hpp"
 
 #include <moequant/engine/run_manifest.hpp>
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -27,9 +27,7 @@ std::string coverage_summary(const RunManifest& manifest) {
     if (layers == 0 || counts.empty()) return {};
     if (!routed)
         return "every expert of " + std::to_string(layers) + " layer(s) saw all " + std::to_string(all_tokens) + " tokens";
-    std::sort(counts.begin(), counts.end());
-    return "fewest " + std::to_string(counts.front()) + ", median " + std::to_string(counts[counts.size() / 2]) + ", most " +
-           std::to_string(counts.back()) + " routed tokens per expert over " + std::to_string(layers) + " layer(s)";
+    return count_spread(std::move(counts)) + " routed tokens per expert over " + std::to_string(layers) + " layer(s)";
 }
 
 }  // namespace
@@ -39,16 +37,15 @@ void note_calibration_coverage(const std::filesystem::path& output, bool quiet) 
     if (!manifest) return;
     if (const std::string summary = coverage_summary(*manifest); !summary.empty() && !quiet)
         std::fprintf(stderr, "moequant: calibration coverage: %s (per expert in %s)\n", summary.c_str(), run_manifest_name);
-    std::string layers;
+    std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> fallbacks;
     std::size_t experts = 0;
     for (const auto& l : manifest->completed_layers) {
-        if (!l.coverage || l.coverage->fallback_experts.empty()) continue;
+        if (!l.coverage) continue;
         experts += l.coverage->fallback_experts.size();
-        layers += std::string(layers.empty() ? "" : "; ") + "layer " + std::to_string(l.layer) + ": ";
-        for (std::size_t i = 0; i < l.coverage->fallback_experts.size(); ++i)
-            layers += (i ? "," : "") + std::to_string(l.coverage->fallback_experts[i]);
+        fallbacks.emplace_back(l.layer, l.coverage->fallback_experts);
     }
     if (experts == 0) return;
+    const std::string layers = layer_expert_list(fallbacks);
     std::fprintf(stderr,
                  "moequant: note: calibration coverage: %zu expert(s) got no routed token and were calibrated on all "
                  "tokens instead (%s); tokens per expert are in %s\n",

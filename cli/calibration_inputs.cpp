@@ -20,7 +20,7 @@ void add_calibration_options(po::options_description& description, CalibrationIn
          "built-in calibration: a JSONL file of {\"text\"} or {\"messages\"} rows, a folder of them by split, or "
          "'embedded' (a short public-domain text), run through the model layer by layer on the CPU")
         ("dataset_split", po::value(&o.split)->default_value(o.split),
-         "the split to use: DIR/<split>.jsonl or DIR/<split>/*.jsonl of a folder, and rows whose \"split\" field is it")
+         dataset_split_help)
         ("num_calibration_samples", po::value(&o.samples),
          "use N samples (default: all recorded ones; 512 rows of a --dataset)")
         ("max_sequence_length", po::value(&o.max_length),

@@ -1,10 +1,10 @@
 #include "eval_report.hpp"
+#include "expert_counts.hpp"
 
 #include <moequant/printable.hpp>
 
 #include <boost/json.hpp>
 
-#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <vector>
@@ -26,16 +26,13 @@ std::vector<std::int64_t> unreached_experts(const LayerOutputError& layer, const
 
 // "layer 3: 5,9; layer 7: 1" and the number of experts named.
 std::pair<std::string, std::size_t> unreached_list(const EvaluationReport& report, const ModelPlan& plan) {
-    std::string text;
+    std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> layers;
     std::size_t count = 0;
     for (const auto& l : report.layers) {
-        const std::vector<std::int64_t> ids = unreached_experts(l, plan);
-        if (ids.empty()) continue;
-        text += std::string(text.empty() ? "" : "; ") + "layer " + std::to_string(l.layer) + ": ";
-        for (std::size_t i = 0; i < ids.size(); ++i) text += (i ? "," : "") + std::to_string(ids[i]);
-        count += ids.size();
+        layers.emplace_back(l.layer, unreached_experts(l, plan));
+        count += layers.back().second.size();
     }
-    return {text, count};
+    return {layer_expert_list(layers), count};
 }
 
 // "fewest 0, median 41, most 230 eval tokens per expert over 2 MoE layer(s)".
@@ -43,9 +40,7 @@ std::string coverage_summary(const EvaluationReport& report) {
     std::vector<std::int64_t> counts;
     for (const auto& l : report.layers) counts.insert(counts.end(), l.tokens_per_expert.begin(), l.tokens_per_expert.end());
     if (counts.empty()) return {};
-    std::sort(counts.begin(), counts.end());
-    return "fewest " + std::to_string(counts.front()) + ", median " + std::to_string(counts[counts.size() / 2]) + ", most " +
-           std::to_string(counts.back()) + " eval tokens per expert over " + std::to_string(report.layers.size()) +
+    return count_spread(std::move(counts)) + " eval tokens per expert over " + std::to_string(report.layers.size()) +
            " MoE layer(s)";
 }
 
@@ -73,10 +68,8 @@ void print_eval_text(const EvaluationReport& r, const ModelPlan& plan, const std
     std::printf("  top-1 agreement  %.4f\n", r.top1_agreement);
     std::printf("  relative output error per MoE layer (on the source's inputs):\n");
     for (const auto& l : r.layers) std::printf("    layer %3lld  %.6g\n", static_cast<long long>(l.layer), l.relative_output_error);
-    if (const std::string summary = coverage_summary(r); !summary.empty()) {
-        const auto [list, count] = unreached_list(r, plan);
-        std::printf("  coverage  %s; %zu expert(s) received none\n", summary.c_str(), count);
-    }
+    if (const std::string summary = coverage_summary(r); !summary.empty())
+        std::printf("  coverage  %s; %zu expert(s) received none\n", summary.c_str(), unreached_list(r, plan).second);
     std::fflush(stdout);
 }
 

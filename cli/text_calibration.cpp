@@ -54,7 +54,7 @@ void add_text_dataset_options(boost::program_options::options_description& descr
          "a JSONL file of {\"text\"} or {\"messages\"} rows, a folder of them by split, or 'embedded' (a short "
          "public-domain text)")
         ("dataset_split", po::value(&s.split)->default_value(s.split),
-         "the split to use: DIR/<split>.jsonl or DIR/<split>/*.jsonl of a folder, and rows whose \"split\" field is it")
+         dataset_split_help)
         ("num_calibration_samples", po::value(&s.num_samples)->default_value(s.num_samples), "rows to use")
         ("max_sequence_length", po::value(&s.max_sequence_length)->default_value(s.max_sequence_length), "tokens per row at most")
         ("random_seed", po::value(&s.seed)->default_value(s.seed), "shuffles the rows");

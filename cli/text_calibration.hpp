@@ -18,6 +18,10 @@
 
 namespace moequant::cli {
 
+// The help of --dataset_split, which every command reading a --dataset takes.
+inline constexpr const char* dataset_split_help =
+    "the split to use: DIR/<split>.jsonl or DIR/<split>/*.jsonl of a folder, and rows whose \"split\" field is it";
+
 struct TextCalibrationOptions {
     std::string dataset;             // "embedded" or a JSONL path
     DatasetSelection selection;

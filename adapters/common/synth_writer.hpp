@@ -27,10 +27,10 @@ namespace moequant::adapters {
 enum class SynthFill {
     normal,     // N(0, scale²)
     ones,       // 1 + N(0, scale²)
-    norm_gain,  // RMSNorm weights: as `ones`; with trained statistics exp(N(0, 0.5²))
-    embedding,  // token embeddings [vocab, hidden]: as `normal`; with trained statistics of low rank
-    zeros,     // exactly 0
-    inv_freq,  // rotary inverse frequencies 1 / scale^(2i / (2n)) for n = elements (scale = theta)
+    norm_gain,  // RMSNorm weights: as `ones`; with trained statistics trained_norm_gain()
+    embedding,  // token embeddings [vocab, hidden]: as `normal`; with trained statistics low_rank_embeddings()
+    zeros,      // exactly 0
+    inv_freq,   // rotary inverse frequencies 1 / scale^(2i / (2n)) for n = elements (scale = theta)
 };
 
 struct SynthTensor {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <span>
 
 namespace moequant {
 
@@ -17,11 +18,11 @@ namespace {
 // Rows per logits() call: the logits of both models take rows x vocab floats each.
 constexpr std::int64_t logit_rows = 32;
 
-void add(std::vector<float>& x, const std::vector<float>& y) {
+void add(std::span<float> x, std::span<const float> y) {
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
 }
 
-double squared_distance(const std::vector<float>& a, const std::vector<float>& b) {
+double squared_distance(std::span<const float> a, std::span<const float> b) {
     double sum = 0;
     for (std::size_t i = 0; i < a.size(); ++i) sum += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
     return sum;
@@ -117,10 +118,10 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
                 both.insert(both.end(), uq.begin(), uq.end());
                 std::vector<float> out(both.size(), 0.0f);
                 layer->mlp(both, out, quantized, nullptr);
-                const std::vector<float> probe(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(u.size()));
+                const std::span<const float> probe(out.data(), u.size()), own(out.data() + u.size(), uq.size());
                 error += squared_distance(probe, block);
                 energy += squared_norm(block);
-                for (std::size_t i = 0; i < y.size(); ++i) y[i] += out[u.size() + i];
+                add(y, own);
             } else {
                 layer->mlp(uq, y, quantized, nullptr);
             }
