@@ -16,9 +16,8 @@ void add_calibration_options(po::options_description& description, CalibrationIn
     description.add_options()
         ("calibration-activations", po::value(&o.activations)->value_name("FILE"),
          "recorded MoE inputs: layers.L.moe_input [tokens, hidden] and sample_lengths (safetensors)")
-        ("dataset", po::value(&o.dataset)->value_name("FILE|DIR|embedded"),
-         "built-in calibration: a JSONL file of {\"text\"} or {\"messages\"} rows, a folder of them by split, or "
-         "'embedded' (a short public-domain text), run through the model layer by layer on the CPU")
+        ("dataset", po::value(&o.dataset)->value_name(dataset_value_name),
+         (std::string("built-in calibration, run through the model layer by layer on the CPU: ") + dataset_help).c_str())
         ("dataset_split", po::value(&o.split)->default_value(o.split),
          dataset_split_help)
         ("num_calibration_samples", po::value(&o.samples),

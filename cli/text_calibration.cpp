@@ -1,4 +1,5 @@
 #include "text_calibration.hpp"
+#include "hub_dataset.hpp"
 #include "option_values.hpp"
 
 #include <moequant/decoder_forward.hpp>
@@ -40,7 +41,7 @@ CalibrationSamples load_text_calibration(const Registry& registry, const Planned
     if (options.dataset == "embedded")
         return tokenize_calibration_texts(embedded_calibration_paragraphs(), tokenizer, options.selection);
     const ChatTemplate chat = source_adapter(registry, source).chat_template(source.config);
-    return load_calibration_dataset(options.dataset, tokenizer, chat, options.selection);
+    return load_calibration_dataset(dataset_path(options.dataset, options.selection.split), tokenizer, chat, options.selection);
 }
 
 void add_text_dataset_options(boost::program_options::options_description& description, std::string& model,
@@ -50,9 +51,8 @@ void add_text_dataset_options(boost::program_options::options_description& descr
     description.add_options()
         ("model_id", po::value(&model)->value_name("PATH"), "model folder (with tokenizer.json)")
         ("input-path,i", po::value(&model)->value_name("PATH"), "same as --model_id")
-        ("dataset", po::value(&options.dataset)->value_name("FILE|DIR|embedded"),
-         "a JSONL file of {\"text\"} or {\"messages\"} rows, a folder of them by split, or 'embedded' (a short "
-         "public-domain text)")
+        ("dataset", po::value(&options.dataset)->value_name(dataset_value_name),
+         dataset_help)
         ("dataset_split", po::value(&s.split)->default_value(s.split),
          dataset_split_help)
         ("num_calibration_samples", po::value(&s.num_samples)->default_value(s.num_samples), "rows to use")
@@ -81,6 +81,7 @@ std::optional<RunOptions> parse_text_run_command(const std::vector<std::string>&
 
 std::vector<fs::path> dataset_files(const std::string& dataset) {
     if (dataset.empty() || dataset == "embedded") return {};
+    if (auto cached = cached_hub_dataset(dataset)) return {*cached};
     return {dataset};
 }
 

@@ -18,12 +18,16 @@
 
 namespace moequant::cli {
 
-// The help of --dataset_split, which every command reading a --dataset takes.
+// The help of --dataset and --dataset_split, which every command reading a dataset takes.
+inline constexpr const char* dataset_value_name = "FILE|DIR|ID|embedded";
+inline constexpr const char* dataset_help =
+    "a JSONL (or JSON array) file of {\"text\"} or {\"messages\"} rows, a folder of them by split, a Hub id "
+    "(owner/name) found as JSON/JSONL in the local Hugging Face cache, or 'embedded' (a short public-domain text)";
 inline constexpr const char* dataset_split_help =
     "the split to use: DIR/<split>.jsonl or DIR/<split>/*.jsonl of a folder, and rows whose \"split\" field is it";
 
 struct TextCalibrationOptions {
-    std::string dataset;             // "embedded" or a JSONL path
+    std::string dataset;             // "embedded", a path or a Hub id (hub_dataset.hpp)
     DatasetSelection selection;
 };
 

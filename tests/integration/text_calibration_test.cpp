@@ -190,6 +190,17 @@ BOOST_AUTO_TEST_CASE(dataset_splits_choose_files_and_rows) {
                                         std::string("{\"text\": \"three\", \"split\": \"train\"}\n{\"text\": \"every split\"}\n"));
     BOOST_TEST(samples(record((dir / "mixed.jsonl").string(), {"--dataset_split", "train"})) == 3);
     BOOST_TEST(samples(record((dir / "mixed.jsonl").string(), {"--dataset_split", "test"})) == 2);
+    // A Hub dataset repository's layout: data/<split>-NNNNN-of-NNNNN.jsonl, one JSON array per
+    // file allowed; another split's files and hidden folders are not read.
+    fs::create_directories(dir / "hub" / "data");
+    fs::create_directories(dir / "hub" / ".cache");
+    write_text(dir / "hub" / "data" / "train_sft-00000-of-00002.jsonl", row + row);
+    write_text(dir / "hub" / "data" / "train_sft-00001-of-00002.json", "[{\"text\": \"one\"}, {\"text\": \"two\"}, {\"text\": \"3\"}]");
+    write_text(dir / "hub" / "data" / "test-00000-of-00001.jsonl", row);
+    write_text(dir / "hub" / ".cache" / "train_sft.jsonl", row + row + row + row);
+    BOOST_TEST(samples(record((dir / "hub").string(), {})) == 5);
+    BOOST_TEST(samples(record((dir / "hub").string(), {"--dataset_split", "test"})) == 1);
+    write_text(dir / "array.json", "[{\"text\": \"one\"}, 7]");
 
     auto refused = [&](const CommandResult& r, const std::string& reason) {
         BOOST_TEST(r.exit_code == 3);
@@ -197,12 +208,13 @@ BOOST_AUTO_TEST_CASE(dataset_splits_choose_files_and_rows) {
         BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
     };
     refused(record((dir / "ds").string(), {"--dataset_split", "test"}),
-            "has no split 'test' (no test.jsonl, no test/*.jsonl) (BadDataset); hint: its splits: train, train_sft");
+            "has no split 'test' (no test.jsonl, no JSON/JSONL file named test-* or under a test folder) (BadDataset); hint: it holds: train, train_sft");
     refused(record((dir / "ds").string(), {"--dataset_split", "../ds"}), "'../ds' is not a split name");
     write_text(dir / "only_test.jsonl", "{\"text\": \"one\", \"split\": \"test\"}\n");
     refused(record((dir / "only_test.jsonl").string(), {}), "has no row of split 'train_sft' (BadDataset); hint: its rows' splits: test");
     write_text(dir / "bad_split.jsonl", "{\"text\": \"one\", \"split\": 3}\n");
     refused(record((dir / "bad_split.jsonl").string(), {}), "line 1: \"split\" is not a string");
+    refused(record((dir / "array.json").string(), {}), "row 2");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

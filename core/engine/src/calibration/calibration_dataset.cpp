@@ -15,12 +15,13 @@ namespace json = boost::json;
 
 namespace {
 
-[[noreturn]] void bad_row(const std::filesystem::path& file, std::int64_t line, const std::string& what) {
-    throw Error(ErrorKind::input, "line " + std::to_string(line) + ": " + what, {.file = file.string(), .code = "BadDataset"});
+// `where`: "line N" of a JSON-lines file, "row N" of a file holding one JSON array.
+[[noreturn]] void bad_row(const std::filesystem::path& file, const std::string& line, const std::string& what) {
+    throw Error(ErrorKind::input, line + ": " + what, {.file = file.string(), .code = "BadDataset"});
 }
 
 // One row's text: "text", or "messages" rendered with the chat template.
-std::string row_text(const json::value& row, const ChatTemplate& chat, const std::filesystem::path& file, std::int64_t line) {
+std::string row_text(const json::value& row, const ChatTemplate& chat, const std::filesystem::path& file, const std::string& line) {
     if (!row.is_object()) bad_row(file, line, "is not a JSON object");
     const auto& o = row.get_object();
     if (const auto* text = o.if_contains("text")) {
@@ -97,22 +98,39 @@ std::vector<std::filesystem::path> dataset_split_files(const std::filesystem::pa
     if (split.empty() || split == "." || split == ".." || split.find('/') != std::string::npos)
         throw bad("'" + split + "' is not a split name", "--dataset_split names a split, e.g. train");
     if (fs::is_regular_file(dataset / (split + ".jsonl"), ec)) return {dataset / (split + ".jsonl")};
+    // Otherwise the data-file naming of a Hugging Face dataset repository (a local clone, or a
+    // snapshot of the Hub cache): any .jsonl/.json file below the folder whose name is the split
+    // or starts with it and '-' or '.' (data/train_sft-00000-of-00003.jsonl), or that lies in a
+    // folder named after it. Hidden folders (.git, .cache) are not searched.
     std::vector<fs::path> files;
-    std::set<std::string> splits;
-    for (const auto& entry : fs::directory_iterator(dataset, ec)) {
-        const fs::path& p = entry.path();
-        if (entry.is_regular_file(ec) && p.extension() == ".jsonl") splits.insert(p.stem().string());
-        if (entry.is_directory(ec)) splits.insert(p.filename().string());
+    std::set<std::string> splits;  // for the refusal: what the folder seems to hold
+    auto split_of_name = [](const std::string& stem) { return stem.substr(0, stem.find_first_of("-.")); };
+    fs::recursive_directory_iterator it(dataset, fs::directory_options::none, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+        const fs::path& p = it->path();
+        if (p.filename().string().starts_with(".")) {
+            if (it->is_directory(ec)) it.disable_recursion_pending();
+            continue;
+        }
+        if (!it->is_regular_file(ec) || (p.extension() != ".jsonl" && p.extension() != ".json")) continue;
+        const fs::path relative = p.lexically_relative(dataset);
+        bool in_split_folder = false;
+        for (const auto& part : relative.parent_path()) in_split_folder |= part == split;
+        const std::string stem = p.stem().string();
+        if (in_split_folder || stem == split || split_of_name(stem) == split)
+            files.push_back(p);
+        else if (relative.has_parent_path() && *relative.begin() != "data")
+            splits.insert(relative.begin()->string());
+        else
+            splits.insert(split_of_name(stem));
     }
-    if (fs::is_directory(dataset / split, ec))
-        for (const auto& entry : fs::directory_iterator(dataset / split, ec))
-            if (entry.is_regular_file(ec) && entry.path().extension() == ".jsonl") files.push_back(entry.path());
     std::sort(files.begin(), files.end());
     if (!files.empty()) return files;
     std::string found;
     for (const auto& s : splits) found += (found.empty() ? "" : ", ") + s;
-    throw bad("has no split '" + split + "' (no " + split + ".jsonl, no " + split + "/*.jsonl)",
-              found.empty() ? "put the rows in " + split + ".jsonl in it" : "its splits: " + found + " (--dataset_split)");
+    throw bad("has no split '" + split + "' (no " + split + ".jsonl, no JSON/JSONL file named " + split + "-* or under a " + split +
+                  " folder)",
+              found.empty() ? "put the rows in " + split + ".jsonl in it" : "it holds: " + found + " (--dataset_split)");
 }
 
 CalibrationSamples load_calibration_dataset(const std::filesystem::path& dataset, const Tokenizer& tokenizer,
@@ -122,6 +140,25 @@ CalibrationSamples load_calibration_dataset(const std::filesystem::path& dataset
     std::set<std::string> other_splits;  // named by rows, but not the one asked for
     for (const auto& jsonl : dataset_split_files(dataset, selection.split)) {
         const std::string content = read_small_file(jsonl, dataset_file_limit);
+        auto take = [&](const json::value& row, const std::string& where) {
+            const json::value* split = row.is_object() ? row.get_object().if_contains("split") : nullptr;
+            if (split && !split->is_string()) bad_row(jsonl, where, "\"split\" is not a string");
+            if (split && !selection.split.empty() && split->get_string() != selection.split) {
+                other_splits.insert(std::string(split->get_string()));
+                return;
+            }
+            texts.push_back(row_text(row, chat, jsonl, where));
+        };
+        // One JSON array of rows (what `datasets`' to_json(lines=False) writes), else JSON lines.
+        const std::size_t first = content.find_first_not_of(" \t\r\n");
+        if (first != std::string::npos && content[first] == '[') {
+            boost::system::error_code ec;
+            const json::value rows = json::parse(content, ec);
+            if (ec) bad_row(jsonl, "the JSON array", "is not valid JSON: " + ec.message());
+            std::int64_t number = 1;
+            for (const json::value& row : rows.get_array()) take(row, "row " + std::to_string(number++));
+            continue;
+        }
         std::int64_t number = 1;  // of the line being read
         for (std::size_t at = 0; at < content.size(); ++number) {
             const std::size_t end = std::min(content.find('\n', at), content.size());
@@ -131,14 +168,9 @@ CalibrationSamples load_calibration_dataset(const std::filesystem::path& dataset
             if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines
             boost::system::error_code ec;
             const json::value row = json::parse(line, ec);
-            if (ec) bad_row(jsonl, number, "is not valid JSON: " + ec.message());
-            const json::value* split = row.is_object() ? row.get_object().if_contains("split") : nullptr;
-            if (split && !split->is_string()) bad_row(jsonl, number, "\"split\" is not a string");
-            if (split && !selection.split.empty() && split->get_string() != selection.split) {
-                other_splits.insert(std::string(split->get_string()));
-                continue;
-            }
-            texts.push_back(row_text(row, chat, jsonl, number));
+            const std::string where = "line " + std::to_string(number);
+            if (ec) bad_row(jsonl, where, "is not valid JSON: " + ec.message());
+            take(row, where);
         }
     }
     if (texts.empty() && !other_splits.empty()) {

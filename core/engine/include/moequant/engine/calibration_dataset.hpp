@@ -35,10 +35,13 @@ struct CalibrationSamples {
     MOEQUANT_API std::int64_t tokens() const noexcept;
 };
 
-// The JSONL files a --dataset path holds for `split` (the seed tool's load_dataset(dir,
-// split=...) on a local folder): a file is itself; a folder gives DIR/<split>.jsonl, else every
-// DIR/<split>/*.jsonl in name order. Error(input, "BadDataset") naming the folder and the splits
-// it holds when neither exists; anything that is not a folder is returned as the one file.
+// The files a --dataset path holds for `split` (the seed tool's load_dataset(dir, split=...) on
+// a local folder): a file is itself; a folder gives DIR/<split>.jsonl, else every .jsonl/.json
+// file below it (hidden folders aside) named <split>, <split>-* or <split>.* or lying in a
+// folder named <split> — a Hugging Face dataset repository's data-file naming — in path order.
+// Error(input, "BadDataset") naming the folder and the splits it seems to hold when none
+// exists; anything that is not a folder is returned as the one file. A file holds JSON lines,
+// or one JSON array of rows.
 MOEQUANT_API std::vector<std::filesystem::path> dataset_split_files(const std::filesystem::path& dataset,
                                                                     const std::string& split);
 
