@@ -102,7 +102,7 @@ std::set<std::int64_t> unquantized_layers(const std::vector<std::string>& patter
 }  // namespace
 
 int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string input, output, method = "GPTQ", quant_type = "W4A16", strategy = "group", actorder = "static", family;
+    std::string input, output, method = "GPTQ", quant_type = "W8A16", strategy = "group", actorder = "static", family;
     CalibrationInputOptions data;
     double dampening = 0.1;
     std::vector<std::string> ignore;
@@ -117,8 +117,8 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         ("output,o", po::value(&output)->value_name("DIR"), "same as --output_dir")
         ("quant_method", po::value(&method)->value_name("GPTQ|RTN")->default_value("GPTQ"),
          "GPTQ (needs calibration) or RTN (round to nearest, needs none)")
-        ("quant_type", po::value(&quant_type)->value_name("W4A16|W8A16")->default_value("W4A16"),
-         "int4 or int8 weights, symmetric, group 128")
+        ("quant_type", po::value(&quant_type)->value_name("W4A16|W8A16")->default_value("W8A16"),
+         "int4 or int8 weights, symmetric, group 128 (W8A16 by default, as kt-kernel's convert_gpu_weights.py)")
         ("strategy", po::value(&strategy)->value_name("group|channel")->default_value("group"),
          "scale per 128 columns, or one per row (the older W8A16 preset)")
         ("actorder", po::value(&actorder)->value_name("static|group|none")->default_value("static"),
@@ -148,7 +148,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (help) {
         print_command_help(
             "moequant gptq --model_id MODEL --output_dir OUT [--quant_method GPTQ|RTN] [--quant_type W4A16|W8A16]\n"
-            "              [--dataset FILE|embedded | --calibration-activations FILE]",
+            "              [--dataset FILE|DIR|ID|embedded | --calibration-activations FILE]",
             "Quantizes the routed experts for the GPU (GPTQ or RTN, llm-compressor's numerics) into a\n"
             "compressed-tensors pack-quantized checkpoint vLLM and SGLang load as it is. Every other\n"
             "tensor is copied (FP8 dequantized to BF16). GPTQ calibrates on text (--dataset: run through\n"
@@ -183,11 +183,9 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     // Whether the quantizer calibrates (GPTQ) is its own to say; calibration data and GPTQ's
     // options go to such a quantizer only.
     const bool calibrated = quantizer->calibration() != nullptr;
-    if (calibrated && !data.given())
-        throw_usage_error("GPTQ needs calibration data",
-                          {.code = "NeedsCalibration",
-                           .hint = "pass --dataset FILE (or --dataset embedded), --calibration-activations FILE, or use "
-                                   "--quant_method RTN"});
+    // The seed tool calibrates on a Hub dataset by default; offline, the embedded text stands in.
+    const bool embedded_by_default = calibrated && !data.given();
+    if (embedded_by_default) data.dataset = "embedded";
     if (!data.save_activations.empty() && !calibrated)
         throw_usage_error("--save-activations records what GPTQ's --dataset calibration computes; RTN computes none");
 
@@ -220,11 +218,15 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         job.quantizer_options.set("dampening_frac", std::to_string(dampening));
     }
     if (allow_unaligned) job.format_options.set("allow_unaligned", "true");
+    job.format_options.set("torch_dtype", seed.torch_dtype);
 
     StreamProgress progress(stderr);
     SilentProgress silent;
     ProgressSink& sink = quiet ? static_cast<ProgressSink&>(silent) : progress;
     for (const std::string& note : seed_notes) sink.note(note);
+    if (embedded_by_default)
+        std::cerr << "moequant: warning: no --dataset: GPTQ calibrates on the embedded text (a few public-domain paragraphs), "
+                     "enough to run but not to calibrate well; real calibration needs real data (--dataset FILE|DIR|owner/name)\n";
     if (!kept_layers.empty()) {
         std::string layers;
         for (std::int64_t l : kept_layers) layers += (layers.empty() ? "" : ", ") + std::to_string(l);

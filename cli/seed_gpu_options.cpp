@@ -19,7 +19,9 @@ void add_seed_gpu_options(po::options_description& description, SeedGpuOptions& 
         ("max_gpu_memory", po::value(&o.max_gpu_memory)->value_name("SIZE"),
          "no effect: moequant uses no GPU (a size, e.g. 40GiB)")
         ("max_cpu_memory", po::value(&o.max_cpu_memory)->value_name("SIZE"),
-         "--max-memory as a size with a unit, e.g. 100GiB or 64GB");
+         "--max-memory as a size with a unit, e.g. 100GiB or 64GB")
+        ("torch_dtype", po::value(&o.torch_dtype)->value_name("bfloat16|float16|float32")->default_value("bfloat16"),
+         "dtype of every tensor copied unquantized (as transformers loads it: router biases stay float32)");
 }
 
 std::uint64_t memory_size_bytes(const std::string& text, const std::string& flag) {
@@ -51,6 +53,8 @@ std::uint64_t memory_size_bytes(const std::string& text, const std::string& flag
 
 std::vector<std::string> apply_seed_gpu_options(const SeedGpuOptions& o, CalibrationInputOptions& calibration) {
     std::vector<std::string> notes;
+    if (o.torch_dtype != "bfloat16" && o.torch_dtype != "float16" && o.torch_dtype != "float32")
+        throw_usage_error("--torch_dtype must be bfloat16, float16 or float32, got '" + o.torch_dtype + "'");
     if (o.trust_remote_code) notes.push_back("--trust_remote_code: moequant reads weights and JSON only and never runs a model's code");
     if (o.force_cpu) notes.push_back("--force_cpu: moequant runs everything on the CPU anyway");
     if (!o.max_gpu_memory.empty()) {

@@ -18,14 +18,17 @@ struct SeedGpuOptions {
     bool force_cpu = false;          // the seed tool's CPU-only mode
     std::string max_gpu_memory;      // accelerate's per-GPU weight budget, e.g. "40GiB"
     std::string max_cpu_memory;      // accelerate's CPU budget: here --max-memory
+    std::string torch_dtype = "bfloat16";  // the dtype of the tensors copied unquantized
 };
 
-// --trust_remote_code, --force_cpu, --max_gpu_memory SIZE, --max_cpu_memory SIZE.
+// --trust_remote_code, --force_cpu, --max_gpu_memory SIZE, --max_cpu_memory SIZE,
+// --torch_dtype bfloat16|float16|float32.
 void add_seed_gpu_options(boost::program_options::options_description& description, SeedGpuOptions& options);
 
 // Puts --max_cpu_memory into `calibration` as its --max-memory and returns one note per seed flag
 // given that has no effect here, to print once. Error(usage) for a size that is not one
-// (memory_size_bytes) or --max_cpu_memory together with --max-memory.
+// (memory_size_bytes), --max_cpu_memory together with --max-memory, or a --torch_dtype that is
+// none of the three.
 std::vector<std::string> apply_seed_gpu_options(const SeedGpuOptions& options, CalibrationInputOptions& calibration);
 
 // A memory size as accelerate writes it: a number of bytes, or a number with a unit, KB MB GB

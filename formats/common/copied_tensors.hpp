@@ -4,6 +4,7 @@
 // Header-only, shared by the format modules.
 #pragma once
 
+#include <moequant/dtype_convert.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 #include <moequant/model_adapter.hpp>
@@ -67,32 +68,89 @@ inline Shape copied_shape(const EncodedWeight& w) {
     return {w.shape[0], w.shape[2], w.shape[1]};
 }
 
+// The dtype the copies of floating-point tensors are written in: as stored (encoded weights
+// decoded to BF16), or — the seed GPU tool's --torch_dtype, transformers' from_pretrained cast —
+// every floating-point tensor in `floating`, except those whose name holds one of
+// `kept_in_f32` as a dotted component (the model class's _keep_in_fp32_modules_strict), which
+// transformers loads and saves in F32 whatever the checkpoint stored.
+struct CopyDtype {
+    std::optional<DType> floating;
+    std::vector<std::string> kept_in_f32;
+
+    // The dtype a tensor of `stored` dtype named `name` is copied in.
+    DType of(const std::string& name, DType stored) const {
+        if (!floating || !is_floating(stored)) return stored;
+        for (const std::string& module : kept_in_f32)
+            for (std::size_t at = name.find(module); at != std::string::npos; at = name.find(module, at + 1))
+                if ((at == 0 || name[at - 1] == '.') && (at + module.size() == name.size() || name[at + module.size()] == '.'))
+                    return DType::F32;
+        return *floating;
+    }
+    static bool is_floating(DType d) { return d == DType::BF16 || d == DType::F16 || d == DType::F32; }
+};
+
+// "bfloat16" | "float16" | "float32" (the --torch_dtype values) as a dtype; nullopt otherwise.
+inline std::optional<DType> torch_dtype_named(const std::string& name) {
+    if (name == "bfloat16") return DType::BF16;
+    if (name == "float16") return DType::F16;
+    if (name == "float32") return DType::F32;
+    return std::nullopt;
+}
+
+// `t` (BF16, F16 or F32) in `to`, rounded to nearest even as torch's Tensor.to() does, a
+// million elements at a time (no float copy of a whole embedding).
+inline Tensor converted_to(const TensorView& t, DType to) {
+    Tensor out(to, t.shape);
+    const std::size_t n = t.elements(), in_size = dtype_bits(t.dtype) / 8, out_size = dtype_bits(to) / 8;
+    std::vector<float> values(std::min<std::size_t>(n, std::size_t{1} << 20));
+    for (std::size_t at = 0; at < n; at += values.size()) {
+        const std::size_t count = std::min(values.size(), n - at);
+        const TensorView chunk{t.dtype, {static_cast<std::int64_t>(count)}, t.bytes.subspan(at * in_size, count * in_size)};
+        decode_to_f32(chunk, std::span(values.data(), count));
+        std::byte* dst = out.data() + at * out_size;
+        if (to == DType::F32)
+            std::memcpy(dst, values.data(), count * 4);
+        else if (to == DType::BF16)
+            convert_f32_to_bf16(values.data(), dst, count);
+        else
+            convert_f32_to_f16(values.data(), dst, count);
+    }
+    return out;
+}
+
 // The spec a copied tensor gets: BF16 with the weight's shape for encoded weights (fused ones
-// transposed, copied_shape()), its own dtype and shape otherwise.
-inline TensorSpec copied_spec(const Checkpoint& source, const std::string& name) {
+// transposed, copied_shape()), its own dtype and shape otherwise; then `dtype`'s choice.
+inline TensorSpec copied_spec(const Checkpoint& source, const std::string& name, const CopyDtype& dtype = {}) {
     if (source.contains(name)) {
         const EncodedWeight* w = source.weight_holding(name);
         if (!w || !is_encoded(*w)) {
             const TensorInfo& info = source.info(name);
-            return {name, info.dtype, info.shape};
+            return {name, dtype.of(name, info.dtype), info.shape};
         }
     }
-    return {name, DType::BF16, copied_shape(source.weight(name))};
+    return {name, dtype.of(name, DType::BF16), copied_shape(source.weight(name))};
 }
 
-// Writes one copied tensor: plain tensors streamed from the mmap, encoded weights decoded to
-// BF16 one matrix at a time.
-inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, const std::string& name) {
+// Writes one copied tensor: plain tensors streamed from the mmap (converted when `dtype` says
+// so), encoded weights decoded to BF16 one matrix at a time.
+inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, const std::string& name, const CopyDtype& dtype = {}) {
     if (source.contains(name)) {
         const EncodedWeight* w = source.weight_holding(name);
         if (!w || !is_encoded(*w)) {
-            writer.write(name, source.view(name));
+            const TensorView view = source.view(name);
+            const DType to = dtype.of(name, view.dtype);
+            if (to == view.dtype)
+                writer.write(name, view);
+            else
+                writer.write(name, converted_to(view, to).view());
             return;
         }
     }
     const EncodedWeight& w = source.weight(name);
+    const DType to = dtype.of(name, DType::BF16);
     if (w.shape.size() == 2) {
-        writer.write(name, decode_matrix(source, w).view());
+        const Tensor decoded = decode_matrix(source, w);
+        writer.write(name, to == DType::BF16 ? decoded.view() : converted_to(decoded.view(), to).view());
         return;
     }
     Tensor all(DType::BF16, copied_shape(w));
@@ -103,7 +161,7 @@ inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, co
         for (std::size_t r = 0; r < rows; ++r)
             for (std::size_t k = 0; k < cols; ++k) std::memcpy(out + (k * rows + r) * 2, one.data() + (r * cols + k) * 2, 2);
     }
-    writer.write(name, all.view());
+    writer.write(name, to == DType::BF16 ? all.view() : converted_to(all.view(), to).view());
 }
 
 }  // namespace moequant::formats

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
 
 namespace moequant::formats {
 
@@ -24,8 +25,12 @@ inline boost::json::value read_json_file(const std::filesystem::path& file) {
     }
 }
 
+// `torch_dtype` (gptq --torch_dtype): the dtype the unquantized tensors were written in, put
+// wherever the source names one ("torch_dtype", or "dtype" as transformers ≥ 4.56 writes it;
+// top level and text_config), at the top level as "torch_dtype" when it names none.
 inline void write_model_config(const std::filesystem::path& source_dir, const std::filesystem::path& out_dir,
-                               std::optional<boost::json::object> quantization_config) {
+                               std::optional<boost::json::object> quantization_config,
+                               const std::optional<std::string>& torch_dtype = std::nullopt) {
     boost::json::value config = read_json_file(source_dir / "config.json");
     if (auto* o = config.if_object()) {
         // DeepSeek-V4's `expert_dtype: fp4` announces MXFP4 experts, which no output holds.
@@ -35,6 +40,16 @@ inline void write_model_config(const std::filesystem::path& source_dir, const st
                 c->erase("expert_dtype");
             }
         if (quantization_config) (*o)["quantization_config"] = std::move(*quantization_config);
+        if (torch_dtype) {
+            bool named = false;
+            for (auto* c : {o, o->if_contains("text_config") ? o->at("text_config").if_object() : nullptr})
+                for (const char* key : {"torch_dtype", "dtype"})
+                    if (c && c->contains(key)) {
+                        (*c)[key] = *torch_dtype;
+                        named = named || c == o;
+                    }
+            if (!named) (*o)["torch_dtype"] = *torch_dtype;
+        }
     }
     write_file_atomically(out_dir / "config.json", boost::json::serialize(config) + "\n");
 }

@@ -33,6 +33,22 @@ using namespace moequant;
 using namespace moequant::formats;
 namespace fs = std::filesystem;
 
+// The format option torch_dtype (gptq --torch_dtype): every copied floating-point tensor, and
+// the experts kept unquantized, in that dtype, but the modules transformers keeps in fp32.
+// Absent: copies as stored. Of the families we read, only the DeepSeek-V3 line (Kimi-K2, GLM-4.5
+// and its heirs, MiniMax-M2, Nemotron-H) declares any: _keep_in_fp32_modules_strict =
+// ["e_score_correction_bias"]; Qwen3-Next, Qwen3-MoE, Mixtral and gpt-oss declare none.
+CopyDtype copy_dtype(const Options& options, const ModelPlan& plan) {
+    CopyDtype dtype;
+    if (auto name = options.get("torch_dtype")) {
+        dtype.floating = torch_dtype_named(*name);
+        if (!dtype.floating)
+            throw Error(ErrorKind::usage, "torch_dtype must be bfloat16, float16 or float32, got '" + *name + "'", {.code = "BadOption"});
+        dtype.kept_in_f32 = {"e_score_correction_bias"};
+    }
+    return dtype;
+}
+
 void refuse_unaligned(const ModelPlan& plan, const Options& settings) {
     if (plan.moe_layers.empty()) return;
     const std::int64_t group = settings.get_int("group_size", 0);
@@ -73,7 +89,8 @@ private:
 class CtWriter final : public OutputWriter {
 public:
     explicit CtWriter(const OutputContext& c)
-        : c_(c), sharded_(c.directory), settings_(c.quantizer->settings()), scheme_(c.quantizer->facts().scheme) {
+        : c_(c), sharded_(c.directory), settings_(c.quantizer->settings()), scheme_(c.quantizer->facts().scheme),
+          dtype_(copy_dtype(c.options, *c.plan)) {
         std::set<std::int64_t> moe;
         for (const auto& l : c.plan->moe_layers) {
             moe.insert(l.layer);
@@ -97,13 +114,13 @@ public:
             for (Projection p : expert_projections) {
                 const ExpertWeightSource& s = e.weights[static_cast<int>(p)];
                 const std::vector<TensorSpec> layout =
-                    kept ? std::vector<TensorSpec>{{"weight", DType::BF16, {s.rows, s.cols}}} : c_.quantizer->output_layout({s.rows, s.cols});
+                    kept ? std::vector<TensorSpec>{{"weight", kept_dtype(), {s.rows, s.cols}}} : c_.quantizer->output_layout({s.rows, s.cols});
                 for (auto spec : layout) {
                     spec.name = module_.at({layer, e.expert, p}) + "." + spec.name;
                     specs.push_back(std::move(spec));
                 }
             }
-        for (const auto& name : by_layer_[layer]) specs.push_back(copied_spec(*c_.source, name));
+        for (const auto& name : by_layer_[layer]) specs.push_back(copied_spec(*c_.source, name, dtype_));
         Metadata metadata = default_safetensors_metadata();
         metadata.emplace_back("moequant.method", kept ? "BF16" : scheme_);
         metadata.emplace_back("moequant.quantizer", std::string(c_.quantizer->id()));
@@ -121,14 +138,15 @@ public:
         std::vector<WrittenFile> written;
         if (!rest_.empty()) {
             std::vector<TensorSpec> specs;
-            for (const auto& name : rest_) specs.push_back(copied_spec(*c_.source, name));
+            for (const auto& name : rest_) specs.push_back(copied_spec(*c_.source, name, dtype_));
             SafetensorsWriter writer = sharded_.open_shard(shards_.other_shard(), specs);
-            for (const auto& name : rest_) write_copied(writer, *c_.source, name);
+            for (const auto& name : rest_) write_copied(writer, *c_.source, name, dtype_);
             writer.finish();
             written.push_back(describe_written(c_.directory, shards_.other_shard()));
         }
         write_model_config(c_.source->directory(), c_.directory,
-                           quantization_config(settings_, ignored_modules(*c_.plan, *c_.source, unquantized_modules())));
+                           quantization_config(settings_, ignored_modules(*c_.plan, *c_.source, unquantized_modules())),
+                           c_.options.get("torch_dtype"));
         written.push_back(describe_written(c_.directory, "config.json"));
         copy_side_files(c_.source->directory(), c_.directory,
                         {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
@@ -139,13 +157,16 @@ public:
         return written;
     }
 
+    // The dtype of the experts of a layer kept unquantized (the engine hands them over in BF16).
+    DType kept_dtype() const { return dtype_.floating.value_or(DType::BF16); }
+
     const std::string& module(std::int64_t layer, std::int64_t expert, Projection p) const {
         return module_.at({layer, expert, p});
     }
 
     // The layer's other tensors (attention, router, shared experts, norms), then the shard.
     std::vector<WrittenFile> commit_layer(std::int64_t layer, SafetensorsWriter& writer) {
-        for (const auto& name : by_layer_[layer]) write_copied(writer, *c_.source, name);
+        for (const auto& name : by_layer_[layer]) write_copied(writer, *c_.source, name, dtype_);
         writer.finish();
         return {describe_written(c_.directory, shards_.layer_shard(layer))};
     }
@@ -167,11 +188,16 @@ private:
     std::map<std::int64_t, std::vector<std::string>> by_layer_;
     std::vector<std::string> rest_;
     LayerShardPlan shards_;
+    CopyDtype dtype_;
 };
 
 void CtLayerSink::write(const QuantizedExpert& q) {
     const std::string& module = owner_.module(layer_, q.expert, q.projection);
-    for (const auto& [part, tensor] : q.tensor.parts) writer_.write(module + "." + part, tensor.view());
+    for (const auto& [part, tensor] : q.tensor.parts)
+        if (q.tensor.unquantized && tensor.dtype() != owner_.kept_dtype())
+            writer_.write(module + "." + part, converted_to(tensor.view(), owner_.kept_dtype()).view());
+        else
+            writer_.write(module + "." + part, tensor.view());
 }
 
 std::vector<WrittenFile> CtLayerSink::commit() { return owner_.commit_layer(layer_, writer_); }

@@ -21,7 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-// The pack-quantized tensors of a quantized expert, or the BF16 "weight" of one kept unquantized.
+// The pack-quantized tensors of a quantized expert, or the one floating "weight" of one kept
+// unquantized (BF16 unless gptq --torch_dtype said otherwise).
 constexpr std::array<const char*, 5> part_names = {"weight_packed", "weight_scale", "weight_shape", "weight_g_idx", "weight"};
 
 // "<...>layers.{L}.<...>.experts.{E}.{projection}.{part}" -> key and part; nullopt otherwise.

@@ -243,6 +243,67 @@ BOOST_AUTO_TEST_CASE(seed_tool_flags_are_accepted_with_their_meaning) {
     refused({"--max_cpu_memory", "0GiB"}, "--max_cpu_memory '0GiB' is not a memory size");
 }
 
+// kt-kernel's defaults: W8A16, and a dataset even when none is named — here the embedded text,
+// with a warning once. A Hub id is read from the local Hugging Face cache (a snapshot with
+// JSON/JSONL files, split by the repository's file names) or refused with the export recipe.
+BOOST_AUTO_TEST_CASE(seed_defaults_and_hub_ids_calibrate_offline) {
+    TempDir dir;
+    synth(dir / "src", {"qwen3_moe", "bf16", "per-expert"}, dir / "act.safetensors");
+    const std::vector<std::string> small = {"--num_calibration_samples", "4", "--max_sequence_length", "32"};
+    auto with = [&](std::vector<std::string> extra, const std::vector<std::string>& env = {}) {
+        std::vector<std::string> args = {"gptq", "--model_id", (dir / "src").string()};
+        args.insert(args.end(), extra.begin(), extra.end());
+        args.insert(args.end(), small.begin(), small.end());
+        return run_moequant(args, env);
+    };
+    const auto plain = with({"--output_dir", (dir / "plain").string(), "--quant_type", "W8A16", "--dataset", "embedded", "-q"});
+    BOOST_REQUIRE_MESSAGE(plain.exit_code == 0, plain.err);
+    const auto defaults = with({"--output_dir", (dir / "defaults").string(), "-q"});
+    BOOST_REQUIRE_MESSAGE(defaults.exit_code == 0, defaults.err);
+    BOOST_TEST(std::count(defaults.err.begin(), defaults.err.end(), '\n') == 1, defaults.err);
+    BOOST_TEST(contains(defaults.err, "moequant: warning: no --dataset: GPTQ calibrates on the embedded text"), defaults.err);
+    BOOST_TEST((file_hashes(dir / "defaults") == file_hashes(dir / "plain")));
+    BOOST_TEST(json::parse(read_text(dir / "defaults" / "config.json")).at("quantization_config").at("config_groups").at("group_0")
+                   .at("weights").at("num_bits") == 8);
+
+    // The cache as huggingface_hub lays it out: refs/main names the snapshot; data files by split.
+    const fs::path repo = dir / "hf" / "hub" / "datasets--someone--chats";
+    const std::string commit(40, 'a');
+    fs::create_directories(repo / "refs");
+    write_text(repo / "refs" / "main", commit + "\n");
+    const fs::path snapshot = repo / "snapshots" / commit;
+    fs::create_directories(snapshot / "data");
+    std::string train, test;
+    for (int i = 0; i < 6; ++i) train += "{\"messages\": [{\"role\": \"user\", \"content\": \"question " + std::to_string(i) +
+                                        "\"}, {\"role\": \"assistant\", \"content\": \"answer " + std::to_string(i) + "\"}]}\n";
+    write_text(snapshot / "data" / "train_sft-00000-of-00002.jsonl", train);
+    write_text(snapshot / "data" / "train_sft-00001-of-00002.json", "[{\"text\": \"a JSON array row\"}]");
+    write_text(snapshot / "data" / "test_sft-00000-of-00001.jsonl", "{\"text\": \"not this split\"}\n");
+    fs::create_directories(dir / "clone");
+    fs::copy(snapshot / "data", dir / "clone" / "data", fs::copy_options::recursive);  // the same as a local clone
+    const std::vector<std::string> cache = {"HF_HOME=" + (dir / "hf").string(), "HF_HUB_CACHE="};
+    const auto hub = with({"--output_dir", (dir / "hub").string(), "--dataset", "someone/chats"}, cache);
+    BOOST_REQUIRE_MESSAGE(hub.exit_code == 0, hub.err);
+    BOOST_TEST(contains(hub.err, "4 sample(s)"), hub.err);
+    const auto clone = with({"--output_dir", (dir / "clone-out").string(), "--dataset", (dir / "clone").string(), "-q"});
+    BOOST_REQUIRE_MESSAGE(clone.exit_code == 0, clone.err);
+    BOOST_TEST((file_hashes(dir / "hub") == file_hashes(dir / "clone-out")));
+    BOOST_TEST((file_hashes(dir / "hub") != file_hashes(dir / "defaults")));
+
+    auto refused = [&](const std::string& id, const std::string& reason) {
+        const auto r = with({"--output_dir", (dir / "refused").string(), "--dataset", id, "-q"}, cache);
+        BOOST_TEST(r.exit_code == 3);
+        BOOST_TEST(contains(r.err, reason), r.err);
+        BOOST_TEST(contains(r.err, "load_dataset('" + id + "', split='train_sft').to_json('data/train_sft.jsonl')"), r.err);
+        BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+        BOOST_TEST(!fs::exists(dir / "refused"));
+    };
+    refused("HuggingFaceH4/ultrachat_200k", "names a Hub dataset that is not in the local Hugging Face cache");
+    fs::create_directories(dir / "hf" / "hub" / "datasets--someone--parquet" / "snapshots" / commit / "data");
+    write_text(dir / "hf" / "hub" / "datasets--someone--parquet" / "snapshots" / commit / "data" / "train_sft-00000-of-00001.parquet", "PAR1");
+    refused("someone/parquet", "only in a form moequant does not read");
+}
+
 // --routed-only: each expert is calibrated on the tokens its layer's router sends it (a sigmoid
 // router with groups and bias, and a softmax one); verify measures it the same way. An expert
 // the router never picks (here: a bias of -100) is calibrated on all tokens, not zeroed. The
@@ -415,10 +476,6 @@ BOOST_AUTO_TEST_CASE(bad_calibration_and_requests_fail_with_one_clear_line) {
     synth(dir / "src", {"mixtral", "bf16", "per-expert"}, activations);
     auto one_line = [](const CommandResult& r) { return std::count(r.err.begin(), r.err.end(), '\n') == 1; };
 
-    auto none = run_gptq(dir / "src", dir / "o1", {});
-    BOOST_TEST(none.exit_code == 2);
-    BOOST_TEST(contains(none.err, "NeedsCalibration"), none.err);
-    BOOST_TEST(!fs::exists(dir / "o1"));
 
     // Activations of another model: layer width and layer set do not match.
     TempDir other;
@@ -612,6 +669,42 @@ BOOST_AUTO_TEST_CASE(ignored_moe_layers_keep_their_experts_in_bf16) {
     auto unlisted = run_moequant({"verify", "--source", (dir / "src").string(), "--converted", (dir / "unlisted").string(), "--quiet"});
     BOOST_TEST(unlisted.exit_code == 3, unlisted.err);
     BOOST_TEST(contains(unlisted.err, "UnlistedUnquantized"), unlisted.err);
+}
+
+// --torch_dtype casts what is copied unquantized as transformers' from_pretrained(torch_dtype=)
+// does: every floating tensor and the experts of an ignored layer, but the router's
+// e_score_correction_bias (DeepSeek-V3's _keep_in_fp32_modules_strict), which stays F32; the
+// output's config.json says the dtype, and verify holds the kept experts to the source rounded.
+BOOST_AUTO_TEST_CASE(torch_dtype_casts_the_copies_but_fp32_modules) {
+    TempDir dir;
+    synth(dir / "src", {"deepseek_v3", "bf16", "per-expert"}, dir / "act.safetensors");
+    const auto source = written_tensors(dir / "src");
+    for (const std::string dtype : {"float16", "float32"}) {
+        const fs::path out = dir / dtype;
+        auto r = run_gptq(dir / "src", out, {"--quant_method", "RTN", "--quant_type", "W4A16", "--torch_dtype", dtype,
+                                              "--ignore_patterns", "re:.*layers\\.2\\.mlp\\.experts\\..*"});
+        BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        const DType expected = dtype == "float16" ? DType::F16 : DType::F32;
+        std::size_t biases = 0, kept_experts = 0;
+        for (const auto& [name, t] : written_tensors(out)) {
+            if (contains(name, ".weight_")) continue;  // the quantized experts' own tensors
+            const bool bias = name.ends_with("e_score_correction_bias");
+            biases += bias;
+            kept_experts += contains(name, "layers.2.mlp.experts.");
+            BOOST_REQUIRE_MESSAGE(source.count(name) || contains(name, ".experts."), name);
+            BOOST_TEST((t.dtype == (bias ? DType::F32 : expected)), dtype << " " << name);
+        }
+        BOOST_TEST(biases == 2u);  // MoE layers 1 and 2
+        BOOST_TEST(kept_experts == 24u);
+        const auto config = json::parse(read_text(out / "config.json")).as_object();
+        BOOST_TEST(config.at("torch_dtype").as_string() == dtype);
+        auto v = run_moequant({"verify", "--source", (dir / "src").string(), "--converted", out.string(), "--quiet"});
+        BOOST_TEST(v.exit_code == 0, dtype << ": " << v.out << v.err);
+    }
+    auto bad = run_gptq(dir / "src", dir / "bad", {"--quant_method", "RTN", "--torch_dtype", "fp16"});
+    BOOST_TEST(bad.exit_code == 2);
+    BOOST_TEST(contains(bad.err, "--torch_dtype must be bfloat16, float16 or float32, got 'fp16'"), bad.err);
+    BOOST_TEST(!fs::exists(dir / "bad"));
 }
 
 // verify fails a compressed-tensors output whose stored bytes are wrong: a scale that is not the

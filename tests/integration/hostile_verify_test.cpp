@@ -51,7 +51,7 @@ struct RtnOutput {
         BOOST_REQUIRE_MESSAGE(s.exit_code == 0, s.err);
         source_hashes = file_hashes(source);
         auto g = run_moequant({"gptq", "--model_id", source.string(), "--output_dir", out.string(), "--quant_method", "RTN",
-                               "--quiet"});
+                               "--quant_type", "W4A16", "--quiet"});
         BOOST_REQUIRE_MESSAGE(g.exit_code == 0, g.err);
     }
 

@@ -180,19 +180,24 @@ void check_part(const VerificationJob& job, const StoredPartKey& key, const Tens
     check.problem = problem;
 }
 
-// An expert matrix the output keeps unquantized: one BF16 "weight", equal to the source.
+// An expert matrix the output keeps unquantized: one floating "weight" (BF16, or F16/F32 as
+// gptq --torch_dtype writes it), equal to the source rounded once to that dtype.
 void check_kept_part(const VerificationJob& job, const StoredPartKey& key, const Tensor& source_part, PartCheck& check) {
     const StoredPart stored = job.output->read(key);
     check.location = stored.location;
     check.rows = source_part.shape()[0];
     check.cols = source_part.shape()[1];
     const Tensor* weight = stored.tensor.part("weight");
-    if (!weight || stored.tensor.parts.size() != 1 || weight->dtype() != DType::BF16 || weight->shape() != source_part.shape()) {
-        check.problem = "the layer's experts are kept unquantized, but this part is not one BF16 weight " +
+    const bool floating = weight && (weight->dtype() == DType::BF16 || weight->dtype() == DType::F16 || weight->dtype() == DType::F32);
+    if (!floating || stored.tensor.parts.size() != 1 || weight->shape() != source_part.shape()) {
+        check.problem = "the layer's experts are kept unquantized, but this part is not one BF16, F16 or F32 weight " +
                         shape_to_string(source_part.shape());
         return;
     }
-    const std::vector<float> source = source_values(source_part), kept = source_values(*weight);
+    std::vector<float> source = source_values(source_part);
+    const std::vector<float> kept = source_values(*weight);
+    if (weight->dtype() == DType::F16)  // BF16 -> F16 rounds; BF16 -> F32 is exact
+        for (float& v : source) v = f16_to_f32(f32_to_f16(v));
     std::int64_t differing = 0;
     for (std::size_t i = 0; i < source.size(); ++i)
         if (std::memcmp(&source[i], &kept[i], 4) != 0) {
