@@ -48,6 +48,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     std::size_t threads = 0, cpuinfer_threads = 0;
     std::int64_t resume_layer = -1;
     bool no_merge = false, overwrite = false, allow_non_finite = false, quiet = false, help = false, calibrate = false;
+    bool gpu = false, save_backward_weights = false, profile = false;  // kt-kernel's convert_cpu_weights.py
     CalibrationInputOptions data;
     double dampening = 0.1;
     po::options_description options("Options");
@@ -79,6 +80,13 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help");
+    po::options_description seed_options("Of kt-kernel's convert_cpu_weights.py");
+    seed_options.add_options()
+        ("gpu", po::bool_switch(&gpu), "no effect: moequant converts on the CPU (the seed script never reads it either)")
+        ("save-backward-weights", po::bool_switch(&save_backward_weights),
+         "kt-kernel's SFT backward weights: not written by moequant (refused)")
+        ("profile", po::bool_switch(&profile), "torch profiler trace: moequant has no torch (refused)");
+    options.add(seed_options);
     options.add(global_option_group(globals));
     require_positive(parse_command_line(args, options, {}),
                      {"threads", "cpuinfer-threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
@@ -108,7 +116,18 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
                           {.code = "NeedsCalibration", .hint = "pass --dataset FILE (or --dataset embedded) or --calibration-activations FILE"});
     if (!calibrate && data.given())
         throw_usage_error("calibration data is used only with --calibrate", {.hint = "add --calibrate, or leave the data out"});
+    if (save_backward_weights)
+        throw_usage_error("--save-backward-weights (kt-kernel's transposed SFT backward weights) is not written by moequant",
+                          {.hint = "convert with kt-kernel's own script for SFT; moequant writes the inference weights"});
+    if (profile)
+        throw_usage_error("--profile writes a torch profiler trace, and moequant has no torch",
+                          {.hint = "the progress lines give each layer's time; bench/ measures the stages"});
     if (quantizer_id.empty()) {
+        if (quant_method == "awq")
+            throw_usage_error("--quant-method awq (AWQ checkpoints rewritten column-major) is not supported by moequant");
+        if (quant_method == "moe_int4" || quant_method == "moe_int8")
+            throw_usage_error("--quant-method " + quant_method + " (kt-kernel's MOE_INT4/MOE_INT8 layout for AMD CPUs) is not supported "
+                              "by moequant", {.hint = "int4 and int8 write the AMX layout"});
         if (quant_method != "int4" && quant_method != "int8")
             throw_usage_error("--quant-method must be int4 or int8, got '" + quant_method + "'");
         quantizer_id = "amx-" + quant_method + (calibrate ? "-gptq" : "");
@@ -168,6 +187,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     StreamProgress progress(stderr);
     SilentProgress silent;
     ProgressSink& sink = quiet ? static_cast<ProgressSink&>(silent) : progress;
+    if (gpu) sink.note("--gpu: no effect, moequant converts on the CPU");
     if (calibration) calibration->describe(sink, plan);
     ConversionResult result = run_conversion(job, sink);
     if (calibration) calibration->finish();  // commits --save-activations

@@ -339,6 +339,38 @@ BOOST_AUTO_TEST_CASE(refusals) {
     BOOST_TEST(other.err.find("another conversion") != std::string::npos, other.err);
 }
 
+// The rest of convert_cpu_weights.py's flags: --gpu changes nothing (said once), and what
+// moequant does not write is refused by name before any file, never taken for something else.
+BOOST_AUTO_TEST_CASE(seed_cpu_tool_flags_are_accepted_or_refused_by_name) {
+    TempDir dir;
+    synth(dir / "src", {"qwen3_moe", "bf16", "per-expert"});
+    const std::vector<std::string> base = {"convert", "-i", (dir / "src").string(), "--input-type", "bf16"};
+    auto with = [&](const fs::path& out, std::vector<std::string> extra) {
+        std::vector<std::string> args = base;
+        args.insert(args.end(), {"-o", out.string()});
+        args.insert(args.end(), extra.begin(), extra.end());
+        return run_moequant(args);
+    };
+    auto plain = with(dir / "plain", {});
+    auto gpu = with(dir / "gpu", {"--gpu"});
+    BOOST_REQUIRE_MESSAGE(plain.exit_code == 0 && gpu.exit_code == 0, plain.err << gpu.err);
+    BOOST_TEST(gpu.err.find("--gpu: no effect, moequant converts on the CPU") != std::string::npos, gpu.err);
+    BOOST_TEST((file_hashes(dir / "gpu") == file_hashes(dir / "plain")));
+    const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+        {{"--save-backward-weights"}, "--save-backward-weights (kt-kernel's transposed SFT backward weights) is not written"},
+        {{"--profile"}, "--profile writes a torch profiler trace"},
+        {{"--quant-method", "awq"}, "--quant-method awq (AWQ checkpoints rewritten column-major) is not supported"},
+        {{"--quant-method", "moe_int4"}, "--quant-method moe_int4 (kt-kernel's MOE_INT4/MOE_INT8 layout for AMD CPUs)"},
+        {{"--quant-method", "moe_int8"}, "--quant-method moe_int8 (kt-kernel's MOE_INT4/MOE_INT8 layout for AMD CPUs)"},
+    };
+    for (const auto& [extra, message] : refused) {
+        auto r = with(dir / "refused", extra);
+        BOOST_TEST(r.exit_code == 2, extra.front() << ": " << r.err);
+        BOOST_TEST(r.err.find(message) != std::string::npos, r.err);
+        BOOST_TEST(!fs::exists(dir / "refused"));
+    }
+}
+
 BOOST_AUTO_TEST_CASE(bf16_export_dequantizes_fp8_and_drops_scales) {
     TempDir dir;
     synth(dir / "src", {"deepseek_v3", "fp8", "per-expert"});
