@@ -113,7 +113,7 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
         ("family", po::value(&family)->value_name("F"), "family adapter id or model_type (e.g. deepseek_v3, kimi_k2, mixtral)")
         ("preset", po::value(&preset)->value_name("tiny|small")->default_value("tiny"), "model size")
         ("dtype", po::value(&dtype)->value_name("D")->default_value("bf16"),
-         "bf16; fp8: FP8 E4M3 with 128x128 block scales (weight_scale_inv); fp8-channel: "
+         "bf16; fp16: the same in F16 (torch_dtype float16); fp8: FP8 E4M3 with 128x128 block scales (weight_scale_inv); fp8-channel: "
          "compressed-tensors FP8 with per-channel BF16 scales (weight_scale) and input_scale; int4-ct: routed "
          "experts compressed-tensors pack-quantized INT4, group 32 (Kimi-K2-Thinking); mxfp4: routed experts "
          "MXFP4 as DeepSeek-V4-Flash stores them (.weight I8 + .scale E8M0); gptq: every quantizable linear "

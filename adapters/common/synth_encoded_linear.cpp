@@ -181,6 +181,15 @@ std::vector<std::uint8_t> bf16_bytes(const std::vector<float>& values) {
     return out;
 }
 
+std::vector<std::uint8_t> f16_bytes(const std::vector<float>& values) {
+    std::vector<std::uint8_t> out(values.size() * 2);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        std::uint16_t b = f32_to_f16(values[i]);
+        std::memcpy(out.data() + 2 * i, &b, 2);
+    }
+    return out;
+}
+
 std::vector<std::uint8_t> f32_bytes(const std::vector<float>& values) {
     std::vector<std::uint8_t> out(values.size() * 4);
     if (!values.empty()) std::memcpy(out.data(), values.data(), out.size());

@@ -44,8 +44,9 @@ std::vector<std::uint8_t> encoded_linear_bytes(SynthEncoding encoding, BlockSize
 // compressed-tensors float-quantized per channel (model-families-2026.md §2.3); null for bf16.
 boost::json::value quantization_config(SynthEncoding encoding);
 
-// Little-endian bytes of values as BF16 (nearest even) or F32.
+// Little-endian bytes of values as BF16 or F16 (nearest even) or F32.
 std::vector<std::uint8_t> bf16_bytes(const std::vector<float>& values);
+std::vector<std::uint8_t> f16_bytes(const std::vector<float>& values);
 std::vector<std::uint8_t> f32_bytes(const std::vector<float>& values);
 
 }  // namespace moequant::adapters

@@ -202,7 +202,8 @@ SynthSettings read_synth_settings(const Options& options, const std::vector<std:
     one_of("--preset", preset, {"tiny", "small"});
     s.small = preset == "small";
     std::string dtype = options.get_string("dtype", "bf16");
-    one_of("--dtype", dtype, {"bf16", "fp8", "fp8-channel", "int4-ct", "mxfp4", "gptq"});
+    one_of("--dtype", dtype, {"bf16", "fp16", "fp8", "fp8-channel", "int4-ct", "mxfp4", "gptq"});
+    s.float16 = dtype == "fp16";
     s.encoding = dtype == "fp8"           ? SynthEncoding::fp8_block
                  : dtype == "fp8-channel" ? SynthEncoding::fp8_channel
                  : dtype == "int4-ct"     ? SynthEncoding::int4_ct
@@ -224,10 +225,18 @@ SynthSettings read_synth_settings(const Options& options, const std::vector<std:
 void write_synth_model(const SynthModel& model, const std::filesystem::path& directory, const SynthSettings& settings) {
     const std::uint64_t seed = settings.seed;
     // Config and side files first: the index, written last, marks the checkpoint complete.
-    write_file_atomically(directory / "config.json", pretty_json(model.config));
+    boost::json::value config = model.config;
+    if (settings.float16)
+        for (auto* c : {config.if_object(), config.is_object() && config.as_object().contains("text_config")
+                                                 ? config.as_object().at("text_config").if_object() : nullptr})
+            if (c && c->contains("torch_dtype")) (*c)["torch_dtype"] = "float16";
+    write_file_atomically(directory / "config.json", pretty_json(config));
     for (const auto& [name, content] : model.side_files) write_file_atomically(directory / name, content);
 
     std::vector<Placed> placed = expand(model);
+    if (settings.float16)
+        for (auto& p : placed)
+            if (p.spec.dtype == DType::BF16 && !model.tensors[p.source].bytes) p.spec.dtype = DType::F16;
     assign_shards(placed, std::max<std::size_t>(1, model.shard_count));
     ShardedSafetensorsWriter sharded(directory);
     for (std::size_t shard = 0; shard < std::max<std::size_t>(1, model.shard_count); ++shard) {
@@ -242,11 +251,13 @@ void write_synth_model(const SynthModel& model, const std::filesystem::path& dir
             std::vector<std::uint8_t> bytes;
             if (t.bytes) {
                 bytes = t.bytes(seed);
+            } else if (t.dtype == DType::F8_E4M3 && settings.float16) {  // a marked linear of an fp16 release
+                bytes = f16_bytes(values);
             } else if (t.dtype == DType::F8_E4M3) {
                 bytes = encoded_linear_bytes(model.encoding, model.fp8_block, t.shape, p.spec, values,
                                              model.fp8_power_of_two_scales);
             } else if (t.dtype == DType::BF16) {
-                bytes = bf16_bytes(values);
+                bytes = p.spec.dtype == DType::F16 ? f16_bytes(values) : bf16_bytes(values);
             } else if (t.dtype == DType::F32) {
                 bytes = f32_bytes(values);
             } else {

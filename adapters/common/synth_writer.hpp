@@ -77,6 +77,9 @@ struct SynthSettings {
     bool small = false;              // preset "small" instead of "tiny"
     bool fp8 = false;                // a quantized dtype: the family marks its linears F8_E4M3
     SynthEncoding encoding = SynthEncoding::bf16;  // --dtype: bf16, fp8 (block), fp8-channel, int4-ct, mxfp4, gptq
+    // --dtype fp16: the BF16 tensors stored as F16 and config.json's torch_dtype float16, as
+    // an fp16 release (kt-kernel's --input-type fp16) has them; the encoding is bf16's.
+    bool float16 = false;
     std::uint64_t seed = 42;
     std::string layout = "per-expert";
     // --statistics trained: the values of a trained checkpoint's shape rather than independent
