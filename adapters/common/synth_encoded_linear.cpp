@@ -174,19 +174,13 @@ json::value quantization_config(SynthEncoding encoding) {
 
 std::vector<std::uint8_t> bf16_bytes(const std::vector<float>& values) {
     std::vector<std::uint8_t> out(values.size() * 2);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        std::uint16_t b = f32_to_bf16(values[i]);
-        std::memcpy(out.data() + 2 * i, &b, 2);
-    }
+    convert_f32_to_bf16(values.data(), out.data(), values.size());  // the scalar rule's bits, vectorised
     return out;
 }
 
 std::vector<std::uint8_t> f16_bytes(const std::vector<float>& values) {
     std::vector<std::uint8_t> out(values.size() * 2);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        std::uint16_t b = f32_to_f16(values[i]);
-        std::memcpy(out.data() + 2 * i, &b, 2);
-    }
+    convert_f32_to_f16(values.data(), out.data(), values.size());
     return out;
 }
 
