@@ -99,6 +99,21 @@ std::set<std::int64_t> unquantized_layers(const std::vector<std::string>& patter
     return layers;
 }
 
+// With --allow-unaligned, compressed-tensors' rule for in_features that the group size does not
+// divide: ceil(K / gs) groups, the last one shorter; said once per such projection, as the
+// reference warns (strategy_cdiv).
+void warn_about_ragged_groups(const ModelPlan& plan, std::int64_t group) {
+    if (plan.moe_layers.empty() || group <= 0) return;
+    for (Projection p : expert_projections) {
+        const ExpertWeightSource& s = plan.moe_layers.front().experts.front().weights[static_cast<int>(p)];
+        if (s.cols % group == 0) continue;
+        std::cerr << "moequant: warning: in_features " << s.cols << " of " << printable_name(s.tensor)
+                  << " (and the other experts') is not a multiple of group_size " << group << ": "
+                  << (s.cols + group - 1) / group << " groups a row, the last of " << s.cols % group
+                  << " columns, as compressed-tensors shapes them; vLLM/SGLang's Marlin kernels cannot run them\n";
+    }
+}
+
 }  // namespace
 
 int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals) {
@@ -129,7 +144,9 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         ("ignore_patterns", po::value(&ignore)->multitoken()->value_name("PATTERN..."),
          "modules to leave unquantized (\"re:<regex>\" or a name); non-expert modules always are, "
          "routed experts only a whole MoE layer at a time (written in BF16)")
-        ("allow-unaligned", po::bool_switch(&allow_unaligned), "write shapes vLLM/SGLang's Marlin kernels cannot run")
+        ("allow-unaligned", po::bool_switch(&allow_unaligned),
+         "write shapes vLLM/SGLang's Marlin kernels cannot run (in_features not a multiple of 128: ceil(K/128) "
+         "groups, the last one shorter)")
         ("threads", po::value(&threads), "worker threads (default: all cores)")
         ("resume-layer", po::value(&resume_layer), "redo layers from this one on; earlier ones must be complete")
         ("overwrite", po::bool_switch(&overwrite),
@@ -227,6 +244,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (embedded_by_default)
         std::cerr << "moequant: warning: no --dataset: GPTQ calibrates on the embedded text (a few public-domain paragraphs), "
                      "enough to run but not to calibrate well; real calibration needs real data (--dataset FILE|DIR|owner/name)\n";
+    if (allow_unaligned && strategy == "group") warn_about_ragged_groups(plan, 128);  // gptq always writes group 128
     if (!kept_layers.empty()) {
         std::string layers;
         for (std::int64_t l : kept_layers) layers += (layers.empty() ? "" : ", ") + std::to_string(l);

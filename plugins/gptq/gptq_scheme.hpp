@@ -26,8 +26,11 @@ struct Scheme {
     int qmax() const noexcept { return (1 << (bits - 1)) - 1; }
     // bit_range / 2 of §3.1: 7.5 (int4), 127.5 (int8).
     float scale_divisor() const noexcept { return static_cast<float>((1 << bits) - 1) / 2.0f; }
-    // Scale groups of a row with `cols` columns.
-    std::int64_t groups(std::int64_t cols) const noexcept { return group_size ? cols / group_size : 1; }
+    // Columns per scale group of a row with `cols` columns.
+    std::int64_t group_columns(std::int64_t cols) const noexcept { return group_size ? group_size : cols; }
+    // Scale groups of such a row: ceil(cols / group_size), the last one shorter when the group
+    // size does not divide cols (compressed-tensors' strategy_cdiv shape; docs/cli.md, gptq).
+    std::int64_t groups(std::int64_t cols) const noexcept { return group_size ? (cols + group_size - 1) / group_size : 1; }
     // "W4A16" / "W8A16".
     std::string name() const { return bits == 4 ? "W4A16" : "W8A16"; }
     // The strategy string of quantization_config: "group" or "channel".

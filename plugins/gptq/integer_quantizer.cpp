@@ -27,15 +27,16 @@ std::vector<float> weight_values(const TensorView& weight) {
 }
 
 // The min-max observer's absmax (§3.1) over groups of `group` consecutive positions of each
-// row, where position j of a row is column column_at(j): [rows, cols / group].
+// row, where position j of a row is column column_at(j): [rows, ceil(cols / group)], the last
+// group over the columns that are left.
 template <class ColumnAt>
 std::vector<float> group_absmax(const std::vector<float>& w, std::int64_t rows, std::int64_t cols, std::int64_t group,
                                 const ColumnAt& column_at) {
-    const std::int64_t groups = cols / group;
+    const std::int64_t groups = (cols + group - 1) / group;
     std::vector<float> absmax(static_cast<std::size_t>(rows * groups), 0.0f);
     for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t g = 0; g < groups; ++g)
-            for (std::int64_t j = g * group; j < (g + 1) * group; ++j)
+            for (std::int64_t j = g * group; j < std::min((g + 1) * group, cols); ++j)
                 absmax[r * groups + g] = std::max(absmax[r * groups + g], std::fabs(w[r * cols + column_at(j)]));
     return absmax;
 }
@@ -61,15 +62,16 @@ std::vector<float> f32_scales(const std::vector<float>& absmax, const Scheme& sc
 struct PackedParts {
     const std::int32_t* words = nullptr;
     const std::uint16_t* scales = nullptr;
-    const std::int32_t* g_idx = nullptr;  // null: column c is in group c / (cols / groups)
-    std::int64_t rows = 0, cols = 0, groups = 0, words_per_row = 0;
+    const std::int32_t* g_idx = nullptr;  // null: column c is in group c / group_columns
+    std::int64_t rows = 0, cols = 0, groups = 0, group_columns = 0, words_per_row = 0;
     int bits = 4;
 
-    std::int64_t group_of(std::int64_t c) const noexcept { return g_idx ? g_idx[c] : c / (cols / groups); }
+    std::int64_t group_of(std::int64_t c) const noexcept { return g_idx ? g_idx[c] : c / group_columns; }
     float scale(std::int64_t r, std::int64_t c) const noexcept { return bf16_to_f32(scales[r * groups + group_of(c)]); }
 };
 
-PackedParts packed_parts(const QuantizedTensor& q, const Shape& shape) {
+// The parts of a matrix stored with `scheme`'s groups: ceil(cols / group size) scales a row.
+PackedParts packed_parts(const QuantizedTensor& q, const Shape& shape, const Scheme& scheme) {
     const Tensor* packed = q.part("weight_packed");
     const Tensor* scale = q.part("weight_scale");
     if (!packed || !scale || shape.size() != 2)
@@ -89,12 +91,12 @@ PackedParts packed_parts(const QuantizedTensor& q, const Shape& shape) {
     else
         throw Error(ErrorKind::input, "weight_packed " + shape_to_string(packed->shape()) + " holds neither 4- nor 8-bit codes of " +
                                           std::to_string(p.cols) + " columns");
-    if (scale->dtype() != DType::BF16 || scale->shape().size() != 2 || scale->shape()[0] != p.rows ||
-        scale->shape()[1] <= 0 || p.cols % scale->shape()[1] != 0)
+    p.groups = scheme.groups(p.cols);
+    p.group_columns = scheme.group_columns(p.cols);
+    if (scale->dtype() != DType::BF16 || scale->shape() != Shape{p.rows, p.groups})
         throw Error(ErrorKind::input, "weight_scale is " + std::string(dtype_name(scale->dtype())) + " " +
-                                          shape_to_string(scale->shape()) + ", expected BF16 [" + std::to_string(p.rows) +
-                                          ", groups dividing " + std::to_string(p.cols) + "]");
-    p.groups = scale->shape()[1];
+                                          shape_to_string(scale->shape()) + ", expected BF16 " +
+                                          shape_to_string(Shape{p.rows, p.groups}));
     p.words = packed->data_as<std::int32_t>();
     p.scales = scale->data_as<std::uint16_t>();
     if (const Tensor* g = q.part("weight_g_idx")) {
@@ -140,10 +142,12 @@ Options IntegerQuantizer::settings() const {
 
 std::vector<TensorSpec> IntegerQuantizer::output_layout(const Shape& m) const {
     if (m.size() != 2 || m[0] <= 0 || m[1] <= 0) throw Error(ErrorKind::input, "expected a 2-D weight, got " + shape_to_string(m));
-    const std::int64_t group = scheme_.group_size ? scheme_.group_size : m[1];
-    if (m[1] % group != 0 || (m[1] * scheme_.bits) % 32 != 0)
+    // Groups may be ragged (the format refuses them without --allow-unaligned); the codes
+    // must fill whole 32-bit words.
+    if ((m[1] * scheme_.bits) % 32 != 0)
         throw Error(ErrorKind::input,
-                    "in_features " + std::to_string(m[1]) + " is not a multiple of the group size " + std::to_string(group),
+                    "in_features " + std::to_string(m[1]) + " does not fill whole 32-bit words of " +
+                        std::to_string(scheme_.bits) + "-bit codes (a multiple of " + std::to_string(32 / scheme_.bits) + ")",
                     {.code = "UnalignedShape"});
     std::vector<TensorSpec> layout = {{"weight_packed", DType::I32, {m[0], m[1] * scheme_.bits / 32}},
                                       {"weight_scale", DType::BF16, {m[0], scheme_.groups(m[1])}},
@@ -164,13 +168,13 @@ QuantizedTensor pack(const IntegerQuantizer& quantizer, const std::vector<float>
     QuantizedTensor q;
     q.method = scheme.name();
     for (const auto& spec : layout) q.parts.emplace_back(spec.name, Tensor::uninitialized(spec.dtype, spec.shape));
-    const std::int64_t groups = scheme.groups(cols), words = cols * scheme.bits / 32;
+    const std::int64_t groups = scheme.groups(cols), group = scheme.group_columns(cols), words = cols * scheme.bits / 32;
     auto* packed = q.parts[0].second.data_as<std::int32_t>();
     parallel_for(0, static_cast<std::size_t>(rows), 16, [&](std::size_t first, std::size_t last) {
         std::vector<std::int8_t> codes(static_cast<std::size_t>(cols));
         for (std::size_t r = first; r < last; ++r) {
             for (std::int64_t c = 0; c < cols; ++c) {
-                const std::int64_t g = g_idx.empty() ? c / (cols / groups) : g_idx[c];
+                const std::int64_t g = g_idx.empty() ? c / group : g_idx[c];
                 // module.weight is BF16 when compressed-tensors re-derives the code.
                 const float stored = bf16_to_f32(f32_to_bf16(w[r * cols + c]));
                 codes[c] = static_cast<std::int8_t>(saved_code(stored, bf16_to_f32(scales[r * groups + g]), scheme));
@@ -195,8 +199,7 @@ QuantizedTensor IntegerQuantizer::quantize(const TensorView& weight) const {
     output_layout(weight.shape);
     const std::vector<float> w = weight_values(weight);
     const std::int64_t rows = weight.shape[0], cols = weight.shape[1];
-    const std::int64_t group = scheme_.group_size ? scheme_.group_size : cols;
-    const auto scales = bf16_scales(group_absmax(w, rows, cols, group, [](std::int64_t j) { return j; }), scheme_);
+    const auto scales = bf16_scales(group_absmax(w, rows, cols, scheme_.group_columns(cols), [](std::int64_t j) { return j; }), scheme_);
     return pack(*this, w, weight.shape, scales, {});
 }
 
@@ -213,8 +216,7 @@ QuantizedTensor IntegerQuantizer::quantize_calibrated(const TensorView& weight, 
         throw Error(ErrorKind::internal, "the Hessian has " + std::to_string(prepared->columns) + " columns, the weight " +
                                              std::to_string(cols));
     const std::vector<float> w = weight_values(weight);
-    const std::int64_t group = scheme_.group_size ? scheme_.group_size : cols;
-    const std::int64_t groups = cols / group;
+    const std::int64_t group = scheme_.group_columns(cols), groups = scheme_.groups(cols);
     // Scales are fixed before the loop from the original weight (§4.2), dead columns included.
     // With actorder "group" they are observed on the permuted weight, so groups follow the new
     // order and the checkpoint needs g_idx.
@@ -240,7 +242,7 @@ QuantizedTensor IntegerQuantizer::quantize_calibrated(const TensorView& weight, 
 }
 
 Tensor IntegerQuantizer::dequantize(const QuantizedTensor& quantized, const Shape& shape) const {
-    const PackedParts p = packed_parts(quantized, shape);
+    const PackedParts p = packed_parts(quantized, shape, scheme_);
     Tensor out(DType::F32, shape);
     float* y = out.data_as<float>();
     for (std::int64_t r = 0; r < p.rows; ++r)
@@ -251,7 +253,7 @@ Tensor IntegerQuantizer::dequantize(const QuantizedTensor& quantized, const Shap
 
 std::optional<Tensor> IntegerQuantizer::error_bounds(const QuantizedTensor& quantized, const Shape& shape) const {
     if (gptq_) return std::nullopt;
-    const PackedParts p = packed_parts(quantized, shape);
+    const PackedParts p = packed_parts(quantized, shape, scheme_);
     // In steps s of the group. The observer maps the group's absmax to bit_range/2 with a
     // BF16 scale rounded by at most 2^-8, so |w/s| <= T = (2^(b-1) - 0.5) / (1 - 2^-8). Below
     // the clamp, the BF16 quotient moves by at most half its spacing 2^(b-9) near the top and
@@ -260,10 +262,15 @@ std::optional<Tensor> IntegerQuantizer::error_bounds(const QuantizedTensor& quan
     const double top = std::ldexp(1.0, p.bits - 1);
     const double t_max = (top - 0.5) / (1 - std::ldexp(1.0, -8));
     const double steps = std::max(0.5 + std::ldexp(1.0, p.bits - 10), t_max - (top - 1)) + std::ldexp(1.0, p.bits - 9);
-    Tensor bounds(DType::F32, {p.rows, p.groups});
+    // One bound per group, or per column when the last group is shorter (the verifier reads
+    // column c's bound at c / (cols / bounds' columns)).
+    const bool ragged = p.cols % p.group_columns != 0;
+    const std::int64_t columns = ragged ? p.cols : p.groups;
+    Tensor bounds(DType::F32, {p.rows, columns});
     float* b = bounds.data_as<float>();
-    for (std::int64_t i = 0; i < p.rows * p.groups; ++i)
-        b[i] = static_cast<float>(steps * bf16_to_f32(p.scales[i]) * (1 + 0x1p-20));
+    for (std::int64_t r = 0; r < p.rows; ++r)
+        for (std::int64_t i = 0; i < columns; ++i)
+            b[r * columns + i] = static_cast<float>(steps * p.scale(r, ragged ? i : i * p.group_columns) * (1 + 0x1p-20));
     return bounds;
 }
 
@@ -282,7 +289,7 @@ std::string weight_shape_problem(const QuantizedTensor& stored, const Shape& sou
 
 std::string IntegerQuantizer::stored_problem(const QuantizedTensor& stored, const TensorView& source) const {
     if (auto problem = weight_shape_problem(stored, source.shape); !problem.empty()) return problem;
-    const PackedParts p = packed_parts(stored, source.shape);
+    const PackedParts p = packed_parts(stored, source.shape, scheme_);
     const std::vector<float> w = weight_values(source);
     std::vector<float> absmax(static_cast<std::size_t>(p.rows * p.groups), 0.0f);
     for (std::int64_t r = 0; r < p.rows; ++r)
@@ -302,7 +309,7 @@ std::string IntegerQuantizer::stored_problem(const QuantizedTensor& stored, cons
 }
 
 bool IntegerQuantizer::packed_gemv(const QuantizedTensor& quantized, const Shape& shape, const float* x, float* y) const {
-    const PackedParts p = packed_parts(quantized, shape);
+    const PackedParts p = packed_parts(quantized, shape, scheme_);
     const int per_word = 32 / p.bits;
     const std::uint32_t mask = (1u << p.bits) - 1;
     const int offset = 1 << (p.bits - 1);

@@ -8,6 +8,7 @@
 #include "checkpoint_rewrite.hpp"
 #include "test_support.hpp"
 
+#include <moequant/dtype_convert.hpp>
 #include <moequant/safetensors_reader.hpp>
 #include <moequant/safetensors_writer.hpp>
 
@@ -582,18 +583,31 @@ BOOST_AUTO_TEST_CASE(malformed_activation_files_are_refused_naming_the_tensor) {
     }
 }
 
-// Expert shapes vLLM/SGLang's Marlin kernels cannot run are refused before any file is touched;
-// --allow-unaligned lifts that rule, and the quantizer's own group rule still holds.
-BOOST_AUTO_TEST_CASE(unaligned_expert_shapes_are_refused_before_any_file) {
+// Expert shapes vLLM/SGLang's Marlin kernels cannot run are refused before any file; with
+// --allow-unaligned an in_features the group size does not divide gets ceil(K/128) groups, the
+// last one shorter (compressed-tensors' shape, with a warning), through GPTQ and RTN, the
+// writer, the reader and verify.
+BOOST_AUTO_TEST_CASE(unaligned_shapes_are_refused_unless_allowed_then_groups_are_ragged) {
     TempDir dir;
     synth(dir / "src", {"mixtral", "bf16", "per-expert"}, dir / "act.safetensors");
     const std::int64_t inter = 192, hidden = 256;  // N % 64 holds, K = 192 of down (w2) breaks K % 128
+    std::uint32_t state = 12345;
+    auto random_bf16 = [&](std::size_t count) {
+        std::vector<std::uint8_t> bytes(count * 2);
+        for (std::size_t i = 0; i < count; ++i) {
+            state = state * 1664525u + 1013904223u;
+            const float v = (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 0.1f;
+            const std::uint16_t b = f32_to_bf16(v);
+            std::memcpy(&bytes[i * 2], &b, 2);
+        }
+        return bytes;
+    };
     rewrite(dir / "src", dir / "odd",
             [&](const std::string& name, std::optional<Replacement>& r) {
                 const bool gate_up = name.ends_with(".w1.weight") || name.ends_with(".w3.weight");
                 if (!contains(name, ".experts.") || !(gate_up || name.ends_with(".w2.weight"))) return true;
                 const Shape shape = gate_up ? Shape{inter, hidden} : Shape{hidden, inter};
-                r = Replacement{{name, DType::BF16, shape}, std::vector<std::uint8_t>(static_cast<std::size_t>(inter * hidden * 2), 0)};
+                r = Replacement{{name, DType::BF16, shape}, random_bf16(static_cast<std::size_t>(inter * hidden))};
                 return true;
             },
             [&](json::object& c) { c["intermediate_size"] = inter; });
@@ -603,10 +617,30 @@ BOOST_AUTO_TEST_CASE(unaligned_expert_shapes_are_refused_before_any_file) {
     BOOST_TEST(contains(refused.err, "w2.weight"), refused.err);
     BOOST_TEST(contains(refused.err, "Marlin"), refused.err);
     BOOST_TEST(!fs::exists(dir / "o1"));
-    auto still = run_gptq(dir / "odd", dir / "o2", {"--quant_method", "RTN", "--allow-unaligned"});
-    BOOST_TEST(still.exit_code == 3, still.err);
-    BOOST_TEST(contains(still.err, "group size 128"), still.err);
-    BOOST_TEST(!fs::exists(dir / "o2"));
+    const fs::path activations = dir / "odd_act.safetensors";
+    auto recorded = run_moequant({"record", "--model_id", (dir / "odd").string(), "--dataset", "embedded", "--output",
+                                  activations.string(), "-q"});
+    BOOST_REQUIRE_MESSAGE(recorded.exit_code == 0, recorded.err);
+    for (const std::string method : {"RTN", "GPTQ"}) {
+        const fs::path out = dir / method;
+        auto r = run_gptq(dir / "odd", out, {"--quant_method", method, "--quant_type", "W4A16", "--allow-unaligned",
+                                              "--calibration-activations", activations.string()});
+        BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        BOOST_TEST(contains(r.err, "moequant: warning: in_features 192 of model.layers.0.block_sparse_moe.experts.0.w2.weight "
+                                   "(and the other experts') is not a multiple of group_size 128: 2 groups a row, the last of 64 columns"),
+                   r.err);
+        const auto tensors = written_tensors(out);
+        const std::string down = "model.layers.0.block_sparse_moe.experts.0.w2";
+        BOOST_REQUIRE(tensors.count(down + ".weight_scale"));
+        BOOST_TEST((tensors.at(down + ".weight_scale").shape == Shape{hidden, 2}));
+        BOOST_TEST((tensors.at(down + ".weight_packed").shape == Shape{hidden, inter / 8}));
+        auto v = run_moequant({"verify", "--source", (dir / "odd").string(), "--converted", out.string(), "--quiet",
+                               "--calibration-activations", activations.string()});
+        BOOST_TEST(v.exit_code == 0, method << ": " << v.out << v.err);
+        auto e = run_moequant({"eval", "--model_id", (dir / "odd").string(), "--dataset", "embedded", "--gpu-weights", out.string(),
+                               "--num_calibration_samples", "2", "-q"});
+        BOOST_TEST(e.exit_code == 0, method << ": " << e.err);
+    }
 }
 
 // --ignore_patterns selecting whole MoE layers: those layers' experts are written in BF16 (FP8
