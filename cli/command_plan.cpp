@@ -12,6 +12,7 @@
 #include <moequant/engine/calibration_activations.hpp>
 #include <moequant/engine/expert_placement.hpp>
 #include <moequant/engine/output_location.hpp>
+#include <moequant/engine/progress.hpp>
 #include <moequant/error.hpp>
 #include <moequant/output_file.hpp>
 #include <moequant/parallel.hpp>
@@ -84,7 +85,7 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
     std::string input, activations, output, strategy_name = "frequency", family;
     std::int64_t gpu_experts = -1, samples = 0, max_length = 0;
     std::size_t threads = 0;
-    bool as_json = false, help = false, overwrite = false;
+    bool as_json = false, help = false, overwrite = false, quiet = false;
     po::options_description options("Options");
     options.add_options()
         ("model_id", po::value(&input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file)")
@@ -101,6 +102,7 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
         ("json", po::bool_switch(&as_json), "print the placement JSON instead of the summary")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
         ("threads", po::value(&threads), "worker threads (default: all cores)")
+        ("quiet,q", po::bool_switch(&quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help");
     options.add(global_option_group(globals));
     require_positive(parse_command_line(args, options, {}), {"threads", "num_calibration_samples", "max_sequence_length"});
@@ -127,7 +129,8 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
         check_output_file(output, {.folders = {source.checkpoint.directory()}, .files = {activations}}, overwrite);
     CalibrationActivations calibration = CalibrationActivations::open(activations);
     calibration.select(samples, max_length);
-    const ExpertActivity activity = measure_expert_activity(calibration, source.plan, source.checkpoint);
+    StreamProgress progress(stderr);
+    const ExpertActivity activity = measure_expert_activity(calibration, source.plan, source.checkpoint, quiet ? nullptr : &progress);
     const auto gpu = place_gpu_experts(activity, gpu_experts, strategy);
     const json::object placement = placement_json(source.plan, activity, gpu, gpu_experts, strategy, calibration);
     if (!output.empty()) write_file_atomically(output, json::serialize(placement) + "\n");

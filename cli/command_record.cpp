@@ -12,6 +12,7 @@
 #include "text_calibration.hpp"
 
 #include <moequant/engine/output_location.hpp>
+#include <moequant/engine/progress.hpp>
 #include <moequant/engine/sequential_calibration.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
@@ -58,12 +59,16 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     ScratchFolder scratch;
     SequentialCalibration run(*forward, source.plan, std::move(tokenized.samples), scratch.path(), output, false,
                               memory_limit_bytes(max_memory_gb));
+    StreamProgress progress(stderr);
+    SilentProgress silent;
+    ProgressSink& sink = common.quiet ? static_cast<ProgressSink&>(silent) : progress;
     std::size_t done = 0;
     for (const auto& layer : source.plan.moe_layers) {
         run.layer_inputs(layer.layer);
         run.finish_layer(layer.layer, {});
-        if (!common.quiet) std::cerr << "layer " << layer.layer << " recorded (" << ++done << "/" << source.plan.moe_layers.size() << ")\n";
+        sink.step(++done, source.plan.moe_layers.size(), "layer", 0, 0);
     }
+    sink.finish();
     run.finish();
     std::cout << "recorded " << source.plan.moe_layers.size() << " MoE layer(s) of " << source.plan.family << ": "
               << run.samples() << " sample(s), " << run.tokens() << " token(s) -> " << printable_name(output) << "\n";

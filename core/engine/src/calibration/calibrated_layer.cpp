@@ -124,7 +124,7 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
             if (job.progress) {
                 const std::size_t n = ++done;
                 std::lock_guard lock(progress_lock);
-                job.progress->note("layer " + std::to_string(layer.layer) + ": expert " + std::to_string(expert.expert) +
+                job.progress->status("layer " + std::to_string(layer.layer) + ": expert " + std::to_string(expert.expert) +
                                    " quantized (" + std::to_string(n) + "/" + std::to_string(layer.experts.size()) + ")");
             }
         }

@@ -9,7 +9,7 @@
 namespace moequant {
 
 ExpertActivity measure_expert_activity(const CalibrationActivations& calibration, const ModelPlan& plan,
-                                       const Checkpoint& source) {
+                                       const Checkpoint& source, ProgressSink* progress) {
     calibration.check_plan(plan);
     check_routers(plan, source);
     ExpertActivity a;
@@ -23,7 +23,9 @@ ExpertActivity measure_expert_activity(const CalibrationActivations& calibration
             counts.push_back(static_cast<std::int64_t>(rows.size()));
         a.counts.push_back(std::move(counts));
         calibration.release_layer(layer.layer);
+        if (progress) progress->step(a.layers.size(), plan.moe_layers.size(), "layer", 0, 0);
     }
+    if (progress) progress->finish();
     return a;
 }
 

@@ -1,6 +1,7 @@
 #include <moequant/engine/progress.hpp>
 #include <moequant/printable.hpp>
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,6 +21,13 @@ std::string duration_text(double seconds) {
     return buf;
 }
 
+// The terminal's width in columns (80 when it does not say).
+std::size_t terminal_columns(std::FILE* stream) {
+    winsize size{};
+    if (::ioctl(::fileno(stream), TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+    return 80;
+}
+
 }  // namespace
 
 ProgressSink::~ProgressSink() = default;
@@ -30,17 +38,31 @@ StreamProgress::StreamProgress(std::FILE* stream)
 void StreamProgress::step(std::size_t done, std::size_t total, const std::string& label, std::uint64_t bytes_done,
                           std::uint64_t bytes_total) {
     const double elapsed = now_seconds() - start_;
-    const double rate = elapsed > 0 ? static_cast<double>(bytes_done) / elapsed : 0;
-    const double eta = rate > 0 ? static_cast<double>(bytes_total - bytes_done) / rate : 0;
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s %zu/%zu  %.2f/%.2f GB  %.2f GB/s  ETA %s", printable_text(label).c_str(), done, total,
-                  static_cast<double>(bytes_done) / 1e9, static_cast<double>(bytes_total) / 1e9, rate / 1e9,
-                  duration_text(eta).c_str());
+    if (bytes_total > 0) {
+        const double rate = elapsed > 0 ? static_cast<double>(bytes_done) / elapsed : 0;
+        const double eta = rate > 0 ? static_cast<double>(bytes_total - bytes_done) / rate : 0;
+        std::snprintf(buf, sizeof buf, "%s %zu/%zu  %.2f/%.2f GB  %.2f GB/s  ETA %s", printable_text(label).c_str(), done, total,
+                      static_cast<double>(bytes_done) / 1e9, static_cast<double>(bytes_total) / 1e9, rate / 1e9,
+                      duration_text(eta).c_str());
+    } else {
+        const double per_step = done > 0 ? elapsed / static_cast<double>(done) : 0;
+        std::snprintf(buf, sizeof buf, "%s %zu/%zu  %.1f s each  ETA %s", printable_text(label).c_str(), done, total, per_step,
+                      duration_text(per_step * static_cast<double>(total - done)).c_str());
+    }
+    show(buf);
+}
+
+void StreamProgress::status(const std::string& line) { show(printable_text(line)); }
+
+void StreamProgress::show(const std::string& line) {
     if (terminal_) {
-        std::fprintf(stream_, "\r\033[K%s", buf);
+        // One line that never wraps, or the next \r would rewrite only its tail.
+        const std::size_t width = terminal_columns(stream_) - 1;
+        std::fprintf(stream_, "\r\033[K%s", line.substr(0, width).c_str());
         line_open_ = true;
     } else {
-        std::fprintf(stream_, "%s\n", buf);
+        std::fprintf(stream_, "%s\n", line.c_str());
     }
     std::fflush(stream_);
 }

@@ -8,6 +8,7 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/engine/calibration_activations.hpp>
+#include <moequant/engine/progress.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 
@@ -26,9 +27,9 @@ struct ExpertActivity {
 };
 
 // Routes every selected token of every MoE layer (Error(input) naming a missing or misshapen
-// router tensor, before any routing).
+// router tensor, before any routing); one `progress` step per layer.
 MOEQUANT_API ExpertActivity measure_expert_activity(const CalibrationActivations& calibration, const ModelPlan& plan,
-                                                    const Checkpoint& source);
+                                                    const Checkpoint& source, ProgressSink* progress = nullptr);
 
 enum class PlacementStrategy { frequency, uniform, front_loading };
 MOEQUANT_API std::string_view placement_strategy_name(PlacementStrategy s) noexcept;
