@@ -25,5 +25,10 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
 int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_verify_command(const std::vector<std::string>& args, GlobalOptions globals);
+int run_completion_command(const std::vector<std::string>& args, GlobalOptions globals);
+
+// The names of the commands, in the order `moequant --help` lists them (defined with the table
+// in main.cpp).
+std::vector<std::string> command_names();
 
 }  // namespace moequant::cli

@@ -6,8 +6,10 @@
 #include "command.hpp"
 #include "global_options.hpp"
 
+#include <moequant/cpu_isa.hpp>
 #include <moequant/error.hpp>
 #include <moequant/fault_handler.hpp>
+#include <moequant/plugin.hpp>
 #include <moequant/printable.hpp>
 #include <moequant/version.hpp>
 
@@ -39,6 +41,8 @@ const Command commands[] = {
      &moequant::cli::run_eval_command},
     {"verify", "check a converted output against its source (--source, --converted), or compare two outputs",
      &moequant::cli::run_verify_command},
+    {"completion", "print a shell completion script: moequant completion bash|zsh",
+     &moequant::cli::run_completion_command},
 };
 
 const char* exit_code_help =
@@ -58,11 +62,23 @@ void print_usage(std::ostream& out) {
            "       moequant <command> --help\n"
            "       moequant --version\n\n"
            "Commands:\n";
-    for (const auto& c : commands) out << "  " << c.name << std::string(10 - std::strlen(c.name), ' ') << c.summary << "\n";
+    for (const auto& c : commands) out << "  " << c.name << std::string(12 - std::strlen(c.name), ' ') << c.summary << "\n";
     out << "\nPlugins are searched in this order: --plugin files, --plugin-dir folders,\n"
            "MOEQUANT_PLUGIN_PATH (':'-separated folders), then the plugin folder next to the\n"
            "executable (../lib/moequant/plugins). MOEQUANT_PLUGIN_DEBUG=1 traces every candidate.\n\n"
         << exit_code_help;
+}
+
+// What a bug report or a plugin author needs: the versions plugins are checked against and the
+// kernels this CPU runs (MOEQUANT_ISA may cap them).
+void print_version(std::ostream& out) {
+    const moequant::Isa active = moequant::active_isa(), detected = moequant::detected_isa();
+    out << "moequant " << MOEQUANT_VERSION_STRING << "\n"
+        << "plugin ABI " << MOEQUANT_PLUGIN_ABI_VERSION << ", SDK " << MOEQUANT_VERSION_STRING << " (a plugin needs ABI "
+        << MOEQUANT_PLUGIN_ABI_VERSION << " and an SDK " << MOEQUANT_VERSION_MAJOR << ".x no newer than this one)\n"
+        << "CPU kernels: " << moequant::isa_name(active);
+    if (active != detected) out << " (this CPU has " << moequant::isa_name(detected) << "; capped by MOEQUANT_ISA)";
+    out << "\n";
 }
 
 int run(int argc, char** argv) {
@@ -82,7 +98,7 @@ int run(int argc, char** argv) {
     top.add(moequant::cli::global_option_group(globals));
     auto vm = moequant::cli::parse_command_line(before, top, {});
     if (vm.count("version")) {
-        std::cout << "moequant " << MOEQUANT_VERSION_STRING << "\n";
+        print_version(std::cout);
         return 0;
     }
     if (vm.count("help") || cmd >= args.size()) {
@@ -100,6 +116,12 @@ int run(int argc, char** argv) {
 }
 
 }  // namespace
+
+std::vector<std::string> moequant::cli::command_names() {
+    std::vector<std::string> names;
+    for (const auto& c : commands) names.emplace_back(c.name);
+    return names;
+}
 
 int main(int argc, char** argv) {
     // A file-size limit (ulimit -f) must surface as a write error (EFBIG) naming the file, not

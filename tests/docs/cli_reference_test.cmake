@@ -38,6 +38,7 @@ endfunction()
 
 execute_process(COMMAND "${MOEQUANT}" --version RESULT_VARIABLE rc OUTPUT_VARIABLE version_line ERROR_VARIABLE err)
 string(STRIP "${version_line}" version_line)
+string(REGEX MATCH "^[^\n]*" version_line "${version_line}")  # "moequant X.Y.Z"; the ABI and ISA lines follow
 if(NOT rc EQUAL 0 OR NOT version_line MATCHES "^moequant [0-9]")
   message(FATAL_ERROR "cli reference: `moequant --version` failed (${rc}): ${version_line}${err}")
 endif()

@@ -3,6 +3,9 @@
 
 #include "test_support.hpp"
 
+#include <moequant/cpu_isa.hpp>
+#include <moequant/plugin.hpp>
+
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -37,6 +40,13 @@ BOOST_AUTO_TEST_CASE(version_and_help) {
     auto v = run_moequant({"--version"});
     BOOST_TEST(v.exit_code == 0);
     BOOST_TEST(v.out.rfind("moequant ", 0) == 0u);
+    BOOST_TEST(contains(v.out, "plugin ABI " + std::to_string(MOEQUANT_PLUGIN_ABI_VERSION) + ", SDK "), v.out);
+    // The kernels' ISA, and what capped it.
+    auto capped = run_moequant({"--version"}, {"MOEQUANT_ISA=scalar"});
+    BOOST_TEST(contains(capped.out, "CPU kernels: scalar"), capped.out);
+    const std::string detected = moequant::isa_name(moequant::detected_isa()).data();
+    if (detected != "scalar") BOOST_TEST(contains(capped.out, "(this CPU has " + detected + "; capped by MOEQUANT_ISA)"), capped.out);
+    BOOST_TEST(contains(run_moequant({"--version"}, {"MOEQUANT_ISA="}).out, "CPU kernels: " + detected));
     auto h = run_moequant({"--help"});
     BOOST_TEST(h.exit_code == 0);
     for (const char* part : {"plugins", "inspect", "Exit codes", "MOEQUANT_PLUGIN_PATH", "3  invalid input"})
@@ -47,6 +57,49 @@ BOOST_AUTO_TEST_CASE(version_and_help) {
         BOOST_TEST(contains(r.out, std::string("moequant ") + cmd), cmd);
         BOOST_TEST(contains(r.out, "--plugin-dir"), cmd);
     }
+}
+
+// `moequant completion bash|zsh`: the script completes commands, each command's options (read
+// from its --help), the choices of an option's value and file names, run as each shell runs it
+// (zsh's completion builtins stubbed to print what they are given).
+BOOST_AUTO_TEST_CASE(shell_completion_scripts_complete_commands_options_and_values) {
+    TempDir dir;
+    const std::string host = host_executable().string();
+    const auto bash = run_moequant({"completion", "bash"});
+    BOOST_REQUIRE_EQUAL(bash.exit_code, 0);
+    write_text(dir / "moequant.bash", bash.out);
+    write_text(dir / "complete.bash",
+               "source \"$1\"\n"
+               "t() { COMP_WORDS=(\"$@\"); COMP_CWORD=$(($# - 1)); _moequant; echo \"${COMPREPLY[*]}\"; }\n"
+               "t \"$2\" con\n"
+               "t \"$2\" convert --input-t\n"
+               "t \"$2\" gptq --torch_dtype f\n"
+               "t \"$2\" --pl\n"
+               "t \"$2\" convert -i \"$3/moequant.b\"\n"
+               "t \"$2\" completion z\n");
+    auto r = run_command({"/bin/bash", (dir / "complete.bash").string(), (dir / "moequant.bash").string(), host, dir.path().string()});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(r.out == "convert\n--input-type\nfloat16 float32\n--plugin --plugin-dir\n" + (dir / "moequant.bash").string() + "\nzsh\n");
+
+    const auto zsh = run_moequant({"completion", "zsh"});
+    BOOST_REQUIRE_EQUAL(zsh.exit_code, 0);
+    BOOST_TEST(zsh.out.rfind("#compdef moequant\n", 0) == 0u);
+    if (fs::exists("/usr/bin/zsh")) {  // installed by scripts/install-deps.sh for this test
+        write_text(dir / "_moequant", zsh.out);
+        write_text(dir / "complete.zsh",
+                   "compdef() { : }\ncompadd() { [[ $1 == -- ]] && shift; print -r -- \"$*\" }\n_files() { print -r -- files }\n"
+                   "source \"$1\"\n"
+                   "t() { words=(\"$@\"); CURRENT=$#; _moequant }\n"
+                   "t \"$2\" gptq --quant_type ''\n"
+                   "t \"$2\" completion ''\n"
+                   "t \"$2\" convert --output ''\n");
+        auto z = run_command({"/usr/bin/zsh", "-f", (dir / "complete.zsh").string(), (dir / "_moequant").string(), host});
+        BOOST_TEST(z.exit_code == 0, z.err);
+        BOOST_TEST(z.out == "W4A16 W8A16\nbash zsh\nfiles\n");
+    }
+    auto none = run_moequant({"completion", "fish"});
+    BOOST_TEST(none.exit_code == 2);
+    BOOST_TEST(contains(none.err, "no completion for shell 'fish'"), none.err);
 }
 
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
