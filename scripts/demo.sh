@@ -11,10 +11,20 @@ build=${MOEQUANT_DEMO_BUILD_DIR:-$root/build-demo}
 
 "$root/scripts/install-deps.sh"
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMOEQUANT_BUILD_TESTS=OFF -DMOEQUANT_BUILD_BENCH=OFF \
-  "-DMOEQUANT_SHARED_DIR=$shared" >/dev/null
-cmake --build "$build" --parallel "$(nproc)"
+# The build's output goes to a log; the screen shows one line, then only moequant's output.
+mkdir -p "$build"
+log="$build/demo-build.log"
+start=$SECONDS
+printf 'demo: building moequant (log: %s) ... ' "$log"
+if ! { cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+         -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMOEQUANT_BUILD_TESTS=OFF -DMOEQUANT_BUILD_BENCH=OFF \
+         "-DMOEQUANT_SHARED_DIR=$shared" && cmake --build "$build" --parallel "$(nproc)"; } >"$log" 2>&1; then
+  echo "failed"
+  echo "demo: the build log, $log:" >&2
+  cat "$log" >&2
+  exit 1
+fi
+echo "done ($((SECONDS - start)) s)"
 moequant="$build/bin/moequant"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/moequant-demo.XXXXXX")

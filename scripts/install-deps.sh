@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages moequant needs, and nothing else. Idempotent: when every
-# package is present it changes nothing and needs no network.
+# package is present it changes nothing and needs no network. One line per step; apt's own
+# output goes to a log file (named on screen, printed in full when a step fails).
 #   scripts/install-deps.sh           build + test dependencies (GCC toolchain)
 #   scripts/install-deps.sh --clang   also clang-14 and its sanitizer/fuzzer runtimes
+# MOEQUANT_LOG_DIR: where the log goes (default ~/.cache/moequant).
 set -euo pipefail
 
 packages=(
@@ -13,6 +15,7 @@ packages=(
   libblis-serial-dev  # Eigen's float products (EIGEN_USE_BLAS), CPU kernels chosen at run time
   libpcre2-dev libutf8proc-dev pkgconf  # the tokenizer: Unicode regexes, NFC normalization
   libsimde-dev  # tests only: runs the AVX-512 kernels on CPUs without AVX-512
+  zsh  # tests only: runs the zsh completion script
 )
 if [[ "${1:-}" == "--clang" ]]; then
   packages+=(clang-14 libclang-rt-14-dev)
@@ -36,6 +39,26 @@ else
   echo "install-deps: missing packages (${missing[*]}) and no root rights or sudo to install them" >&2
   exit 1
 fi
-echo "install-deps: installing ${missing[*]}"
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+log_dir=${MOEQUANT_LOG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/moequant}
+mkdir -p "$log_dir"
+log="$log_dir/install-deps.log"
+: >"$log"
+step() {  # step DESCRIPTION COMMAND...: one line on screen, the command's output in the log
+  local what=$1 start=$SECONDS status=0
+  shift
+  printf 'install-deps: %s ... ' "$what"
+  echo "==> $what: $*" >>"$log"
+  "$@" >>"$log" 2>&1 || status=$?
+  if ((status == 0)); then
+    echo "done ($((SECONDS - start)) s)"
+    return
+  fi
+  echo "failed (exit $status)"
+  echo "install-deps: the log of this run, $log:" >&2
+  cat "$log" >&2
+  exit "$status"
+}
+echo "install-deps: ${#missing[@]} of ${#packages[@]} packages to install: ${missing[*]} (log: $log)"
+step "updating the package lists" "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+step "installing ${#missing[@]} package(s)" \
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
