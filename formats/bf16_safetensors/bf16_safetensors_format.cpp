@@ -66,9 +66,7 @@ public:
         if (!rest_.empty()) written.push_back(write_shard(shards_.other_shard(), rest_));
         write_model_config(c_.source->directory(), c_.directory, std::nullopt);
         written.push_back(describe_written(c_.directory, "config.json"));
-        copy_side_files(c_.source->directory(), c_.directory,
-                        {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"},
-                        written);
+        copy_side_files(c_.source->directory(), c_.directory, side_files, written);
         sharded_.write_index();
         written.push_back(describe_written(c_.directory, safetensors_index_name));
         return written;
@@ -78,10 +76,32 @@ public:
         return {write_shard(shards_.layer_shard(layer), by_layer_[layer])};
     }
 
+    // The files the layers' commits and finish() write, sized from their specs.
+    std::vector<PlannedFile> planned() const {
+        ShardedSafetensorsPlan shards;
+        for (const auto& layer : c_.plan->moe_layers) {
+            const auto names = by_layer_.find(layer.layer);
+            shards.add_shard(shards_.layer_shard(layer.layer), specs_of(names == by_layer_.end() ? std::vector<std::string>{} : names->second));
+        }
+        if (!rest_.empty()) shards.add_shard(shards_.other_shard(), specs_of(rest_));
+        std::vector<PlannedFile> files = shards.files();
+        files.push_back({"config.json", model_config_text(c_.source->directory(), std::nullopt).size()});
+        plan_side_files(c_.source->directory(), side_files, files);
+        return files;
+    }
+
 private:
-    WrittenFile write_shard(const std::string& file, const std::vector<std::string>& names) {
+    static constexpr std::initializer_list<const char*> side_files = {"tokenizer.json", "tokenizer_config.json",
+                                                                      "special_tokens_map.json", "generation_config.json"};
+
+    std::vector<TensorSpec> specs_of(const std::vector<std::string>& names) const {
         std::vector<TensorSpec> specs;
         for (const auto& name : names) specs.push_back(copied_spec(*c_.source, name));
+        return specs;
+    }
+
+    WrittenFile write_shard(const std::string& file, const std::vector<std::string>& names) {
+        const std::vector<TensorSpec> specs = specs_of(names);
         SafetensorsWriter writer = sharded_.open_shard(file, specs);
         for (const auto& name : names) write_copied(writer, *c_.source, name);
         writer.finish();
@@ -106,6 +126,9 @@ public:
     bool needs_quantizer() const override { return false; }
     std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
         return std::make_unique<Bf16Writer>(context);
+    }
+    std::optional<std::vector<PlannedFile>> planned_files(const OutputContext& context) const override {
+        return Bf16Writer(context).planned();
     }
 };
 

@@ -28,9 +28,9 @@ inline boost::json::value read_json_file(const std::filesystem::path& file) {
 // `torch_dtype` (gptq --torch_dtype): the dtype the unquantized tensors were written in, put
 // wherever the source names one ("torch_dtype", or "dtype" as transformers ≥ 4.56 writes it;
 // top level and text_config), at the top level as "torch_dtype" when it names none.
-inline void write_model_config(const std::filesystem::path& source_dir, const std::filesystem::path& out_dir,
-                               std::optional<boost::json::object> quantization_config,
-                               const std::optional<std::string>& torch_dtype = std::nullopt) {
+// The text write_model_config() writes (--dry-run sizes it).
+inline std::string model_config_text(const std::filesystem::path& source_dir, std::optional<boost::json::object> quantization_config,
+                                     const std::optional<std::string>& torch_dtype = std::nullopt) {
     boost::json::value config = read_json_file(source_dir / "config.json");
     if (auto* o = config.if_object()) {
         // DeepSeek-V4's `expert_dtype: fp4` announces MXFP4 experts, which no output holds.
@@ -51,7 +51,13 @@ inline void write_model_config(const std::filesystem::path& source_dir, const st
             if (!named) (*o)["torch_dtype"] = *torch_dtype;
         }
     }
-    write_file_atomically(out_dir / "config.json", boost::json::serialize(config) + "\n");
+    return boost::json::serialize(config) + "\n";
+}
+
+inline void write_model_config(const std::filesystem::path& source_dir, const std::filesystem::path& out_dir,
+                               std::optional<boost::json::object> quantization_config,
+                               const std::optional<std::string>& torch_dtype = std::nullopt) {
+    write_file_atomically(out_dir / "config.json", model_config_text(source_dir, std::move(quantization_config), torch_dtype));
 }
 
 }  // namespace moequant::formats

@@ -107,6 +107,23 @@ public:
     }
 
     std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
+        SafetensorsWriter writer = sharded_.open_shard(shards_.layer_shard(layer), layer_specs(layer), layer_metadata(layer));
+        return std::make_unique<CtLayerSink>(*this, layer, std::move(writer));
+    }
+
+    // The files the layers' commits and finish() write, sized from their specs.
+    std::vector<PlannedFile> planned() const {
+        ShardedSafetensorsPlan shards;
+        for (const auto& layer : c_.plan->moe_layers)
+            shards.add_shard(shards_.layer_shard(layer.layer), layer_specs(layer.layer), layer_metadata(layer.layer));
+        if (!rest_.empty()) shards.add_shard(shards_.other_shard(), rest_specs());
+        std::vector<PlannedFile> files = shards.files();
+        files.push_back({"config.json", config_text().size()});
+        plan_side_files(c_.source->directory(), side_files, files);
+        return files;
+    }
+
+    std::vector<TensorSpec> layer_specs(std::int64_t layer) const {
         const MoeLayerPlan& plan = planned_moe_layer(*c_.plan, layer);
         const bool kept = c_.unquantized_layers.count(layer) > 0;
         std::vector<TensorSpec> specs;
@@ -120,15 +137,18 @@ public:
                     specs.push_back(std::move(spec));
                 }
             }
-        for (const auto& name : by_layer_[layer]) specs.push_back(copied_spec(*c_.source, name, dtype_));
+        for (const auto& name : layer_copies(layer)) specs.push_back(copied_spec(*c_.source, name, dtype_));
+        return specs;
+    }
+
+    Metadata layer_metadata(std::int64_t layer) const {
         Metadata metadata = default_safetensors_metadata();
-        metadata.emplace_back("moequant.method", kept ? "BF16" : scheme_);
+        metadata.emplace_back("moequant.method", c_.unquantized_layers.count(layer) ? "BF16" : scheme_);
         metadata.emplace_back("moequant.quantizer", std::string(c_.quantizer->id()));
-        metadata.emplace_back("moequant.experts", std::to_string(plan.experts.size()));
+        metadata.emplace_back("moequant.experts", std::to_string(planned_moe_layer(*c_.plan, layer).experts.size()));
         metadata.emplace_back("moequant.layer", std::to_string(layer));
         metadata.emplace_back("moequant.source", c_.plan->family + ":" + c_.plan->model_type);
-        SafetensorsWriter writer = sharded_.open_shard(shards_.layer_shard(layer), std::move(specs), std::move(metadata));
-        return std::make_unique<CtLayerSink>(*this, layer, std::move(writer));
+        return metadata;
     }
 
     std::vector<std::string> layer_files(std::int64_t layer) const override { return {shards_.layer_shard(layer)}; }
@@ -137,21 +157,14 @@ public:
     std::vector<WrittenFile> finish() override {
         std::vector<WrittenFile> written;
         if (!rest_.empty()) {
-            std::vector<TensorSpec> specs;
-            for (const auto& name : rest_) specs.push_back(copied_spec(*c_.source, name, dtype_));
-            SafetensorsWriter writer = sharded_.open_shard(shards_.other_shard(), specs);
+            SafetensorsWriter writer = sharded_.open_shard(shards_.other_shard(), rest_specs());
             for (const auto& name : rest_) write_copied(writer, *c_.source, name, dtype_);
             writer.finish();
             written.push_back(describe_written(c_.directory, shards_.other_shard()));
         }
-        write_model_config(c_.source->directory(), c_.directory,
-                           quantization_config(settings_, ignored_modules(*c_.plan, *c_.source, unquantized_modules())),
-                           c_.options.get("torch_dtype"));
+        write_file_atomically(c_.directory / "config.json", config_text());
         written.push_back(describe_written(c_.directory, "config.json"));
-        copy_side_files(c_.source->directory(), c_.directory,
-                        {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
-                         "chat_template.jinja"},
-                        written);
+        copy_side_files(c_.source->directory(), c_.directory, side_files, written);
         sharded_.write_index();
         written.push_back(describe_written(c_.directory, safetensors_index_name));
         return written;
@@ -172,6 +185,29 @@ public:
     }
 
 private:
+    static constexpr std::initializer_list<const char*> side_files = {
+        "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json", "chat_template.jinja"};
+
+    // The source's config.json with our quantization_config (and --torch_dtype).
+    std::string config_text() const {
+        return model_config_text(c_.source->directory(),
+                                 quantization_config(settings_, ignored_modules(*c_.plan, *c_.source, unquantized_modules())),
+                                 c_.options.get("torch_dtype"));
+    }
+
+    std::vector<TensorSpec> rest_specs() const {
+        std::vector<TensorSpec> specs;
+        for (const auto& name : rest_) specs.push_back(copied_spec(*c_.source, name, dtype_));
+        return specs;
+    }
+
+    // The layer's copied tensors (attention, router, shared experts, norms).
+    const std::vector<std::string>& layer_copies(std::int64_t layer) const {
+        static const std::vector<std::string> none;
+        const auto it = by_layer_.find(layer);
+        return it == by_layer_.end() ? none : it->second;
+    }
+
     // The expert modules of the layers kept unquantized, which `ignore` must list.
     std::vector<std::string> unquantized_modules() const {
         std::vector<std::string> names;
@@ -218,6 +254,10 @@ public:
     std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
         check(context);
         return std::make_unique<CtWriter>(context);
+    }
+    std::optional<std::vector<PlannedFile>> planned_files(const OutputContext& context) const override {
+        check(context);
+        return CtWriter(context).planned();
     }
     std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_compressed_tensors(directory); }
 };

@@ -41,6 +41,10 @@ std::string kt_rename(std::string name) {
     return name;
 }
 
+// kt-kernel's converter copies exactly these four (kt-cpu-format.md §7.2).
+constexpr std::initializer_list<const char*> side_files = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                                           "special_tokens_map.json"};
+
 bool is_copied(TensorRole role) {
     return role != TensorRole::routed_expert && role != TensorRole::routed_expert_scale &&
            role != TensorRole::skipped_mtp && role != TensorRole::skipped_buffer;
@@ -77,14 +81,60 @@ public:
     }
 
     std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
-        const MoeLayerPlan& plan = planned_moe_layer(*c_.plan, layer);
+        const std::string& file = shards_.layer_shard(layer);
+        SafetensorsWriter writer = sharded_.open_shard(file, layer_specs(layer), layer_metadata(layer));
+        return std::make_unique<KtSafetensorsSink>(std::move(writer), layer, c_.directory, file);
+    }
+
+    // The files finish() and every layer's commit() write, sized from their specs.
+    std::vector<PlannedFile> planned() const {
+        ShardedSafetensorsPlan shards;
+        for (const auto& layer : c_.plan->moe_layers)
+            shards.add_shard(shards_.layer_shard(layer.layer), layer_specs(layer.layer), layer_metadata(layer.layer));
+        if (!rest_.empty()) {
+            std::vector<TensorSpec> specs;
+            for (const auto& [renamed, name] : renamed_rest()) specs.push_back({renamed, c_.source->info(name).dtype, c_.source->info(name).shape});
+            shards.add_shard(shards_.other_shard(), std::move(specs));
+        }
+        std::vector<PlannedFile> files = shards.files();
+        plan_side_files(c_.source->directory(), side_files, files);
+        return files;
+    }
+
+    std::vector<std::string> layer_files(std::int64_t layer) const override { return {shards_.layer_shard(layer)}; }
+
+    void adopt_layer(std::int64_t layer) override { sharded_.adopt_shard(shards_.layer_shard(layer)); }
+
+    std::vector<WrittenFile> finish() override {
+        std::vector<WrittenFile> written;
+        if (!rest_.empty()) {
+            const std::map<std::string, std::string> source_of = renamed_rest();  // new name -> checkpoint name
+            std::vector<TensorSpec> specs;
+            for (const auto& [renamed, name] : source_of) specs.push_back({renamed, c_.source->info(name).dtype, c_.source->info(name).shape});
+            SafetensorsWriter writer = sharded_.open_shard(shards_.other_shard(), specs);
+            for (const auto& [renamed, name] : source_of) writer.write(renamed, c_.source->view(name));  // from the mmap
+            writer.finish();
+            written.push_back(describe_written(c_.directory, shards_.other_shard()));
+        }
+        copy_side_files(c_.source->directory(), c_.directory, side_files, written);
+        sharded_.write_index();
+        written.push_back(describe_written(c_.directory, safetensors_index_name));
+        return written;
+    }
+
+private:
+    std::vector<TensorSpec> layer_specs(std::int64_t layer) const {
         std::vector<TensorSpec> specs;
-        for_each_quantized_part(plan, *c_.quantizer, c_.parts,
+        for_each_quantized_part(planned_moe_layer(*c_.plan, layer), *c_.quantizer, c_.parts,
                                 [&](std::int64_t expert, Projection p, int part, TensorSpec spec) {
                                     spec.name = kt_tensor_base(layer, p, expert, part) + spec.name;
                                     specs.push_back(std::move(spec));
                                 });
-        const std::string& file = shards_.layer_shard(layer);
+        return specs;
+    }
+
+    Metadata layer_metadata(std::int64_t layer) const {
+        const MoeLayerPlan& plan = planned_moe_layer(*c_.plan, layer);
         Metadata metadata = default_safetensors_metadata();
         metadata.emplace_back("moequant.method", c_.quantizer->facts().kt_method);
         metadata.emplace_back("moequant.quantizer", std::string(c_.quantizer->id()));
@@ -98,40 +148,20 @@ public:
         for (const auto& [key, value] : settings.items())
             metadata.emplace_back("moequant.quantizer." + key, value);
         if (!c_.calibration.empty()) metadata.emplace_back("moequant.calibration", c_.calibration);
-        SafetensorsWriter writer = sharded_.open_shard(file, std::move(specs), std::move(metadata));
-        return std::make_unique<KtSafetensorsSink>(std::move(writer), layer, c_.directory, file);
+        return metadata;
     }
 
-    std::vector<std::string> layer_files(std::int64_t layer) const override { return {shards_.layer_shard(layer)}; }
-
-    void adopt_layer(std::int64_t layer) override { sharded_.adopt_shard(shards_.layer_shard(layer)); }
-
-    std::vector<WrittenFile> finish() override {
-        std::vector<WrittenFile> written;
-        if (!rest_.empty()) {
-            std::vector<TensorSpec> specs;
-            std::map<std::string, std::string> source_of;  // new name -> checkpoint name
-            for (const auto& name : rest_) {
-                const TensorInfo& info = c_.source->info(name);
-                const std::string renamed = kt_rename(name);
-                if (!source_of.emplace(renamed, name).second)
-                    throw Error(ErrorKind::input, "two tensors get the kt name '" + renamed + "'", {.tensor = name});
-                specs.push_back({renamed, info.dtype, info.shape});
-            }
-            SafetensorsWriter writer = sharded_.open_shard(shards_.other_shard(), specs);
-            for (const auto& [renamed, name] : source_of) writer.write(renamed, c_.source->view(name));  // from the mmap
-            writer.finish();
-            written.push_back(describe_written(c_.directory, shards_.other_shard()));
+    // The other tensors under their kt names: new name -> checkpoint name.
+    std::map<std::string, std::string> renamed_rest() const {
+        std::map<std::string, std::string> source_of;
+        for (const auto& name : rest_) {
+            const std::string renamed = kt_rename(name);
+            if (!source_of.emplace(renamed, name).second)
+                throw Error(ErrorKind::input, "two tensors get the kt name '" + renamed + "'", {.tensor = name});
         }
-        // kt-kernel's converter copies exactly these four (kt-cpu-format.md §7.2).
-        copy_side_files(c_.source->directory(), c_.directory,
-                        {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}, written);
-        sharded_.write_index();
-        written.push_back(describe_written(c_.directory, safetensors_index_name));
-        return written;
+        return source_of;
     }
 
-private:
     OutputContext c_;
     ShardedSafetensorsWriter sharded_;
     std::vector<std::string> rest_;
@@ -151,6 +181,10 @@ public:
     std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
         if (!context.quantizer) throw Error(ErrorKind::usage, "kt-safetensors needs a quantizer");
         return std::make_unique<KtSafetensorsWriter>(context);
+    }
+    std::optional<std::vector<PlannedFile>> planned_files(const OutputContext& context) const override {
+        if (!context.quantizer) throw Error(ErrorKind::usage, "kt-safetensors needs a quantizer");
+        return KtSafetensorsWriter(context).planned();  // the writer touches no file before begin_layer()
     }
     std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_kt_safetensors(directory); }
 };

@@ -125,13 +125,22 @@ public:
 
     std::vector<std::string> layer_files(std::int64_t layer) const override {
         std::vector<std::string> files;
+        for (const PlannedFile& f : planned_layer(layer)) files.push_back(f.name);
+        return files;
+    }
+
+    // A layer's .kt files (sorted) with their sizes: the bytes of one quantized part each.
+    std::vector<PlannedFile> planned_layer(std::int64_t layer) const {
+        std::vector<PlannedFile> files;
         for_each_quantized_part(planned_moe_layer(*c_.plan, layer), *c_.quantizer, c_.parts,
                                 [&](std::int64_t expert, Projection p, int part, const TensorSpec& spec) {
-                                    auto bytes = dtype_byte_size(spec.dtype, shape_elements(spec.shape).value_or(0));
-                                    files.push_back(layer_folder(layer) + "/_numa_" + std::to_string(part) + "/" +
-                                                    kt_file(prefix_, p, expert, bytes.value_or(0), spec.name == "scale"));
+                                    const std::uint64_t bytes =
+                                        dtype_byte_size(spec.dtype, shape_elements(spec.shape).value_or(0)).value_or(0);
+                                    files.push_back({layer_folder(layer) + "/_numa_" + std::to_string(part) + "/" +
+                                                         kt_file(prefix_, p, expert, bytes, spec.name == "scale"),
+                                                     bytes});
                                 });
-        std::sort(files.begin(), files.end());
+        std::sort(files.begin(), files.end(), [](const PlannedFile& a, const PlannedFile& b) { return a.name < b.name; });
         return files;
     }
 
@@ -157,6 +166,14 @@ public:
     std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
         if (!context.quantizer) throw Error(ErrorKind::usage, "kt-tree needs a quantizer");
         return std::make_unique<KtTreeWriter>(context);
+    }
+    std::optional<std::vector<PlannedFile>> planned_files(const OutputContext& context) const override {
+        if (!context.quantizer) throw Error(ErrorKind::usage, "kt-tree needs a quantizer");
+        const KtTreeWriter writer(context);
+        std::vector<PlannedFile> files;
+        for (const auto& layer : context.plan->moe_layers)
+            for (PlannedFile& f : writer.planned_layer(layer.layer)) files.push_back(std::move(f));
+        return files;
     }
     std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_kt_tree(directory); }
 };

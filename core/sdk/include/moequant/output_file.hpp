@@ -28,12 +28,19 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace moequant {
 
 // Ends every temporary name the tool creates (files and staging folders).
 inline constexpr const char* partial_marker = ".moequant.partial";
+
+// A file a run will write, with its size, as --dry-run predicts it (OutputFormat::planned_files).
+struct PlannedFile {
+    std::string name;  // relative to the output folder
+    std::uint64_t bytes = 0;
+};
 
 // "<dir>/.<name>.moequant.partial" for "<dir>/<name>" (never ends in .safetensors).
 MOEQUANT_API std::filesystem::path partial_path_for(const std::filesystem::path& final_path);

@@ -13,11 +13,13 @@
 #include <moequant/model_adapter.hpp>
 #include <moequant/model_config.hpp>
 #include <moequant/options.hpp>
+#include <moequant/output_file.hpp>
 #include <moequant/quantizer.hpp>
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -126,6 +128,12 @@ public:
     virtual void check(const OutputContext& context) const;
 
     virtual std::unique_ptr<OutputWriter> create(const OutputContext& context) const = 0;
+    // Every file create(context)'s writer writes for this job, with its exact size, computed
+    // without writing or decoding anything (--dry-run and the free-disk check before a run);
+    // context.directory need not exist. nullopt when the format cannot say (the default).
+    virtual std::optional<std::vector<PlannedFile>> planned_files(const OutputContext& /*context*/) const {
+        return std::nullopt;
+    }
     // Opens `directory` for reading when it holds a complete output of this format (recognised
     // by its own files, whoever wrote them); null when it is not this format's. Throws
     // Error(input) for this format's output when it is incomplete or broken.

@@ -106,9 +106,12 @@
 //              its default refuses with NoForward, so older adapters still build.
 //  14 (0.14.0): OutputContext::calibration (what a calibrated quantizer learned from, for
 //              formats to record; convert --calibrate's amx-int4-gptq / amx-int8-gptq).
-#define MOEQUANT_PLUGIN_ABI_VERSION 14
+//  15 (0.15.0): OutputFormat::planned_files() (every file a job writes, sized without writing:
+//              --dry-run and the free-disk check), PlannedFile (output_file.hpp),
+//              safetensors_file_size() and ShardedSafetensorsPlan.
+#define MOEQUANT_PLUGIN_ABI_VERSION 15
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "7d359499c2cb84d3"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "7f2ceb9d38296c56"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

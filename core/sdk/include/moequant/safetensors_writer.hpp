@@ -37,6 +37,10 @@ MOEQUANT_API Metadata default_safetensors_metadata();
 MOEQUANT_API std::pair<std::string, std::vector<TensorInfo>>
 plan_safetensors_layout(std::vector<TensorSpec> tensors, const Metadata& metadata);
 
+// The size of the file SafetensorsWriter writes for these tensors and metadata: the 8-byte
+// length, the header and the data (same checks as plan_safetensors_layout).
+MOEQUANT_API std::uint64_t safetensors_file_size(std::vector<TensorSpec> tensors, const Metadata& metadata);
+
 class MOEQUANT_API SafetensorsWriter {
 public:
     // Plans the layout, creates the partial file and writes the header. `metadata` entries are

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <moequant/export.hpp>
+#include <moequant/output_file.hpp>
 #include <moequant/safetensors_writer.hpp>
 
 #include <cstdint>
@@ -43,6 +44,24 @@ public:
     void write_index();
 
     std::uint64_t total_size() const noexcept;  // tensor data bytes over all shards
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// What a ShardedSafetensorsWriter given the same shards writes, sized without writing anything
+// (--dry-run): add_shard() takes what open_shard() would.
+class MOEQUANT_API ShardedSafetensorsPlan {
+public:
+    explicit ShardedSafetensorsPlan(Metadata shard_metadata = default_safetensors_metadata());
+    ~ShardedSafetensorsPlan();
+    ShardedSafetensorsPlan(ShardedSafetensorsPlan&&) noexcept;
+    ShardedSafetensorsPlan& operator=(ShardedSafetensorsPlan&&) noexcept;
+
+    void add_shard(const std::string& file_name, std::vector<TensorSpec> tensors, std::optional<Metadata> metadata = std::nullopt);
+    // The shards added so far, then the index they make.
+    std::vector<PlannedFile> files() const;
 
 private:
     struct Impl;

@@ -12,6 +12,13 @@ namespace moequant {
 
 Metadata default_safetensors_metadata() { return {{"format", "pt"}}; }
 
+std::uint64_t safetensors_file_size(std::vector<TensorSpec> tensors, const Metadata& metadata) {
+    const auto [header, layout] = plan_safetensors_layout(std::move(tensors), metadata);
+    std::uint64_t bytes = 8 + header.size();
+    for (const auto& t : layout) bytes += t.size_bytes();
+    return bytes;
+}
+
 std::pair<std::string, std::vector<TensorInfo>> plan_safetensors_layout(std::vector<TensorSpec> tensors,
                                                                          const Metadata& metadata) {
     std::unordered_set<std::string_view> names;

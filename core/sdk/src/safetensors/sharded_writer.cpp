@@ -15,9 +15,10 @@ std::string shard_file_name(std::size_t index, std::size_t count) {
     return buf;
 }
 
-struct ShardedSafetensorsWriter::Impl {
-    std::filesystem::path directory;
-    Metadata metadata;
+namespace {
+
+// Tensor -> shard and the data bytes of a sharded checkpoint, as its index records them.
+struct ShardIndex {
     std::map<std::string, std::string> weight_map;  // tensor -> shard file (sorted, as written)
     std::vector<std::string> shards;
     std::uint64_t total_size = 0;
@@ -36,6 +37,28 @@ struct ShardedSafetensorsWriter::Impl {
         }
         shards.push_back(file_name);
     }
+
+    // model.safetensors.index.json as transformers writes it.
+    std::string text() const {
+        std::string out = "{\n  \"metadata\": {\n    \"total_size\": " + std::to_string(total_size) + "\n  },\n  \"weight_map\": {";
+        bool first = true;
+        for (const auto& [tensor, shard] : weight_map) {
+            out += first ? "\n    " : ",\n    ";
+            first = false;
+            detail::append_json_string(out, tensor);
+            out += ": ";
+            detail::append_json_string(out, shard);
+        }
+        out += first ? "}\n}\n" : "\n  }\n}\n";
+        return out;
+    }
+};
+
+}  // namespace
+
+struct ShardedSafetensorsWriter::Impl : ShardIndex {
+    std::filesystem::path directory;
+    Metadata metadata;
 };
 
 ShardedSafetensorsWriter::ShardedSafetensorsWriter(std::filesystem::path directory, Metadata shard_metadata)
@@ -63,20 +86,36 @@ void ShardedSafetensorsWriter::write_index() {
         if (!std::filesystem::exists(impl_->directory / s))
             throw Error(ErrorKind::internal, "the index would name a shard that was not finished",
                         {.file = (impl_->directory / s).string()});
-    std::string text = "{\n  \"metadata\": {\n    \"total_size\": " + std::to_string(impl_->total_size) +
-                       "\n  },\n  \"weight_map\": {";
-    bool first = true;
-    for (const auto& [tensor, shard] : impl_->weight_map) {
-        text += first ? "\n    " : ",\n    ";
-        first = false;
-        detail::append_json_string(text, tensor);
-        text += ": ";
-        detail::append_json_string(text, shard);
-    }
-    text += first ? "}\n}\n" : "\n  }\n}\n";
-    write_file_atomically(impl_->directory / safetensors_index_name, text);
+    write_file_atomically(impl_->directory / safetensors_index_name, impl_->text());
 }
 
 std::uint64_t ShardedSafetensorsWriter::total_size() const noexcept { return impl_->total_size; }
+
+struct ShardedSafetensorsPlan::Impl : ShardIndex {
+    Metadata metadata;
+    std::vector<PlannedFile> shard_files;
+};
+
+ShardedSafetensorsPlan::ShardedSafetensorsPlan(Metadata shard_metadata) : impl_(std::make_unique<Impl>()) {
+    impl_->metadata = std::move(shard_metadata);
+}
+ShardedSafetensorsPlan::~ShardedSafetensorsPlan() = default;
+ShardedSafetensorsPlan::ShardedSafetensorsPlan(ShardedSafetensorsPlan&&) noexcept = default;
+ShardedSafetensorsPlan& ShardedSafetensorsPlan::operator=(ShardedSafetensorsPlan&&) noexcept = default;
+
+void ShardedSafetensorsPlan::add_shard(const std::string& file_name, std::vector<TensorSpec> tensors,
+                                       std::optional<Metadata> metadata) {
+    auto [header, layout] = plan_safetensors_layout(std::move(tensors), metadata ? *metadata : impl_->metadata);
+    impl_->record(file_name, layout);
+    std::uint64_t bytes = 8 + header.size();
+    for (const auto& t : layout) bytes += t.size_bytes();
+    impl_->shard_files.push_back({file_name, bytes});
+}
+
+std::vector<PlannedFile> ShardedSafetensorsPlan::files() const {
+    std::vector<PlannedFile> out = impl_->shard_files;
+    out.push_back({safetensors_index_name, impl_->text().size()});
+    return out;
+}
 
 }  // namespace moequant
