@@ -6,6 +6,7 @@
 #include "calibration_coverage_note.hpp"
 #include "calibration_inputs.hpp"
 #include "command.hpp"
+#include "dry_run_report.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
@@ -49,6 +50,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     std::int64_t resume_layer = -1;
     bool no_merge = false, overwrite = false, allow_non_finite = false, quiet = false, help = false, calibrate = false;
     bool gpu = false, save_backward_weights = false, profile = false;  // kt-kernel's convert_cpu_weights.py
+    bool dry_run = false;
     CalibrationInputOptions data;
     double dampening = 0.1;
     po::options_description options("Options");
@@ -78,6 +80,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
         ("allow-non-finite", po::bool_switch(&allow_non_finite),
          "convert expert weights holding NaN or Inf as they are (default: refuse them, naming the tensor)")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
+        ("dry-run", po::bool_switch(&dry_run), "write nothing: print the plan, every output file with its size, and whether it fits")
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help");
     po::options_description seed_options("Of kt-kernel's convert_cpu_weights.py");
@@ -183,6 +186,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
 
     SaturatedRowLog saturated;
     job.saturated_rows = &saturated;
+    if (dry_run) return report_dry_run(job, quantizer ? std::string(quantizer->id()) : std::string("no quantizer"));
 
     StreamProgress progress(stderr);
     SilentProgress silent;

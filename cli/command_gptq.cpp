@@ -7,6 +7,7 @@
 #include "calibration_coverage_note.hpp"
 #include "calibration_inputs.hpp"
 #include "command.hpp"
+#include "dry_run_report.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
@@ -123,7 +124,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     std::vector<std::string> ignore;
     std::int64_t resume_layer = -1;
     std::size_t threads = 0;
-    bool overwrite = false, allow_non_finite = false, allow_unaligned = false, quiet = false, help = false;
+    bool overwrite = false, allow_non_finite = false, allow_unaligned = false, quiet = false, help = false, dry_run = false;
     po::options_description options("Options");
     options.add_options()
         ("model_id", po::value(&input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file)")
@@ -153,6 +154,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
          "replace another run's output in the output folder (only what a conversion writes) and a --save-activations file")
         ("allow-non-finite", po::bool_switch(&allow_non_finite), "quantize expert weights holding NaN or Inf as they are")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
+        ("dry-run", po::bool_switch(&dry_run), "write nothing: print the plan, every output file with its size, and whether it fits")
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help");
     SeedGpuOptions seed;
@@ -236,6 +238,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     }
     if (allow_unaligned) job.format_options.set("allow_unaligned", "true");
     job.format_options.set("torch_dtype", seed.torch_dtype);
+    if (dry_run) return report_dry_run(job, quantizer_id + " " + quant_type);
 
     StreamProgress progress(stderr);
     SilentProgress silent;

@@ -1,4 +1,5 @@
 #include "conversion/conversion_modes.hpp"
+#include "conversion/job_record.hpp"
 #include "conversion/job_validation.hpp"
 
 #include <moequant/digest.hpp>
@@ -25,41 +26,6 @@ namespace moequant {
 namespace fs = std::filesystem;
 
 namespace {
-
-// The run manifest's record of the job: the command and everything that decides the output
-// bytes (no paths, no times), and the source and plan it was made from.
-RunManifest describe_job(const ConversionJob& job) {
-    RunManifest m;
-    m.tool_version = MOEQUANT_VERSION_STRING;
-    m.command = job.command;
-    m.settings = {{"format", std::string(job.format->id())},
-                  {"quantizer", job.quantizer ? std::string(job.quantizer->id()) : ""},
-                  {"parts", std::to_string(job.parts)},
-                  {"family", job.plan->family}};
-    for (const auto& [k, v] : job.quantizer_options.items()) m.settings.emplace_back("quantizer." + k, v);
-    for (const auto& [k, v] : job.format_options.items()) m.settings.emplace_back("format." + k, v);
-    if (job.sequential) {  // built-in calibration: which token ids
-        m.settings.emplace_back("calibration", "sequential:" + job.sequential->digest());
-        m.settings.emplace_back("calibration.samples", std::to_string(job.sequential->samples()));
-        m.settings.emplace_back("calibration.tokens", std::to_string(job.sequential->tokens()));
-        m.settings.emplace_back("calibration.experts_see", job.sequential->routed_only() ? "routed tokens" : "all tokens");
-    } else if (job.calibration) {  // which activations, by content (no paths in the manifest)
-        const SafetensorsFile& f = job.calibration->file();
-        m.settings.emplace_back("calibration", std::to_string(f.file_size()) + ":" + f.header_digest());
-        m.settings.emplace_back("calibration.samples", std::to_string(job.calibration->samples()));
-        m.settings.emplace_back("calibration.tokens", std::to_string(job.calibration->tokens()));
-        m.settings.emplace_back("calibration.experts_see", job.calibration->routed_only() ? "routed tokens" : "all tokens");
-    }
-    if (!job.unquantized_layers.empty()) {
-        std::string layers;
-        for (std::int64_t l : job.unquantized_layers) layers += (layers.empty() ? "" : ",") + std::to_string(l);
-        m.settings.emplace_back("unquantized_layers", layers);
-    }
-    m.source_fingerprint = source_fingerprint(*job.source);
-    m.source_shards = source_shard_records(*job.source);
-    m.plan_digest = plan_digest(*job.plan, *job.source);
-    return m;
-}
 
 // True when the folder holds nothing but a manifest, the lock and the tool's own partials: what a
 // run killed or failed before it completed its first layer leaves behind.
@@ -228,6 +194,8 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     const auto start = std::chrono::steady_clock::now();
     const CheckedJob checked = validate_job(job);
     const std::unique_ptr<ConversionMode> mode = conversion_mode(job, checked.quantizer, progress);
+    // Before any file: an output that cannot fit is refused now, not after a day of layers.
+    if (const auto planned = plan_checked_output(job, checked)) check_free_disk(*planned, job.output);
 
     // One writer per folder, for the whole run; the checks above touched no file.
     const std::unique_ptr<OutputFolderLock> lock = lock_output(job);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <moequant/engine/conversion.hpp>
+#include <moequant/engine/output_plan.hpp>
 
 #include <memory>
 
@@ -21,5 +22,8 @@ struct CheckedJob {
 // the input dtype, the quantizer's options, calibration, kept layers, the format's own checks,
 // then the expert shapes. Throws the first problem found.
 CheckedJob validate_job(const ConversionJob& job);
+
+// plan_output() of a job validate_job() passed (output_plan.cpp).
+std::optional<OutputPlan> plan_checked_output(const ConversionJob& job, const CheckedJob& checked);
 
 }  // namespace moequant

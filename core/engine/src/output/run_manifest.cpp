@@ -100,7 +100,9 @@ std::optional<RunManifest> RunManifest::load(const std::filesystem::path& direct
     }
 }
 
-void RunManifest::save(const std::filesystem::path& directory) const {
+void RunManifest::save(const std::filesystem::path& directory) const { write_file_atomically(directory / run_manifest_name, text()); }
+
+std::string RunManifest::text() const {
     json::object settings_json;
     for (const auto& [k, v] : settings) settings_json[k] = v;
     json::array layers;
@@ -118,7 +120,7 @@ void RunManifest::save(const std::filesystem::path& directory) const {
                    {"completed_layers", std::move(layers)},
                    {"final_files", files_json(final_files)},
                    {"complete", complete}};
-    write_file_atomically(directory / run_manifest_name, json::serialize(o) + "\n");
+    return json::serialize(o) + "\n";
 }
 
 const ManifestLayer* RunManifest::completed(std::int64_t layer) const noexcept {

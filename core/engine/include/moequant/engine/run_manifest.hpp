@@ -70,8 +70,10 @@ struct MOEQUANT_API RunManifest {
 
     // nullopt when the folder has no manifest; Error(input) when it is unreadable.
     static std::optional<RunManifest> load(const std::filesystem::path& directory);
-    // Writes it atomically (temporary name, then rename).
+    // Writes text() atomically (temporary name, then rename).
     void save(const std::filesystem::path& directory) const;
+    // The file's content.
+    std::string text() const;
 
     const ManifestLayer* completed(std::int64_t layer) const noexcept;
     // True when both were made from the same source, plan and settings (a shard whose data

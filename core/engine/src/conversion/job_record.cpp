@@ -1,0 +1,40 @@
+#include "conversion/job_record.hpp"
+
+#include <moequant/version.hpp>
+
+namespace moequant {
+
+RunManifest describe_job(const ConversionJob& job) {
+    RunManifest m;
+    m.tool_version = MOEQUANT_VERSION_STRING;
+    m.command = job.command;
+    m.settings = {{"format", std::string(job.format->id())},
+                  {"quantizer", job.quantizer ? std::string(job.quantizer->id()) : ""},
+                  {"parts", std::to_string(job.parts)},
+                  {"family", job.plan->family}};
+    for (const auto& [k, v] : job.quantizer_options.items()) m.settings.emplace_back("quantizer." + k, v);
+    for (const auto& [k, v] : job.format_options.items()) m.settings.emplace_back("format." + k, v);
+    if (job.sequential) {  // built-in calibration: which token ids
+        m.settings.emplace_back("calibration", "sequential:" + job.sequential->digest());
+        m.settings.emplace_back("calibration.samples", std::to_string(job.sequential->samples()));
+        m.settings.emplace_back("calibration.tokens", std::to_string(job.sequential->tokens()));
+        m.settings.emplace_back("calibration.experts_see", job.sequential->routed_only() ? "routed tokens" : "all tokens");
+    } else if (job.calibration) {  // which activations, by content (no paths in the manifest)
+        const SafetensorsFile& f = job.calibration->file();
+        m.settings.emplace_back("calibration", std::to_string(f.file_size()) + ":" + f.header_digest());
+        m.settings.emplace_back("calibration.samples", std::to_string(job.calibration->samples()));
+        m.settings.emplace_back("calibration.tokens", std::to_string(job.calibration->tokens()));
+        m.settings.emplace_back("calibration.experts_see", job.calibration->routed_only() ? "routed tokens" : "all tokens");
+    }
+    if (!job.unquantized_layers.empty()) {
+        std::string layers;
+        for (std::int64_t l : job.unquantized_layers) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+        m.settings.emplace_back("unquantized_layers", layers);
+    }
+    m.source_fingerprint = source_fingerprint(*job.source);
+    m.source_shards = source_shard_records(*job.source);
+    m.plan_digest = plan_digest(*job.plan, *job.source);
+    return m;
+}
+
+}  // namespace moequant
