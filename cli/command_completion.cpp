@@ -1,7 +1,8 @@
 // `moequant completion bash|zsh`: a shell completion script. The commands are written into the
 // script; each command's options, and the choices or file names their values take, are read
-// from `moequant COMMAND --help` when first needed, so the script never falls behind the host
-// or its plugins' options.
+// from `moequant COMMAND --help` the first time a shell completes that command (then kept), so
+// the script never falls behind the host or its plugins' options. The bash and zsh scripts
+// walk the words alike, each in its shell's own syntax.
 #include "command.hpp"
 #include "global_options.hpp"
 
@@ -29,8 +30,11 @@ constexpr const char* help_to_options_awk = R"AWK(/^  -/ {
 })AWK";
 
 constexpr const char* bash_script = R"BASH(# bash completion for moequant: eval "$(moequant completion bash)"
-_moequant_options() {  # prints "--option<TAB>value" for command $2 of the host $1
-    "$1" "$2" --help 2>/dev/null | awk '@AWK@'
+declare -gA _moequant_cache
+_moequant_options() {  # prints "--option<TAB>value" for command $2 of the host $1, read once per shell
+    local key="$1 $2"
+    [[ -v _moequant_cache[$key] ]] || _moequant_cache[$key]=$("$1" "$2" --help 2>/dev/null | awk '@AWK@')
+    printf '%s\n' "${_moequant_cache[$key]}"
 }
 
 _moequant() {
@@ -83,8 +87,11 @@ complete -o filenames -F _moequant moequant
 
 constexpr const char* zsh_script = R"ZSH(#compdef moequant
 # zsh completion for moequant: eval "$(moequant completion zsh)", or save it as _moequant in $fpath
-_moequant_options() {  # prints "--option<TAB>value" for command $2 of the host $1
-    "$1" "$2" --help 2>/dev/null | awk '@AWK@'
+typeset -gA _moequant_cache
+_moequant_options() {  # prints "--option<TAB>value" for command $2 of the host $1, read once per shell
+    local key="$1 $2"
+    (( ${+_moequant_cache[$key]} )) || _moequant_cache[$key]=$("$1" "$2" --help 2>/dev/null | awk '@AWK@')
+    print -r -- "${_moequant_cache[$key]}"
 }
 
 _moequant() {

@@ -93,11 +93,12 @@ std::optional<fs::path> cached_hub_dataset(const std::string& dataset) {
 fs::path dataset_path(const std::string& dataset, const std::string& split) {
     const std::optional<fs::path> repository = hub_repository(dataset);
     if (!repository) return dataset;
-    if (std::optional<fs::path> snapshot = cached_hub_dataset(dataset)) return *snapshot;
     std::error_code ec;
-    const std::optional<fs::path> snapshot = fs::is_directory(*repository, ec) ? cached_snapshot(*repository) : std::nullopt;
+    const bool cached = fs::is_directory(*repository, ec);
+    const std::optional<fs::path> snapshot = cached ? cached_snapshot(*repository) : std::nullopt;
+    if (snapshot && holds_json_files(*snapshot)) return *snapshot;
     const std::string why =
-        !fs::is_directory(*repository, ec) ? "is not in the local Hugging Face cache (" + hub_cache_folder().string() + ")"
+        !cached     ? "is not in the local Hugging Face cache (" + hub_cache_folder().string() + ")"
         : !snapshot ? "has no single snapshot in the local Hugging Face cache (" + repository->string() + ")"
                     : "is in the local Hugging Face cache only in a form moequant does not read (no JSON/JSONL file in " +
                           snapshot->string() + ")";

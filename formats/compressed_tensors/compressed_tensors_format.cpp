@@ -38,7 +38,7 @@ namespace fs = std::filesystem;
 // Absent: copies as stored. Of the families we read, only the DeepSeek-V3 line (Kimi-K2, GLM-4.5
 // and its heirs, MiniMax-M2, Nemotron-H) declares any: _keep_in_fp32_modules_strict =
 // ["e_score_correction_bias"]; Qwen3-Next, Qwen3-MoE, Mixtral and gpt-oss declare none.
-CopyDtype copy_dtype(const Options& options, const ModelPlan& plan) {
+CopyDtype copy_dtype(const Options& options) {
     CopyDtype dtype;
     if (auto name = options.get("torch_dtype")) {
         dtype.floating = torch_dtype_named(*name);
@@ -90,7 +90,7 @@ class CtWriter final : public OutputWriter {
 public:
     explicit CtWriter(const OutputContext& c)
         : c_(c), sharded_(c.directory), settings_(c.quantizer->settings()), scheme_(c.quantizer->facts().scheme),
-          dtype_(copy_dtype(c.options, *c.plan)) {
+          dtype_(copy_dtype(c.options)) {
         std::set<std::int64_t> moe;
         for (const auto& l : c.plan->moe_layers) {
             moe.insert(l.layer);
@@ -179,7 +179,7 @@ public:
 
     // The layer's other tensors (attention, router, shared experts, norms), then the shard.
     std::vector<WrittenFile> commit_layer(std::int64_t layer, SafetensorsWriter& writer) {
-        for (const auto& name : by_layer_[layer]) write_copied(writer, *c_.source, name, dtype_);
+        for (const auto& name : layer_copies(layer)) write_copied(writer, *c_.source, name, dtype_);
         writer.finish();
         return {describe_written(c_.directory, shards_.layer_shard(layer))};
     }

@@ -91,11 +91,7 @@ public:
         ShardedSafetensorsPlan shards;
         for (const auto& layer : c_.plan->moe_layers)
             shards.add_shard(shards_.layer_shard(layer.layer), layer_specs(layer.layer), layer_metadata(layer.layer));
-        if (!rest_.empty()) {
-            std::vector<TensorSpec> specs;
-            for (const auto& [renamed, name] : renamed_rest()) specs.push_back({renamed, c_.source->info(name).dtype, c_.source->info(name).shape});
-            shards.add_shard(shards_.other_shard(), std::move(specs));
-        }
+        if (!rest_.empty()) shards.add_shard(shards_.other_shard(), rest_specs(renamed_rest()));
         std::vector<PlannedFile> files = shards.files();
         plan_side_files(c_.source->directory(), side_files, files);
         return files;
@@ -109,9 +105,7 @@ public:
         std::vector<WrittenFile> written;
         if (!rest_.empty()) {
             const std::map<std::string, std::string> source_of = renamed_rest();  // new name -> checkpoint name
-            std::vector<TensorSpec> specs;
-            for (const auto& [renamed, name] : source_of) specs.push_back({renamed, c_.source->info(name).dtype, c_.source->info(name).shape});
-            SafetensorsWriter writer = sharded_.open_shard(shards_.other_shard(), specs);
+            SafetensorsWriter writer = sharded_.open_shard(shards_.other_shard(), rest_specs(source_of));
             for (const auto& [renamed, name] : source_of) writer.write(renamed, c_.source->view(name));  // from the mmap
             writer.finish();
             written.push_back(describe_written(c_.directory, shards_.other_shard()));
@@ -149,6 +143,16 @@ private:
             metadata.emplace_back("moequant.quantizer." + key, value);
         if (!c_.calibration.empty()) metadata.emplace_back("moequant.calibration", c_.calibration);
         return metadata;
+    }
+
+    // The other shard's tensors: the checkpoint's, under their kt names.
+    std::vector<TensorSpec> rest_specs(const std::map<std::string, std::string>& source_of) const {
+        std::vector<TensorSpec> specs;
+        for (const auto& [renamed, name] : source_of) {
+            const TensorInfo& info = c_.source->info(name);
+            specs.push_back({renamed, info.dtype, info.shape});
+        }
+        return specs;
     }
 
     // The other tensors under their kt names: new name -> checkpoint name.

@@ -32,6 +32,17 @@ std::size_t count(const std::string& text, const std::string& part) {
     return n;
 }
 
+// What a run shows: step 1 of `total`, a status, a note, step 2 (with bytes when given), the end.
+void play(std::FILE* stream, std::size_t total, const std::string& status, const std::string& note, std::uint64_t bytes_done,
+          std::uint64_t bytes_total) {
+    StreamProgress progress(stream);
+    progress.step(1, total, "layer", 0, 0);
+    progress.status(status);
+    progress.note(note);
+    progress.step(2, total, "layer", bytes_done, bytes_total);
+    progress.finish();
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(progress)
@@ -53,14 +64,7 @@ BOOST_AUTO_TEST_CASE(a_terminal_gets_one_status_line_cut_to_its_width) {
     ::fcntl(master, F_SETFL, O_NONBLOCK);
     std::FILE* stream = ::fdopen(slave, "w");
     BOOST_REQUIRE(stream);
-    {
-        StreamProgress progress(stream);
-        progress.step(1, 3, "layer", 0, 0);
-        progress.status("layer 1: expert 7 quantized (2/8), a status much longer than forty columns");
-        progress.note("a fact to keep");
-        progress.step(2, 3, "layer", 10, 30);
-        progress.finish();
-    }
+    play(stream, 3, "layer 1: expert 7 quantized (2/8), a status much longer than forty columns", "a fact to keep", 10, 30);
     std::fclose(stream);
     const std::string out = drain(master);
     ::close(master);
@@ -76,14 +80,7 @@ BOOST_AUTO_TEST_CASE(a_terminal_gets_one_status_line_cut_to_its_width) {
 BOOST_AUTO_TEST_CASE(a_file_gets_plain_lines) {
     std::FILE* stream = std::tmpfile();
     BOOST_REQUIRE(stream);
-    {
-        StreamProgress progress(stream);
-        progress.step(1, 2, "layer", 0, 0);
-        progress.status("layer 0: expert 1 quantized (1/8)");
-        progress.note("kept");
-        progress.step(2, 2, "layer", 0, 0);
-        progress.finish();
-    }
+    play(stream, 2, "layer 0: expert 1 quantized (1/8)", "kept", 0, 0);
     std::rewind(stream);
     std::string out;
     for (int c; (c = std::fgetc(stream)) != EOF;) out += static_cast<char>(c);
