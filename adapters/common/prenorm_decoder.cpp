@@ -124,7 +124,12 @@ PreNormDecoderLayer::PreNormDecoderLayer(const DecoderSpec& spec, const Checkpoi
 const std::vector<float>& PreNormDecoderLayer::decoded(const std::string& name, const Shape& shape) const {
     std::lock_guard lock(decoded_mutex_);
     auto it = decoded_.find(name);
-    if (it == decoded_.end()) it = decoded_.emplace(name, load_f32(checkpoint_, name, shape)).first;
+    if (it == decoded_.end()) {
+        it = decoded_.emplace(name, load_f32(checkpoint_, name, shape)).first;
+        // Kept as float32 from now on: its mapped pages would only add to the resident memory of
+        // every layer run so far.
+        for (const auto& [role, tensor] : checkpoint_.weight(name).tensors) checkpoint_.release_pages(tensor);
+    }
     return it->second;
 }
 

@@ -143,6 +143,7 @@ inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, co
                 writer.write(name, view);
             else
                 writer.write(name, converted_to(view, to).view());
+            source.release_pages(name);  // copied once: its pages need not stay resident
             return;
         }
     }
@@ -151,6 +152,7 @@ inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, co
     if (w.shape.size() == 2) {
         const Tensor decoded = decode_matrix(source, w);
         writer.write(name, to == DType::BF16 ? decoded.view() : converted_to(decoded.view(), to).view());
+        for (const auto& [role, tensor] : w.tensors) source.release_pages(tensor);
         return;
     }
     Tensor all(DType::BF16, copied_shape(w));
@@ -162,6 +164,7 @@ inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, co
             for (std::size_t k = 0; k < cols; ++k) std::memcpy(out + (k * rows + r) * 2, one.data() + (r * cols + k) * 2, 2);
     }
     writer.write(name, to == DType::BF16 ? all.view() : converted_to(all.view(), to).view());
+    for (const auto& [role, tensor] : w.tensors) source.release_pages(tensor);
 }
 
 }  // namespace moequant::formats

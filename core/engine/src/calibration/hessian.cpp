@@ -52,8 +52,9 @@ void HessianAccumulator::add(const TensorView& inputs) {
         throw Error(ErrorKind::input, "calibration inputs are " + shape_to_string(inputs.shape) + ", expected [tokens, " +
                                           std::to_string(columns_) + "]");
     const std::int64_t tokens = inputs.shape[0];
-    if (inputs.dtype == DType::F32) {
-        add(reinterpret_cast<const float*>(inputs.data()), tokens);
+    if (inputs.dtype == DType::F32) {  // in chunks too: add() scales a copy of what it is given
+        const auto* values = reinterpret_cast<const float*>(inputs.data());
+        for (std::int64_t t0 = 0; t0 < tokens; t0 += chunk_tokens) add(values + t0 * columns_, std::min(chunk_tokens, tokens - t0));
         return;
     }
     if (inputs.dtype != DType::BF16)
