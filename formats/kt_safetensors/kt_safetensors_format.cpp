@@ -106,7 +106,10 @@ public:
         if (!rest_.empty()) {
             const std::map<std::string, std::string> source_of = renamed_rest();  // new name -> checkpoint name
             SafetensorsWriter writer = sharded_.open_shard(shards_.other_shard(), rest_specs(source_of));
-            for (const auto& [renamed, name] : source_of) writer.write(renamed, c_.source->view(name));  // from the mmap
+            for (const auto& [renamed, name] : source_of) {
+                writer.write(renamed, c_.source->view(name));  // from the mmap
+                c_.source->release_pages(name);                // copied once: need not stay resident
+            }
             writer.finish();
             written.push_back(describe_written(c_.directory, shards_.other_shard()));
         }

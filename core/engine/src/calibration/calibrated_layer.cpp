@@ -8,6 +8,8 @@
 
 #include <Eigen/Core>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -121,6 +123,7 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
                                                         : q.prepare_calibration(down_part_hessian(down_hessian, part, job.parts));
                 quantize(Projection::down, down, part, *calibration);
             }
+            ::malloc_trim(0);  // the expert's buffers back to the kernel, not kept in this thread's arena
             if (job.progress) {
                 const std::size_t n = ++done;
                 std::lock_guard lock(progress_lock);

@@ -14,6 +14,8 @@
 #include <moequant/output_file.hpp>
 #include <moequant/version.hpp>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -235,6 +237,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         }
         std::vector<WrittenFile> files = mode->convert_layer(layer, *writer);
         release_layer_pages(*job.source, layer);  // memory stays about one layer, whatever the model size
+        ::malloc_trim(0);  // and the heap the layer's work freed goes back too, in every thread's arena
         result.output_bytes += total_bytes(files);
         kept.push_back({layer.layer, manifest_files(files), mode->take_coverage()});
         manifest.completed_layers = kept;
