@@ -163,8 +163,12 @@ Child::~Child() {
 
 bool Child::running() {
     if (reaped_) return false;
-    pid_t r = ::waitpid(pid_, &status_, WNOHANG);
-    if (r == pid_) reaped_ = true;
+    struct rusage usage {};
+    pid_t r = ::wait4(pid_, &status_, WNOHANG, &usage);
+    if (r == pid_) {
+        reaped_ = true;
+        peak_resident_bytes_ = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+    }
     return !reaped_;
 }
 
@@ -174,13 +178,17 @@ void Child::kill(int signal) {
 
 CommandResult Child::wait() {
     while (!reaped_) {
-        if (::waitpid(pid_, &status_, 0) == pid_) reaped_ = true;
-        else if (errno != EINTR) throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(errno));
+        struct rusage usage {};
+        if (::wait4(pid_, &status_, 0, &usage) == pid_) {
+            reaped_ = true;
+            peak_resident_bytes_ = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+        } else if (errno != EINTR) throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(errno));
     }
     CommandResult result;
     result.exit_code = WIFEXITED(status_) ? WEXITSTATUS(status_) : -WTERMSIG(status_);
     result.out = slurp_fd(out_fd_);
     result.err = slurp_fd(err_fd_);
+    result.peak_resident_bytes = peak_resident_bytes_;
     return result;
 }
 

@@ -48,6 +48,7 @@ struct CommandResult {
     int exit_code = -1;  // -signal when killed by a signal
     std::string out;
     std::string err;
+    std::uint64_t peak_resident_bytes = 0;  // the child's ru_maxrss (wait4)
 };
 
 // Resource limits set in the child only (between fork and exec), never in the test process.
@@ -77,6 +78,7 @@ public:
 private:
     pid_t pid_ = -1;
     int status_ = 0;
+    std::uint64_t peak_resident_bytes_ = 0;
     bool reaped_ = false;
     int out_fd_ = -1, err_fd_ = -1;
 };
