@@ -80,7 +80,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
         ("allow-non-finite", po::bool_switch(&allow_non_finite),
          "convert expert weights holding NaN or Inf as they are (default: refuse them, naming the tensor)")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
-        ("dry-run", po::bool_switch(&dry_run), "write nothing: print the plan, every output file with its size, and whether it fits")
+        ("dry-run", po::bool_switch(&dry_run), "write nothing: print the plan, every output file with its size, whether it fits, the expected peak memory and time")
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help");
     po::options_description seed_options("Of kt-kernel's convert_cpu_weights.py");

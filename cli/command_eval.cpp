@@ -4,6 +4,7 @@
 // agreement and each MoE layer's output error (docs/cli.md, eval, says what each measures).
 
 #include "command.hpp"
+#include "dry_run_report.hpp"
 #include "eval_report.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
@@ -27,7 +28,7 @@ namespace po = boost::program_options;
 
 int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals) {
     std::string input, cpu_weights, gpu_weights, placement_file;
-    bool as_json = false;
+    bool as_json = false, dry_run = false;
     double max_memory_gb = 0;
     TextCalibrationOptions text;
     po::options_description options("Options");
@@ -42,7 +43,8 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
          "--gpu-weights, the rest on --cpu-weights")
         ("max-memory", po::value(&max_memory_gb)->value_name("GB"),
          "bound both models' hidden states in memory (beyond, mapped scratch files) and run the samples in batches that fit")
-        ("json", po::bool_switch(&as_json), "print the numbers as one JSON object");
+        ("json", po::bool_switch(&as_json), "print the numbers as one JSON object")
+        ("dry-run", po::bool_switch(&dry_run), "run nothing: print the plan, the expected peak memory and time");
     const std::optional<RunOptions> parsed = parse_text_run_command(
         args, options, globals,
         "moequant eval --model_id MODEL --dataset FILE|embedded [--cpu-weights KT_OUT] [--gpu-weights CT_OUT\n"
@@ -111,6 +113,7 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
                         cpu->quantizer() + ") experts of " + output;
     else if (quantized) experts = "the " + (cpu ? cpu : gpu)->quantizer() + " experts of " + output;
     const std::string what = quantized ? source.plan.family + " with " + experts : source.plan.family + " against itself";
+    if (dry_run) return report_eval_dry_run(job, what);
     if (!common.quiet) progress.note("eval: " + what + ", " + std::to_string(job.samples.size()) + " sample(s) of " + text.dataset);
     const EvaluationReport report = run_evaluation(job, common.quiet ? static_cast<ProgressSink&>(silent) : progress);
     if (as_json) print_eval_json(report, source.plan);

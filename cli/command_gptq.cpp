@@ -154,7 +154,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
          "replace another run's output in the output folder (only what a conversion writes) and a --save-activations file")
         ("allow-non-finite", po::bool_switch(&allow_non_finite), "quantize expert weights holding NaN or Inf as they are")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
-        ("dry-run", po::bool_switch(&dry_run), "write nothing: print the plan, every output file with its size, and whether it fits")
+        ("dry-run", po::bool_switch(&dry_run), "write nothing: print the plan, every output file with its size, whether it fits, the expected peak memory and time")
         ("quiet,q", po::bool_switch(&quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help");
     SeedGpuOptions seed;

@@ -2,9 +2,13 @@
 #include "human_format.hpp"
 
 #include <moequant/engine/output_plan.hpp>
+#include <moequant/engine/run_estimate.hpp>
 #include <moequant/printable.hpp>
 
+#include <moequant/parallel.hpp>
+
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 
 namespace moequant::cli {
@@ -25,7 +29,39 @@ std::string layer_ranges(const ModelPlan& plan) {
     return out;
 }
 
+std::string duration_text(double seconds) {
+    const auto s = static_cast<std::int64_t>(std::llround(seconds));
+    if (s < 1) return "under a second";
+    if (s < 120) return std::to_string(s) + " s";
+    if (s < 7200) return std::to_string((s + 30) / 60) + " min";
+    const std::int64_t hours = s / 3600, minutes = (s % 3600) / 60;
+    return std::to_string(hours) + " h " + std::to_string(minutes) + " min";
+}
+
+// "peak memory: about ..." with its terms, and "time: about ..." with what it was scaled from.
+void print_estimate(const RunEstimate& e, std::uint64_t bytes_written) {
+    if (e.memory.empty()) return;
+    const std::uint64_t peak = e.peak_bytes();
+    std::cout << "peak memory: about " << with_commas(peak) << " bytes (" << human_bytes(peak) << ")"
+              << (e.exact ? "" : ", a lower bound (the probes' peaks could not be measured here)") << ":\n";
+    for (const MemoryTerm& t : e.memory) std::cout << "  " << human_bytes(t.bytes) << "  " << t.what << "\n";
+    std::cout << "time: about " << duration_text(e.seconds) << " of computing on " << max_threads() << " thread(s), scaled from "
+              << e.timed << " measured now; reading " << human_bytes(e.bytes_read);
+    if (bytes_written > 0) std::cout << " and writing " << human_bytes(bytes_written);
+    std::cout << " come on top, at the disks' speed\n";
+}
+
 }  // namespace
+
+int report_eval_dry_run(const EvaluationJob& job, const std::string& what) {
+    std::int64_t tokens = 0;
+    for (const auto& s : job.samples) tokens += static_cast<std::int64_t>(s.size());
+    std::cout << "dry run: nothing is run\n"
+              << "plan: " << what << "; " << job.plan->num_hidden_layers << " layers (" << job.plan->moe_layers.size()
+              << " MoE, " << layer_ranges(*job.plan) << ") on " << job.samples.size() << " sample(s), " << tokens << " tokens\n";
+    print_estimate(estimate_evaluation(job), 0);
+    return 0;
+}
 
 int report_dry_run(const ConversionJob& job, const std::string& method) {
     const std::optional<OutputPlan> plan = plan_output(job);
@@ -38,6 +74,7 @@ int report_dry_run(const ConversionJob& job, const std::string& method) {
     std::cout << "\n";
     if (!plan) {
         std::cout << "sizes: format '" << job.format->id() << "' does not predict its files\n";
+        print_estimate(estimate_conversion(job), 0);
         return 0;
     }
     std::size_t width = 0, digits = 0;
@@ -60,6 +97,7 @@ int report_dry_run(const ConversionJob& job, const std::string& method) {
     std::cout << "\nfree at the output: " << with_commas(free) << " bytes (" << human_bytes(free) << "): "
               << (need <= free ? "fits" : "does not fit") << "\n";
     check_free_disk(*plan, job.output);
+    print_estimate(estimate_conversion(job), need);
     return 0;
 }
 

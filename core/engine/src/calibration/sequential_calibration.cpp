@@ -7,6 +7,7 @@
 #include <moequant/error.hpp>
 #include <moequant/safetensors_writer.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -115,6 +116,20 @@ std::int64_t SequentialCalibration::samples() const noexcept { return static_cas
 std::int64_t SequentialCalibration::tokens() const noexcept { return state_->tokens; }
 std::size_t SequentialCalibration::batches() const noexcept { return state_->batches.size(); }
 bool SequentialCalibration::hidden_states_on_disk() const noexcept { return state_->x->mapped(); }
+const DecoderForward& SequentialCalibration::forward() const noexcept { return state_->forward; }
+
+std::int64_t SequentialCalibration::largest_batch_tokens() const noexcept {
+    std::int64_t most = 0;
+    for (std::size_t b = 0; b < state_->batches.size(); ++b) most = std::max(most, state_->batch_tokens(b));
+    return most;
+}
+
+std::vector<float> SequentialCalibration::embedded_rows(std::int64_t n) const {
+    State& s = *state_;
+    if (s.next != 0 || s.layer) throw Error(ErrorKind::internal, "the embedded rows are gone once a layer ran");
+    const std::span<const float> rows = s.x->rows(0, std::min(n, s.tokens));
+    return {rows.begin(), rows.end()};
+}
 
 const CalibrationActivations& SequentialCalibration::layer_inputs(std::int64_t layer) {
     State& s = *state_;

@@ -42,6 +42,11 @@ public:
     bool routed_only() const noexcept;
     std::size_t batches() const noexcept;  // the sample batches each layer runs in
     bool hidden_states_on_disk() const noexcept;  // in a mapped scratch file (over the budget)
+    std::int64_t largest_batch_tokens() const noexcept;
+    // What the run estimate probes (run_estimate.hpp): the decoder, and the first `n` rows of the
+    // hidden states before any layer ran (the embedded tokens), [n, hidden].
+    const DecoderForward& forward() const noexcept;
+    std::vector<float> embedded_rows(std::int64_t n) const;
     // A digest of every sample's token ids: which calibration data a run used.
     const std::string& digest() const noexcept;
 

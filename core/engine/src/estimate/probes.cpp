@@ -1,0 +1,177 @@
+#include "estimate/probes.hpp"
+
+#include "calibration/calibrated_layer.hpp"
+
+#include <moequant/engine/calibration_activations.hpp>
+#include <moequant/error.hpp>
+#include <moequant/expert_matrix.hpp>
+#include <moequant/parallel.hpp>
+#include <moequant/safetensors_writer.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace moequant::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The probes' smaller size is a quarter of the larger one.
+std::int64_t smaller(std::int64_t tokens) { return std::max<std::int64_t>(1, tokens / 4); }
+
+const MoeLayerPlan& first_moe_layer(const ModelPlan& plan) {
+    if (plan.moe_layers.empty() || plan.moe_layers.front().experts.empty())
+        throw Error(ErrorKind::internal, "the estimate needs a MoE layer with experts");
+    return plan.moe_layers.front();
+}
+
+// The probes run on one thread: their peaks are then the same from run to run (threads
+// allocating at once make them vary by a fifth), and the caller scales them to the run's
+// threads.
+class OneThread {
+public:
+    OneThread() : threads_(max_threads()) { set_max_threads(1); }
+    ~OneThread() { set_max_threads(threads_); }
+    OneThread(const OneThread&) = delete;
+    OneThread& operator=(const OneThread&) = delete;
+
+private:
+    std::size_t threads_;
+};
+
+// A part the probe quantized is dropped, as the format would once written.
+class DiscardingSink final : public LayerSink {
+public:
+    void write(const QuantizedExpert&) override {}
+    std::vector<WrittenFile> commit() override { return {}; }
+};
+
+// A scratch folder of this process, removed with everything in it.
+struct ScratchFolder {
+    fs::path path = fs::temp_directory_path() / ("moequant-estimate-" + std::to_string(::getpid()));
+    ScratchFolder() { fs::create_directories(path); }
+    ~ScratchFolder() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+};
+
+// The first `tokens` rows of `inputs` as the recorded MoE inputs of `layer`, one sample.
+fs::path write_inputs(const fs::path& folder, std::int64_t layer, std::span<const float> inputs, std::int64_t hidden,
+                      std::int64_t tokens) {
+    const fs::path file = folder / ("inputs-" + std::to_string(tokens) + ".safetensors");
+    const std::string name = CalibrationActivations::tensor_name(layer);
+    const std::int64_t lengths[] = {tokens};
+    SafetensorsWriter writer(file, {{"sample_lengths", DType::I64, {1}}, {name, DType::F32, {tokens, hidden}}});
+    writer.write("sample_lengths", std::as_bytes(std::span(lengths)));
+    writer.write(name, std::as_bytes(inputs.first(static_cast<std::size_t>(tokens * hidden))));
+    writer.finish();
+    return file;
+}
+
+}  // namespace
+
+LinearCost LinearCost::through(double tokens_a, double cost_a, double tokens_b, double cost_b) {
+    LinearCost c;
+    if (tokens_b > tokens_a) c.per_token = std::max(0.0, (cost_b - cost_a) / (tokens_b - tokens_a));
+    c.fixed = std::max(0.0, cost_b - c.per_token * tokens_b);
+    return c;
+}
+
+ForwardProbe probe_forward(const DecoderForward& forward, const Checkpoint& source, const ModelPlan& plan,
+                           std::span<const float> rows) {
+    const std::int64_t h = plan.hidden_size, large = static_cast<std::int64_t>(rows.size()) / h, small = smaller(large);
+    const MoeLayerPlan& moe = first_moe_layer(plan);
+    ForwardProbe probe;
+    probe.layer = moe.layer;
+    map_large_buffers();
+    const OneThread one_thread;
+    auto run = [&](std::int64_t tokens) {
+        const MeasuredWork m = measure_work([&] {
+            const auto layer = forward.layer(moe.layer);  // decoded anew: its weights are part of the cost
+            std::vector<float> x(rows.begin(), rows.begin() + tokens * h);
+            const std::int64_t lengths[] = {tokens};
+            std::vector<float> u = layer->attention(x, lengths);
+            layer->mlp(u, x, {}, nullptr);
+            if (tokens == large) probe.mlp_inputs = std::move(u);
+        });
+        release_layer_pages(source, moe);
+        probe.exact = probe.exact && m.exact;
+        return m;
+    };
+    const MeasuredWork a = run(small), b = run(large);
+    probe.seconds = LinearCost::through(small, a.seconds, large, b.seconds);
+    probe.bytes = LinearCost::through(small, static_cast<double>(a.bytes), large, static_cast<double>(b.bytes));
+    return probe;
+}
+
+QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quantizer, std::span<const float> inputs) {
+    const MoeLayerPlan& layer = first_moe_layer(*job.plan);
+    MoeLayerPlan one = layer;
+    one.experts.resize(1);
+    QuantizerProbe probe;
+    for (const auto& s : one.experts.front().weights) probe.elements += s.rows * s.cols;
+    const std::size_t threads = max_threads();
+    const QuantizerCalibration* calibration = quantizer ? quantizer->calibration() : nullptr;
+    const bool calibrated = calibration && (job.sequential || job.calibration);
+    if (!calibrated) {
+        // The matrices of two experts per thread loaded, split into their parts and quantized
+        // (or only loaded: an export) on the run's threads and with its heap, as the run does
+        // them: what each thread's heap keeps from one matrix to the next shows then too.
+        const std::size_t experts = std::min(layer.experts.size(), 2 * threads), tasks = experts * expert_projections.size();
+        const MeasuredWork m = measure_work([&] {
+            parallel_for(0, tasks, 1, [&](std::size_t first, std::size_t last) {
+                for (std::size_t t = first; t < last; ++t) {
+                    const Projection p = expert_projections[t % expert_projections.size()];
+                    const ExpertWeightSource& s = layer.experts[t / expert_projections.size()].weights[static_cast<int>(p)];
+                    const Tensor matrix = load_expert_matrix(*job.source, s);
+                    if (!quantizer) continue;
+                    for (int part = 0; part < job.parts; ++part) {
+                        const Tensor piece = split_expert_part(matrix, p, part, job.parts);
+                        const QuantizedTensor q = quantizer->quantize(piece.view());
+                    }
+                }
+            });
+        });
+        release_layer_pages(*job.source, layer);
+        probe.threads = static_cast<std::int64_t>(std::min(threads, tasks));
+        probe.seconds.fixed = m.seconds / static_cast<double>(experts);
+        probe.bytes.fixed = static_cast<double>(m.bytes);
+        probe.exact = m.exact;
+        return probe;
+    }
+    const std::int64_t h = job.plan->hidden_size, large = static_cast<std::int64_t>(inputs.size()) / h, small = smaller(large);
+    map_large_buffers();
+    const OneThread one_thread;
+    const ScratchFolder scratch;
+    auto run = [&](std::int64_t tokens) {
+        const CalibrationActivations recorded = CalibrationActivations::open(write_inputs(scratch.path, layer.layer, inputs, h, tokens));
+        CalibratedLayerJob calibrated;
+        calibrated.quantizer = calibration;
+        calibrated.calibration = &recorded;
+        calibrated.plan = job.plan;
+        calibrated.source = job.source;
+        calibrated.parts = job.parts;
+        calibrated.load = [&](const ExpertWeightSource& s) { return load_expert_matrix(*job.source, s); };
+        DiscardingSink sink;
+        const MeasuredWork m = measure_work([&] { quantize_calibrated_layer(calibrated, one, sink); });
+        release_layer_pages(*job.source, layer);
+        probe.exact = probe.exact && m.exact;
+        return m;
+    };
+    const MeasuredWork a = run(small), b = run(large);
+    probe.seconds = LinearCost::through(small, a.seconds, large, b.seconds);
+    probe.bytes = LinearCost::through(small, static_cast<double>(a.bytes), large, static_cast<double>(b.bytes));
+    return probe;
+}
+
+HeadProbe probe_head(const DecoderForward& forward, std::span<const float> rows) {
+    const OneThread one_thread;
+    const MeasuredWork m = measure_work([&] { forward.logits(rows); });
+    return {m.seconds, m.bytes, m.file_bytes};
+}
+
+}  // namespace moequant::detail
