@@ -72,6 +72,16 @@ fs::path write_inputs(const fs::path& folder, std::int64_t layer, std::span<cons
     return file;
 }
 
+// Runs `run` (one measured probe at a number of tokens) at both sizes and fits its costs.
+template <class Probe, class Run>
+void fit_two_sizes(Probe& probe, std::int64_t small, std::int64_t large, const Run& run) {
+    const MeasuredWork a = run(small), b = run(large);
+    probe.exact = a.exact && b.exact;
+    probe.seconds = LinearCost::through(static_cast<double>(small), a.seconds, static_cast<double>(large), b.seconds);
+    probe.bytes = LinearCost::through(static_cast<double>(small), static_cast<double>(a.bytes), static_cast<double>(large),
+                                      static_cast<double>(b.bytes));
+}
+
 }  // namespace
 
 LinearCost LinearCost::through(double tokens_a, double cost_a, double tokens_b, double cost_b) {
@@ -99,12 +109,9 @@ ForwardProbe probe_forward(const DecoderForward& forward, const Checkpoint& sour
             if (tokens == large) probe.mlp_inputs = std::move(u);
         });
         release_layer_pages(source, moe);
-        probe.exact = probe.exact && m.exact;
         return m;
     };
-    const MeasuredWork a = run(small), b = run(large);
-    probe.seconds = LinearCost::through(small, a.seconds, large, b.seconds);
-    probe.bytes = LinearCost::through(small, static_cast<double>(a.bytes), large, static_cast<double>(b.bytes));
+    fit_two_sizes(probe, small, large, run);
     return probe;
 }
 
@@ -159,12 +166,9 @@ QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quanti
         DiscardingSink sink;
         const MeasuredWork m = measure_work([&] { quantize_calibrated_layer(calibrated, one, sink); });
         release_layer_pages(*job.source, layer);
-        probe.exact = probe.exact && m.exact;
         return m;
     };
-    const MeasuredWork a = run(small), b = run(large);
-    probe.seconds = LinearCost::through(small, a.seconds, large, b.seconds);
-    probe.bytes = LinearCost::through(small, static_cast<double>(a.bytes), large, static_cast<double>(b.bytes));
+    fit_two_sizes(probe, small, large, run);
     return probe;
 }
 
