@@ -1,6 +1,7 @@
 #include "estimate/probes.hpp"
 
 #include "calibration/calibrated_layer.hpp"
+#include "calibration/expert_tokens.hpp"
 
 #include <moequant/engine/calibration_activations.hpp>
 #include <moequant/error.hpp>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 namespace moequant::detail {
@@ -154,6 +156,7 @@ QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quanti
     map_large_buffers();
     const OneThread one_thread;
     const ScratchFolder scratch;
+    std::vector<double> shared;  // seconds of the layer's shared gate/up Hessian, per size
     auto run = [&](std::int64_t tokens) {
         const CalibrationActivations recorded = CalibrationActivations::open(write_inputs(scratch.path, layer.layer, inputs, h, tokens));
         CalibratedLayerJob calibrated;
@@ -166,9 +169,13 @@ QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quanti
         DiscardingSink sink;
         const MeasuredWork m = measure_work([&] { quantize_calibrated_layer(calibrated, one, sink); });
         release_layer_pages(*job.source, layer);
+        const auto start = std::chrono::steady_clock::now();
+        calibration->prepare_calibration(expert_input_hessian(recorded, layer.layer, ExpertTokens{}));
+        shared.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
         return m;
     };
     fit_two_sizes(probe, small, large, run);
+    probe.shared_seconds = LinearCost::through(static_cast<double>(small), shared[0], static_cast<double>(large), shared[1]);
     return probe;
 }
 

@@ -37,6 +37,9 @@ ForwardProbe probe_forward(const DecoderForward& forward, const Checkpoint& sour
 
 struct QuantizerProbe {
     LinearCost seconds, bytes;  // one expert (three matrices), by calibration tokens
+    // Of `seconds`, what a layer does once for all its experts (with calibration: the gate/up
+    // Hessian of all tokens and its preparation).
+    LinearCost shared_seconds;
     std::int64_t threads = 1;   // the matrices that ran at once (without calibration)
     std::int64_t elements = 0;  // weights of that expert
     bool exact = true;

@@ -174,9 +174,12 @@ RunEstimate conversion_estimate(const ConversionJob& job) {
         e.memory.push_back({std::to_string(at_once) + " experts quantized at once",
                             as_bytes(at_once * q.bytes.at(std::min(tokens, expert_chunk)))});
     }
-    e.seconds += static_cast<double>(expert_count(plan)) * q.seconds.at(static_cast<double>(tokens)) / static_cast<double>(at_once);
-    e.timed += "one expert quantized on " + tokens_text(tokens) + " in " + seconds_text(q.seconds.at(static_cast<double>(tokens))) +
-               ", on one thread";
+    // The gate/up Hessian of all tokens once per layer (on the run's threads), then each expert.
+    const double t = static_cast<double>(tokens), shared = std::min(q.shared_seconds.at(t), q.seconds.at(t));
+    e.seconds += (static_cast<double>(plan.moe_layers.size()) * shared / static_cast<double>(threads)) +
+                 static_cast<double>(expert_count(plan)) * (q.seconds.at(t) - shared) / static_cast<double>(at_once);
+    e.timed += "one expert quantized on " + tokens_text(tokens) + " in " + seconds_text(q.seconds.at(t) - shared) + " (and " +
+               seconds_text(shared) + " per layer for the Hessian all experts share), on one thread";
     e.exact = e.exact && q.exact;
     return e;
 }
