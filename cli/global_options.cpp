@@ -4,6 +4,7 @@
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>
 
+#include <cctype>
 #include <iostream>
 
 namespace moequant::cli {
@@ -24,11 +25,37 @@ po::options_description global_option_group(GlobalOptions& target) {
 
 bool global_option_takes_value(const std::string& arg) { return arg == "--plugin" || arg == "--plugin-dir"; }
 
+namespace {
+
+bool looks_negative_number(const std::string& token) {
+    return token.size() > 1 && token[0] == '-' && (std::isdigit(static_cast<unsigned char>(token[1])) || token[1] == '.');
+}
+
+// `--name -1` as `--name=-1` when --name takes a value: Boost would read "-1" as a short option
+// and say the value is missing (`gptq --group_size -1` means channel; elsewhere the value check
+// then names what is wrong with a negative number).
+std::vector<std::string> with_negative_values_joined(const std::vector<std::string>& args, const po::options_description& options) {
+    std::vector<std::string> joined;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        if (arg.starts_with("--") && arg.find('=') == std::string::npos && i + 1 < args.size() && looks_negative_number(args[i + 1]))
+            if (const po::option_description* o = options.find_nothrow(arg.substr(2), false); o && o->semantic()->max_tokens() > 0) {
+                joined.push_back(arg + "=" + args[++i]);
+                continue;
+            }
+        joined.push_back(arg);
+    }
+    return joined;
+}
+
+}  // namespace
+
 po::variables_map parse_command_line(const std::vector<std::string>& args, const po::options_description& options,
                                      const po::positional_options_description& positional) {
     po::variables_map vm;
     try {
-        const po::parsed_options parsed = po::command_line_parser(args).options(options).positional(positional).run();
+        const po::parsed_options parsed =
+            po::command_line_parser(with_negative_values_joined(args, options)).options(options).positional(positional).run();
         po::store(parsed, vm);
         check_numeric_options(parsed, vm);
         po::notify(vm);
