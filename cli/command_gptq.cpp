@@ -115,10 +115,26 @@ void warn_about_ragged_groups(const ModelPlan& plan, std::int64_t group) {
     }
 }
 
+// --group_size: the group sizes vLLM/SGLang's Marlin kernels run (§8: 32, 64, 128 and -1, one
+// scale per row), as the quantizer's group_size, or 0 for channel. With --strategy channel only
+// -1 (or nothing) agrees.
+std::int64_t chosen_group_size(const std::string& text, bool given, const std::string& strategy) {
+    std::int64_t group = 0;
+    if (text == "32" || text == "64" || text == "128") group = std::stoll(text);
+    else if (text != "-1")
+        throw_usage_error("--group_size '" + text + "' is not supported",
+                          {.code = "BadOption", .hint = "use 32, 64, 128 or -1 (one scale per row): the sizes Marlin runs"});
+    if (strategy == "channel") {
+        if (given && group) throw_usage_error("--group_size " + text + " conflicts with --strategy channel (one scale per row)");
+        return 0;
+    }
+    return group;
+}
+
 }  // namespace
 
 int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string input, output, method = "GPTQ", quant_type = "W8A16", strategy = "group", actorder = "static", family;
+    std::string input, output, method = "GPTQ", quant_type = "W8A16", strategy = "group", group_size = "128", actorder = "static", family;
     CalibrationInputOptions data;
     double dampening = 0.1;
     std::vector<std::string> ignore;
@@ -134,9 +150,11 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         ("quant_method", po::value(&method)->value_name("GPTQ|RTN")->default_value("GPTQ"),
          "GPTQ (needs calibration) or RTN (round to nearest, needs none)")
         ("quant_type", po::value(&quant_type)->value_name("W4A16|W8A16")->default_value("W8A16"),
-         "int4 or int8 weights, symmetric, group 128 (W8A16 by default, as kt-kernel's convert_gpu_weights.py)")
+         "int4 or int8 weights, symmetric (W8A16 by default, as kt-kernel's convert_gpu_weights.py)")
+        ("group_size", po::value(&group_size)->value_name("32|64|128|-1")->default_value("128"),
+         "columns per scale (-1: one scale per row); kt-kernel's RAWINT4 CPU experts need 32 on its default backend")
         ("strategy", po::value(&strategy)->value_name("group|channel")->default_value("group"),
-         "scale per 128 columns, or one per row (the older W8A16 preset)")
+         "scale per group of columns, or one per row (the older W8A16 preset; same as --group_size -1)")
         ("actorder", po::value(&actorder)->value_name("static|group|none")->default_value("static"),
          "GPTQ column order (static: by decreasing Hessian diagonal, no g_idx)")
         ("dampening_frac", po::value(&dampening)->default_value(0.1), "GPTQ dampening, relative to mean(diag H)");
@@ -146,8 +164,8 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
          "modules to leave unquantized (\"re:<regex>\" or a name); non-expert modules always are, "
          "routed experts only a whole MoE layer at a time (written in BF16)")
         ("allow-unaligned", po::bool_switch(&allow_unaligned),
-         "write shapes vLLM/SGLang's Marlin kernels cannot run (in_features not a multiple of 128: ceil(K/128) "
-         "groups, the last one shorter)")
+         "write shapes vLLM/SGLang's Marlin kernels cannot run (in_features not a multiple of 128 or of the group size: "
+         "ceil(K/group) groups, the last one shorter)")
         ("threads", po::value(&threads), "worker threads (default: all cores)")
         ("resume-layer", po::value(&resume_layer), "redo layers from this one on; earlier ones must be complete")
         ("overwrite", po::bool_switch(&overwrite),
@@ -162,11 +180,12 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     add_seed_gpu_options(seed_options, seed);
     options.add(seed_options);
     options.add(global_option_group(globals));
-    require_positive(parse_command_line(args, options, {}),
-                     {"threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
+    const po::variables_map given = parse_command_line(args, options, {});
+    require_positive(given, {"threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
     if (help) {
         print_command_help(
             "moequant gptq --model_id MODEL --output_dir OUT [--quant_method GPTQ|RTN] [--quant_type W4A16|W8A16]\n"
+            "              [--group_size 32|64|128|-1]\n"
             "              [--dataset FILE|DIR|ID|embedded | --calibration-activations FILE]",
             "Quantizes the routed experts for the GPU (GPTQ or RTN, llm-compressor's numerics) into a\n"
             "compressed-tensors pack-quantized checkpoint vLLM and SGLang load as it is. Every other\n"
@@ -188,6 +207,10 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         quantizer_id = "rtn";
     else
         throw_usage_error("--quant_method must be GPTQ or RTN, got '" + method + "'");
+    if (strategy != "group" && strategy != "channel")
+        throw_usage_error("--strategy '" + strategy + "' is not supported", {.code = "BadOption", .hint = "use group or channel"});
+    const std::int64_t group = chosen_group_size(group_size, !given["group_size"].defaulted(), strategy);
+    const std::string scheme = quant_type + (group ? " group " + std::to_string(group) : " channel");
     const std::vector<std::string> seed_notes = apply_seed_gpu_options(seed, data);
     check_calibration_options(data);
     if (threads > 0) set_max_threads(threads);
@@ -231,14 +254,15 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     job.unquantized_layers = kept_layers;
     if (calibration) calibration->attach(job);
     job.quantizer_options.set("quant_type", quant_type);
-    job.quantizer_options.set("strategy", strategy);
+    job.quantizer_options.set("strategy", group ? "group" : "channel");
+    if (group) job.quantizer_options.set("group_size", std::to_string(group));
     if (calibrated) {
         job.quantizer_options.set("actorder", actorder);
         job.quantizer_options.set("dampening_frac", std::to_string(dampening));
     }
     if (allow_unaligned) job.format_options.set("allow_unaligned", "true");
     job.format_options.set("torch_dtype", seed.torch_dtype);
-    if (dry_run) return report_dry_run(job, quantizer_id + " " + quant_type);
+    if (dry_run) return report_dry_run(job, quantizer_id + " " + scheme);
 
     StreamProgress progress(stderr);
     SilentProgress silent;
@@ -247,7 +271,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (embedded_by_default)
         std::cerr << "moequant: warning: no --dataset: GPTQ calibrates on the embedded text (a few public-domain paragraphs), "
                      "enough to run but not to calibrate well; real calibration needs real data (--dataset FILE|DIR|owner/name)\n";
-    if (allow_unaligned && strategy == "group") warn_about_ragged_groups(plan, 128);  // gptq always writes group 128
+    if (allow_unaligned) warn_about_ragged_groups(plan, group);
     if (!kept_layers.empty()) {
         std::string layers;
         for (std::int64_t l : kept_layers) layers += (layers.empty() ? "" : ", ") + std::to_string(l);
@@ -265,7 +289,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     note_calibration_coverage(output, quiet);
     std::cout << "quantized " << result.layers_written << " layer(s)";
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
-    std::cout << " of " << plan.family << " with " << quantizer_id << " " << quant_type << " into compressed-tensors ("
+    std::cout << " of " << plan.family << " with " << quantizer_id << " " << scheme << " into compressed-tensors ("
               << printable_name(output) << "): " << human_bytes(result.input_bytes) << " of experts in, " << human_bytes(result.output_bytes)
               << " written, " << result.seconds << " s\n";
     return 0;
