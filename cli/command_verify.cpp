@@ -6,6 +6,7 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "kt_rawint4_report.hpp"
 #include "option_values.hpp"
 #include "saturated_rows_warning.hpp"
 
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 
 namespace moequant::cli {
 
@@ -129,8 +131,9 @@ json::object check_json(const PartCheck& c) {
     return o;
 }
 
-void print_report_json(const VerificationReport& report, const OpenedOutput& output) {
-    json::object root{{"passed", report.passed()},
+void print_report_json(const VerificationReport& report, const OpenedOutput& output, const std::optional<KtRawint4Report>& kt,
+                       bool passed) {
+    json::object root{{"passed", passed},
                       {"format", output.format->id()},
                       {"quantizer", report.quantizer},
                       {"parts", report.parts}};
@@ -158,10 +161,12 @@ void print_report_json(const VerificationReport& report, const OpenedOutput& out
     json::array parts;
     for (const auto& c : report.checks) parts.push_back(check_json(c));
     root["tensors"] = std::move(parts);
+    if (kt) root["kt_rawint4"] = kt_rawint4_json(*kt);
     std::cout << json::serialize(root) << "\n";
 }
 
-void print_report_text(const VerificationReport& report, const OpenedOutput& output, std::size_t worst) {
+void print_report_text(const VerificationReport& report, const OpenedOutput& output, std::size_t worst,
+                       const std::optional<KtRawint4Report>& kt, bool kt_in_full) {
     std::cout << "verify: " << output.format->id() << " output of " << report.quantizer << ", " << report.parts
               << " part(s) per expert matrix, " << report.checks.size() << " quantized parts\n\n";
     const auto layers = summarise(report);
@@ -211,19 +216,27 @@ void print_report_text(const VerificationReport& report, const OpenedOutput& out
                           << "): " << printable_text(c.problem) << "\n";
         if (shown > 50) std::cout << "  ... and " << shown - 50 << " more failed parts\n";
     }
+    if (kt) print_kt_rawint4(*kt, kt_in_full, std::cout);
+    const bool kt_fails = kt_in_full && !kt->usable();
     std::cout << "\n"
-              << (report.passed() ? "PASSED" : "FAILED") << ": " << report.checks.size() - failed << " of "
+              << (report.passed() && !kt_fails ? "PASSED" : "FAILED") << ": " << report.checks.size() - failed << " of "
               << report.checks.size() << " parts within the bounds";
     if (!report.problems.empty()) std::cout << ", " << report.problems.size() << " structural problem(s)";
+    if (kt_in_full) std::cout << ", kt-kernel RAWINT4 " << (kt->usable() ? "usable" : "not usable (" + kt->problems.front().rule + ")");
     std::cout << "\n";
 }
 
 int verify_against_source(const std::string& source_path, const std::string& converted, const std::string& quantizer_id,
                           const std::string& family, const std::string& activations, bool routed_only, bool gemv, bool as_json, bool quiet, std::size_t worst,
-                          const GlobalOptions& globals) {
+                          bool for_kt_rawint4, const GlobalOptions& globals) {
     Registry registry;
     load_plugins(registry, globals);
     OpenedOutput output = open_converted_output(registry, converted);
+    // kt-kernel's RAWINT4 reads compressed-tensors folders; every such report says whether it can.
+    const bool compressed_tensors = output.format->id() == "compressed-tensors";
+    if (for_kt_rawint4 && !compressed_tensors)
+        throw_usage_error("--for kt-rawint4 checks a compressed-tensors output (gptq's); " + printable_name(converted) + " is a " +
+                          std::string(output.format->id()) + " output");
     const std::shared_ptr<const Quantizer> quantizer = output_quantizer(registry, *output.reader, quantizer_id);
 
     const PlannedSource source = open_planned_source(registry, source_path, family);
@@ -250,14 +263,17 @@ int verify_against_source(const std::string& source_path, const std::string& con
     StreamProgress progress(stderr);
     SilentProgress silent;
     const VerificationReport report = verify_output(job, quiet || as_json ? static_cast<ProgressSink&>(silent) : progress);
-    if (as_json) print_report_json(report, output);
-    else print_report_text(report, output, worst);
+    std::optional<KtRawint4Report> kt;
+    if (compressed_tensors) kt = check_kt_rawint4(converted, source.plan);
+    const bool passed = report.passed() && (!for_kt_rawint4 || kt->usable());
+    if (as_json) print_report_json(report, output, kt, passed);
+    else print_report_text(report, output, worst, kt, for_kt_rawint4);
     // The same warning convert printed when it wrote them: such rows pass, as convert accepted them.
     SaturatedRowLog saturated;
     for (const auto& c : report.checks)
         saturated.add(c.source_tensor, c.key.projection, c.key.part, report.parts, c.rows, c.saturated_rows);
     warn_about_saturated_rows(saturated);
-    return report.passed() ? 0 : exit_code(ErrorKind::verification);
+    return passed ? 0 : exit_code(ErrorKind::verification);
 }
 
 int compare_two_outputs(const std::string& a_path, const std::string& b_path, bool as_json, const GlobalOptions& globals) {
@@ -313,7 +329,7 @@ int compare_two_outputs(const std::string& a_path, const std::string& b_path, bo
 }  // namespace
 
 int run_verify_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string source, converted, quantizer_id, family, activations;
+    std::string source, converted, quantizer_id, family, activations, target;
     std::vector<std::string> outputs;
     std::size_t threads = 0, worst = 10;
     bool gemv = false, routed_only = false, as_json = false, quiet = false, help = false;
@@ -322,6 +338,8 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
         ("source", po::value(&source)->value_name("MODEL"), "the checkpoint the output was converted from")
         ("converted", po::value(&converted)->value_name("DIR"), "the converted output to check")
         ("gemv", po::bool_switch(&gemv), "also compute y = W x straight from the packed layout and check it")
+        ("for", po::value(&target)->value_name("kt-rawint4"),
+         "also require what this runtime needs: kt-rawint4 = kt-kernel's --kt-method RAWINT4 CPU experts reading the folder")
         ("calibration-activations", po::value(&activations)->value_name("FILE"),
          "measure each part's output error on these recorded MoE inputs; GPTQ must not do worse than RTN")
         ("routed-only", po::bool_switch(&routed_only),
@@ -341,11 +359,13 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
     require_positive(parse_command_line(args, options, positional), {"threads"});
     if (help) {
         print_command_help(
-            "moequant verify --source MODEL --converted OUT [--gemv] [--json]\n"
+            "moequant verify --source MODEL --converted OUT [--gemv] [--for kt-rawint4] [--json]\n"
             "       moequant verify OUT_A OUT_B [--json]",
             "With --source: checks that the converted output holds exactly the expected quantized parts with\n"
             "the right sizes, decodes every part from its packed bytes and compares it with the source weight\n"
             "(max |error|, relative RMS error, SNR, NaN/Inf) against the quantizer's per-element bound.\n"
+            "A compressed-tensors output's report also says whether kt-kernel's RAWINT4 CPU experts can read it;\n"
+            "--for kt-rawint4 makes that part of passing, listing every problem and which kt backend runs it.\n"
             "With two outputs: compares their quantized parts byte for byte (merged or tree, any mix).\n"
             "Exit 0 when everything passes, 6 when something does not.",
             options);
@@ -353,6 +373,7 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
     }
     if (threads > 0) set_max_threads(threads);
     if (!outputs.empty()) {
+        if (!target.empty()) throw_usage_error("--for checks one output against its source, not a comparison of two");
         if (!source.empty() || !converted.empty())
             throw_usage_error("give either --source and --converted, or two outputs to compare, not both");
         if (outputs.size() != 2) throw_usage_error("comparing needs exactly two outputs, got " + std::to_string(outputs.size()));
@@ -361,10 +382,12 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
     if (source.empty() || converted.empty())
         throw_usage_error("verify needs --source and --converted (or two outputs to compare)",
                           {.hint = "moequant verify --help"});
+    if (!target.empty() && target != "kt-rawint4")
+        throw_usage_error("--for '" + target + "' is not a runtime verify knows", {.code = "BadOption", .hint = "use kt-rawint4"});
     if (routed_only && activations.empty())
         throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations");
     return verify_against_source(source, converted, quantizer_id, family, activations, routed_only, gemv, as_json, quiet,
-                                 worst, globals);
+                                 worst, !target.empty(), globals);
 }
 
 }  // namespace moequant::cli

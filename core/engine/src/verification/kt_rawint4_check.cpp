@@ -1,0 +1,230 @@
+#include <moequant/engine/kt_rawint4_check.hpp>
+
+#include <moequant/error.hpp>
+#include <moequant/printable.hpp>
+#include <moequant/safetensors_reader.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace moequant {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::size_t shown_per_rule = 5;
+
+// Every tensor of every *.safetensors under the folder, as kt's loader maps them (it walks the
+// folder and opens them all, so a stray file from another run counts too).
+class FolderTensors {
+public:
+    explicit FolderTensors(const fs::path& folder) {
+        std::error_code ec;
+        std::vector<fs::path> paths;
+        for (fs::recursive_directory_iterator it(folder, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
+             it.increment(ec))
+            if (it->path().extension() == ".safetensors" && it->is_regular_file(ec)) paths.push_back(it->path());
+        if (ec) throw Error(ErrorKind::io, "cannot list " + printable_name(folder.string()) + ": " + ec.message());
+        std::sort(paths.begin(), paths.end());
+        files_.reserve(paths.size());
+        for (const auto& p : paths) {
+            try {
+                files_.push_back(SafetensorsFile::open(p));
+            } catch (const Error& e) {  // kt's loader would stop on it too
+                unreadable_.push_back(e.what());
+                continue;
+            }
+            for (const TensorInfo& t : files_.back().tensors()) {
+                auto [at, fresh] = where_.try_emplace(t.name, files_.size() - 1, &t);
+                if (!fresh)
+                    duplicates_.push_back({t.name, relative(files_[at->second.first].path(), folder), relative(p, folder)});
+            }
+        }
+    }
+    const TensorInfo* find(const std::string& name) const {
+        const auto it = where_.find(name);
+        return it == where_.end() ? nullptr : it->second.second;
+    }
+    const SafetensorsFile& file_of(const std::string& name) const { return files_[where_.at(name).first]; }
+    // (tensor, one file, another file) for every name two files hold.
+    const std::vector<std::array<std::string, 3>>& duplicates() const { return duplicates_; }
+    // Why each *.safetensors file that cannot be read was not.
+    const std::vector<std::string>& unreadable() const { return unreadable_; }
+
+private:
+    static std::string relative(const fs::path& p, const fs::path& folder) { return p.lexically_relative(folder).string(); }
+    std::vector<SafetensorsFile> files_;
+    std::map<std::string, std::pair<std::size_t, const TensorInfo*>> where_;
+    std::vector<std::array<std::string, 3>> duplicates_;
+    std::vector<std::string> unreadable_;
+};
+
+class Problems {
+public:
+    explicit Problems(KtRawint4Report& report) : report_(report) {}
+    void add(const std::string& rule, const std::string& message) {
+        ++report_.problem_count;
+        if (shown_[rule]++ < shown_per_rule) report_.problems.push_back({rule, message});
+    }
+
+private:
+    KtRawint4Report& report_;
+    std::map<std::string, std::size_t> shown_;
+};
+
+// The prefix under which kt finds layer `layer`'s experts: the bases amx.py tries in order, each
+// also with "language_model." before it (the loader's fallback), the first whose expert 0 has
+// an up_proj.weight_packed. Empty when none.
+std::string experts_prefix(const FolderTensors& tensors, std::int64_t layer) {
+    const std::string l = std::to_string(layer);
+    for (const std::string& base : {"model.layers." + l, "language_model.model.layers." + l, "model.language_model.layers." + l})
+        for (const std::string& prefix : {base, "language_model." + base})
+            if (tensors.find(prefix + ".mlp.experts.0.up_proj.weight_packed")) return prefix + ".mlp.experts";
+    return {};
+}
+
+// kt's group size of one projection: its in_features over the scale's columns.
+struct ProjectionGroups {
+    std::int64_t in_features = 0, scale_columns = 0;
+    std::int64_t group() const noexcept { return scale_columns > 0 ? in_features / scale_columns : 0; }
+};
+
+std::int64_t stored_shape_value(const FolderTensors& tensors, const std::string& name, int index) {
+    const TensorView v = tensors.file_of(name).view(name);
+    std::int64_t value = 0;
+    std::memcpy(&value, v.bytes.data() + index * 8, 8);
+    return value;
+}
+
+// The checks of one expert projection; returns its scale columns (0 when unreadable).
+std::int64_t check_projection(const FolderTensors& tensors, const std::string& module, std::int64_t rows, std::int64_t cols,
+                              Problems& problems) {
+    const std::string packed_name = module + ".weight_packed", scale_name = module + ".weight_scale";
+    const TensorInfo* packed = tensors.find(packed_name);
+    const TensorInfo* scale = tensors.find(scale_name);
+    if (!packed || !scale) {
+        problems.add("ExpertTensors", printable_name(packed ? scale_name : packed_name) + " is missing (kt's loader needs it)");
+        return 0;
+    }
+    if (tensors.find(module + ".weight_g_idx"))
+        problems.add("NoGroupIndex", printable_name(module + ".weight_g_idx") +
+                                         " is stored (actorder group): kt ignores it and would decode the columns in the wrong groups");
+    if (tensors.find(module + ".weight_zero_point"))
+        problems.add("Symmetric", printable_name(module + ".weight_zero_point") + " is stored: kt's RAWINT4 has no zero points");
+    const bool two_d = packed->shape.size() == 2 && packed->shape[0] == rows;
+    if (!two_d || !(packed->dtype == DType::I32 || packed->dtype == DType::U8)) {
+        problems.add("Int4Codes", printable_name(packed_name) + " is " + std::string(dtype_name(packed->dtype)) + " " +
+                                      shape_to_string(packed->shape) + ", expected I32 [" + std::to_string(rows) + ", " +
+                                      std::to_string(cols / 8) + "]");
+    } else {
+        const std::int64_t codes = packed->shape[1] * (packed->dtype == DType::I32 ? 8 : 2);
+        if (codes != cols)
+            problems.add("Int4Codes", printable_name(packed_name) + " " + shape_to_string(packed->shape) + " holds " +
+                                          (codes == 2 * cols ? "8-bit codes (W8A16)" : "not 4-bit codes") + " of " +
+                                          std::to_string(cols) + " columns: kt reads every byte as two 4-bit codes");
+    }
+    if (scale->dtype != DType::BF16)
+        problems.add("Bf16Scales", printable_name(scale_name) + " is " + std::string(dtype_name(scale->dtype)) +
+                                       ": kt's RAWINT4 reads BF16 scales only");
+    if (scale->shape.size() != 2 || scale->shape[0] != rows || scale->shape[1] <= 0 || cols % scale->shape[1] != 0) {
+        problems.add("OneGroupSize", printable_name(scale_name) + " " + shape_to_string(scale->shape) + " is not [" +
+                                         std::to_string(rows) + ", G] with G dividing the " + std::to_string(cols) + " columns");
+        return 0;
+    }
+    if (const TensorInfo* shape = tensors.find(module + ".weight_shape")) {
+        const bool readable = shape->dtype == DType::I64 && shape->shape == Shape{2};
+        if (!readable || stored_shape_value(tensors, module + ".weight_shape", 0) != rows ||
+            stored_shape_value(tensors, module + ".weight_shape", 1) != cols)
+            problems.add("WeightShape", printable_name(module + ".weight_shape") + " is not I64 [2] holding [" +
+                                            std::to_string(rows) + ", " + std::to_string(cols) + "]");
+    }
+    return scale->shape[1];
+}
+
+// The backends of amx.py's _select_rawint4_backend and the group sizes their kernels compute
+// right (docs/kt-rawint4.md).
+std::vector<KtRawint4Backend> backends_for(std::int64_t group, std::int64_t hidden, std::int64_t intermediate) {
+    const bool divides = group > 0 && hidden % group == 0 && intermediate % group == 0;
+    const bool words = hidden % 8 == 0 && intermediate % 8 == 0;
+    auto verdict = [](bool runs, const std::string& why) { return std::pair{runs, runs ? std::string() : why}; };
+    const auto amx = verdict(group == 32 && divides, "its kernel reads two scales per 64 columns: group 32 only");
+    const auto vnni = verdict(divides && words && group % 32 == 0 && group <= 256,
+                              "needs a group size that is a multiple of 32, at most 256, dividing the columns");
+    const auto avx2 = verdict(divides && words, "needs a group size dividing the columns and columns a multiple of 8");
+    return {
+        {"amx", "the default whenever kt-kernel is built with AVX-512 (AVX512F+BW; AMX not needed)", amx.first, amx.second},
+        {"amx_blocked", "chosen only by KT_RAWINT4_BACKEND=amx_blocked; same needs as amx", amx.first, amx.second},
+        {"avxvnni", "the default on a kt-kernel built without AVX-512 on a CPU with AVX-VNNI", vnni.first, vnni.second},
+        {"avx2", "the last default; any AVX2 CPU; serve with --kt-threadpool-count 1", avx2.first, avx2.second},
+    };
+}
+
+}  // namespace
+
+KtRawint4Report check_kt_rawint4(const fs::path& folder, const ModelPlan& plan) {
+    KtRawint4Report report;
+    Problems problems(report);
+    const FolderTensors tensors(folder);
+    for (const std::string& why : tensors.unreadable()) problems.add("ReadableFiles", why);
+    for (const auto& [name, first, second] : tensors.duplicates())
+        problems.add("OneTensorPerName", printable_name(name) + " is in both " + printable_name(first) + " and " +
+                                             printable_name(second) + ": kt would read one of them");
+    std::optional<ProjectionGroups> kt_group;  // what kt derives: layer 1's expert 0 gate
+    for (const MoeLayerPlan& layer : plan.moe_layers) {
+        const std::string prefix = experts_prefix(tensors, layer.layer);
+        if (prefix.empty()) {
+            const std::string stored = layer.experts.empty() ? std::string()
+                                                             : expert_module_name(layer.experts.front().weights[1], layer.experts.front().expert, Projection::up);
+            problems.add("ExpertsFound", "kt finds no INT4 experts of layer " + std::to_string(layer.layer) +
+                                             ": no model.layers." + std::to_string(layer.layer) +
+                                             ".mlp.experts.0.up_proj.weight_packed (nor under the language_model prefixes kt tries); "
+                                             "this model's are " + printable_name(stored) +
+                                             (tensors.find(stored + ".weight_packed") ? "" : ", not stored as INT4 here"));
+            continue;
+        }
+        std::size_t found = 0;
+        while (tensors.find(prefix + "." + std::to_string(found) + ".up_proj.weight_packed")) ++found;
+        if (found != layer.experts.size())
+            problems.add("ExpertsFound", "kt counts " + std::to_string(found) + " experts under " + printable_name(prefix) +
+                                             " (up to the first missing up_proj.weight_packed), the model has " +
+                                             std::to_string(layer.experts.size()));
+        for (std::size_t e = 0; e < std::min(found, layer.experts.size()); ++e)
+            for (Projection p : expert_projections) {
+                const ExpertWeightSource& source = layer.experts[e].weights[static_cast<int>(p)];
+                const std::string module = prefix + "." + std::to_string(e) + "." + std::string(projection_name(p)) + "_proj";
+                const std::int64_t columns = check_projection(tensors, module, source.rows, source.cols, problems);
+                if (!columns) continue;
+                const ProjectionGroups here{source.cols, columns};
+                if (!kt_group) {
+                    if (p != Projection::gate) continue;  // kt takes its group size from a gate
+                    kt_group = here;
+                    report.group_size = here.group();
+                }
+                if (here.group() != report.group_size)
+                    problems.add("OneGroupSize",
+                                 printable_name(module + ".weight_scale") + " has " + std::to_string(columns) + " groups of " +
+                                     std::to_string(here.group()) + " columns, but kt takes " + std::to_string(report.group_size) +
+                                     " (hidden_size / the gate's scale columns) for every projection" +
+                                     (columns == 1 ? " (one scale per row: kt has no channel mode)" : ""));
+            }
+    }
+    if (plan.moe_layers.empty()) problems.add("ExpertsFound", "the model has no routed experts for kt's MoE method");
+    if (report.group_size > 0) {
+        report.backends = backends_for(report.group_size, plan.hidden_size, plan.expert_intermediate_size);
+        const bool any = std::any_of(report.backends.begin(), report.backends.end(), [](const auto& b) { return b.runs; });
+        if (!any) problems.add("Backend", "no RAWINT4 backend of kt computes group size " + std::to_string(report.group_size));
+        else if (!report.backends.front().runs)
+            report.warnings.push_back("kt's default RAWINT4 backend (amx, whenever kt-kernel is built with AVX-512) needs group 32 and "
+                                      "computes wrong results for group " + std::to_string(report.group_size) +
+                                      " without an error: set KT_RAWINT4_BACKEND to one that runs it, or quantize with "
+                                      "gptq --group_size 32");
+    }
+    return report;
+}
+
+}  // namespace moequant
