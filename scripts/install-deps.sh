@@ -13,6 +13,7 @@ packages=(
   libboost-test1.81-dev libboost-filesystem1.81-dev
   libeigen3-dev libtbb-dev
   libblis-serial-dev  # Eigen's float products (EIGEN_USE_BLAS), CPU kernels chosen at run time
+  libdnnl-dev         # oneDNN: the calibration forward's BF16 products (AMX / AVX512-BF16 where present)
   libpcre2-dev libutf8proc-dev pkgconf  # the tokenizer: Unicode regexes, NFC normalization
   libsimde-dev  # tests only: runs the AVX-512 kernels on CPUs without AVX-512
   zsh  # tests only: runs the zsh completion script

@@ -109,9 +109,12 @@
 //  15 (0.15.0): OutputFormat::planned_files() (every file a job writes, sized without writing:
 //              --dry-run and the free-disk check), PlannedFile (output_file.hpp),
 //              safetensors_file_size() and ShardedSafetensorsPlan.
-#define MOEQUANT_PLUGIN_ABI_VERSION 15
+//  16 (0.16.0): compute_dtype.hpp (ComputeDtype, set_compute_dtype(), cpu_has_bf16_products(),
+//              bf16_product_isa()): layer_ops' products in BF16 through oneDNN when the host
+//              asks for it (--compute-dtype); the SDK links libdnnl.
+#define MOEQUANT_PLUGIN_ABI_VERSION 16
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "7f2ceb9d38296c56"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "8f93bc9e8790435e"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

@@ -1,3 +1,6 @@
+#include "numeric/bf16_products.hpp"
+
+#include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
@@ -105,6 +108,68 @@ void apply_rope(float* x, std::int64_t heads, std::int64_t head_dim, std::int64_
     });
 }
 
+namespace {
+
+// Rows [r0, r0 + rows) of a causal score block [rows, keys]: scaled, softmax over keys 0..query
+// in float32, the masked keys 0.
+void causal_softmax(float* scores, std::int64_t rows, std::int64_t keys, std::int64_t r0, float scale) {
+    for (std::int64_t i = 0; i < rows; ++i) {
+        float* row = scores + i * keys;
+        const std::int64_t seen = r0 + i;  // causal: keys 0..seen
+        float peak = -INFINITY;
+        for (std::int64_t j = 0; j <= seen; ++j) peak = std::max(peak, row[j] *= scale);
+        float sum = 0;
+        for (std::int64_t j = 0; j <= seen; ++j) sum += (row[j] = std::exp(row[j] - peak));
+        for (std::int64_t j = 0; j <= seen; ++j) row[j] /= sum;
+        for (std::int64_t j = seen + 1; j < keys; ++j) row[j] = 0.0f;
+    }
+}
+
+// `rows` rows of `width` floats `stride` apart as dense BF16.
+void gather_bf16(const float* src, std::int64_t rows, std::int64_t width, std::int64_t stride, std::uint16_t* dst) {
+    for (std::int64_t r = 0; r < rows; ++r) convert_f32_to_bf16(src + r * stride, dst + r * width, static_cast<std::size_t>(width));
+}
+
+// causal_attention with compute_dtype() bf16: Q K^T and P V as BF16 products with FP32
+// accumulation (the softmax stays FP32; P is rounded to BF16 for the second product, as torch
+// does in bfloat16). One (sample, head) per task, as the FP32 path.
+void bf16_attention(const float* q, const float* k, const float* v, std::int64_t q_heads, std::int64_t kv_heads,
+                    std::int64_t qk_dim, std::int64_t v_dim, std::span<const std::int64_t> sample_lengths,
+                    const std::vector<std::int64_t>& starts, float scale, std::int64_t query_block, float* out) {
+    const std::int64_t group = q_heads / kv_heads;
+    const std::size_t tasks = sample_lengths.size() * static_cast<std::size_t>(q_heads);
+    parallel_for(0, tasks, 1, [&](std::size_t first, std::size_t last) {
+        std::vector<std::uint16_t> qh, kh, vh, p;
+        std::vector<float> scores, o;
+        for (std::size_t task = first; task < last; ++task) {
+            const std::size_t s = task / static_cast<std::size_t>(q_heads);
+            const std::int64_t h = static_cast<std::int64_t>(task % static_cast<std::size_t>(q_heads)), kvh = h / group;
+            const std::int64_t begin = starts[s], n = sample_lengths[s];
+            if (n == 0) continue;
+            qh.resize(static_cast<std::size_t>(n * qk_dim));
+            kh.resize(qh.size());
+            vh.resize(static_cast<std::size_t>(n * v_dim));
+            gather_bf16(q + (begin * q_heads + h) * qk_dim, n, qk_dim, q_heads * qk_dim, qh.data());
+            gather_bf16(k + (begin * kv_heads + kvh) * qk_dim, n, qk_dim, kv_heads * qk_dim, kh.data());
+            gather_bf16(v + (begin * kv_heads + kvh) * v_dim, n, v_dim, kv_heads * v_dim, vh.data());
+            for (std::int64_t r0 = 0; r0 < n; r0 += query_block) {
+                const std::int64_t rows = std::min(query_block, n - r0), keys = r0 + rows;
+                scores.resize(static_cast<std::size_t>(rows * keys));
+                detail::bf16_product(qh.data() + r0 * qk_dim, kh.data(), true, scores.data(), rows, keys, qk_dim);
+                causal_softmax(scores.data(), rows, keys, r0, scale);
+                p.resize(scores.size());
+                convert_f32_to_bf16(scores.data(), p.data(), scores.size());
+                o.resize(static_cast<std::size_t>(rows * v_dim));
+                detail::bf16_product(p.data(), vh.data(), false, o.data(), rows, v_dim, keys);
+                for (std::int64_t i = 0; i < rows; ++i)
+                    std::copy_n(o.data() + i * v_dim, v_dim, out + ((begin + r0 + i) * q_heads + h) * v_dim);
+            }
+        }
+    });
+}
+
+}  // namespace
+
 void causal_attention(const float* q, const float* k, const float* v, std::int64_t q_heads, std::int64_t kv_heads,
                       std::int64_t qk_dim, std::int64_t v_dim, std::span<const std::int64_t> sample_lengths, float scale,
                       float* out) {
@@ -123,6 +188,10 @@ void causal_attention(const float* q, const float* k, const float* v, std::int64
     using StridedOut = Eigen::Map<Rows, 0, Eigen::OuterStride<>>;
     constexpr std::int64_t query_block = 256;
     const std::size_t tasks = sample_lengths.size() * static_cast<std::size_t>(q_heads);
+    if (compute_dtype() == ComputeDtype::bf16) {
+        bf16_attention(q, k, v, q_heads, kv_heads, qk_dim, v_dim, sample_lengths, starts, scale, query_block, out);
+        return;
+    }
     parallel_for(0, tasks, 1, [&](std::size_t first, std::size_t last) {
         Rows scores;
         for (std::size_t task = first; task < last; ++task) {
@@ -140,16 +209,7 @@ void causal_attention(const float* q, const float* k, const float* v, std::int64
                 const std::int64_t rows = std::min(query_block, n - r0), keys = r0 + rows;
                 scores.resize(rows, keys);
                 scores.noalias() = qh.middleRows(r0, rows) * kh.topRows(keys).transpose();
-                for (std::int64_t i = 0; i < rows; ++i) {
-                    float* row = scores.data() + i * keys;
-                    const std::int64_t seen = r0 + i;  // causal: keys 0..seen
-                    float peak = -INFINITY;
-                    for (std::int64_t j = 0; j <= seen; ++j) peak = std::max(peak, row[j] *= scale);
-                    float sum = 0;
-                    for (std::int64_t j = 0; j <= seen; ++j) sum += (row[j] = std::exp(row[j] - peak));
-                    for (std::int64_t j = 0; j <= seen; ++j) row[j] /= sum;
-                    for (std::int64_t j = seen + 1; j < keys; ++j) row[j] = 0.0f;
-                }
+                causal_softmax(scores.data(), rows, keys, r0, scale);
                 oh.middleRows(r0, rows).noalias() = scores * vh.topRows(keys);
             }
         }
@@ -201,9 +261,44 @@ std::vector<float> load_f32(const Checkpoint& checkpoint, const std::string& nam
     return out;
 }
 
+namespace {
+
+// linear() with compute_dtype() bf16: x and W rounded once to BF16, FP32 accumulation. Fixed
+// blocks of output columns, one product each, so the bytes do not depend on the thread count.
+void bf16_linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight, std::int64_t out,
+                 std::int64_t in, std::vector<float>& y) {
+    constexpr std::int64_t block = 256;
+    std::vector<std::uint16_t> xb(x.size());
+    parallel_for(0, static_cast<std::size_t>(rows), 64, [&](std::size_t first, std::size_t last) {
+        convert_f32_to_bf16(x.data() + first * in, xb.data() + first * in, (last - first) * static_cast<std::size_t>(in));
+    });
+    const std::size_t blocks = static_cast<std::size_t>((out + block - 1) / block);
+    parallel_for(0, blocks, 1, [&](std::size_t first, std::size_t last) {
+        std::vector<std::uint16_t> wb;
+        std::vector<float> part;
+        for (std::size_t b = first; b < last; ++b) {
+            const std::int64_t c0 = static_cast<std::int64_t>(b) * block, n = std::min(block, out - c0);
+            wb.resize(static_cast<std::size_t>(n * in));
+            convert_f32_to_bf16(weight.data() + c0 * in, wb.data(), wb.size());
+            part.resize(static_cast<std::size_t>(rows * n));
+            detail::bf16_product(xb.data(), wb.data(), true, part.data(), rows, n, in);
+            for (std::int64_t r = 0; r < rows; ++r) std::copy_n(part.data() + r * n, n, y.data() + r * out + c0);
+        }
+    });
+}
+
+}  // namespace
+
 std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight, std::int64_t out,
                           std::int64_t in, const std::vector<float>* bias) {
     std::vector<float> y(static_cast<std::size_t>(rows * out));
+    if (compute_dtype() == ComputeDtype::bf16) {
+        bf16_linear(x, rows, weight, out, in, y);
+        if (bias)
+            for (std::int64_t r = 0; r < rows; ++r)
+                for (std::int64_t c = 0; c < out; ++c) y[r * out + c] += (*bias)[c];
+        return y;
+    }
     const Eigen::Map<const RowMajor> xm(x.data(), rows, in), wm(weight.data(), out, in);
     Eigen::Map<RowMajor> ym(y.data(), rows, out);
     // The BLAS is serial: blocks of output columns run in parallel, each packing only its slice of

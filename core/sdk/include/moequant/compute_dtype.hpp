@@ -1,0 +1,39 @@
+// The precision of the calibration forward's matrix products: the linear layers and the
+// attention products of layer_ops.hpp (linear(), swiglu_mlp(), add_routed_experts(),
+// causal_attention()).
+//
+// f32: FP32 products through BLIS, as torch runs the model in float32. bf16: both operands
+// rounded once to BF16, products accumulated in FP32 and kept in FP32 (oneDNN's matmul, on AMX
+// where the CPU has it, else AVX512-BF16, AVX-512 or AVX2), as llm-compressor runs the model in
+// bfloat16 except that moequant keeps every result in FP32. Either way the bytes do not depend on
+// the thread count: both split the work into fixed blocks, each computed by one thread.
+// Everything else (norms, softmax, rotary, routing, Hessians, GPTQ) stays FP32.
+#pragma once
+
+#include <moequant/export.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace moequant {
+
+enum class ComputeDtype : int { f32 = 0, bf16 = 1 };
+
+// The dtype the products use now: f32 until set_compute_dtype() says otherwise. Not meant to
+// be changed while products run on other threads.
+MOEQUANT_API ComputeDtype compute_dtype() noexcept;
+MOEQUANT_API void set_compute_dtype(ComputeDtype dtype) noexcept;
+
+// Whether this CPU multiplies BF16 natively (AVX512-BF16 or AMX-BF16): where bf16 is the faster
+// choice, and the host's default.
+MOEQUANT_API bool cpu_has_bf16_products() noexcept;
+
+// The instruction set oneDNN's BF16 products run on here, in oneDNN's names (e.g.
+// "avx512_core_amx", "avx512_core_bf16", "avx512_core", "avx2").
+MOEQUANT_API std::string bf16_product_isa();
+
+MOEQUANT_API std::string_view compute_dtype_name(ComputeDtype dtype) noexcept;
+MOEQUANT_API std::optional<ComputeDtype> compute_dtype_from_name(std::string_view name) noexcept;
+
+}  // namespace moequant

@@ -1,0 +1,20 @@
+// BF16 matrix products with FP32 accumulation through oneDNN's matmul (compute_dtype.hpp), for
+// the layer ops. Each call runs on the calling thread alone (its OpenMP team is capped at one),
+// so a caller that splits a product into fixed blocks gets bytes independent of the thread count.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace moequant::detail {
+
+// c[m, n] (dense, overwritten) = a[m, k] x op(b), all dense row-major: op(b) = b^T for b[n, k]
+// (b_transposed: a linear layer's weight, attention's keys) or b for b[k, n] (attention's values).
+void bf16_product(const std::uint16_t* a, const std::uint16_t* b, bool b_transposed, float* c, std::int64_t m, std::int64_t n,
+                  std::int64_t k);
+
+// oneDNN's name of the implementation it picks for such a product (e.g. "brg:avx512_core_bf16"),
+// for benchmarks to print.
+std::string bf16_product_implementation(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transposed);
+
+}  // namespace moequant::detail
