@@ -1,4 +1,5 @@
 #include "calibration_inputs.hpp"
+#include "compute_dtype_option.hpp"
 
 #include "option_values.hpp"
 #include "text_calibration.hpp"
@@ -32,6 +33,9 @@ void add_calibration_options(po::options_description& description, CalibrationIn
          "with --dataset: also write every MoE layer's inputs as recorded activations")
         ("routed-only", po::bool_switch(&o.routed_only),
          "an expert sees only the tokens its layer's router sends it (moe_calibrate_all_experts=False)");
+    add_compute_dtype_option(description, o.compute_dtype,
+                             "with --dataset: the forward's matrix products in BF16 (FP32 accumulation, oneDNN) or FP32 "
+                             "(default: bf16 where the CPU has AVX512-BF16 or AMX, else f32)");
 }
 
 void check_calibration_options(const CalibrationInputOptions& o) {
@@ -41,6 +45,8 @@ void check_calibration_options(const CalibrationInputOptions& o) {
         throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations or --dataset");
     if (!o.save_activations.empty() && o.dataset.empty())
         throw_usage_error("--save-activations records what --dataset calibration computes; it needs --dataset");
+    if (!o.compute_dtype.empty() && o.dataset.empty())
+        throw_usage_error("--compute-dtype sets the precision of the --dataset forward; it needs --dataset");
 }
 
 CalibrationInputs::CalibrationInputs(const Registry& registry, const PlannedSource& source,
@@ -54,6 +60,7 @@ CalibrationInputs::CalibrationInputs(const Registry& registry, const PlannedSour
         const TextCalibrationOptions text{options.dataset,
                                           {options.samples > 0 ? options.samples : 512,
                                            options.max_length > 0 ? options.max_length : 2048, options.seed, options.split}};
+        products_ = apply_compute_dtype(options.compute_dtype, calibration_compute_dtype());
         CalibrationSamples tokenized = load_text_calibration(registry, source, text);
         forward_ = source_decoder_forward(registry, source, source.plan);
         scratch_ = std::make_unique<ScratchFolder>();
@@ -85,7 +92,8 @@ void CalibrationInputs::describe(ProgressSink& progress, const ModelPlan& plan) 
                       std::to_string(sequential_->tokens()) + " token(s) of " + options_.dataset +
                       ", run through the model layer by layer in " + std::to_string(sequential_->batches()) + " batch(es)" +
                       (sequential_->hidden_states_on_disk() ? ", hidden states in a scratch file" : "") +
-                      (routed ? "; experts see the tokens routed to them" : "; every expert sees all of them"));
+                      (routed ? "; experts see the tokens routed to them" : "; every expert sees all of them") + "; " +
+                      products_);
     else if (recorded_)
         progress.note("calibration: " + std::to_string(recorded_->samples()) + " sample(s), " +
                       std::to_string(recorded_->tokens()) + " token(s) per MoE layer from " + options_.activations +

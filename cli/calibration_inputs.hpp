@@ -33,12 +33,14 @@ struct CalibrationInputOptions {
     std::string split = DatasetSelection{}.split;  // --dataset_split
     double max_memory_gb = 0;
     bool routed_only = false;
+    std::string compute_dtype;     // --compute-dtype of the --dataset forward ("" = the CPU's default)
 
     bool given() const noexcept { return !dataset.empty() || !activations.empty(); }
 };
 
 // --calibration-activations, --dataset, --dataset_split, --num_calibration_samples,
-// --max_sequence_length, --random_seed, --max-memory, --save-activations, --routed-only.
+// --max_sequence_length, --random_seed, --max-memory, --save-activations, --routed-only,
+// --compute-dtype.
 void add_calibration_options(boost::program_options::options_description& description, CalibrationInputOptions& options);
 
 // Error(usage) for flags that contradict each other: both kinds of data, --routed-only or
@@ -66,6 +68,7 @@ public:
 private:
     CalibrationInputOptions options_;
     std::unique_ptr<ScratchFolder> scratch_;
+    std::string products_;  // what the forward's products run in (compute_dtype_option.hpp)
     std::unique_ptr<DecoderForward> forward_;
     std::optional<SequentialCalibration> sequential_;
     std::optional<CalibrationActivations> recorded_;

@@ -4,6 +4,7 @@
 // agreement and each MoE layer's output error (docs/cli.md, eval, says what each measures).
 
 #include "command.hpp"
+#include "compute_dtype_option.hpp"
 #include "dry_run_report.hpp"
 #include "eval_report.hpp"
 #include "family_selection.hpp"
@@ -27,7 +28,7 @@ namespace moequant::cli {
 namespace po = boost::program_options;
 
 int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string input, cpu_weights, gpu_weights, placement_file;
+    std::string input, cpu_weights, gpu_weights, placement_file, compute;
     bool as_json = false, dry_run = false;
     double max_memory_gb = 0;
     TextCalibrationOptions text;
@@ -45,11 +46,14 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
          "bound both models' hidden states in memory (beyond, mapped scratch files) and run the samples in batches that fit")
         ("json", po::bool_switch(&as_json), "print the numbers as one JSON object")
         ("dry-run", po::bool_switch(&dry_run), "run nothing: print the plan, the expected peak memory and time");
+    add_compute_dtype_option(options, compute,
+                             "both forwards' matrix products in FP32 (the default: the KL measures the conversion alone) "
+                             "or BF16 (FP32 accumulation, oneDNN; faster, with BF16 rounding in both)");
     const std::optional<RunOptions> parsed = parse_text_run_command(
         args, options, globals,
         "moequant eval --model_id MODEL --dataset FILE|embedded [--cpu-weights KT_OUT] [--gpu-weights CT_OUT\n"
         "              [--placement placement.json]]",
-        "Runs the model (float32, on the CPU) to its logits twice on the tokenized dataset: with the\n"
+        "Runs the model (on the CPU) to its logits twice on the tokenized dataset: with the\n"
         "source's routed experts, and with the quantized ones of the output (dequantized). Prints the\n"
         "perplexity of both, KL(source || quantized) of the next-token distributions (mean and 99th\n"
         "percentile), top-1 agreement, and each MoE layer's relative output error on the source's\n"
@@ -100,6 +104,7 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
         throw Error(e.kind(), "family '" + source.plan.family + "' has no decoder forward: eval cannot run it",
                     {.file = source.config.source(), .code = "NoForward"});
     }
+    const std::string products = apply_compute_dtype(compute, ComputeDtype::f32);
     CalibrationSamples tokenized = load_text_calibration(registry, source, text);
 
     ScratchFolder scratch;
@@ -114,7 +119,8 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     else if (quantized) experts = "the " + (cpu ? cpu : gpu)->quantizer() + " experts of " + output;
     const std::string what = quantized ? source.plan.family + " with " + experts : source.plan.family + " against itself";
     if (dry_run) return report_eval_dry_run(job, what);
-    if (!common.quiet) progress.note("eval: " + what + ", " + std::to_string(job.samples.size()) + " sample(s) of " + text.dataset);
+    if (!common.quiet)
+        progress.note("eval: " + what + ", " + std::to_string(job.samples.size()) + " sample(s) of " + text.dataset + "; " + products);
     const EvaluationReport report = run_evaluation(job, common.quiet ? static_cast<ProgressSink&>(silent) : progress);
     if (as_json) print_eval_json(report, source.plan);
     else print_eval_text(report, source.plan, what);

@@ -5,6 +5,7 @@
 // --calibration-activations`, `verify --calibration-activations` (e.g. held-out text) and `plan`.
 
 #include "command.hpp"
+#include "compute_dtype_option.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
@@ -27,7 +28,7 @@ namespace moequant::cli {
 namespace po = boost::program_options;
 
 int run_record_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string input, output;
+    std::string input, output, compute;
     TextCalibrationOptions text;
     double max_memory_gb = 0;
     bool overwrite = false;
@@ -38,10 +39,13 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
         ("overwrite", po::bool_switch(&overwrite), "replace an existing --output file")
         ("max-memory", po::value(&max_memory_gb)->value_name("GB"),
          "bound the hidden states in memory (beyond, a mapped scratch file) and run the samples in batches that fit");
+    add_compute_dtype_option(options, compute,
+                             "the forward's matrix products in BF16 (FP32 accumulation, oneDNN) or FP32 (default: bf16 "
+                             "where the CPU has AVX512-BF16 or AMX, else f32, as gptq --dataset)");
     const std::optional<RunOptions> parsed = parse_text_run_command(
         args, options, globals,
         "moequant record --model_id MODEL --dataset FILE|embedded --output ACTIVATIONS.safetensors",
-        "Runs the model (its own weights, float32, on the CPU) on the tokenized dataset and writes the\n"
+        "Runs the model (its own weights, on the CPU) on the tokenized dataset and writes the\n"
         "hidden states entering every MoE block, with the samples' lengths, as recorded activations.");
     if (!parsed) return 0;
     const RunOptions& common = *parsed;
@@ -54,6 +58,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     load_plugins(registry, globals);
     const PlannedSource source = open_planned_source(registry, input, common.family);
     check_output_file(output, {.folders = {source.checkpoint.directory()}, .files = dataset_files(text.dataset)}, overwrite);
+    const std::string products = apply_compute_dtype(compute, calibration_compute_dtype());
     CalibrationSamples tokenized = load_text_calibration(registry, source, text);
     const auto forward = source_decoder_forward(registry, source, source.plan);
     ScratchFolder scratch;
@@ -62,6 +67,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     StreamProgress progress(stderr);
     SilentProgress silent;
     ProgressSink& sink = common.quiet ? static_cast<ProgressSink&>(silent) : progress;
+    sink.note("record: " + products);
     std::size_t done = 0;
     for (const auto& layer : source.plan.moe_layers) {
         run.layer_inputs(layer.layer);

@@ -21,6 +21,14 @@ GLM's sizes, rope_parameters without scaling, mlp_layer_types, samples within in
 
 Besides the layers, "logits": the final norm and head applied to the last computed layer's output.
 
+A fourth argument runs every matrix product (each `@`: linear layers, router, experts, Q K^T, P V)
+in BF16, everything else staying float32, for moequant's --compute-dtype bf16:
+    bf16-operands  operands rounded to BF16, the product in float32 (what moequant computes), into
+                   <family>_bf16_operands.safetensors
+    bf16           torch's bfloat16 matmul (BF16 operands, result rounded to BF16), into
+                   <family>_bf16.safetensors
+Only for families whose every product is one of those (not Qwen3-Next's Gated DeltaNet).
+
 Run once by hand with Debian's python3-torch; CI only reads the output file."""
 import json
 import math
@@ -382,6 +390,17 @@ def swiglu(w, prefix, x):
     return h @ w[prefix + "down_proj.weight"].T
 
 
+def bf16_products(mode):
+    """Every `a @ b` of the functions above in BF16 (the module's docstring)."""
+    product = torch.Tensor.__matmul__
+    if mode == "bf16-operands":
+        torch.Tensor.__matmul__ = lambda a, b: product(a.bfloat16().float(), b.bfloat16().float())
+    elif mode == "bf16":
+        torch.Tensor.__matmul__ = lambda a, b: product(a.bfloat16(), b.bfloat16()).float()
+    else:
+        raise SystemExit(f"unknown product mode {mode}")
+
+
 def main(family, model_dir, output):
     f = FAMILIES[family]
     c, w = load(model_dir)
@@ -430,12 +449,18 @@ def main(family, model_dir, output):
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
-    header["__metadata__"] = {"generator": "make_reference.py, torch " + torch.__version__, "model": c["model_type"]}
+    header["__metadata__"] = {"generator": "make_reference.py, torch " + torch.__version__, "model": c["model_type"],
+                              "products": PRODUCTS}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * ((8 - len(text) % 8) % 8)
     with open(output, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
+PRODUCTS = "float32"
+
 if __name__ == "__main__":
+    if len(sys.argv) > 4:
+        PRODUCTS = sys.argv[4]
+        bf16_products(PRODUCTS)
     main(sys.argv[1], sys.argv[2], sys.argv[3])

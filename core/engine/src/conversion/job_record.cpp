@@ -1,5 +1,6 @@
 #include "conversion/job_record.hpp"
 
+#include <moequant/compute_dtype.hpp>
 #include <moequant/version.hpp>
 
 namespace moequant {
@@ -19,6 +20,8 @@ RunManifest describe_job(const ConversionJob& job) {
         m.settings.emplace_back("calibration.samples", std::to_string(job.sequential->samples()));
         m.settings.emplace_back("calibration.tokens", std::to_string(job.sequential->tokens()));
         m.settings.emplace_back("calibration.experts_see", job.sequential->routed_only() ? "routed tokens" : "all tokens");
+        // The forward's products change the layer inputs: a rerun in another dtype is another job.
+        m.settings.emplace_back("calibration.products", std::string(compute_dtype_name(compute_dtype())));
     } else if (job.calibration) {  // which activations, by content (no paths in the manifest)
         const SafetensorsFile& f = job.calibration->file();
         m.settings.emplace_back("calibration", std::to_string(f.file_size()) + ":" + f.header_digest());
