@@ -3,7 +3,9 @@
 // YaRN; top-8 routing over E experts of 2048 x 7168 plus one shared expert), run by the
 // deepseek_v3 adapter's forward on a checkpoint this program writes (random BF16). The attention
 // half and the MLP half are timed apart, and their multiply-adds are reported as a fraction of
-// the same run's SGEMM rate (Eigen products through BLIS, as the forward uses them).
+// the same run's SGEMM rate (Eigen products through BLIS, as the forward uses them). The layer
+// runs twice, with the products in FP32 (BLIS) and in BF16 (oneDNN, compute_dtype.hpp): the
+// ratio of their tokens/s is the figure, with the ISA oneDNN chose.
 //
 // Usage: moequant_calibration_forward_bench [--tokens T] [--samples S] [--experts E] [--threads N]
 //   defaults: T = 2048 tokens in S = 1 sample, E = 16 experts (every token still uses 8 routed
@@ -11,6 +13,7 @@
 #include "bench_timing.hpp"
 
 #include <moequant/checkpoint.hpp>
+#include <moequant/compute_dtype.hpp>
 #include <moequant/decoder_forward.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/plugin_registry.hpp>
@@ -147,7 +150,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "the deepseek_v3 adapter plugin did not load\n");
         return 1;
     }
-    const Checkpoint checkpoint = Checkpoint::open(dir);
+    registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / "moequant-encoding-float.so", PluginOrigin::explicit_file);
+    Checkpoint checkpoint = Checkpoint::open(dir);
+    attach_encodings(checkpoint, registry);
     const ModelConfig config = checkpoint.config();
     const ModelPlan plan = adapter->plan(config, checkpoint);
     const auto forward = adapter->decoder_forward(config, checkpoint, plan);
@@ -157,13 +162,22 @@ int main(int argc, char** argv) {
     const std::vector<std::int64_t> lengths(static_cast<std::size_t>(samples), tokens / samples);
     const std::vector<float> embedded = forward->embed(ids);
     const auto layer = forward->layer(0);
-    std::vector<float> x, mlp_input;
-    const double t_attention = best_seconds(1, [&] {
-        x = embedded;
-        mlp_input = layer->attention(x, lengths);
-    });
     Routing routing;
-    const double t_mlp = best_seconds(1, [&] { layer->mlp(mlp_input, x, {}, &routing); });
+    struct Halves {
+        double attention = 0, mlp = 0;
+    };
+    auto run = [&](ComputeDtype dtype) {
+        set_compute_dtype(dtype);
+        std::vector<float> x, mlp_input;
+        Halves t;
+        t.attention = best_seconds(1, [&] {
+            x = embedded;
+            mlp_input = layer->attention(x, lengths);
+        });
+        t.mlp = best_seconds(1, [&] { layer->mlp(mlp_input, x, {}, &routing); });
+        return t;
+    };
+    const Halves f32 = run(ComputeDtype::f32), bf16 = run(ComputeDtype::bf16);
     std::error_code ec;
     fs::remove_all(dir, ec);
 
@@ -174,13 +188,19 @@ int main(int argc, char** argv) {
     const double scores = heads * (n + 1) / 2 * ((nope + rope) + v_head);  // causal: (n+1)/2 keys on average
     const double moe = H * static_cast<double>(experts) + (top_k + 1) * 3.0 * inter * H;
     const double t = static_cast<double>(tokens);
-    std::printf("\nattention half  %.2f s  %7.1f tokens/s  %.3f of SGEMM\n", t_attention, t / t_attention,
-                (projections + scores) * t / t_attention / gemm);
-    std::printf("MLP half (MoE)  %.2f s  %7.1f tokens/s  %.3f of SGEMM\n", t_mlp, t / t_mlp, moe * t / t_mlp / gemm);
-    std::printf("whole layer     %.2f s  %7.1f tokens/s  %.3f of SGEMM  (%.0f M multiply-adds per token)\n",
-                t_attention + t_mlp, t / (t_attention + t_mlp), (projections + scores + moe) * t / (t_attention + t_mlp) / gemm,
-                (projections + scores + moe) / 1e6);
-    std::printf("a 58-MoE-layer DeepSeek-V3 at this rate: %.1f h for 512 x 2048 calibration tokens (forward only)\n",
-                58.0 * 512 * 2048 / (t / (t_attention + t_mlp)) / 3600);
+    for (const auto& [name, h] : {std::pair{"FP32 products (BLIS)", f32}, {"BF16 products (oneDNN)", bf16}}) {
+        std::printf("\n%s\n", name);
+        std::printf("  attention half  %.2f s  %7.1f tokens/s  %.3f of SGEMM\n", h.attention, t / h.attention,
+                    (projections + scores) * t / h.attention / gemm);
+        std::printf("  MLP half (MoE)  %.2f s  %7.1f tokens/s  %.3f of SGEMM\n", h.mlp, t / h.mlp, moe * t / h.mlp / gemm);
+        std::printf("  whole layer     %.2f s  %7.1f tokens/s  %.3f of SGEMM  (%.0f M multiply-adds per token)\n",
+                    h.attention + h.mlp, t / (h.attention + h.mlp),
+                    (projections + scores + moe) * t / (h.attention + h.mlp) / gemm, (projections + scores + moe) / 1e6);
+        std::printf("  a 58-MoE-layer DeepSeek-V3 at this rate: %.1f h for 512 x 2048 calibration tokens (forward only)\n",
+                    58.0 * 512 * 2048 / (t / (h.attention + h.mlp)) / 3600);
+    }
+    std::printf("\nBF16 / FP32 tokens/s: attention %.2fx, MLP %.2fx, whole layer %.2fx (oneDNN ISA %s)\n",
+                f32.attention / bf16.attention, f32.mlp / bf16.mlp, (f32.attention + f32.mlp) / (bf16.attention + bf16.mlp),
+                bf16_product_isa().c_str());
     return routing.tokens == tokens ? 0 : 1;
 }
