@@ -34,7 +34,8 @@ void add_calibration_options(po::options_description& description, CalibrationIn
         ("routed-only", po::bool_switch(&o.routed_only),
          "an expert sees only the tokens its layer's router sends it (moe_calibrate_all_experts=False)");
     add_compute_dtype_option(description, o.compute_dtype,
-                             "with --dataset: the forward's matrix products in BF16 (FP32 accumulation, oneDNN) or FP32 "
+                             "calibration's matrix products (the --dataset forward's, and the Hessians of BF16 inputs, which "
+                             "BF16 multiplies exactly) in BF16 with FP32 accumulation (oneDNN) or FP32 "
                              "(default: bf16 where the CPU has AVX512-BF16 or AMX, else f32)");
 }
 
@@ -45,8 +46,8 @@ void check_calibration_options(const CalibrationInputOptions& o) {
         throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations or --dataset");
     if (!o.save_activations.empty() && o.dataset.empty())
         throw_usage_error("--save-activations records what --dataset calibration computes; it needs --dataset");
-    if (!o.compute_dtype.empty() && o.dataset.empty())
-        throw_usage_error("--compute-dtype sets the precision of the --dataset forward; it needs --dataset");
+    if (!o.compute_dtype.empty() && !o.given())
+        throw_usage_error("--compute-dtype sets the precision of calibration; it needs --dataset or --calibration-activations");
 }
 
 CalibrationInputs::CalibrationInputs(const Registry& registry, const PlannedSource& source,
@@ -56,11 +57,11 @@ CalibrationInputs::CalibrationInputs(const Registry& registry, const PlannedSour
                                .files = options.activations.empty() ? dataset_files(options.dataset)
                                                                     : std::vector<fs::path>{options.activations}};
     if (!options.save_activations.empty()) check_output_file(options.save_activations, inputs, overwrite);
+    if (options.given()) products_ = apply_compute_dtype(options.compute_dtype, calibration_compute_dtype());
     if (!options.dataset.empty()) {
         const TextCalibrationOptions text{options.dataset,
                                           {options.samples > 0 ? options.samples : 512,
                                            options.max_length > 0 ? options.max_length : 2048, options.seed, options.split}};
-        products_ = apply_compute_dtype(options.compute_dtype, calibration_compute_dtype());
         CalibrationSamples tokenized = load_text_calibration(registry, source, text);
         forward_ = source_decoder_forward(registry, source, source.plan);
         scratch_ = std::make_unique<ScratchFolder>();
@@ -98,7 +99,7 @@ void CalibrationInputs::describe(ProgressSink& progress, const ModelPlan& plan) 
         progress.note("calibration: " + std::to_string(recorded_->samples()) + " sample(s), " +
                       std::to_string(recorded_->tokens()) + " token(s) per MoE layer from " + options_.activations +
                       (routed ? "; experts see the tokens routed to them (" + describe_router(plan.router) + ")"
-                              : "; every expert sees all of them"));
+                              : "; every expert sees all of them") + "; " + products_);
 }
 
 void CalibrationInputs::finish() {

@@ -23,8 +23,8 @@ std::string apply_compute_dtype(const std::string& value, ComputeDtype fallback)
         dtype = *named;
     }
     set_compute_dtype(dtype);
-    return dtype == ComputeDtype::bf16 ? "the forward's products in BF16 with FP32 accumulation (oneDNN, " + bf16_product_isa() + ")"
-                                       : std::string("the forward's products in FP32");
+    return dtype == ComputeDtype::bf16 ? "matrix products in BF16 with FP32 accumulation (oneDNN, " + bf16_product_isa() + ")"
+                                       : std::string("matrix products in FP32");
 }
 
 }  // namespace moequant::cli

@@ -1,6 +1,6 @@
-// --compute-dtype bf16|f32 of the commands that run the model's forward (gptq --dataset,
-// convert --calibrate --dataset, record, eval): the precision of its matrix products
-// (compute_dtype.hpp).
+// --compute-dtype bf16|f32 of the commands that calibrate or run the model's forward (gptq,
+// convert --calibrate, record, eval): the precision of the forward's matrix products and of the
+// Hessians of BF16 inputs (compute_dtype.hpp, hessian.hpp).
 #pragma once
 
 #include <moequant/compute_dtype.hpp>
@@ -19,7 +19,8 @@ void add_compute_dtype_option(boost::program_options::options_description& descr
                               const char* default_text);
 
 // Sets the SDK's compute dtype to `value` ("" = `fallback`) and returns the note progress
-// prints ("products in BF16 (oneDNN, avx512_core_bf16)"). Error(usage) for another value.
+// prints ("matrix products in BF16 with FP32 accumulation (oneDNN, avx512_core_bf16)").
+// Error(usage) for another value.
 std::string apply_compute_dtype(const std::string& value, ComputeDtype fallback);
 
 }  // namespace moequant::cli

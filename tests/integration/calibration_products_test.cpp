@@ -1,8 +1,9 @@
-// `--compute-dtype bf16|f32` (the forward's matrix products, compute_dtype.hpp) end to end: GPTQ
-// calibrated on text through either path passes verify on the inputs it calibrated on (GPTQ's
-// output error below RTN's on every part); the two paths give different bytes, each the same on
-// one thread as on two; the run manifest records the dtype, so a rerun in the other one is
-// another job; bad values are usage errors.
+// `--compute-dtype bf16|f32` (calibration's matrix products, compute_dtype.hpp) end to end: GPTQ
+// calibrated on text through either path, or on recorded activations with either Hessian,
+// passes verify on the inputs it calibrated on (GPTQ's output error below RTN's on every part);
+// the two text paths give different bytes, each the same on one thread as on two; the run
+// manifest records the dtype, so a rerun in the other one is another job; bad values are usage
+// errors.
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -45,6 +46,22 @@ BOOST_AUTO_TEST_CASE(gptq_through_bf16_and_f32_products_verifies_below_rtn) {
     BOOST_TEST(hashes["bf16"]["1"] == hashes["bf16"]["2"]);
     BOOST_TEST(hashes["f32"]["1"] == hashes["f32"]["2"]);
     BOOST_TEST(hashes["bf16"]["2"] != hashes["f32"]["2"]);
+    // Recorded activations: the Hessians of BF16 inputs as BF16 products (exact), or FP32.
+    const fs::path recorded = dir / "recorded.safetensors";
+    BOOST_REQUIRE(run_moequant({"record", "--model_id", src.string(), "--dataset", "embedded", "--output", recorded.string(),
+                                "--quiet"}).exit_code == 0);
+    for (const std::string dtype : {"bf16", "f32"}) {
+        BOOST_TEST_CONTEXT("recorded, " << dtype) {
+            const fs::path out = dir / ("recorded-" + dtype);
+            const auto r = run_moequant({"gptq", "--model_id", src.string(), "--output_dir", out.string(), "--quant_type", "W4A16",
+                                         "--calibration-activations", recorded.string(), "--compute-dtype", dtype});
+            BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+            BOOST_TEST(contains(read_text(out / "moequant-run.json"), "\"calibration.products\":\"" + dtype + "\""));
+            const auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string(), "--quiet",
+                                         "--calibration-activations", recorded.string()});
+            BOOST_TEST(v.exit_code == 0, v.out << v.err);
+        }
+    }
     // The same folder in the other dtype is another job: refused without --overwrite.
     const auto again = run_moequant({"gptq", "--model_id", src.string(), "--output_dir", (dir / "bf162").string(), "--dataset",
                                      "embedded", "--quant_type", "W4A16", "--compute-dtype", "f32", "--quiet"});

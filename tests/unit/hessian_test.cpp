@@ -2,6 +2,8 @@
 // (ragged) tiles, fed in several add() calls: every entry, and the same bytes with one thread
 // as with all of them. The tiles run concurrently through the BLAS library Eigen forwards to,
 // so this is also the check that concurrent calls into it are safe.
+#include <moequant/compute_dtype.hpp>
+#include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
 #include <moequant/parallel.hpp>
 
@@ -9,6 +11,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -32,29 +35,63 @@ Tensor accumulate(const std::vector<float>& x) {
     return h.finish(samples);
 }
 
+// Compute dtype bf16 for one scope (hessian.hpp: BF16-exact inputs become BF16 products).
+struct Bf16Products {
+    Bf16Products() { set_compute_dtype(ComputeDtype::bf16); }
+    ~Bf16Products() { set_compute_dtype(ComputeDtype::f32); }
+};
+
+std::vector<float> bf16_exact(std::vector<float> x) {
+    for (float& v : x) v = bf16_to_f32(f32_to_bf16(v));
+    return x;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(hessian)
 
 BOOST_AUTO_TEST_CASE(every_entry_matches_a_float64_reference) {
-    const std::vector<float> x = random_inputs();
-    const Tensor h = accumulate(x);
-    const float* got = h.data_as<float>();
-    std::vector<double> reference(static_cast<std::size_t>(columns * columns), 0.0);
-    for (std::int64_t t = 0; t < tokens; ++t) {
-        const float* row = x.data() + t * columns;
-        for (std::int64_t i = 0; i < columns; ++i)
-            for (std::int64_t j = 0; j <= i; ++j) reference[i * columns + j] += 2.0 * row[i] * row[j];
-    }
-    std::int64_t off = 0;
-    for (std::int64_t i = 0; i < columns; ++i)
-        for (std::int64_t j = 0; j <= i; ++j) {
-            const double want = reference[i * columns + j] / samples;
-            const double scale = std::sqrt(reference[i * columns + i] * reference[j * columns + j]) / samples;
-            if (std::fabs(got[i * columns + j] - want) > 1e-5 * scale) ++off;
-            if (got[i * columns + j] != got[j * columns + i]) ++off;  // symmetric
+    for (const bool bf16 : {false, true}) {
+        BOOST_TEST_CONTEXT((bf16 ? "BF16 products of BF16-exact inputs" : "FP32")) {
+            const std::vector<float> x = bf16 ? bf16_exact(random_inputs()) : random_inputs();
+            std::optional<Bf16Products> products;
+            if (bf16) products.emplace();
+            const Tensor h = accumulate(x);
+            const float* got = h.data_as<float>();
+            std::vector<double> reference(static_cast<std::size_t>(columns * columns), 0.0);
+            for (std::int64_t t = 0; t < tokens; ++t) {
+                const float* row = x.data() + t * columns;
+                for (std::int64_t i = 0; i < columns; ++i)
+                    for (std::int64_t j = 0; j <= i; ++j) reference[i * columns + j] += 2.0 * row[i] * row[j];
+            }
+            std::int64_t off = 0;
+            for (std::int64_t i = 0; i < columns; ++i)
+                for (std::int64_t j = 0; j <= i; ++j) {
+                    const double want = reference[i * columns + j] / samples;
+                    const double scale = std::sqrt(reference[i * columns + i] * reference[j * columns + j]) / samples;
+                    if (std::fabs(got[i * columns + j] - want) > 1e-5 * scale) ++off;
+                    if (got[i * columns + j] != got[j * columns + i]) ++off;  // symmetric
+                }
+            BOOST_TEST(off == 0);
         }
-    BOOST_TEST(off == 0);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(bf16_products_serve_bf16_exact_inputs_only) {
+    const std::vector<float> inexact = random_inputs(), exact = bf16_exact(inexact);
+    const Tensor f32_inexact = accumulate(inexact), f32_exact = accumulate(exact);
+    const Bf16Products products;
+    // Inputs BF16 cannot hold: the FP32 path, byte for byte.
+    const Tensor inexact_h = accumulate(inexact);
+    BOOST_TEST(std::memcmp(inexact_h.data(), f32_inexact.data(), inexact_h.size_bytes()) == 0);
+    // BF16-exact inputs: another summation order (so other bytes), the bytes of one thread.
+    const Tensor exact_h = accumulate(exact);
+    BOOST_TEST(std::memcmp(exact_h.data(), f32_exact.data(), exact_h.size_bytes()) != 0);
+    const std::size_t threads = max_threads();
+    set_max_threads(1);
+    const Tensor one = accumulate(exact);
+    set_max_threads(threads);
+    BOOST_TEST(std::memcmp(one.data(), exact_h.data(), one.size_bytes()) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(the_bytes_do_not_depend_on_the_thread_count) {

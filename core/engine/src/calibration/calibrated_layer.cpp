@@ -1,5 +1,6 @@
 #include "calibrated_layer.hpp"
 
+#include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
 #include <moequant/error.hpp>
@@ -12,9 +13,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 
 namespace moequant {
 
@@ -32,17 +35,37 @@ RowMajor to_f32(const Tensor& bf16_matrix) {
 
 float round_bf16(float v) noexcept { return bf16_to_f32(f32_to_bf16(v)); }
 
+bool bf16_exact(const RowMajor& m) {
+    for (Eigen::Index i = 0; i < m.size(); ++i)
+        if ((std::bit_cast<std::uint32_t>(m.data()[i]) & 0xFFFFu) != 0) return false;
+    return true;
+}
+
 }  // namespace
 
 // down_proj's input for every token, act(gate x) * up x, in the BF16 steps of a BF16 model:
-// each Linear's output, SiLU's and the product are rounded to BF16.
+// each Linear's output, SiLU's and the product are rounded to BF16. With compute dtype bf16 the
+// two products of BF16-exact inputs and BF16 weights run as BF16 products (exact operands, FP32
+// accumulation: the FP32 path's values up to summation order); otherwise in FP32.
 Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
                          const Tensor& gate, const Tensor& up) {
-    const RowMajor wg = to_f32(gate), wu = to_f32(up);
-    HessianAccumulator h(gate.shape()[0]);
+    const bool bf16_weights = compute_dtype() == ComputeDtype::bf16 && gate.dtype() == DType::BF16 && up.dtype() == DType::BF16;
+    std::optional<RowMajor> wg, wu;  // FP32 copies, made when a chunk needs them
+    const std::int64_t inter = gate.shape()[0], hidden = gate.shape()[1];
+    HessianAccumulator h(inter);
+    std::vector<std::uint16_t> x_bf16;
     for_each_input_chunk(calibration, layer, tokens, chunk_tokens, [&](const InputRows& rows) {
-        RowMajor g = rows * wg.transpose();
-        const RowMajor u = rows * wu.transpose();
+        RowMajor g(rows.rows(), inter), u(rows.rows(), inter);
+        if (bf16_weights && bf16_exact(rows)) {
+            x_bf16.resize(static_cast<std::size_t>(rows.size()));
+            convert_f32_to_bf16(rows.data(), x_bf16.data(), x_bf16.size());
+            bf16_product(x_bf16.data(), gate.data_as<std::uint16_t>(), true, g.data(), rows.rows(), inter, hidden);
+            bf16_product(x_bf16.data(), up.data_as<std::uint16_t>(), true, u.data(), rows.rows(), inter, hidden);
+        } else {
+            if (!wg) wg = to_f32(gate), wu = to_f32(up);
+            g.noalias() = rows * wg->transpose();
+            u.noalias() = rows * wu->transpose();
+        }
         for (Eigen::Index i = 0; i < g.size(); ++i) {
             const float gi = round_bf16(g.data()[i]);
             const float act = round_bf16(gi / (1.0f + std::exp(-gi)));

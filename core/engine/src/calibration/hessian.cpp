@@ -1,3 +1,4 @@
+#include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
 #include <moequant/error.hpp>
@@ -6,6 +7,7 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 namespace moequant {
@@ -25,18 +27,65 @@ HessianAccumulator::HessianAccumulator(std::int64_t columns)
     if (columns <= 0) throw Error(ErrorKind::internal, "a Hessian needs at least one column");
 }
 
+namespace {
+
+// The lower-triangle tiles (i >= j) of a k x k matrix: H is symmetric.
+std::vector<std::pair<std::int64_t, std::int64_t>> lower_tiles(std::int64_t k) {
+    const std::int64_t tiles = (k + tile - 1) / tile;
+    std::vector<std::pair<std::int64_t, std::int64_t>> work;
+    for (std::int64_t i = 0; i < tiles; ++i)
+        for (std::int64_t j = 0; j <= i; ++j) work.emplace_back(i, j);
+    return work;
+}
+
+bool bf16_exact(const float* values, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i)
+        if ((std::bit_cast<std::uint32_t>(values[i]) & 0xFFFFu) != 0) return false;
+    return true;
+}
+
+}  // namespace
+
+// H += 2 X^T X with X's columns as BF16 rows (exact: X is BF16-exact), tile by tile.
+void HessianAccumulator::add_bf16_exact(const float* inputs, std::int64_t tokens) {
+    const std::int64_t k = columns_;
+    std::vector<std::uint16_t> columns(static_cast<std::size_t>(k * tokens));
+    parallel_for(0, static_cast<std::size_t>(k), 64, [&](std::size_t first, std::size_t last) {
+        for (std::int64_t t = 0; t < tokens; ++t)  // each token's row read once, contiguously
+            for (std::size_t c = first; c < last; ++c)
+                columns[c * tokens + t] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(inputs[t * k + c]) >> 16);
+    });
+    const auto work = lower_tiles(k);
+    parallel_for(0, work.size(), 1, [&](std::size_t first, std::size_t last) {
+        std::vector<float> block;
+        for (std::size_t w = first; w < last; ++w) {
+            const auto [i, j] = work[w];
+            const std::int64_t r0 = i * tile, c0 = j * tile;
+            const std::int64_t rn = std::min(tile, k - r0), cn = std::min(tile, k - c0);
+            // The tile transposed, [cn, rn]: its rows are H's columns, contiguous in lower_.
+            block.resize(static_cast<std::size_t>(rn * cn));
+            bf16_product(columns.data() + c0 * tokens, columns.data() + r0 * tokens, true, block.data(), cn, rn, tokens);
+            for (std::int64_t c = 0; c < cn; ++c) {
+                float* column = lower_.data() + (c0 + c) * k + r0;
+                const float* from = block.data() + c * rn;
+                for (std::int64_t r = 0; r < rn; ++r) column[r] += 2.0f * from[r];
+            }
+        }
+    });
+}
+
 void HessianAccumulator::add(const float* inputs, std::int64_t tokens) {
     if (tokens <= 0) return;
     const std::int64_t k = columns_;
+    if (compute_dtype() == ComputeDtype::bf16 && bf16_exact(inputs, static_cast<std::size_t>(tokens * k))) {
+        add_bf16_exact(inputs, tokens);
+        return;
+    }
     // A = fl32(sqrt 2) * x, rounded per element as the reference does, then H += A^T A.
     const float root2 = std::sqrt(2.0f);
     RowMajor a = Eigen::Map<const RowMajor>(inputs, tokens, k) * root2;
     Eigen::Map<ColMajor> h(lower_.data(), k, k);
-    const std::int64_t tiles = (k + tile - 1) / tile;
-    // Lower-triangle tiles (i >= j) only: H is symmetric.
-    std::vector<std::pair<std::int64_t, std::int64_t>> work;
-    for (std::int64_t i = 0; i < tiles; ++i)
-        for (std::int64_t j = 0; j <= i; ++j) work.emplace_back(i, j);
+    const auto work = lower_tiles(k);
     parallel_for(0, work.size(), 1, [&](std::size_t first, std::size_t last) {
         for (std::size_t w = first; w < last; ++w) {
             const auto [i, j] = work[w];

@@ -20,7 +20,7 @@ RunManifest describe_job(const ConversionJob& job) {
         m.settings.emplace_back("calibration.samples", std::to_string(job.sequential->samples()));
         m.settings.emplace_back("calibration.tokens", std::to_string(job.sequential->tokens()));
         m.settings.emplace_back("calibration.experts_see", job.sequential->routed_only() ? "routed tokens" : "all tokens");
-        // The forward's products change the layer inputs: a rerun in another dtype is another job.
+        // The products change the layer inputs and Hessians: a rerun in another dtype is another job.
         m.settings.emplace_back("calibration.products", std::string(compute_dtype_name(compute_dtype())));
     } else if (job.calibration) {  // which activations, by content (no paths in the manifest)
         const SafetensorsFile& f = job.calibration->file();
@@ -28,6 +28,7 @@ RunManifest describe_job(const ConversionJob& job) {
         m.settings.emplace_back("calibration.samples", std::to_string(job.calibration->samples()));
         m.settings.emplace_back("calibration.tokens", std::to_string(job.calibration->tokens()));
         m.settings.emplace_back("calibration.experts_see", job.calibration->routed_only() ? "routed tokens" : "all tokens");
+        m.settings.emplace_back("calibration.products", std::string(compute_dtype_name(compute_dtype())));  // the Hessians'
     }
     if (!job.unquantized_layers.empty()) {
         std::string layers;

@@ -12,6 +12,7 @@
 
 #include <moequant/export.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +33,13 @@ MOEQUANT_API bool cpu_has_bf16_products() noexcept;
 // The instruction set oneDNN's BF16 products run on here, in oneDNN's names (e.g.
 // "avx512_core_amx", "avx512_core_bf16", "avx512_core", "avx2").
 MOEQUANT_API std::string bf16_product_isa();
+
+// c[m, n] (dense, overwritten) = a[m, k] x op(b) for dense row-major BF16 operands: op(b) = b^T
+// for b[n, k] (b_transposed), else b for b[k, n]; FP32 accumulation, on the calling thread alone
+// (callers split the work into fixed blocks). The product behind the bf16 dtype, also for the
+// engine's Hessians, whose BF16 inputs it multiplies exactly.
+MOEQUANT_API void bf16_product(const std::uint16_t* a, const std::uint16_t* b, bool b_transposed, float* c, std::int64_t m,
+                               std::int64_t n, std::int64_t k);
 
 MOEQUANT_API std::string_view compute_dtype_name(ComputeDtype dtype) noexcept;
 MOEQUANT_API std::optional<ComputeDtype> compute_dtype_from_name(std::string_view name) noexcept;

@@ -1,5 +1,7 @@
 #include <moequant/compute_dtype.hpp>
 
+#include "numeric/bf16_products.hpp"
+
 #include <oneapi/dnnl/dnnl.h>
 
 #include <cpuid.h>
@@ -46,6 +48,11 @@ std::string bf16_product_isa() {
         case dnnl_cpu_isa_avx2: return "avx2";
         default: return "sse41 or older";
     }
+}
+
+void bf16_product(const std::uint16_t* a, const std::uint16_t* b, bool b_transposed, float* c, std::int64_t m, std::int64_t n,
+                  std::int64_t k) {
+    detail::bf16_product(a, b, b_transposed, c, m, n, k);
 }
 
 std::string_view compute_dtype_name(ComputeDtype dtype) noexcept { return dtype == ComputeDtype::bf16 ? "bf16" : "f32"; }

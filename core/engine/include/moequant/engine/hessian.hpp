@@ -1,6 +1,10 @@
 // The input Hessian GPTQ works from (gptq-compressed-tensors.md §4.1): H = 2/n * sum of x x^T
 // over every token x a Linear saw, where n counts calibration samples (forward calls), not
-// tokens. Accumulated in F32 like the reference, from the inputs multiplied by fl32(sqrt 2).
+// tokens. Accumulated in F32 like the reference, from the inputs multiplied by fl32(sqrt 2);
+// only the lower triangle's tiles are computed (H is symmetric), mirrored once in finish().
+// With compute dtype bf16 (compute_dtype.hpp) inputs that BF16 holds exactly — recorded
+// activations, a BF16 model's — are multiplied as BF16 with FP32 accumulation (oneDNN), exact
+// products, so H differs from the FP32 path by summation order only.
 #pragma once
 
 #include <moequant/export.hpp>
@@ -26,6 +30,8 @@ public:
     Tensor finish(std::int64_t samples) const;
 
 private:
+    void add_bf16_exact(const float* inputs, std::int64_t tokens);
+
     std::int64_t columns_;
     std::vector<float> lower_;  // sum of (sqrt2 x)(sqrt2 x)^T, column-major, lower triangle valid
 };
