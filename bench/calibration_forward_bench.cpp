@@ -8,6 +8,7 @@
 // ratio of their tokens/s is the figure, with the ISA oneDNN chose.
 //
 // Usage: moequant_calibration_forward_bench [--tokens T] [--samples S] [--experts E] [--threads N]
+//                                          [--torch TIMES.json]  (bench/compare_with_torch.sh)
 //   defaults: T = 2048 tokens in S = 1 sample, E = 16 experts (every token still uses 8 routed
 //   experts, as in DeepSeek-V3, so the per-token work is the real layer's), 2 threads.
 #include "bench_timing.hpp"
@@ -20,6 +21,8 @@
 #include <moequant/parallel.hpp>
 #include <moequant/safetensors_writer.hpp>
 
+#include <boost/json.hpp>
+
 #include <Eigen/Core>
 
 #include <cmath>
@@ -28,6 +31,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <unistd.h>
 #include <string>
@@ -123,8 +127,13 @@ void write_checkpoint(const fs::path& dir, std::int64_t experts) {
 int main(int argc, char** argv) {
     std::int64_t tokens = 2048, samples = 1, experts = 16;
     std::size_t threads = 2;
+    std::string torch_times;  // bench/torch_reference.py's JSON of the same run
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
+        if (a == "--torch") {
+            torch_times = argv[i + 1];
+            continue;
+        }
         const long long v = std::atoll(argv[i + 1]);
         if (a == "--tokens") tokens = v;
         else if (a == "--samples") samples = v;
@@ -202,5 +211,22 @@ int main(int argc, char** argv) {
     std::printf("\nBF16 / FP32 tokens/s: attention %.2fx, MLP %.2fx, whole layer %.2fx (oneDNN ISA %s)\n",
                 f32.attention / bf16.attention, f32.mlp / bf16.mlp, (f32.attention + f32.mlp) / (bf16.attention + bf16.mlp),
                 bf16_product_isa().c_str());
+    if (!torch_times.empty()) {
+        std::ifstream in(torch_times);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const boost::json::value v = boost::json::parse(text);
+        const auto& f = v.at("forward");
+        if (f.at("tokens").to_number<std::int64_t>() != tokens || f.at("experts").to_number<std::int64_t>() != experts) {
+            std::fprintf(stderr, "the torch times are for other tokens or experts\n");
+            return 1;
+        }
+        auto layer = [&](const char* mode) {
+            return f.at(mode).at("attention_s").to_number<double>() + f.at(mode).at("mlp_s").to_number<double>();
+        };
+        std::printf("vs torch in this run (bench/torch_reference.py, the Hugging Face formulas, %lld threads): FP32 %.2fx "
+                    "(torch %.2f s), BF16 products %.2fx (torch's bfloat16 matmul, %.2f s) the tokens/s\n",
+                    v.at("threads").to_number<long long>(), layer("f32") / (f32.attention + f32.mlp), layer("f32"),
+                    layer("bf16") / (bf16.attention + bf16.mlp), layer("bf16"));
+    }
     return routing.tokens == tokens ? 0 : 1;
 }

@@ -29,10 +29,13 @@
 #include "integer_quantizer.hpp"
 #include "inverse_hessian.hpp"
 
+#include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/tensor.hpp>
+
+#include <boost/json.hpp>
 
 #include <Eigen/Cholesky>
 #include <Eigen/Core>
@@ -44,7 +47,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <span>
 #include <string>
 #include <vector>
@@ -164,12 +169,28 @@ struct Args {
     std::size_t threads = 2;
     std::int64_t rows = 2048, cols = 7168, tokens = 4096, samples = 2, experts = 8;
     int repeats = 1;
+    std::string torch;  // bench/torch_reference.py's JSON, measured in the same run
 };
+
+// The torch times of the same run (bench/compare_with_torch.sh), or none.
+struct TorchTimes {
+    double hessian = 0, quantize = 0;
+};
+TorchTimes read_torch_times(const std::string& file) {
+    TorchTimes t;
+    if (file.empty()) return t;
+    std::ifstream in(file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const boost::json::value v = boost::json::parse(text);
+    t.hessian = v.at("gptq").at("hessian_s").to_number<double>();
+    t.quantize = v.at("gptq").at("quantize_s").to_number<double>();
+    return t;
+}
 
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr,
                  "%s\nusage: moequant_gptq_bench [threads] [--threads N] [--rows N] [--cols K] [--tokens T] [--samples S]\n"
-                 "                            [--experts E | --full] [--repeats R]\n",
+                 "                            [--experts E | --full] [--repeats R] [--torch TIMES.json]\n",
                  why);
     std::exit(2);
 }
@@ -201,6 +222,8 @@ Args parse_args(int argc, char** argv) {
             a.experts = 32;
         else if (arg == "--repeats")
             a.repeats = static_cast<int>(number());
+        else if (arg == "--torch" && i + 1 < argc)
+            a.torch = argv[++i];
         else if (arg == "-h" || arg == "--help")
             usage("GPTQ timings as fractions of SGEMM");
         else if (i == 1 && !arg.empty() && arg.find_first_not_of("0123456789") == std::string::npos)
@@ -257,6 +280,29 @@ int main(int argc, char** argv) {
 
     // ---- 1a. Hessian ----
     const std::int64_t per_sample = (tokens + args.samples - 1) / args.samples;
+    // The whole X^T X as one product (what a GEMM does, twice the distinct entries), the
+    // lower-triangle tiles in FP32, and the same tiles as BF16 products (exact for these inputs).
+    const double t_full = best_seconds(args.repeats, [&] {
+        using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+        RowMajor h = RowMajor::Zero(k, k);
+        for (std::int64_t t = 0; t < tokens; t += per_sample) {
+            const std::int64_t rows = std::min(per_sample, tokens - t);
+            const RowMajor a = Eigen::Map<const RowMajor>(x.data() + t * k, rows, k) * std::sqrt(2.0f);
+            parallel_for(0, static_cast<std::size_t>((k + 511) / 512), 1, [&](std::size_t first, std::size_t last) {
+                for (std::size_t b = first; b < last; ++b) {
+                    const std::int64_t c0 = static_cast<std::int64_t>(b) * 512, cn = std::min<std::int64_t>(512, k - c0);
+                    h.middleCols(c0, cn).noalias() += a.transpose() * a.middleCols(c0, cn);
+                }
+            });
+        }
+    });
+    set_compute_dtype(ComputeDtype::bf16);
+    const double t_hessian_bf16 = best_seconds(args.repeats, [&] {
+        HessianAccumulator acc(k);
+        for (std::int64_t t = 0; t < tokens; t += per_sample) acc.add(x.data() + t * k, std::min(per_sample, tokens - t));
+        (void)acc.finish(args.samples);
+    });
+    set_compute_dtype(ComputeDtype::f32);
     double t_add = 0, t_finish = 0;
     Tensor hessian;
     const double t_hessian = best_seconds(args.repeats, [&] {
@@ -276,6 +322,10 @@ int main(int argc, char** argv) {
     std::printf("  useful multiply-adds K(K+1)/2*T = %.3g (H is symmetric: only its distinct entries are needed)\n", mac_hessian);
     std::printf("  %.2f s (construct+add %.2f s, finish %.2f s) = %.3f of SGEMM   [target >= 0.5; torch 2.7-3.4 s]\n",
                 t_hessian, t_add, t_finish, mac_hessian / t_hessian / gemm_t);
+    std::printf("  the same tiles as BF16 products (compute dtype bf16; oneDNN %s): %.2f s = %.2fx the FP32 tiles' speed\n",
+                bf16_product_isa().c_str(), t_hessian_bf16, t_hessian / t_hessian_bf16);
+    std::printf("  the whole X^T X as one FP32 GEMM: %.2f s; lower tiles FP32 %.2fx, BF16 %.2fx of its time  [target <= 0.55]\n",
+                t_full, t_hessian / t_full, t_hessian_bf16 / t_full);
 
     // ---- 1b. quantize step ----
     gptq::InverseHessian prepared;
@@ -332,6 +382,57 @@ int main(int argc, char** argv) {
         best_seconds(args.repeats, [&] { quantizer.quantize_calibrated(gate_view, prepared); });
     std::printf("  IntegerQuantizer::quantize_calibrated (decode, scales, loop, packing) %.2f s = loop + %.2f s\n",
                 t_calibrated, t_calibrated - t_loop);
+
+    // ---- 1c. one expert's down_proj calibration ----
+    // What calibrated_layer's down_proj_hessian does for an expert that sees all T tokens: its
+    // gate and up products (the N x K weight above as both), act(gate x) * up x in BF16 steps,
+    // and the Hessian of those N-wide rows; FP32 products against BF16 ones (exact operands).
+    const std::vector<std::uint16_t> up_bf16 = random_weight(n, k, 3);
+    std::vector<float> up(up_bf16.size());
+    convert_bf16_to_f32(up_bf16.data(), up.data(), up.size());
+    auto down_inputs = [&](ComputeDtype dtype) {
+        set_compute_dtype(dtype);
+        using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+        const Eigen::Map<const RowMajor> wg(weight.data(), n, k), wu(up.data(), n, k);
+        HessianAccumulator acc(n);
+        constexpr std::int64_t chunk = 1024;
+        std::vector<std::uint16_t> xb;
+        for (std::int64_t t0 = 0; t0 < tokens; t0 += chunk) {
+            const std::int64_t rows = std::min(chunk, tokens - t0);
+            const Eigen::Map<const RowMajor> xs(x.data() + t0 * k, rows, k);
+            RowMajor g(rows, n), u(rows, n);
+            // One task per half of the rows: the products on both threads, as the layer's experts run.
+            parallel_for(0, 2, 1, [&](std::size_t first, std::size_t last) {
+                for (std::size_t part = first; part < last; ++part) {
+                    const std::int64_t r0 = static_cast<std::int64_t>(part) * rows / 2, rn = rows / 2 + (part ? rows % 2 : 0);
+                    if (dtype == ComputeDtype::bf16) {
+                        std::vector<std::uint16_t> xp(static_cast<std::size_t>(rn * k));
+                        convert_f32_to_bf16(x.data() + (t0 + r0) * k, xp.data(), xp.size());
+                        bf16_product(xp.data(), weight_bf16.data(), true, g.data() + r0 * n, rn, n, k);
+                        bf16_product(xp.data(), up_bf16.data(), true, u.data() + r0 * n, rn, n, k);
+                    } else {
+                        g.middleRows(r0, rn).noalias() = xs.middleRows(r0, rn) * wg.transpose();
+                        u.middleRows(r0, rn).noalias() = xs.middleRows(r0, rn) * wu.transpose();
+                    }
+                }
+            });
+            for (Eigen::Index i = 0; i < g.size(); ++i) {
+                const float gi = bf16_to_f32(f32_to_bf16(g.data()[i]));
+                const float act = bf16_to_f32(f32_to_bf16(gi / (1.0f + std::exp(-gi))));
+                g.data()[i] = bf16_to_f32(f32_to_bf16(act * bf16_to_f32(f32_to_bf16(u.data()[i]))));
+            }
+            acc.add(g.data(), rows);
+        }
+        (void)acc.finish(args.samples);
+        set_compute_dtype(ComputeDtype::f32);
+    };
+    const double t_down_f32 = best_seconds(args.repeats, [&] { down_inputs(ComputeDtype::f32); });
+    const double t_down_bf16 = best_seconds(args.repeats, [&] { down_inputs(ComputeDtype::bf16); });
+    const double mac_down = (2.0 * n * k + static_cast<double>(n) * (n + 1) / 2) * tokens;
+    std::printf("\n1c. one expert's down_proj calibration on all T tokens (gate and up products %lldx%lld, act * up in BF16 "
+                "steps, Hessian of %lld columns):\n", static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(n));
+    std::printf("  FP32 products %.2f s = %.3f of SGEMM; BF16 products %.2f s = %.2fx faster\n", t_down_f32,
+                mac_down / t_down_f32 / gemm_t, t_down_bf16, t_down_f32 / t_down_bf16);
 
     // ---- 2. shared gate/up Hessian vs per-Linear ----
     double speedup = 0, ideal_speedup = 0;
@@ -407,8 +508,33 @@ int main(int argc, char** argv) {
     if (speedup > 0)
         std::printf("  shared gate/up Hessian, E=%lld: %.2fx faster than per-Linear (ideal %.2fx)\n",
                     static_cast<long long>(args.experts), speedup, ideal_speedup);
-    std::printf("  torch times: shared/perf/README.md, torch CPU GPTQ at the issue's sizes (2048x7168, 4096 tokens, W4A16 g128,\n"
-                "  2 threads) on the reference machine class\n");
+    std::printf("  Hessian vs the whole X^T X as one GEMM: FP32 tiles %.2fx, BF16 tiles %.2fx of its time (target <= 0.55)\n",
+                t_hessian / t_full, t_hessian_bf16 / t_full);
+    std::printf("  down_proj calibration of one expert on %lld tokens: FP32 %.2f s, BF16 %.2f s\n", static_cast<long long>(tokens),
+                t_down_f32, t_down_bf16);
+    // A projection, from these times scaled by their work: DeepSeek-V3's 58 MoE layers of 256
+    // experts (gate/up 2048 x 7168, down 7168 x 2048), every expert seeing all 512 x 2048 tokens.
+    if (n == 2048 && k == 7168) {
+        const double all_tokens = 512.0 * 2048, per = all_tokens / static_cast<double>(tokens);
+        // Per layer: one shared gate/up Hessian, 256 down_proj calibrations, 256 x 3 quantize steps
+        // (down's K is 2048: its preparation and loop cost about (2048/7168)^2 of gate's; counted as gate's, an upper bound).
+        const double layer_bf16 = per * t_hessian_bf16 + 256 * per * t_down_bf16 + 256 * 3 * t_quantize;
+        const double layer_f32 = per * t_hessian + 256 * per * t_down_f32 + 256 * 3 * t_quantize;
+        std::printf("  projection, DeepSeek-V3 GPTQ of 58 MoE layers x 256 experts on 512 x 2048 tokens, every expert seeing all\n"
+                    "  of them, %zu threads, without the forward: BF16 products %.0f h, FP32 %.0f h (per layer %.1f h / %.1f h;\n"
+                    "  down_proj calibration %.0f%% of it)\n",
+                    threads, 58 * layer_bf16 / 3600, 58 * layer_f32 / 3600, layer_bf16 / 3600, layer_f32 / 3600,
+                    100 * 256 * per * t_down_bf16 / layer_bf16);
+    }
+    const TorchTimes torch = read_torch_times(args.torch);
+    if (torch.hessian > 0) {
+        std::printf("  vs torch in this run (bench/torch_reference.py, llm-compressor's algorithm, %zu threads):\n", threads);
+        std::printf("    Hessian        torch %.2f s: %.2fx faster with BF16 tiles, %.2fx with FP32 tiles (target >= 3)\n",
+                    torch.hessian, torch.hessian / t_hessian_bf16, torch.hessian / t_hessian);
+        std::printf("    quantize step  torch %.2f s: %.2fx faster (target >= 3)\n", torch.quantize, torch.quantize / t_quantize);
+    } else {
+        std::printf("  torch: run bench/compare_with_torch.sh for its times in the same run\n");
+    }
     std::printf("total run time %.1f s\n", seconds_since(start));
     return 0;
 }
