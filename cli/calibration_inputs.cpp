@@ -48,6 +48,7 @@ void check_calibration_options(const CalibrationInputOptions& o) {
         throw_usage_error("--save-activations records what --dataset calibration computes; it needs --dataset");
     if (!o.compute_dtype.empty() && !o.given())
         throw_usage_error("--compute-dtype sets the precision of calibration; it needs --dataset or --calibration-activations");
+    chosen_compute_dtype(o.compute_dtype, ComputeDtype::f32);  // a bad value fails before any work
 }
 
 CalibrationInputs::CalibrationInputs(const Registry& registry, const PlannedSource& source,

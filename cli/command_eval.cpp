@@ -70,6 +70,7 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     if (!hybrid && !placement_file.empty())
         throw_usage_error("--placement needs both --cpu-weights and --gpu-weights (the hybrid model)");
     if (common.threads > 0) set_max_threads(common.threads);
+    const std::string products = apply_compute_dtype(compute, ComputeDtype::f32);
 
     Registry registry;
     load_plugins(registry, globals);
@@ -104,7 +105,6 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
         throw Error(e.kind(), "family '" + source.plan.family + "' has no decoder forward: eval cannot run it",
                     {.file = source.config.source(), .code = "NoForward"});
     }
-    const std::string products = apply_compute_dtype(compute, ComputeDtype::f32);
     CalibrationSamples tokenized = load_text_calibration(registry, source, text);
 
     ScratchFolder scratch;

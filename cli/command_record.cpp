@@ -53,12 +53,12 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     if (text.dataset.empty()) throw_usage_error("record needs --dataset FILE (or --dataset embedded)");
     if (output.empty()) throw_usage_error("record needs --output FILE");
     if (common.threads > 0) set_max_threads(common.threads);
+    const std::string products = apply_compute_dtype(compute, calibration_compute_dtype());
 
     Registry registry;
     load_plugins(registry, globals);
     const PlannedSource source = open_planned_source(registry, input, common.family);
     check_output_file(output, {.folders = {source.checkpoint.directory()}, .files = dataset_files(text.dataset)}, overwrite);
-    const std::string products = apply_compute_dtype(compute, calibration_compute_dtype());
     CalibrationSamples tokenized = load_text_calibration(registry, source, text);
     const auto forward = source_decoder_forward(registry, source, source.plan);
     ScratchFolder scratch;

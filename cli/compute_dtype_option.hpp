@@ -12,7 +12,11 @@
 namespace moequant::cli {
 
 // Calibration's default: bf16 where the CPU multiplies BF16 natively (AVX512-BF16, AMX), else f32.
-ComputeDtype calibration_compute_dtype() noexcept;
+ComputeDtype calibration_compute_dtype();
+
+// The dtype `value` names ("" = `fallback`); Error(usage) for another value, or bf16 on a CPU
+// where oneDNN has no BF16 products. Commands call it right after parsing, before any work.
+ComputeDtype chosen_compute_dtype(const std::string& value, ComputeDtype fallback);
 
 // Adds --compute-dtype into `value`; `default_text` is said in the help.
 void add_compute_dtype_option(boost::program_options::options_description& description, std::string& value,

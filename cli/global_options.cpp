@@ -39,7 +39,7 @@ std::vector<std::string> with_negative_values_joined(const std::vector<std::stri
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
         if (arg.starts_with("--") && arg.find('=') == std::string::npos && i + 1 < args.size() && looks_negative_number(args[i + 1]))
-            if (const po::option_description* o = options.find_nothrow(arg.substr(2), false); o && o->semantic()->max_tokens() > 0) {
+            if (const po::option_description* o = options.find_nothrow(arg.substr(2), true); o && o->semantic()->max_tokens() > 0) {
                 joined.push_back(arg + "=" + args[++i]);
                 continue;
             }

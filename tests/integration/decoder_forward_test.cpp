@@ -4,6 +4,7 @@
 // MLP block's input, the router's choices and weights, the layer output, and the logits (final
 // norm and head) of the last layer's output, float32 within 1e-4 relative error; and the same
 // with --compute-dtype bf16 against torch with BF16 products (bf16_products_match_torch_in_bfloat16).
+#include "bf16_products_here.hpp"
 #include "test_support.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -182,7 +183,7 @@ BOOST_AUTO_TEST_CASE(glm_moe_dsa_fp8_layers_match_the_reference) { check_family(
 // than torch's and so rounds to a neighbouring BF16 value), the largest element error below 3e-3. Against torch's own bfloat16 matmul
 // (results rounded to BF16 too) within 3e-2 (the same experts as well), and moequant, keeping
 // FP32 results, is closer to the float32 model than that run on every layer output.
-BOOST_AUTO_TEST_CASE(bf16_products_match_torch_in_bfloat16) {
+BOOST_AUTO_TEST_CASE(bf16_products_match_torch_in_bfloat16, *boost::unit_test::precondition(test::bf16_products_here)) {
     for (const auto& [family, dtype] : {std::pair{"qwen3_moe", "bf16"}, {"deepseek_v3", "fp8"}}) {
         BOOST_TEST_CONTEXT(family) {
             const Bf16Products bf16;

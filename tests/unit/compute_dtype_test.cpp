@@ -1,6 +1,8 @@
 // The BF16 products (compute_dtype.hpp): linear() and causal_attention() with compute dtype
 // bf16 give the products of the BF16-rounded operands accumulated in FP32 — checked against
 // the same products in double — and bytes that do not depend on the thread count.
+#include "bf16_products_here.hpp"
+
 #include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/layer_ops.hpp>
@@ -52,7 +54,7 @@ BOOST_AUTO_TEST_CASE(names_and_the_default) {
     BOOST_TEST(!bf16_product_isa().empty());
 }
 
-BOOST_AUTO_TEST_CASE(bf16_linear_is_the_rounded_operands_product_in_fp32) {
+BOOST_AUTO_TEST_CASE(bf16_linear_is_the_rounded_operands_product_in_fp32, *boost::unit_test::precondition(test::bf16_products_here)) {
     // Odd sizes: a ragged last column block (out = 600 over blocks of 256) and rows that are no
     // multiple of any vector width.
     const std::int64_t rows = 37, in = 300, out = 600;
@@ -86,7 +88,7 @@ BOOST_AUTO_TEST_CASE(bf16_linear_is_the_rounded_operands_product_in_fp32) {
     BOOST_TEST(std::sqrt(diff / energy) < 1e-2);
 }
 
-BOOST_AUTO_TEST_CASE(bf16_products_do_not_depend_on_the_thread_count) {
+BOOST_AUTO_TEST_CASE(bf16_products_do_not_depend_on_the_thread_count, *boost::unit_test::precondition(test::bf16_products_here)) {
     const std::int64_t rows = 300, in = 512, out = 1100, heads = 4, dim = 64;
     const std::vector<float> x = random_values(static_cast<std::size_t>(rows * in), 4), w = random_values(static_cast<std::size_t>(out * in), 5, 0.05f);
     const std::vector<float> q = random_values(static_cast<std::size_t>(rows * heads * dim), 6);
@@ -105,7 +107,8 @@ BOOST_AUTO_TEST_CASE(bf16_products_do_not_depend_on_the_thread_count) {
     BOOST_TEST(std::memcmp(one.data(), two.data(), one.size() * 4) == 0);
 }
 
-BOOST_AUTO_TEST_CASE(bf16_attention_matches_the_fp32_path_to_bf16_rounding) {
+BOOST_AUTO_TEST_CASE(bf16_attention_matches_the_fp32_path_to_bf16_rounding,
+                     *boost::unit_test::precondition(test::bf16_products_here)) {
     // Two samples, grouped-query heads, more than one query block (256) in the first.
     const std::int64_t q_heads = 4, kv_heads = 2, qk = 48, vd = 32;
     const std::vector<std::int64_t> lengths = {300, 17};

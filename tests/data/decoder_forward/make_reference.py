@@ -21,8 +21,9 @@ GLM's sizes, rope_parameters without scaling, mlp_layer_types, samples within in
 
 Besides the layers, "logits": the final norm and head applied to the last computed layer's output.
 
-A fourth argument runs every matrix product (each `@`: linear layers, router, experts, Q K^T, P V)
-in BF16, everything else staying float32, for moequant's --compute-dtype bf16:
+A fourth argument runs every matrix product (each `@`: linear layers, experts, Q K^T, P V; the
+router's logits stay float32, as the reference routers compute them) in BF16, everything else
+staying float32, for moequant's --compute-dtype bf16:
     bf16-operands  operands rounded to BF16, the product in float32 (what moequant computes), into
                    <family>_bf16_operands.safetensors
     bf16           torch's bfloat16 matmul (BF16 operands, result rounded to BF16), into
@@ -346,7 +347,7 @@ def mla(c, w, p, x):  # DeepseekV3Attention, one sample
 
 
 def moe(f, c, w, p, x):  # Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
-    logits = x @ w[p + f["router"]].T
+    logits = torch.matmul(x, w[p + f["router"]].T)  # float32 in every product mode, as the routers compute it
     k = c["num_experts_per_tok"]
     if f.get("sigmoid"):  # noaux_tc: the bias chooses, the unbiased scores weigh
         scores = logits.sigmoid()

@@ -4,10 +4,12 @@
 //
 // f32: FP32 products through BLIS, as torch runs the model in float32. bf16: both operands
 // rounded once to BF16, products accumulated in FP32 and kept in FP32 (oneDNN's matmul, on AMX
-// where the CPU has it, else AVX512-BF16, AVX-512 or AVX2), as llm-compressor runs the model in
-// bfloat16 except that moequant keeps every result in FP32. Either way the bytes do not depend on
-// the thread count: both split the work into fixed blocks, each computed by one thread.
-// Everything else (norms, softmax, rotary, routing, Hessians, GPTQ) stays FP32.
+// where the CPU has it, else AVX512-BF16 or AVX-512: oneDNN 2.x has no BF16 below AVX-512), as
+// llm-compressor runs the model in bfloat16 except that moequant keeps every result in FP32.
+// Either way the bytes do not depend on the thread count: both split the work into fixed
+// blocks, each computed by one thread. The routers' logits stay FP32 (as the reference's
+// routers compute them), and so do norms, softmax, rotary and GPTQ's solve; the engine's
+// Hessians use bf16_product() for BF16-exact inputs (hessian.hpp).
 #pragma once
 
 #include <moequant/export.hpp>
@@ -30,8 +32,12 @@ MOEQUANT_API void set_compute_dtype(ComputeDtype dtype) noexcept;
 // choice, and the host's default.
 MOEQUANT_API bool cpu_has_bf16_products() noexcept;
 
-// The instruction set oneDNN's BF16 products run on here, in oneDNN's names (e.g.
-// "avx512_core_amx", "avx512_core_bf16", "avx512_core", "avx2").
+// Whether oneDNN can run BF16 products here at all (it needs AVX-512); set_compute_dtype(bf16)
+// without them makes every product fail.
+MOEQUANT_API bool bf16_products_available();
+
+// oneDNN's name of the implementation its BF16 products use here (e.g. "brg:avx512_core_amx",
+// "brg:avx512_core_bf16"), or "none".
 MOEQUANT_API std::string bf16_product_isa();
 
 // c[m, n] (dense, overwritten) = a[m, k] x op(b) for dense row-major BF16 operands: op(b) = b^T

@@ -110,11 +110,12 @@
 //              --dry-run and the free-disk check), PlannedFile (output_file.hpp),
 //              safetensors_file_size() and ShardedSafetensorsPlan.
 //  16 (0.16.0): compute_dtype.hpp (ComputeDtype, set_compute_dtype(), cpu_has_bf16_products(),
-//              bf16_product_isa(), bf16_product()): layer_ops' products in BF16 through oneDNN
-//              when the host asks for it (--compute-dtype); the SDK links libdnnl.
+//              bf16_products_available(), bf16_product_isa(), bf16_product()): layer_ops'
+//              products in BF16 through oneDNN when the host asks for it (--compute-dtype), the
+//              routers' logits kept FP32; the SDK links libdnnl.
 #define MOEQUANT_PLUGIN_ABI_VERSION 16
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "dc73316336b3c3a2"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "f0e512eb3bfa561a"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

@@ -287,18 +287,9 @@ void bf16_linear(const std::vector<float>& x, std::int64_t rows, const std::vect
     });
 }
 
-}  // namespace
-
-std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight, std::int64_t out,
-                          std::int64_t in, const std::vector<float>* bias) {
-    std::vector<float> y(static_cast<std::size_t>(rows * out));
-    if (compute_dtype() == ComputeDtype::bf16) {
-        bf16_linear(x, rows, weight, out, in, y);
-        if (bias)
-            for (std::int64_t r = 0; r < rows; ++r)
-                for (std::int64_t c = 0; c < out; ++c) y[r * out + c] += (*bias)[c];
-        return y;
-    }
+// linear() with FP32 products, whatever the compute dtype (the routers' logits).
+void f32_linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight, std::int64_t out,
+                std::int64_t in, std::vector<float>& y) {
     const Eigen::Map<const RowMajor> xm(x.data(), rows, in), wm(weight.data(), out, in);
     Eigen::Map<RowMajor> ym(y.data(), rows, out);
     // The BLAS is serial: blocks of output columns run in parallel, each packing only its slice of
@@ -308,9 +299,24 @@ std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const 
         const auto n = static_cast<Eigen::Index>(last - first);
         ym.middleCols(first, n).noalias() = xm * wm.middleRows(first, n).transpose();
     });
+}
+
+void add_bias(std::vector<float>& y, std::int64_t rows, std::int64_t out, const std::vector<float>* bias) {
     if (bias)
         for (std::int64_t r = 0; r < rows; ++r)
             for (std::int64_t c = 0; c < out; ++c) y[r * out + c] += (*bias)[c];
+}
+
+}  // namespace
+
+std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight, std::int64_t out,
+                          std::int64_t in, const std::vector<float>* bias) {
+    std::vector<float> y(static_cast<std::size_t>(rows * out));
+    if (compute_dtype() == ComputeDtype::bf16)
+        bf16_linear(x, rows, weight, out, in, y);
+    else
+        f32_linear(x, rows, weight, out, in, y);
+    add_bias(y, rows, out, bias);
     return y;
 }
 
@@ -326,7 +332,10 @@ Routing add_routed_experts(const std::vector<float>& x, std::int64_t rows, std::
                            const std::vector<float>& router_weight, const std::vector<float>& router_bias,
                            std::int64_t experts, const std::function<ExpertWeightsF32(std::int64_t)>& expert,
                            std::vector<float>& y) {
-    const std::vector<float> logits = linear(x, rows, router_weight, experts, hidden);
+    // The router in FP32 whatever the compute dtype: the reference's routers compute their logits
+    // in float32, and the engine routes the recorded tokens the same way (expert_tokens).
+    std::vector<float> logits(static_cast<std::size_t>(rows * experts));
+    f32_linear(x, rows, router_weight, experts, hidden, logits);
     Routing routing = route_tokens(spec, logits.data(), rows, experts, router_bias.empty() ? nullptr : router_bias.data());
     // Tokens (and their weights) per expert.
     std::vector<std::vector<std::pair<std::int64_t, float>>> assigned(static_cast<std::size_t>(experts));

@@ -14,7 +14,7 @@ void bf16_product(const std::uint16_t* a, const std::uint16_t* b, bool b_transpo
                   std::int64_t k);
 
 // oneDNN's name of the implementation it picks for such a product (e.g. "brg:avx512_core_bf16"),
-// for benchmarks to print.
+// or "" when it has none (oneDNN 2.x multiplies BF16 only with AVX-512).
 std::string bf16_product_implementation(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transposed);
 
 }  // namespace moequant::detail

@@ -2,8 +2,6 @@
 
 #include "numeric/bf16_products.hpp"
 
-#include <oneapi/dnnl/dnnl.h>
-
 #include <cpuid.h>
 
 #include <atomic>
@@ -38,16 +36,17 @@ bool cpu_has_bf16_products() noexcept {
     return has;
 }
 
+bool bf16_products_available() {
+    static const bool available = !detail::bf16_product_implementation(64, 64, 64, true).empty();
+    return available;
+}
+
 std::string bf16_product_isa() {
-    switch (dnnl_get_effective_cpu_isa()) {
-        case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-        case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-        case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-        case dnnl_cpu_isa_avx512_core: return "avx512_core";
-        case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-        case dnnl_cpu_isa_avx2: return "avx2";
-        default: return "sse41 or older";
-    }
+    static const std::string isa = [] {
+        const std::string impl = detail::bf16_product_implementation(256, 256, 256, true);
+        return impl.empty() ? std::string("none") : impl;
+    }();
+    return isa;
 }
 
 void bf16_product(const std::uint16_t* a, const std::uint16_t* b, bool b_transposed, float* c, std::int64_t m, std::int64_t n,
