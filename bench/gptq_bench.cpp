@@ -384,7 +384,8 @@ int main(int argc, char** argv) {
                 t_calibrated, t_calibrated - t_loop);
 
     // ---- 1c. one expert's down_proj calibration ----
-    // What calibrated_layer's down_proj_hessian does for an expert that sees all T tokens: its
+    // What calibrated_layer's down_proj_hessian does for an expert that sees all T tokens of
+    // BF16-exact inputs (recorded activations, or the BF16 forward's rounded MoE inputs): its
     // gate and up products (the N x K weight above as both), act(gate x) * up x in BF16 steps,
     // and the Hessian of those N-wide rows; FP32 products against BF16 ones (exact operands).
     const std::vector<std::uint16_t> up_bf16 = random_weight(n, k, 3);

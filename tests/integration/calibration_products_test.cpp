@@ -4,6 +4,7 @@
 // the two text paths give different bytes, each the same on one thread as on two; the run
 // manifest records the dtype, so a rerun in the other one is another job; bad values are usage
 // errors.
+#include "bf16_products_here.hpp"
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -19,7 +20,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 BOOST_AUTO_TEST_SUITE(calibration_products)
 
-BOOST_AUTO_TEST_CASE(gptq_through_bf16_and_f32_products_verifies_below_rtn) {
+BOOST_AUTO_TEST_CASE(gptq_through_bf16_and_f32_products_verifies_below_rtn, *boost::unit_test::precondition(test::bf16_products_here)) {
     TempDir dir;
     const fs::path src = dir / "src";
     auto synth = run_moequant({"synth", "--family", "deepseek_v3", "--out", src.string()});
@@ -62,14 +63,21 @@ BOOST_AUTO_TEST_CASE(gptq_through_bf16_and_f32_products_verifies_below_rtn) {
             BOOST_TEST(v.exit_code == 0, v.out << v.err);
         }
     }
-    // The same folder in the other dtype is another job: refused without --overwrite.
-    const auto again = run_moequant({"gptq", "--model_id", src.string(), "--output_dir", (dir / "bf162").string(), "--dataset",
-                                     "embedded", "--quant_type", "W4A16", "--compute-dtype", "f32", "--quiet"});
-    BOOST_TEST(again.exit_code == 5, again.err);
-    BOOST_TEST(contains(again.err, "OutputExists"), again.err);
+    // A rerun in the same dtype finds its own output; in the other dtype it is another job,
+    // refused without --overwrite.
+    auto rerun = [&](const std::string& dtype) {
+        return run_moequant({"gptq", "--model_id", src.string(), "--output_dir", (dir / "rerun").string(), "--dataset", "embedded",
+                             "--quant_type", "W4A16", "--compute-dtype", dtype, "--quiet"});
+    };
+    BOOST_REQUIRE(rerun("bf16").exit_code == 0);
+    const auto same = rerun("bf16");
+    BOOST_TEST(same.exit_code == 0, same.err);
+    const auto other = rerun("f32");
+    BOOST_TEST(other.exit_code == 5, other.err);
+    BOOST_TEST(contains(other.err, "OutputExists"), other.err);
 }
 
-BOOST_AUTO_TEST_CASE(compute_dtype_misuse_is_a_usage_error) {
+BOOST_AUTO_TEST_CASE(compute_dtype_misuse_is_a_usage_error, *boost::unit_test::precondition(test::bf16_products_here)) {
     TempDir dir;
     const fs::path src = dir / "src";
     BOOST_REQUIRE(run_moequant({"synth", "--family", "qwen3_moe", "--out", src.string()}).exit_code == 0);
@@ -84,6 +92,7 @@ BOOST_AUTO_TEST_CASE(compute_dtype_misuse_is_a_usage_error) {
             BOOST_TEST(r.exit_code == 2, r.err);
             BOOST_TEST(contains(r.err, "--compute-dtype"), r.err);
             BOOST_TEST(!fs::exists(out));
+            BOOST_TEST(!fs::exists(out + ".safetensors"));
         }
     }
     // record and eval take it too.

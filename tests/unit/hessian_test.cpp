@@ -2,6 +2,8 @@
 // (ragged) tiles, fed in several add() calls: every entry, and the same bytes with one thread
 // as with all of them. The tiles run concurrently through the BLAS library Eigen forwards to,
 // so this is also the check that concurrent calls into it are safe.
+#include "bf16_products_here.hpp"
+
 #include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
@@ -51,7 +53,7 @@ std::vector<float> bf16_exact(std::vector<float> x) {
 BOOST_AUTO_TEST_SUITE(hessian)
 
 BOOST_AUTO_TEST_CASE(every_entry_matches_a_float64_reference) {
-    for (const bool bf16 : {false, true}) {
+    for (const bool bf16 : {false, bf16_products_available()}) {
         BOOST_TEST_CONTEXT((bf16 ? "BF16 products of BF16-exact inputs" : "FP32")) {
             const std::vector<float> x = bf16 ? bf16_exact(random_inputs()) : random_inputs();
             std::optional<Bf16Products> products;
@@ -77,14 +79,14 @@ BOOST_AUTO_TEST_CASE(every_entry_matches_a_float64_reference) {
     }
 }
 
-BOOST_AUTO_TEST_CASE(bf16_products_serve_bf16_exact_inputs_only) {
+BOOST_AUTO_TEST_CASE(bf16_products_serve_bf16_exact_inputs_only, *boost::unit_test::precondition(test::bf16_products_here)) {
     const std::vector<float> inexact = random_inputs(), exact = bf16_exact(inexact);
     const Tensor f32_inexact = accumulate(inexact), f32_exact = accumulate(exact);
     const Bf16Products products;
     // Inputs BF16 cannot hold: the FP32 path, byte for byte.
     const Tensor inexact_h = accumulate(inexact);
     BOOST_TEST(std::memcmp(inexact_h.data(), f32_inexact.data(), inexact_h.size_bytes()) == 0);
-    // BF16-exact inputs: another summation order (so other bytes), the bytes of one thread.
+    // BF16-exact inputs: exact 2 x_i x_j products in another order (so other bytes), the bytes of one thread.
     const Tensor exact_h = accumulate(exact);
     BOOST_TEST(std::memcmp(exact_h.data(), f32_exact.data(), exact_h.size_bytes()) != 0);
     const std::size_t threads = max_threads();

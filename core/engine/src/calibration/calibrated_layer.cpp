@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <mutex>
@@ -35,18 +34,13 @@ RowMajor to_f32(const Tensor& bf16_matrix) {
 
 float round_bf16(float v) noexcept { return bf16_to_f32(f32_to_bf16(v)); }
 
-bool bf16_exact(const RowMajor& m) {
-    for (Eigen::Index i = 0; i < m.size(); ++i)
-        if ((std::bit_cast<std::uint32_t>(m.data()[i]) & 0xFFFFu) != 0) return false;
-    return true;
-}
-
 }  // namespace
 
 // down_proj's input for every token, act(gate x) * up x, in the BF16 steps of a BF16 model:
 // each Linear's output, SiLU's and the product are rounded to BF16. With compute dtype bf16 the
 // two products of BF16-exact inputs and BF16 weights run as BF16 products (exact operands, FP32
-// accumulation: the FP32 path's values up to summation order); otherwise in FP32.
+// accumulation: the FP32 path's values up to summation order, before the BF16 roundings);
+// otherwise in FP32.
 Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
                          const Tensor& gate, const Tensor& up) {
     const bool bf16_weights = compute_dtype() == ComputeDtype::bf16 && gate.dtype() == DType::BF16 && up.dtype() == DType::BF16;
@@ -56,7 +50,7 @@ Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t
     std::vector<std::uint16_t> x_bf16;
     for_each_input_chunk(calibration, layer, tokens, chunk_tokens, [&](const InputRows& rows) {
         RowMajor g(rows.rows(), inter), u(rows.rows(), inter);
-        if (bf16_weights && bf16_exact(rows)) {
+        if (bf16_weights && bf16_exact(rows.data(), static_cast<std::size_t>(rows.size()))) {
             x_bf16.resize(static_cast<std::size_t>(rows.size()));
             convert_f32_to_bf16(rows.data(), x_bf16.data(), x_bf16.size());
             bf16_product(x_bf16.data(), gate.data_as<std::uint16_t>(), true, g.data(), rows.rows(), inter, hidden);

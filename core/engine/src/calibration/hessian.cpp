@@ -38,13 +38,13 @@ std::vector<std::pair<std::int64_t, std::int64_t>> lower_tiles(std::int64_t k) {
     return work;
 }
 
-bool bf16_exact(const float* values, std::size_t n) {
+}  // namespace
+
+bool bf16_exact(const float* values, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i)
         if ((std::bit_cast<std::uint32_t>(values[i]) & 0xFFFFu) != 0) return false;
     return true;
 }
-
-}  // namespace
 
 // H += 2 X^T X with X's columns as BF16 rows (exact: X is BF16-exact), tile by tile.
 void HessianAccumulator::add_bf16_exact(const float* inputs, std::int64_t tokens) {

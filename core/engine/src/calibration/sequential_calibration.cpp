@@ -1,6 +1,7 @@
 #include "hidden_states.hpp"
 #include "sample_batches.hpp"
 
+#include <moequant/compute_dtype.hpp>
 #include <moequant/digest.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/sequential_calibration.hpp>
@@ -153,7 +154,11 @@ const CalibrationActivations& SequentialCalibration::layer_inputs(std::int64_t l
     for (std::size_t b = 0; b < s.batches.size(); ++b) {
         const std::span<float> rows = s.batch_rows(b);
         std::vector<float> xb(rows.begin(), rows.end());
-        const std::vector<float> mlp_input = s.layer->attention(xb, s.batch_lengths(b));
+        std::vector<float> mlp_input = s.layer->attention(xb, s.batch_lengths(b));
+        // With BF16 products the MoE block's inputs are BF16 values, as in a BF16 model: its
+        // products round them anyway, and the Hessians then take them exactly (hessian.hpp).
+        if (compute_dtype() == ComputeDtype::bf16)
+            for (float& v : mlp_input) v = bf16_to_f32(f32_to_bf16(v));
         std::copy(xb.begin(), xb.end(), rows.begin());
         writer.write_chunk(name, std::as_bytes(std::span(mlp_input)));
         if (s.saved) {

@@ -3,8 +3,9 @@
 // tokens. Accumulated in F32 like the reference, from the inputs multiplied by fl32(sqrt 2);
 // only the lower triangle's tiles are computed (H is symmetric), mirrored once in finish().
 // With compute dtype bf16 (compute_dtype.hpp) inputs that BF16 holds exactly — recorded
-// activations, a BF16 model's — are multiplied as BF16 with FP32 accumulation (oneDNN), exact
-// products, so H differs from the FP32 path by summation order only.
+// activations, a BF16 model's, the BF16 forward's — are multiplied as BF16 with FP32
+// accumulation (oneDNN): exact products 2 x_i x_j, where the FP32 path rounds (fl(sqrt 2) x)
+// first, so H agrees with it to float rounding.
 #pragma once
 
 #include <moequant/export.hpp>
@@ -35,6 +36,10 @@ private:
     std::int64_t columns_;
     std::vector<float> lower_;  // sum of (sqrt2 x)(sqrt2 x)^T, column-major, lower triangle valid
 };
+
+// Whether BF16 holds every one of the values exactly (its low 16 bits are zero): when BF16
+// products multiply them exactly.
+MOEQUANT_API bool bf16_exact(const float* values, std::size_t n) noexcept;
 
 // Sum over rows of (W_a - W_b) H (W_a - W_b)^T's diagonal: the squared output error
 // ||X (W_a - W_b)^T||^2 * 2/n on the calibration data H came from. W_*: F32 [rows, cols].
