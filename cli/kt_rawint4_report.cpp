@@ -2,6 +2,8 @@
 
 #include <moequant/printable.hpp>
 
+#include <algorithm>
+
 namespace moequant::cli {
 
 namespace json = boost::json;
@@ -20,11 +22,18 @@ std::string backends_running(const KtRawint4Report& report) {
 void print_kt_rawint4(const KtRawint4Report& report, bool in_full, std::ostream& out) {
     if (!in_full) {
         out << "\nkt-kernel RAWINT4 (--kt-method RAWINT4 on this folder): ";
-        if (report.usable())
-            out << "usable, group " << report.group_size << ", backends " << backends_running(report) << "\n";
+        const bool every_backend =
+            std::all_of(report.backends.begin(), report.backends.end(), [](const KtRawint4Backend& b) { return b.runs; });
+        if (report.usable() && every_backend)
+            out << "usable, group " << report.group_size << ", on every backend\n";
+        else if (report.usable())
+            out << "usable, group " << report.group_size << ", only with KT_RAWINT4_BACKEND set to one of "
+                << backends_running(report) << "\n";
         else
             out << "not usable: " << report.problems.front().rule << ": " << printable_text(report.problems.front().message)
-                << (report.problem_count > 1 ? " (and " + std::to_string(report.problem_count - 1) + " more; verify --for kt-rawint4 lists them)" : "")
+                << (report.problem_count > 1 ? " (and " + std::to_string(report.problem_count - 1) +
+                                                   " more problem(s); verify --for kt-rawint4 shows the first of each rule)"
+                                             : "")
                 << "\n";
         for (const auto& w : report.warnings) out << "  warning: " << printable_text(w) << "\n";
         return;

@@ -8,7 +8,6 @@
 #include <array>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <set>
 
 namespace moequant {
@@ -120,7 +119,8 @@ std::int64_t check_projection(const FolderTensors& tensors, const std::string& m
     if (!two_d || !(packed->dtype == DType::I32 || packed->dtype == DType::U8)) {
         problems.add("Int4Codes", printable_name(packed_name) + " is " + std::string(dtype_name(packed->dtype)) + " " +
                                       shape_to_string(packed->shape) + ", expected I32 [" + std::to_string(rows) + ", " +
-                                      std::to_string(cols / 8) + "]");
+                                      std::to_string(cols / 8) + "] (or U8 [" + std::to_string(rows) + ", " +
+                                      std::to_string(cols / 2) + "], which kt's loader passes through)");
     } else {
         const std::int64_t codes = packed->shape[1] * (packed->dtype == DType::I32 ? 8 : 2);
         if (codes != cols)
@@ -137,11 +137,15 @@ std::int64_t check_projection(const FolderTensors& tensors, const std::string& m
         return 0;
     }
     if (const TensorInfo* shape = tensors.find(module + ".weight_shape")) {
-        const bool readable = shape->dtype == DType::I64 && shape->shape == Shape{2};
-        if (!readable || stored_shape_value(tensors, module + ".weight_shape", 0) != rows ||
-            stored_shape_value(tensors, module + ".weight_shape", 1) != cols)
-            problems.add("WeightShape", printable_name(module + ".weight_shape") + " is not I64 [2] holding [" +
-                                            std::to_string(rows) + ", " + std::to_string(cols) + "]");
+        try {
+            const bool readable = shape->dtype == DType::I64 && shape->shape == Shape{2};
+            if (!readable || stored_shape_value(tensors, module + ".weight_shape", 0) != rows ||
+                stored_shape_value(tensors, module + ".weight_shape", 1) != cols)
+                problems.add("WeightShape", printable_name(module + ".weight_shape") + " is not I64 [2] holding [" +
+                                                std::to_string(rows) + ", " + std::to_string(cols) + "]");
+        } catch (const Error& e) {  // its file cannot be mapped
+            problems.add("ReadableFiles", e.what());
+        }
     }
     return scale->shape[1];
 }
@@ -174,7 +178,6 @@ KtRawint4Report check_kt_rawint4(const fs::path& folder, const ModelPlan& plan) 
     for (const auto& [name, first, second] : tensors.duplicates())
         problems.add("OneTensorPerName", printable_name(name) + " is in both " + printable_name(first) + " and " +
                                              printable_name(second) + ": kt would read one of them");
-    std::optional<ProjectionGroups> kt_group;  // what kt derives: layer 1's expert 0 gate
     for (const MoeLayerPlan& layer : plan.moe_layers) {
         const std::string prefix = experts_prefix(tensors, layer.layer);
         if (prefix.empty()) {
@@ -193,25 +196,29 @@ KtRawint4Report check_kt_rawint4(const fs::path& folder, const ModelPlan& plan) 
             problems.add("ExpertsFound", "kt counts " + std::to_string(found) + " experts under " + printable_name(prefix) +
                                              " (up to the first missing up_proj.weight_packed), the model has " +
                                              std::to_string(layer.experts.size()));
+        // kt's wrapper of each layer takes the group size from the layer's expert 0 gate
+        // (hidden_size / its scale columns) and uses it for every projection of the layer.
+        std::int64_t layer_group = 0;
         for (std::size_t e = 0; e < std::min(found, layer.experts.size()); ++e)
             for (Projection p : expert_projections) {
                 const ExpertWeightSource& source = layer.experts[e].weights[static_cast<int>(p)];
                 const std::string module = prefix + "." + std::to_string(e) + "." + std::string(projection_name(p)) + "_proj";
                 const std::int64_t columns = check_projection(tensors, module, source.rows, source.cols, problems);
-                if (!columns) continue;
                 const ProjectionGroups here{source.cols, columns};
-                if (!kt_group) {
-                    if (p != Projection::gate) continue;  // kt takes its group size from a gate
-                    kt_group = here;
-                    report.group_size = here.group();
-                }
-                if (here.group() != report.group_size)
-                    problems.add("OneGroupSize",
-                                 printable_name(module + ".weight_scale") + " has " + std::to_string(columns) + " groups of " +
-                                     std::to_string(here.group()) + " columns, but kt takes " + std::to_string(report.group_size) +
-                                     " (hidden_size / the gate's scale columns) for every projection" +
-                                     (columns == 1 ? " (one scale per row: kt has no channel mode)" : ""));
+                if (e == 0 && p == Projection::gate) layer_group = here.group();
+                if (!columns || !layer_group || here.group() == layer_group) continue;
+                problems.add("OneGroupSize", printable_name(module + ".weight_scale") + " has " + std::to_string(columns) +
+                                                 " groups of " + std::to_string(here.group()) + " columns, but kt takes " +
+                                                 std::to_string(layer_group) +
+                                                 " (hidden_size / expert 0's gate scale columns) for every projection of the layer" +
+                                                 (columns == 1 ? " (one scale per row: kt has no channel mode)" : ""));
             }
+        if (!layer_group) continue;
+        if (!report.group_size) report.group_size = layer_group;
+        else if (layer_group != report.group_size)
+            problems.add("OneGroupSize", "layer " + std::to_string(layer.layer) + "'s group size is " + std::to_string(layer_group) +
+                                             ", the first layer's " + std::to_string(report.group_size) +
+                                             ": verify holds the model to one (kt would derive each layer's own)");
     }
     if (plan.moe_layers.empty()) problems.add("ExpertsFound", "the model has no routed experts for kt's MoE method");
     if (report.group_size > 0) {
@@ -221,8 +228,8 @@ KtRawint4Report check_kt_rawint4(const fs::path& folder, const ModelPlan& plan) 
         else if (!report.backends.front().runs)
             report.warnings.push_back("kt's default RAWINT4 backend (amx, whenever kt-kernel is built with AVX-512) needs group 32 and "
                                       "computes wrong results for group " + std::to_string(report.group_size) +
-                                      " without an error: set KT_RAWINT4_BACKEND to one that runs it, or quantize with "
-                                      "gptq --group_size 32");
+                                      " without an error: serve it only with KT_RAWINT4_BACKEND set to a backend that runs it, "
+                                      "or quantize with gptq --group_size 32");
     }
     return report;
 }
