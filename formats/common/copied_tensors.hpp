@@ -4,6 +4,8 @@
 // Header-only, shared by the format modules.
 #pragma once
 
+#include <malloc.h>
+
 #include <moequant/dtype_convert.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
@@ -155,16 +157,22 @@ inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, co
         for (const auto& [role, tensor] : w.tensors) source.release_pages(tensor);
         return;
     }
-    Tensor all(DType::BF16, copied_shape(w));
-    const std::size_t rows = static_cast<std::size_t>(w.shape[1]), cols = static_cast<std::size_t>(w.shape[2]);
-    for (std::int64_t m = 0; m < w.shape[0]; ++m) {
-        const Tensor one = decode_matrix(source, w, m);  // [R, K]
-        std::byte* out = all.data() + static_cast<std::size_t>(m) * rows * cols * 2;
-        for (std::size_t r = 0; r < rows; ++r)
-            for (std::size_t k = 0; k < cols; ++k) std::memcpy(out + (k * rows + r) * 2, one.data() + (r * cols + k) * 2, 2);
+    {
+        Tensor all(DType::BF16, copied_shape(w));
+        const std::size_t rows = static_cast<std::size_t>(w.shape[1]), cols = static_cast<std::size_t>(w.shape[2]);
+        for (std::int64_t m = 0; m < w.shape[0]; ++m) {
+            const Tensor one = decode_matrix(source, w, m);  // [R, K]
+            std::byte* out = all.data() + static_cast<std::size_t>(m) * rows * cols * 2;
+            for (std::size_t r = 0; r < rows; ++r)
+                for (std::size_t k = 0; k < cols; ++k) std::memcpy(out + (k * rows + r) * 2, one.data() + (r * cols + k) * 2, 2);
+        }
+        writer.write(name, to == DType::BF16 ? all.view() : converted_to(all.view(), to).view());
     }
-    writer.write(name, to == DType::BF16 ? all.view() : converted_to(all.view(), to).view());
     for (const auto& [role, tensor] : w.tensors) source.release_pages(tensor);
+    // The whole decoded tensor is gone: give its pages back now. glibc raised its mmap threshold
+    // when an earlier one was unmapped, so this one came from the heap and would otherwise stay
+    // resident beside the next (measured: a gpt-oss export's peak 20.6 MB instead of 10.9).
+    ::malloc_trim(0);
 }
 
 }  // namespace moequant::formats

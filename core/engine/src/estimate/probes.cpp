@@ -148,7 +148,11 @@ QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quanti
         release_layer_pages(*job.source, layer);
         probe.threads = static_cast<std::int64_t>(std::min(threads, tasks));
         probe.seconds.fixed = m.seconds / static_cast<double>(experts);
-        probe.bytes.fixed = static_cast<double>(m.bytes);
+        // At least one decoded matrix (BF16, the smallest target) per thread: with threads
+        // allocating at once the measured growth varies, under load down to a quarter of it.
+        std::int64_t largest = 0;
+        for (const auto& w : layer.experts.front().weights) largest = std::max(largest, w.rows * w.cols * 2);
+        probe.bytes.fixed = std::max(static_cast<double>(m.bytes), static_cast<double>(probe.threads * largest));
         probe.exact = m.exact;
         return probe;
     }
