@@ -15,6 +15,7 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <span>
 #include <vector>
 
 using namespace moequant;
@@ -37,12 +38,6 @@ Tensor accumulate(const std::vector<float>& x) {
     return h.finish(samples);
 }
 
-// Compute dtype bf16 for one scope (hessian.hpp: BF16-exact inputs become BF16 products).
-struct Bf16Products {
-    Bf16Products() { set_compute_dtype(ComputeDtype::bf16); }
-    ~Bf16Products() { set_compute_dtype(ComputeDtype::f32); }
-};
-
 std::vector<float> bf16_exact(std::vector<float> x) {
     for (float& v : x) v = bf16_to_f32(f32_to_bf16(v));
     return x;
@@ -56,7 +51,7 @@ BOOST_AUTO_TEST_CASE(every_entry_matches_a_float64_reference) {
     for (const bool bf16 : {false, bf16_products_available()}) {
         BOOST_TEST_CONTEXT((bf16 ? "BF16 products of BF16-exact inputs" : "FP32")) {
             const std::vector<float> x = bf16 ? bf16_exact(random_inputs()) : random_inputs();
-            std::optional<Bf16Products> products;
+            std::optional<test::ComputeDtypeScope> products;  // BF16-exact inputs become BF16 products (hessian.hpp)
             if (bf16) products.emplace();
             const Tensor h = accumulate(x);
             const float* got = h.data_as<float>();
@@ -82,7 +77,7 @@ BOOST_AUTO_TEST_CASE(every_entry_matches_a_float64_reference) {
 BOOST_AUTO_TEST_CASE(bf16_products_serve_bf16_exact_inputs_only, *boost::unit_test::precondition(test::bf16_products_here)) {
     const std::vector<float> inexact = random_inputs(), exact = bf16_exact(inexact);
     const Tensor f32_inexact = accumulate(inexact), f32_exact = accumulate(exact);
-    const Bf16Products products;
+    const test::ComputeDtypeScope products;
     // Inputs BF16 cannot hold: the FP32 path, byte for byte.
     const Tensor inexact_h = accumulate(inexact);
     BOOST_TEST(std::memcmp(inexact_h.data(), f32_inexact.data(), inexact_h.size_bytes()) == 0);
@@ -94,6 +89,17 @@ BOOST_AUTO_TEST_CASE(bf16_products_serve_bf16_exact_inputs_only, *boost::unit_te
     const Tensor one = accumulate(exact);
     set_max_threads(threads);
     BOOST_TEST(std::memcmp(one.data(), exact_h.data(), one.size_bytes()) == 0);
+    // The same inputs as a BF16 view (recorded activations): their bits go in as they are.
+    std::vector<std::uint16_t> bits(exact.size());
+    convert_f32_to_bf16(exact.data(), bits.data(), bits.size());
+    HessianAccumulator from_view(columns);
+    const std::int64_t per_sample = tokens / samples;
+    for (std::int64_t s = 0; s < samples; ++s)
+        from_view.add(TensorView{DType::BF16, {per_sample, columns},
+                                 std::as_bytes(std::span(bits).subspan(static_cast<std::size_t>(s * per_sample * columns),
+                                                                        static_cast<std::size_t>(per_sample * columns)))});
+    const Tensor view_h = from_view.finish(samples);
+    BOOST_TEST(std::memcmp(view_h.data(), exact_h.data(), view_h.size_bytes()) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(the_bytes_do_not_depend_on_the_thread_count) {

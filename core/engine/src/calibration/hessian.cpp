@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <type_traits>
 
 namespace moequant {
 
@@ -38,6 +39,23 @@ std::vector<std::pair<std::int64_t, std::int64_t>> lower_tiles(std::int64_t k) {
     return work;
 }
 
+// The BF16 bits of `tokens` rows of `k` inputs, column by column ([k, tokens]): BF16 views as
+// they are, BF16-exact floats by their upper half.
+template <class Value>
+std::vector<std::uint16_t> bf16_columns(const Value* inputs, std::int64_t tokens, std::int64_t k) {
+    std::vector<std::uint16_t> columns(static_cast<std::size_t>(k * tokens));
+    parallel_for(0, static_cast<std::size_t>(k), 64, [&](std::size_t first, std::size_t last) {
+        for (std::int64_t t = 0; t < tokens; ++t)  // each token's row read once, contiguously
+            for (std::size_t c = first; c < last; ++c) {
+                if constexpr (std::is_same_v<Value, float>)
+                    columns[c * tokens + t] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(inputs[t * k + c]) >> 16);
+                else
+                    columns[c * tokens + t] = inputs[t * k + c];
+            }
+    });
+    return columns;
+}
+
 }  // namespace
 
 bool bf16_exact(const float* values, std::size_t n) noexcept {
@@ -46,15 +64,9 @@ bool bf16_exact(const float* values, std::size_t n) noexcept {
     return true;
 }
 
-// H += 2 X^T X with X's columns as BF16 rows (exact: X is BF16-exact), tile by tile.
-void HessianAccumulator::add_bf16_exact(const float* inputs, std::int64_t tokens) {
+// H += 2 X^T X from X's columns as BF16 rows ([k, tokens], bf16_columns), tile by tile.
+void HessianAccumulator::add_bf16_columns(const std::vector<std::uint16_t>& columns, std::int64_t tokens) {
     const std::int64_t k = columns_;
-    std::vector<std::uint16_t> columns(static_cast<std::size_t>(k * tokens));
-    parallel_for(0, static_cast<std::size_t>(k), 64, [&](std::size_t first, std::size_t last) {
-        for (std::int64_t t = 0; t < tokens; ++t)  // each token's row read once, contiguously
-            for (std::size_t c = first; c < last; ++c)
-                columns[c * tokens + t] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(inputs[t * k + c]) >> 16);
-    });
     const auto work = lower_tiles(k);
     parallel_for(0, work.size(), 1, [&](std::size_t first, std::size_t last) {
         std::vector<float> block;
@@ -78,7 +90,7 @@ void HessianAccumulator::add(const float* inputs, std::int64_t tokens) {
     if (tokens <= 0) return;
     const std::int64_t k = columns_;
     if (compute_dtype() == ComputeDtype::bf16 && bf16_exact(inputs, static_cast<std::size_t>(tokens * k))) {
-        add_bf16_exact(inputs, tokens);
+        add_bf16_columns(bf16_columns(inputs, tokens, k), tokens);
         return;
     }
     // A = fl32(sqrt 2) * x, rounded per element as the reference does, then H += A^T A.
@@ -112,6 +124,10 @@ void HessianAccumulator::add(const TensorView& inputs) {
     const auto* bits = reinterpret_cast<const std::uint16_t*>(inputs.data());
     for (std::int64_t t0 = 0; t0 < tokens; t0 += chunk_tokens) {
         const std::int64_t n = std::min(chunk_tokens, tokens - t0);
+        if (compute_dtype() == ComputeDtype::bf16) {  // BF16 is exact: its bits, not widened and narrowed again
+            add_bf16_columns(bf16_columns(bits + t0 * columns_, n, columns_), n);
+            continue;
+        }
         chunk.resize(static_cast<std::size_t>(n * columns_));
         convert_bf16_to_f32(bits + t0 * columns_, chunk.data(), chunk.size());
         add(chunk.data(), n);

@@ -31,7 +31,7 @@ public:
     Tensor finish(std::int64_t samples) const;
 
 private:
-    void add_bf16_exact(const float* inputs, std::int64_t tokens);
+    void add_bf16_columns(const std::vector<std::uint16_t>& columns, std::int64_t tokens);
 
     std::int64_t columns_;
     std::vector<float> lower_;  // sum of (sqrt2 x)(sqrt2 x)^T, column-major, lower triangle valid
