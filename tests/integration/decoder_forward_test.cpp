@@ -124,11 +124,7 @@ double relative_rms_error(const std::vector<float>& got, const std::vector<float
     return got.size() == want.size() ? std::sqrt(diff / energy) : INFINITY;
 }
 
-// --compute-dtype bf16 for one scope.
-struct Bf16Products {
-    Bf16Products() { set_compute_dtype(ComputeDtype::bf16); }
-    ~Bf16Products() { set_compute_dtype(ComputeDtype::f32); }
-};
+
 
 }  // namespace
 
@@ -186,7 +182,7 @@ BOOST_AUTO_TEST_CASE(glm_moe_dsa_fp8_layers_match_the_reference) { check_family(
 BOOST_AUTO_TEST_CASE(bf16_products_match_torch_in_bfloat16, *boost::unit_test::precondition(test::bf16_products_here)) {
     for (const auto& [family, dtype] : {std::pair{"qwen3_moe", "bf16"}, {"deepseek_v3", "fp8"}}) {
         BOOST_TEST_CONTEXT(family) {
-            const Bf16Products bf16;
+            const test::ComputeDtypeScope bf16;
             const std::string emulated = std::string(family) + "_bf16_operands", torch_bf16 = std::string(family) + "_bf16";
             const auto ours = check_family(family, dtype, "tiny", emulated, 3e-3, 3e-3);
             check_family(family, dtype, "tiny", torch_bf16, 3e-2, 3e-2);

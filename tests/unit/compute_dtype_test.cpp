@@ -18,12 +18,6 @@ using namespace moequant;
 
 namespace {
 
-// Sets the compute dtype for one scope and restores f32 (the SDK's default) after it.
-struct ComputeIn {
-    explicit ComputeIn(ComputeDtype d) { set_compute_dtype(d); }
-    ~ComputeIn() { set_compute_dtype(ComputeDtype::f32); }
-};
-
 struct ThreadsAt {
     const std::size_t before = max_threads();
     explicit ThreadsAt(std::size_t n) { set_max_threads(n); }
@@ -60,7 +54,7 @@ BOOST_AUTO_TEST_CASE(bf16_linear_is_the_rounded_operands_product_in_fp32, *boost
     const std::int64_t rows = 37, in = 300, out = 600;
     const std::vector<float> x = random_values(static_cast<std::size_t>(rows * in), 1), w = random_values(static_cast<std::size_t>(out * in), 2, 0.05f);
     const std::vector<float> bias = random_values(static_cast<std::size_t>(out), 3);
-    const ComputeIn bf16(ComputeDtype::bf16);
+    const test::ComputeDtypeScope bf16;
     const std::vector<float> y = linear(x, rows, w, out, in, &bias);
     double worst = 0;
     for (std::int64_t r = 0; r < rows; ++r)
@@ -94,7 +88,7 @@ BOOST_AUTO_TEST_CASE(bf16_products_do_not_depend_on_the_thread_count, *boost::un
     const std::vector<float> q = random_values(static_cast<std::size_t>(rows * heads * dim), 6);
     const std::vector<float> k = random_values(q.size(), 7), v = random_values(q.size(), 8);
     const std::vector<std::int64_t> lengths = {260, 40};
-    const ComputeIn bf16(ComputeDtype::bf16);
+    const test::ComputeDtypeScope bf16;
     auto run = [&](std::size_t threads) {
         const ThreadsAt at(threads);
         std::vector<float> y = linear(x, rows, w, out, in);
@@ -119,7 +113,7 @@ BOOST_AUTO_TEST_CASE(bf16_attention_matches_the_fp32_path_to_bf16_rounding,
     std::vector<float> f(static_cast<std::size_t>(tokens * q_heads * vd)), b(f.size());
     causal_attention(q.data(), k.data(), v.data(), q_heads, kv_heads, qk, vd, lengths, 0.15f, f.data());
     {
-        const ComputeIn bf16(ComputeDtype::bf16);
+        const test::ComputeDtypeScope bf16;
         causal_attention(q.data(), k.data(), v.data(), q_heads, kv_heads, qk, vd, lengths, 0.15f, b.data());
     }
     double diff = 0, energy = 0;
