@@ -12,6 +12,7 @@
 //   defaults: T = 2048 tokens in S = 1 sample, E = 16 experts (every token still uses 8 routed
 //   experts, as in DeepSeek-V3, so the per-token work is the real layer's), 2 threads.
 #include "bench_timing.hpp"
+#include "torch_times.hpp"
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/compute_dtype.hpp>
@@ -21,8 +22,6 @@
 #include <moequant/parallel.hpp>
 #include <moequant/safetensors_writer.hpp>
 
-#include <boost/json.hpp>
-
 #include <Eigen/Core>
 
 #include <cmath>
@@ -31,7 +30,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <random>
 #include <unistd.h>
 #include <string>
@@ -212,9 +210,7 @@ int main(int argc, char** argv) {
                 f32.attention / bf16.attention, f32.mlp / bf16.mlp, (f32.attention + f32.mlp) / (bf16.attention + bf16.mlp),
                 bf16_product_isa().c_str());
     if (!torch_times.empty()) {
-        std::ifstream in(torch_times);
-        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        const boost::json::value v = boost::json::parse(text);
+        const boost::json::value v = bench::read_torch_times(torch_times);
         const auto& f = v.at("forward");
         if (f.at("tokens").to_number<std::int64_t>() != tokens || f.at("experts").to_number<std::int64_t>() != experts) {
             std::fprintf(stderr, "the torch times are for other tokens or experts\n");

@@ -22,6 +22,7 @@
 // whose kernels are chosen for the CPU at run time, as in the Hessian and the plugin.
 
 #include "bench_timing.hpp"
+#include "torch_times.hpp"
 
 #include "gptq_scheme.hpp"
 #include "gptq_solver.hpp"
@@ -35,8 +36,6 @@
 #include <moequant/parallel.hpp>
 #include <moequant/tensor.hpp>
 
-#include <boost/json.hpp>
-
 #include <Eigen/Cholesky>
 #include <Eigen/Core>
 
@@ -47,9 +46,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <span>
 #include <string>
 #include <vector>
@@ -176,12 +173,10 @@ struct Args {
 struct TorchTimes {
     double hessian = 0, quantize = 0;
 };
-TorchTimes read_torch_times(const std::string& file) {
+TorchTimes torch_gptq_times(const std::string& file) {
     TorchTimes t;
     if (file.empty()) return t;
-    std::ifstream in(file);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const boost::json::value v = boost::json::parse(text);
+    const boost::json::value v = bench::read_torch_times(file);
     t.hessian = v.at("gptq").at("hessian_s").to_number<double>();
     t.quantize = v.at("gptq").at("quantize_s").to_number<double>();
     return t;
@@ -528,7 +523,7 @@ int main(int argc, char** argv) {
                     threads, 58 * layer_bf16 / 3600, 58 * layer_f32 / 3600, layer_bf16 / 3600, layer_f32 / 3600,
                     100 * 256 * per * t_down_bf16 / layer_bf16);
     }
-    const TorchTimes torch = read_torch_times(args.torch);
+    const TorchTimes torch = torch_gptq_times(args.torch);
     if (torch.hessian > 0) {
         std::printf("  vs torch in this run (bench/torch_reference.py, llm-compressor's algorithm, %zu threads):\n", threads);
         std::printf("    Hessian        torch %.2f s: %.2fx faster with BF16 tiles, %.2fx with FP32 tiles (target >= 3)\n",
