@@ -14,6 +14,8 @@ packages=(
   libeigen3-dev libtbb-dev
   libblis-serial-dev  # Eigen's float products (EIGEN_USE_BLAS), CPU kernels chosen at run time
   libdnnl-dev         # oneDNN: the calibration forward's BF16 products (AMX / AVX512-BF16 where present)
+  ocl-icd-opencl-dev  # what Debian's dnnl-config.cmake requires (its GPU runtime is OpenCL)
+  libopenmpi-dev openmpi-bin  # MOEQUANT_WITH_MPI: runs across ranks (mpirun -np N moequant ...)
   libpcre2-dev libutf8proc-dev pkgconf  # the tokenizer: Unicode regexes, NFC normalization
   libsimde-dev  # tests only: runs the AVX-512 kernels on CPUs without AVX-512
   zsh  # tests only: runs the zsh completion script
