@@ -4,6 +4,7 @@
 #include "option_values.hpp"
 #include "text_calibration.hpp"
 
+#include <moequant/engine/cluster.hpp>
 #include <moequant/engine/output_location.hpp>
 #include <moequant/error.hpp>
 #include <moequant/router.hpp>
@@ -68,7 +69,7 @@ CalibrationInputs::CalibrationInputs(const Registry& registry, const PlannedSour
         scratch_ = std::make_unique<ScratchFolder>();
         sequential_.emplace(*forward_, source.plan, std::move(tokenized.samples), scratch_->path(),
                             options.save_activations.empty() ? std::nullopt : std::optional<fs::path>(options.save_activations),
-                            options.routed_only, memory_limit_bytes(options.max_memory_gb));
+                            options.routed_only, memory_limit_bytes(options.max_memory_gb), &Cluster::world());
     } else if (!options.activations.empty()) {
         recorded_.emplace(CalibrationActivations::open(options.activations));
         recorded_->select(options.samples, options.max_length);

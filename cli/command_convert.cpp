@@ -5,6 +5,7 @@
 
 #include "calibration_coverage_note.hpp"
 #include "calibration_inputs.hpp"
+#include "cluster_run.hpp"
 #include "command.hpp"
 #include "dry_run_report.hpp"
 #include "family_selection.hpp"
@@ -190,9 +191,10 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
 
     StreamProgress progress(stderr);
     SilentProgress silent;
-    ProgressSink& sink = quiet ? static_cast<ProgressSink&>(silent) : progress;
+    ProgressSink& sink = quiet || !Cluster::world().root() ? static_cast<ProgressSink&>(silent) : progress;
     if (gpu) sink.note("--gpu: no effect, moequant converts on the CPU");
     if (calibration) calibration->describe(sink, plan);
+    job.cluster = &Cluster::world();
     ConversionResult result = run_conversion(job, sink);
     if (calibration) calibration->finish();  // commits --save-activations
     warn_about_saturated_rows(saturated);
@@ -201,7 +203,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
     std::cout << " of " << plan.family << " with " << (quantizer ? quantizer->id() : std::string_view("no quantizer"))
               << " into " << format->id() << " (" << printable_name(output) << "): " << human_bytes(result.input_bytes) << " of experts in, "
-              << human_bytes(result.output_bytes) << " written, " << result.seconds << " s\n";
+              << human_bytes(result.output_bytes) << " written, " << result.seconds << " s" << cluster_traffic(result) << "\n";
     return 0;
 }
 

@@ -12,6 +12,10 @@
 #include "option_values.hpp"
 #include "text_calibration.hpp"
 
+#include <moequant/digest.hpp>
+#include <moequant/engine/cluster.hpp>
+#include <moequant/engine/rank_checks.hpp>
+#include <moequant/engine/run_manifest.hpp>
 #include <moequant/engine/evaluation.hpp>
 #include <moequant/engine/hybrid_experts.hpp>
 #include <moequant/engine/quantized_experts.hpp>
@@ -26,6 +30,38 @@
 namespace moequant::cli {
 
 namespace po = boost::program_options;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What every rank of an eval run must agree on: the source, the token ids, the products, and the
+// quantized outputs (their run manifests and indexes, which name every file's digest) and the
+// placement file, by content.
+RunManifest eval_identity(const PlannedSource& source, const std::vector<std::vector<std::int32_t>>& samples,
+                          const std::string& products, const std::vector<std::string>& inputs) {
+    Digest64 tokens;
+    for (const auto& sample : samples) {
+        tokens.update(std::to_string(sample.size()) + ":");
+        tokens.update(std::as_bytes(std::span(sample)));
+    }
+    RunManifest m;
+    m.command = "eval";
+    m.settings = {{"calibration", tokens.hex()}, {"calibration.products", products}};
+    for (const auto& input : inputs) {
+        if (input.empty()) continue;
+        std::string digest;
+        for (const fs::path& file : {fs::path(input), fs::path(input) / "moequant-run.json", fs::path(input) / "model.safetensors.index.json"})
+            if (std::error_code ec; fs::is_regular_file(file, ec)) digest += file_digest(file);
+        m.settings.emplace_back(fs::path(input).filename().string(), digest);
+    }
+    m.source_fingerprint = source_fingerprint(source.checkpoint);
+    m.source_shards = source_shard_records(source.checkpoint);
+    m.plan_digest = plan_digest(source.plan, source.checkpoint);
+    return m;
+}
+
+}  // namespace
 
 int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals) {
     std::string input, cpu_weights, gpu_weights, placement_file, compute;
@@ -108,9 +144,12 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     CalibrationSamples tokenized = load_text_calibration(registry, source, text);
 
     ScratchFolder scratch;
+    Cluster& cluster = Cluster::world();  // under mpirun the sample blocks are shared out (docs/cluster.md)
     EvaluationJob job{.forward = forward.get(), .source = &source.checkpoint, .plan = &source.plan,
                       .samples = std::move(tokenized.samples), .quantized = quantized,
-                      .scratch = scratch.path(), .max_memory = memory_limit_bytes(max_memory_gb)};
+                      .scratch = scratch.path(), .max_memory = memory_limit_bytes(max_memory_gb), .cluster = &cluster};
+    if (!dry_run) check_same_job_on_every_rank(cluster, eval_identity(source, job.samples, products, {cpu_weights, gpu_weights, placement_file}),
+                                               source.checkpoint);
     StreamProgress progress(stderr);
     SilentProgress silent;
     std::string experts;
@@ -119,9 +158,9 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     else if (quantized) experts = "the " + (cpu ? cpu : gpu)->quantizer() + " experts of " + output;
     const std::string what = quantized ? source.plan.family + " with " + experts : source.plan.family + " against itself";
     if (dry_run) return report_eval_dry_run(job, what);
-    if (!common.quiet)
+    if (!common.quiet && cluster.root())
         progress.note("eval: " + what + ", " + std::to_string(job.samples.size()) + " sample(s) of " + text.dataset + "; " + products);
-    const EvaluationReport report = run_evaluation(job, common.quiet ? static_cast<ProgressSink&>(silent) : progress);
+    const EvaluationReport report = run_evaluation(job, common.quiet || !cluster.root() ? static_cast<ProgressSink&>(silent) : progress);
     if (as_json) print_eval_json(report, source.plan);
     else print_eval_text(report, source.plan, what);
     note_unmeasured_experts(report, source.plan);

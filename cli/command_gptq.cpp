@@ -6,6 +6,7 @@
 
 #include "calibration_coverage_note.hpp"
 #include "calibration_inputs.hpp"
+#include "cluster_run.hpp"
 #include "command.hpp"
 #include "dry_run_report.hpp"
 #include "family_selection.hpp"
@@ -266,7 +267,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
 
     StreamProgress progress(stderr);
     SilentProgress silent;
-    ProgressSink& sink = quiet ? static_cast<ProgressSink&>(silent) : progress;
+    ProgressSink& sink = quiet || !Cluster::world().root() ? static_cast<ProgressSink&>(silent) : progress;
     for (const std::string& note : seed_notes) sink.note(note);
     if (embedded_by_default)
         std::cerr << "moequant: warning: no --dataset: GPTQ calibrates on the embedded text (a few public-domain paragraphs), "
@@ -283,6 +284,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         sink.note("RTN needs no calibration: " + (data.activations.empty() ? data.dataset : data.activations) + " is not used");
     SaturatedRowLog saturated;
     job.saturated_rows = &saturated;
+    job.cluster = &Cluster::world();
     ConversionResult result = run_conversion(job, sink);
     if (calibration) calibration->finish();  // commits --save-activations
     warn_about_saturated_rows(saturated);
@@ -291,7 +293,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
     std::cout << " of " << plan.family << " with " << quantizer_id << " " << scheme << " into compressed-tensors ("
               << printable_name(output) << "): " << human_bytes(result.input_bytes) << " of experts in, " << human_bytes(result.output_bytes)
-              << " written, " << result.seconds << " s\n";
+              << " written, " << result.seconds << " s" << cluster_traffic(result) << "\n";
     return 0;
 }
 

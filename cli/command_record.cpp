@@ -14,6 +14,9 @@
 
 #include <moequant/engine/output_location.hpp>
 #include <moequant/engine/progress.hpp>
+#include <moequant/engine/cluster.hpp>
+#include <moequant/engine/rank_checks.hpp>
+#include <moequant/engine/run_manifest.hpp>
 #include <moequant/engine/sequential_calibration.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
@@ -26,6 +29,21 @@
 namespace moequant::cli {
 
 namespace po = boost::program_options;
+
+namespace {
+
+// What every rank of a record run must agree on: the source, the token ids, the products.
+RunManifest record_identity(const PlannedSource& source, const SequentialCalibration& run, const std::string& products) {
+    RunManifest m;
+    m.command = "record";
+    m.settings = {{"calibration", run.digest()}, {"calibration.products", products}};
+    m.source_fingerprint = source_fingerprint(source.checkpoint);
+    m.source_shards = source_shard_records(source.checkpoint);
+    m.plan_digest = plan_digest(source.plan, source.checkpoint);
+    return m;
+}
+
+}  // namespace
 
 int run_record_command(const std::vector<std::string>& args, GlobalOptions globals) {
     std::string input, output, compute;
@@ -62,11 +80,14 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     CalibrationSamples tokenized = load_text_calibration(registry, source, text);
     const auto forward = source_decoder_forward(registry, source, source.plan);
     ScratchFolder scratch;
+    // Under mpirun the sample blocks are shared out; rank 0 writes the file (docs/cluster.md).
+    Cluster& cluster = Cluster::world();
     SequentialCalibration run(*forward, source.plan, std::move(tokenized.samples), scratch.path(), output, false,
-                              memory_limit_bytes(max_memory_gb));
+                              memory_limit_bytes(max_memory_gb), &cluster);
+    check_same_job_on_every_rank(cluster, record_identity(source, run, products), source.checkpoint);
     StreamProgress progress(stderr);
     SilentProgress silent;
-    ProgressSink& sink = common.quiet ? static_cast<ProgressSink&>(silent) : progress;
+    ProgressSink& sink = common.quiet || !cluster.root() ? static_cast<ProgressSink&>(silent) : progress;
     sink.note("record: " + products);
     std::size_t done = 0;
     for (const auto& layer : source.plan.moe_layers) {

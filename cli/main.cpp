@@ -3,9 +3,11 @@
 // The host only parses options and dispatches to sub-commands; model families, quantizers
 // and output formats are plugins loaded at run time.
 
+#include "cluster_run.hpp"
 #include "command.hpp"
 #include "global_options.hpp"
 
+#include <moequant/engine/cluster.hpp>
 #include <moequant/cpu_isa.hpp>
 #include <moequant/error.hpp>
 #include <moequant/fault_handler.hpp>
@@ -110,6 +112,11 @@ int run(int argc, char** argv) {
         print_usage(std::cout);
         return 0;
     }
+    const moequant::Cluster& cluster = moequant::Cluster::world();
+    if (cluster.size() > 1 && !moequant::cli::runs_across_ranks(name))
+        cluster.fail_together(moequant::Error(moequant::ErrorKind::usage,
+                                              "'" + name + "' runs in one process; under mpirun only convert, gptq, record and eval share the work",
+                                              {.code = "NotAcrossRanks", .hint = "run it without mpirun"}));
     for (const auto& c : commands)
         if (name == c.name) return c.run(std::vector<std::string>(args.begin() + static_cast<long>(cmd) + 1, args.end()), globals);
     moequant::throw_usage_error("unknown command '" + name + "'", {.hint = "run 'moequant --help' for the list"});
@@ -130,17 +137,35 @@ int main(int argc, char** argv) {
     // An input shard truncated while mapped: one error line and exit 3, not a SIGBUS.
     moequant::install_mapped_file_fault_handler();
     std::ios::sync_with_stdio(false);
-    try {
-        return run(argc, argv);
-    } catch (const moequant::Error& e) {
+    // Under mpirun every rank runs this; rank 0 talks, the others only report their errors. An
+    // error on one rank ends the whole job at once (the others may be waiting for it), unless
+    // every rank found it together.
+    auto fail = [](int code, const std::string& line) {
+        moequant::cli::restore_rank_output();
         std::cout.flush();
-        std::cerr << "moequant: error: " << e.what() << "\n";
-        return moequant::exit_code(e.kind());
+        const moequant::Cluster& cluster = moequant::Cluster::world();
+        const std::string rank = moequant::rank_label(cluster);
+        std::cerr << "moequant: " << (rank.empty() || moequant::Cluster::failing_together() ? "" : "(" + rank + ") ") << line << "\n";
+        std::cerr.flush();
+        if (cluster.size() > 1 && !moequant::Cluster::failing_together()) moequant::Cluster::abort(code);
+        moequant::Cluster::stop();
+        return code;
+    };
+    try {
+        moequant::Cluster::start(argc, argv);
+        moequant::cli::quiet_other_ranks();
+        const int code = run(argc, argv);
+        moequant::Cluster::stop();
+        return code;
+    } catch (const moequant::RankExit& e) {
+        moequant::Cluster::stop();
+        return e.code;
+    } catch (const moequant::Error& e) {
+        return fail(moequant::exit_code(e.kind()), std::string("error: ") + e.what());
     } catch (const std::bad_alloc&) {
-        std::cerr << "moequant: error: out of memory\n";
-        return moequant::exit_code(moequant::ErrorKind::internal);
+        return fail(moequant::exit_code(moequant::ErrorKind::internal), "error: out of memory");
     } catch (const std::exception& e) {
-        std::cerr << "moequant: internal error: " << moequant::printable_text(e.what()) << "\n";  // may quote raw paths
-        return moequant::exit_code(moequant::ErrorKind::internal);
+        return fail(moequant::exit_code(moequant::ErrorKind::internal),
+                    std::string("internal error: ") + moequant::printable_text(e.what()));  // may quote raw paths
     }
 }

@@ -94,9 +94,10 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
     const std::vector<ExpertTokens> tokens = expert_tokens(*job.calibration, *job.plan, layer, *job.source);
     const LayerCoverage coverage = layer_coverage(*job.calibration, layer, tokens);
     // Experts that see all tokens share one prepared gate/up Hessian.
+    auto owned = [&](std::size_t e) { return !job.owns || job.owns(e); };
     std::shared_ptr<const PreparedCalibration> shared_gate_up;
-    for (const auto& t : tokens)
-        if (t.all && !shared_gate_up)
+    for (std::size_t e = 0; e < tokens.size(); ++e)
+        if (const ExpertTokens& t = tokens[e]; t.all && owned(e) && !shared_gate_up)
             shared_gate_up = q.prepare_calibration(expert_input_hessian(*job.calibration, layer.layer, t));
     if (job.progress && job.calibration->routed_only()) {
         std::size_t fewest = SIZE_MAX, most = 0;
@@ -111,8 +112,11 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
     }
     std::mutex progress_lock;
     std::atomic<std::size_t> done{0};
+    std::size_t to_do = 0;
+    for (std::size_t e = 0; e < layer.experts.size(); ++e) to_do += owned(e) ? 1 : 0;
     parallel_for(0, layer.experts.size(), 1, [&](std::size_t first, std::size_t last) {
         for (std::size_t e = first; e < last; ++e) {
+            if (!owned(e)) continue;
             const ExpertPlan& expert = layer.experts[e];
             auto source = [&](Projection p) -> const ExpertWeightSource& { return expert.weights[static_cast<int>(p)]; };
             auto quantize = [&](Projection p, const Tensor& matrix, int part, const PreparedCalibration& calibration) {
@@ -145,7 +149,7 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
                 const std::size_t n = ++done;
                 std::lock_guard lock(progress_lock);
                 job.progress->status("layer " + std::to_string(layer.layer) + ": expert " + std::to_string(expert.expert) +
-                                   " quantized (" + std::to_string(n) + "/" + std::to_string(layer.experts.size()) + ")");
+                                   " quantized (" + std::to_string(n) + "/" + std::to_string(to_do) + ")");
             }
         }
     });

@@ -33,6 +33,9 @@ struct CalibratedLayerJob {
     std::function<Tensor(const ExpertWeightSource&)> load;
     ProgressSink* progress = nullptr;
     int parts = 1;  // threadpool parts of every matrix (split_expert_part)
+    // Which of layer.experts (by index) this process quantizes; null: all of them. Across ranks
+    // each takes its share, on the same inputs, and the others receive its results.
+    std::function<bool(std::size_t)> owns;
 };
 
 // Returns how many calibration tokens each expert was quantized on.

@@ -8,6 +8,10 @@
 
 namespace moequant::detail {
 
+// The largest block of samples a forward call runs (unless a sample alone is longer): blocks are
+// the unit ranks share, fixed by the data so the bytes do not depend on the number of ranks.
+inline constexpr std::int64_t calibration_block_tokens = 2048;
+
 // Tokens a batch may hold so that its forward's working memory (about 32 floats per token and
 // hidden unit) fits `budget` bytes; `all` (every token) when the budget is 0 (no limit).
 std::int64_t batch_token_limit(std::uint64_t budget, std::int64_t hidden, std::int64_t all);

@@ -1,6 +1,8 @@
 #include "hidden_states.hpp"
 #include "sample_batches.hpp"
 
+#include "cluster/wire.hpp"
+
 #include <moequant/compute_dtype.hpp>
 #include <moequant/digest.hpp>
 #include <moequant/dtype_convert.hpp>
@@ -8,19 +10,57 @@
 #include <moequant/error.hpp>
 #include <moequant/safetensors_writer.hpp>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <tuple>
 
 namespace moequant {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Every rank's MoE inputs of a layer (`own`: this rank's blocks, F32 [tokens, hidden]) passed
+// to `keep` in rank order. With BF16 products they are BF16 values, so half the bytes travel:
+// the widened values are the same floats.
+template <class Keep>
+void share_layer_inputs(Cluster& cluster, const std::vector<float>& own, const Keep& keep) {
+    const bool halve = compute_dtype() == ComputeDtype::bf16;
+    std::vector<std::uint16_t> narrow;
+    std::string_view mine(reinterpret_cast<const char*>(own.data()), own.size() * sizeof(float));
+    if (halve) {
+        narrow.resize(own.size());
+        convert_f32_to_bf16(own.data(), narrow.data(), narrow.size());
+        mine = {reinterpret_cast<const char*>(narrow.data()), narrow.size() * sizeof(std::uint16_t)};
+    }
+    std::vector<float> wide;
+    cluster.share(mine, [&](int, std::string_view bytes) {
+        if (!halve) {
+            wide.resize(bytes.size() / sizeof(float));
+            std::memcpy(wide.data(), bytes.data(), wide.size() * sizeof(float));
+        } else {
+            wide.resize(bytes.size() / sizeof(std::uint16_t));
+            convert_bf16_to_f32(bytes.data(), wide.data(), wide.size());
+        }
+        keep(std::span<const float>(wide));
+    });
+}
+
+}  // namespace
 
 struct SequentialCalibration::State {
     const DecoderForward& forward;
     const ModelPlan& plan;
     std::vector<std::int64_t> lengths, starts;
     std::vector<std::pair<std::size_t, std::size_t>> batches;  // [first sample, last sample)
+    // The ranks, and this rank's blocks [first_batch, last_batch): its samples' hidden states
+    // are the only ones it keeps, from token `first_token` on.
+    Cluster* cluster = nullptr;
+    std::size_t first_batch = 0, last_batch = 0;
+    std::int64_t first_token = 0;
     std::unique_ptr<detail::HiddenStates> x;  // entering layer `next` (after its attention half: the residual)
     std::int64_t tokens = 0;
     std::int64_t next = 0;                    // the next layer not finished
@@ -42,17 +82,18 @@ struct SequentialCalibration::State {
     std::span<const std::int64_t> batch_lengths(std::size_t b) const {
         return std::span(lengths).subspan(batches[b].first, batches[b].second - batches[b].first);
     }
-    std::span<float> batch_rows(std::size_t b) { return x->rows(starts[batches[b].first], batch_tokens(b)); }
+    std::span<float> batch_rows(std::size_t b) { return x->rows(starts[batches[b].first] - first_token, batch_tokens(b)); }
 
     // Runs layer `next` whole (no calibration wanted): attention and MLP batch by batch.
     void run_whole_layer() {
         const auto l = forward.layer(next);
-        for (std::size_t b = 0; b < batches.size(); ++b) {
+        for (std::size_t b = first_batch; b < last_batch; ++b) {
             const std::span<float> rows = batch_rows(b);
             std::vector<float> xb(rows.begin(), rows.end());
             const std::vector<float> mlp_input = l->attention(xb, batch_lengths(b));
             l->mlp(mlp_input, xb, {}, nullptr);
             std::copy(xb.begin(), xb.end(), rows.begin());
+            ::malloc_trim(0);  // a block's buffers back to the kernel, not kept in the threads' arenas
         }
         ++next;
     }
@@ -69,7 +110,7 @@ struct SequentialCalibration::State {
 SequentialCalibration::SequentialCalibration(const DecoderForward& forward, const ModelPlan& plan,
                                              std::vector<std::vector<std::int32_t>> samples, fs::path scratch,
                                              std::optional<fs::path> save_activations, bool routed_only,
-                                             std::uint64_t max_memory)
+                                             std::uint64_t max_memory, Cluster* cluster)
     : state_(std::make_unique<State>(forward, plan)) {
     State& s = *state_;
     if (samples.empty()) throw Error(ErrorKind::input, "no calibration samples", {.code = "BadDataset"});
@@ -86,19 +127,30 @@ SequentialCalibration::SequentialCalibration(const DecoderForward& forward, cons
     s.routed_only = routed_only;
     fs::create_directories(s.scratch);
     const std::int64_t h = plan.hidden_size;
-    const std::uint64_t state_bytes = static_cast<std::uint64_t>(s.tokens * h) * sizeof(float);
+    // The samples run in fixed blocks of whole samples (at most calibration_block_tokens, fewer
+    // under a budget): the same blocks for any number of ranks, which take contiguous runs of
+    // them, so every forward call sees the same rows however the run is spread.
+    s.batches = detail::sample_batches(
+        s.lengths, std::min(detail::calibration_block_tokens, detail::batch_token_limit(max_memory / 2, h, s.tokens)));
+    s.cluster = cluster ? cluster : &Cluster::alone();
+    std::vector<std::int64_t> block_tokens;
+    for (std::size_t b = 0; b < s.batches.size(); ++b) block_tokens.push_back(s.batch_tokens(b));
+    std::tie(s.first_batch, s.last_batch) = rank_share(block_tokens, s.cluster->rank(), s.cluster->size());
+    s.first_token = s.first_batch < s.last_batch ? s.starts[s.batches[s.first_batch].first] : 0;
+    std::int64_t local_tokens = 0;
+    for (std::size_t b = s.first_batch; b < s.last_batch; ++b) local_tokens += block_tokens[b];
+    const std::uint64_t state_bytes = static_cast<std::uint64_t>(local_tokens * h) * sizeof(float);
     // Under a budget: the hidden states go to a mapped scratch file once they would take more
-    // than half of it, and the samples run in batches whose working memory fits the rest.
+    // than half of it, and the blocks are small enough for their working memory to fit the rest.
     const bool mapped = max_memory > 0 && state_bytes > max_memory / 2;
-    s.x = std::make_unique<detail::HiddenStates>(s.tokens, h, mapped ? s.scratch / "hidden-states.f32" : fs::path());
-    s.batches = detail::sample_batches(s.lengths, detail::batch_token_limit(max_memory / 2, h, s.tokens));
-    for (std::size_t b = 0; b < s.batches.size(); ++b) {
+    s.x = std::make_unique<detail::HiddenStates>(local_tokens, h, mapped ? s.scratch / "hidden-states.f32" : fs::path());
+    for (std::size_t b = s.first_batch; b < s.last_batch; ++b) {
         std::vector<std::int32_t> ids;
         for (std::size_t i = s.batches[b].first; i < s.batches[b].second; ++i) ids.insert(ids.end(), samples[i].begin(), samples[i].end());
         const std::vector<float> embedded = forward.embed(ids);
         std::copy(embedded.begin(), embedded.end(), s.batch_rows(b).begin());
     }
-    if (save_activations) {
+    if (save_activations && s.cluster->root()) {  // rank 0 receives every block's inputs
         std::vector<TensorSpec> specs{{"sample_lengths", DType::I64, {static_cast<std::int64_t>(s.lengths.size())}}};
         for (const auto& l : plan.moe_layers)
             specs.push_back({CalibrationActivations::tensor_name(l.layer), DType::BF16, {s.tokens, h}});
@@ -128,7 +180,7 @@ std::int64_t SequentialCalibration::largest_batch_tokens() const noexcept {
 std::vector<float> SequentialCalibration::embedded_rows(std::int64_t n) const {
     State& s = *state_;
     if (s.next != 0 || s.layer) throw Error(ErrorKind::internal, "the embedded rows are gone once a layer ran");
-    const std::span<const float> rows = s.x->rows(0, std::min(n, s.tokens));
+    const std::span<const float> rows = s.x->rows(0, std::min(n, s.tokens - s.first_token));
     return {rows.begin(), rows.end()};
 }
 
@@ -151,7 +203,19 @@ const CalibrationActivations& SequentialCalibration::layer_inputs(std::int64_t l
     SafetensorsWriter writer(s.current_file, {{"sample_lengths", DType::I64, {static_cast<std::int64_t>(s.lengths.size())}},
                                               {name, DType::F32, {s.tokens, h}}});
     writer.write("sample_lengths", std::as_bytes(std::span(s.lengths)));
-    for (std::size_t b = 0; b < s.batches.size(); ++b) {
+    auto keep = [&](std::span<const float> mlp_input) {
+        writer.write_chunk(name, std::as_bytes(mlp_input));
+        if (s.saved) {
+            std::vector<std::uint16_t> bf16(mlp_input.size());
+            convert_f32_to_bf16(mlp_input.data(), bf16.data(), bf16.size());
+            s.saved->write_chunk(name, std::as_bytes(std::span(bf16)));
+        }
+    };
+    // Across ranks every rank needs every token's inputs (its experts see them all): its own
+    // blocks' go to the others, in rank order, which is block order.
+    const bool shared = s.cluster->size() > 1;
+    std::vector<float> own;
+    for (std::size_t b = s.first_batch; b < s.last_batch; ++b) {
         const std::span<float> rows = s.batch_rows(b);
         std::vector<float> xb(rows.begin(), rows.end());
         std::vector<float> mlp_input = s.layer->attention(xb, s.batch_lengths(b));
@@ -160,13 +224,11 @@ const CalibrationActivations& SequentialCalibration::layer_inputs(std::int64_t l
         if (compute_dtype() == ComputeDtype::bf16)
             for (float& v : mlp_input) v = bf16_to_f32(f32_to_bf16(v));
         std::copy(xb.begin(), xb.end(), rows.begin());
-        writer.write_chunk(name, std::as_bytes(std::span(mlp_input)));
-        if (s.saved) {
-            std::vector<std::uint16_t> bf16(mlp_input.size());
-            convert_f32_to_bf16(mlp_input.data(), bf16.data(), bf16.size());
-            s.saved->write_chunk(name, std::as_bytes(std::span(bf16)));
-        }
+        ::malloc_trim(0);  // a block's buffers back to the kernel, not kept in the threads' arenas
+        if (shared) own.insert(own.end(), mlp_input.begin(), mlp_input.end());
+        else keep(mlp_input);
     }
+    if (shared) share_layer_inputs(*s.cluster, own, keep);
     writer.finish();
     s.current.emplace(CalibrationActivations::open(s.current_file));
     s.current->set_routed_only(s.routed_only);
@@ -178,7 +240,7 @@ void SequentialCalibration::finish_layer(std::int64_t layer, const ExpertMatrice
     if (!s.layer || layer != s.next) throw Error(ErrorKind::internal, "finish_layer for a layer that is not current");
     const TensorView inputs = s.current->layer_inputs(layer);
     const std::int64_t h = s.plan.hidden_size;
-    for (std::size_t b = 0; b < s.batches.size(); ++b) {
+    for (std::size_t b = s.first_batch; b < s.last_batch; ++b) {
         const std::int64_t first = s.starts[s.batches[b].first], n = s.batch_tokens(b);
         std::vector<float> mlp_input(static_cast<std::size_t>(n * h));
         std::memcpy(mlp_input.data(), inputs.data() + first * h * 4, mlp_input.size() * sizeof(float));
@@ -186,6 +248,7 @@ void SequentialCalibration::finish_layer(std::int64_t layer, const ExpertMatrice
         std::vector<float> xb(rows.begin(), rows.end());
         s.layer->mlp(mlp_input, xb, quantized, nullptr);
         std::copy(xb.begin(), xb.end(), rows.begin());
+        ::malloc_trim(0);  // a block's buffers back to the kernel, not kept in the threads' arenas
     }
     s.current->release_layer(layer);
     s.drop_current();

@@ -1,6 +1,8 @@
 #include "conversion/conversion_modes.hpp"
 #include "conversion/job_record.hpp"
 #include "conversion/job_validation.hpp"
+#include <moequant/engine/rank_checks.hpp>
+#include "cluster/wire.hpp"
 
 #include <moequant/digest.hpp>
 #include <moequant/engine/conversion.hpp>
@@ -15,6 +17,8 @@
 #include <moequant/version.hpp>
 
 #include <malloc.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <chrono>
@@ -90,6 +94,7 @@ struct PreparedOutput {
     RunManifest manifest;
     RunManifest earlier;
 };
+
 
 PreparedOutput prepare_output(const ConversionJob& job) {
     PreparedOutput out{describe_job(job), {}};
@@ -168,14 +173,37 @@ void resume_from(const ConversionJob& job, std::int64_t resume_layer, RunManifes
     std::erase_if(manifest.completed_layers, [&](const ManifestLayer& l) { return l.layer >= resume_layer; });
 }
 
-// Test hook: MOEQUANT_TEST_PAUSE_AFTER_LAYER_MS=N sleeps N ms after each committed layer, so the
-// concurrency tests can start or kill a second run while the first one is mid-way.
-void pause_for_tests() {
+// Test hooks, after each layer a rank converted. MOEQUANT_TEST_PAUSE_AFTER_LAYER_MS=N sleeps N ms,
+// so the concurrency tests can start or kill a second run while the first one is mid-way.
+// MOEQUANT_TEST_KILL_RANK=R:N kills rank R (SIGKILL, as the OOM killer would) after its Nth
+// layer, so the cluster tests can lose a rank mid-run.
+void test_hooks_after_layer(const Cluster& cluster) {
     static const long ms = [] {
         const char* v = std::getenv("MOEQUANT_TEST_PAUSE_AFTER_LAYER_MS");
         return v ? std::strtol(v, nullptr, 10) : 0L;
     }();
     if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    static long layers = 0;
+    ++layers;
+    if (const char* v = std::getenv("MOEQUANT_TEST_KILL_RANK")) {
+        char* rest = nullptr;
+        const long rank = std::strtol(v, &rest, 10);
+        if (rest && *rest == ':' && rank == cluster.rank() && layers >= std::strtol(rest + 1, nullptr, 10)) ::raise(SIGKILL);
+    }
+}
+
+// Rank 0's list of layer indices, on every rank.
+std::vector<std::size_t> shared_layer_list(Cluster& cluster, const std::vector<std::size_t>& list) {
+    if (cluster.size() == 1) return list;
+    detail::WireWriter w;
+    w.u64(list.size());
+    for (std::size_t i : list) w.u64(i);
+    std::string bytes = w.take();
+    cluster.broadcast(bytes, 0);
+    detail::WireReader in(bytes);
+    std::vector<std::size_t> out(in.u64());
+    for (std::size_t& i : out) i = in.u64();
+    return out;
 }
 
 std::uint64_t total_bytes(const std::vector<WrittenFile>& files) {
@@ -194,35 +222,46 @@ std::vector<ManifestFile> manifest_files(const std::vector<WrittenFile>& files) 
 
 ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress) {
     const auto start = std::chrono::steady_clock::now();
+    Cluster& cluster = job.cluster ? *job.cluster : Cluster::alone();
     const CheckedJob checked = validate_job(job);
     const std::unique_ptr<ConversionMode> mode = conversion_mode(job, checked.quantizer, progress);
-    // Before any file: an output that cannot fit is refused now, not after a day of layers.
-    if (const auto planned = plan_checked_output(job, checked)) check_free_disk(*planned, job.output);
+    // Before any file: every rank runs this job on this source ...
+    check_same_job_on_every_rank(cluster, describe_job(job), *job.source);
+    // ... and an output that cannot fit is refused now, not after a day of layers.
+    if (cluster.root())
+        if (const auto planned = plan_checked_output(job, checked)) check_free_disk(*planned, job.output);
 
-    // One writer per folder, for the whole run; the checks above touched no file.
-    const std::unique_ptr<OutputFolderLock> lock = lock_output(job);
-    PreparedOutput prepared = prepare_output(job);
+    // One writer per folder, for the whole run (rank 0 holds the lock and the manifest); the
+    // checks above touched no file.
+    std::unique_ptr<OutputFolderLock> lock;
+    PreparedOutput prepared;
     RunManifest& manifest = prepared.manifest;
-    if (job.resume_layer) resume_from(job, *job.resume_layer, manifest);
-    manifest.complete = false;
-    manifest.final_files.clear();
-    // Before any output file: a run killed at any point leaves a folder a rerun recognises.
-    manifest.save(job.output);
+    if (cluster.root()) {
+        lock = lock_output(job);
+        prepared = prepare_output(job);
+        if (job.resume_layer) resume_from(job, *job.resume_layer, manifest);
+        manifest.complete = false;
+        manifest.final_files.clear();
+        // Before any output file: a run killed at any point leaves a folder a rerun recognises.
+        manifest.save(job.output);
+    }
+    check_output_shared(cluster, job.output);  // every rank writes into the folder rank 0 locked
 
     std::unique_ptr<OutputWriter> writer = job.format->create(checked.context);
 
     ConversionResult result;
     std::uint64_t bytes_total = 0, bytes_done = 0;
     for (const auto& layer : job.plan->moe_layers) bytes_total += layer_input_bytes(*job.source, layer);
-    std::size_t index = 0;
+    const std::size_t steps = job.plan->moe_layers.size();
+    std::size_t done_steps = 0;
     // What the earlier run completed, looked up as it was: the manifest saved after each layer
-    // lists only the layers of this run so far.
+    // lists only the layers of this run so far. Rank 0 decides which layers to adopt.
     RunManifest carried;
     carried.completed_layers = manifest.completed_layers;
     std::vector<ManifestLayer> kept;
-    for (const auto& layer : job.plan->moe_layers) {
-        ++index;
-        const std::uint64_t layer_bytes = layer_input_bytes(*job.source, layer);
+    std::vector<std::size_t> todo;  // indices into plan->moe_layers of the layers to convert
+    for (std::size_t i = 0; i < steps && cluster.root(); ++i) {
+        const MoeLayerPlan& layer = job.plan->moe_layers[i];
         const ManifestLayer* done = carried.completed(layer.layer);
         if (done && mode->adopts_completed_layers()) {
             if (const auto reason = why_redo(job, *writer, layer, *done, prepared.earlier, manifest)) {
@@ -231,29 +270,78 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
                 writer->adopt_layer(layer.layer);
                 kept.push_back(*done);
                 ++result.layers_adopted;
-                bytes_done += layer_bytes;
+                ++done_steps;
+                bytes_done += layer_input_bytes(*job.source, layer);
                 continue;
             }
         }
+        todo.push_back(i);
+    }
+    todo = shared_layer_list(cluster, todo);
+
+    // Rank 0's record of a converted layer: in the manifest after every layer, so an
+    // interrupted run resumes from there.
+    auto record = [&](const ManifestLayer& layer, std::uint64_t output_bytes) {
+        kept.push_back(layer);
+        std::sort(kept.begin(), kept.end(), [](const ManifestLayer& a, const ManifestLayer& b) { return a.layer < b.layer; });
+        manifest.completed_layers = kept;
+        manifest.save(job.output);
+        const std::uint64_t layer_bytes = layer_input_bytes(*job.source, *job.plan->moe_layer(layer.layer));
+        ++result.layers_written;
+        ++done_steps;
+        bytes_done += layer_bytes;
+        result.input_bytes += layer_bytes;
+        result.output_bytes += output_bytes;
+        progress.step(done_steps, steps, "layer", bytes_done, bytes_total);
+    };
+    auto convert = [&](const MoeLayerPlan& layer) {
         std::vector<WrittenFile> files = mode->convert_layer(layer, *writer);
         release_layer_pages(*job.source, layer);  // memory stays about one layer, whatever the model size
         ::malloc_trim(0);  // and the heap the layer's work freed goes back too, in every thread's arena
-        result.output_bytes += total_bytes(files);
-        kept.push_back({layer.layer, manifest_files(files), mode->take_coverage()});
-        manifest.completed_layers = kept;
-        manifest.save(job.output);  // after every layer: an interrupted run resumes from here
-        pause_for_tests();
-        ++result.layers_written;
-        bytes_done += layer_bytes;
-        result.input_bytes += layer_bytes;
-        progress.step(index, job.plan->moe_layers.size(), "layer", bytes_done, bytes_total);
+        return std::pair{ManifestLayer{layer.layer, manifest_files(files), mode->take_coverage()}, total_bytes(files)};
+    };
+    if (cluster.size() > 1 && mode->adopts_completed_layers()) {
+        // Layers dealt to ranks in rounds: round k converts todo[k*N + r] on rank r, then rank 0
+        // adopts the others' layers (their files are in the shared folder) and records them.
+        const std::size_t ranks = static_cast<std::size_t>(cluster.size());
+        for (std::size_t first = 0; first < todo.size(); first += ranks) {
+            std::string mine;
+            const std::size_t k = first + static_cast<std::size_t>(cluster.rank());
+            if (k < todo.size()) {
+                const auto [layer, bytes] = convert(job.plan->moe_layers[todo[k]]);
+                detail::WireWriter w;
+                detail::write_layer_record(w, layer);
+                w.u64(bytes);
+                mine = w.take();
+                test_hooks_after_layer(cluster);
+            }
+            cluster.share(mine, [&](int r, std::string_view bytes) {
+                if (!cluster.root() || bytes.empty()) return;
+                detail::WireReader in(bytes);
+                const ManifestLayer layer = detail::read_layer_record(in);
+                const std::uint64_t written = in.u64();
+                if (r != 0) writer->adopt_layer(layer.layer);
+                record(layer, written);
+            });
+        }
+    } else {
+        // One rank, or sequential calibration: every rank takes part in every layer (samples and
+        // experts shared out inside), rank 0 writes it.
+        for (std::size_t i : todo) {
+            const auto [layer, bytes] = convert(job.plan->moe_layers[i]);
+            if (cluster.root()) record(layer, bytes);
+            test_hooks_after_layer(cluster);
+        }
     }
-    manifest.completed_layers = kept;
-    std::vector<WrittenFile> final_files = writer->finish();
-    result.output_bytes += total_bytes(final_files);
-    manifest.final_files = manifest_files(final_files);
-    manifest.complete = true;
-    manifest.save(job.output);
+    if (cluster.root()) {
+        manifest.completed_layers = kept;
+        std::vector<WrittenFile> final_files = writer->finish();
+        result.output_bytes += total_bytes(final_files);
+        manifest.final_files = manifest_files(final_files);
+        manifest.complete = true;
+        manifest.save(job.output);
+    }
+    cluster.barrier();  // no rank reports success before the output is complete
     progress.finish();
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return result;

@@ -1,6 +1,7 @@
 #include "conversion/conversion_modes.hpp"
 
 #include "calibration/calibrated_layer.hpp"
+#include "cluster/wire.hpp"
 
 #include <moequant/engine/expert_parts.hpp>
 #include <moequant/error.hpp>
@@ -77,13 +78,14 @@ void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer,
     });
 }
 
-// Passes parts on to the format's sink and keeps them: sequential calibration finishes the layer
-// with its experts as quantized.
+// Keeps the parts written to it, passing them on to the format's sink if it has one:
+// sequential calibration finishes the layer with its experts as quantized, and across ranks
+// the parts are collected here, exchanged, and written by rank 0.
 class RecordingSink final : public LayerSink {
 public:
-    explicit RecordingSink(LayerSink& inner) : inner_(inner) {}
+    explicit RecordingSink(LayerSink* inner) : inner_(inner) {}
     void write(const QuantizedExpert& part) override {
-        inner_.write(part);
+        if (inner_) inner_->write(part);
         QuantizedTensor copy;
         copy.method = part.tensor.method;
         copy.unquantized = part.tensor.unquantized;
@@ -91,16 +93,45 @@ public:
         std::lock_guard lock(mutex_);
         parts_.emplace(std::tuple{part.expert, part.projection, part.part}, std::move(copy));
     }
-    std::vector<WrittenFile> commit() override { return inner_.commit(); }
+    std::vector<WrittenFile> commit() override { return inner_ ? inner_->commit() : std::vector<WrittenFile>{}; }
     const QuantizedTensor& part(std::int64_t expert, Projection p, int part) const { return parts_.at({expert, p, part}); }
 
+    // What this rank quantized, as bytes for the others ...
+    std::string encoded() const {
+        detail::WireWriter w;
+        w.u64(parts_.size());
+        for (const auto& [key, tensor] : parts_) {
+            const auto& [expert, projection, part] = key;
+            detail::write_quantized_expert(w, expert, projection, part, tensor);
+        }
+        return w.take();
+    }
+    // ... and what another rank quantized.
+    void add_encoded(std::string_view bytes) {
+        detail::WireReader in(bytes);
+        for (std::uint64_t n = in.u64(); n > 0; --n) {
+            QuantizedExpert part = detail::read_quantized_expert(in);
+            parts_.emplace(std::tuple{part.expert, part.projection, part.part}, std::move(part.tensor));
+        }
+    }
+    void write_to(LayerSink& sink) const {
+        for (const auto& [key, tensor] : parts_) {
+            const auto& [expert, projection, part] = key;
+            sink.write({expert, projection, part, copy_of(tensor)});
+        }
+    }
+
 private:
-    LayerSink& inner_;
+    static QuantizedTensor copy_of(const QuantizedTensor& t) {  // QuantizedExpert owns its tensor
+        QuantizedTensor copy{t.method, {}, t.unquantized};
+        for (const auto& [name, tensor] : t.parts) copy.parts.emplace_back(name, Tensor::copy_of(tensor.view()));
+        return copy;
+    }
+
+    LayerSink* inner_;
     std::mutex mutex_;
     std::map<std::tuple<std::int64_t, Projection, int>, QuantizedTensor> parts_;
 };
-
-
 
 // Formats without a quantizer (bf16-safetensors) read the experts themselves: the matrices are
 // checked for NaN/Inf before the format writes the layer.
@@ -184,6 +215,7 @@ protected:
         calibrated.source = job_.source;
         calibrated.progress = &progress_;
         calibrated.parts = job_.parts;
+        calibrated.owns = owns_;
         calibrated.load = [&](const ExpertWeightSource& source) {
             try {
                 return load_checked(job_, source);
@@ -195,6 +227,8 @@ protected:
     }
 
     std::optional<LayerCoverage> take_coverage() override { return std::exchange(coverage_, std::nullopt); }
+
+    std::function<bool(std::size_t)> owns_;  // the experts this rank quantizes (null: all)
 
 private:
     std::optional<LayerCoverage> coverage_;
@@ -222,11 +256,42 @@ public:
     bool adopts_completed_layers() const override { return false; }
 
     std::vector<WrittenFile> convert_layer(const MoeLayerPlan& layer, OutputWriter& writer) override {
-        const std::unique_ptr<LayerSink> sink = writer.begin_layer(layer.layer);
-        RecordingSink recording(*sink);
+        Cluster& cluster = job_.cluster ? *job_.cluster : Cluster::alone();
         inputs_ = &job_.sequential->layer_inputs(layer.layer);  // for every MoE layer, kept ones too
+        std::vector<WrittenFile> files;
+        if (cluster.size() == 1) {
+            const std::unique_ptr<LayerSink> sink = writer.begin_layer(layer.layer);
+            RecordingSink recording(sink.get());
+            write_layer(layer, recording);
+            files = sink->commit();
+            finish(layer, recording);
+            return files;
+        }
+        // Across ranks: expert e is quantized on rank e mod N, on the same inputs; every rank
+        // receives every expert (the next layer's forward needs them all) and rank 0 writes
+        // the layer. A layer kept in BF16 is read whole by every rank: nothing to exchange.
+        RecordingSink recording(nullptr);
+        const bool kept = job_.unquantized_layers.count(layer.layer) > 0;
+        const auto ranks = static_cast<std::size_t>(cluster.size()), rank = static_cast<std::size_t>(cluster.rank());
+        owns_ = [=](std::size_t e) { return e % ranks == rank; };
         write_layer(layer, recording);
-        std::vector<WrittenFile> files = sink->commit();
+        owns_ = nullptr;
+        if (!kept)
+            cluster.share(recording.encoded(), [&](int r, std::string_view bytes) {
+                if (r != cluster.rank()) recording.add_encoded(bytes);
+            });
+        if (cluster.root()) {
+            const std::unique_ptr<LayerSink> sink = writer.begin_layer(layer.layer);
+            recording.write_to(*sink);
+            files = sink->commit();
+        }
+        finish(layer, recording);
+        return files;
+    }
+
+private:
+    // Completes the layer in the forward with its experts as quantized.
+    void finish(const MoeLayerPlan& layer, const RecordingSink& recording) {
         job_.sequential->finish_layer(layer.layer, [&](std::int64_t expert, Projection p) {
             const QuantizedTensor& first = recording.part(expert, p, 0);
             if (first.unquantized) return Tensor::copy_of(first.part("weight")->view());  // kept layers have one part
@@ -237,10 +302,8 @@ public:
             for (int part = 0; part < parts; ++part) pieces.push_back(quantizer_.dequantize(recording.part(expert, p, part), shape));
             return join_expert_parts(pieces, p);
         });
-        return files;
     }
 
-private:
     void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) override { quantize_on(*inputs_, layer, sink); }
 
     const CalibrationActivations* inputs_ = nullptr;  // the layer being converted

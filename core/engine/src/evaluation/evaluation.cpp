@@ -1,6 +1,7 @@
 #include "calibration/hidden_states.hpp"
 #include "calibration/sample_batches.hpp"
 #include "evaluation/token_scores.hpp"
+#include "cluster/wire.hpp"
 
 #include <moequant/engine/evaluation.hpp>
 #include <moequant/error.hpp>
@@ -51,6 +52,53 @@ Samples flatten(const std::vector<std::vector<std::int32_t>>& samples) {
     return s;
 }
 
+// Every rank's per-block error sums (its blocks [first, last)) and routed-token counts, on every
+// rank: the blocks' in their slots, the counts added up (integers: any order).
+void share_layer_sums(Cluster& cluster, std::size_t first, std::size_t last, std::vector<double>& error,
+                      std::vector<double>& energy, std::vector<std::int64_t>& routed) {
+    if (cluster.size() == 1) return;
+    detail::WireWriter w;
+    w.u64(first);
+    w.u64(last);
+    for (std::size_t b = first; b < last; ++b) w.bytes(&error[b], sizeof(double)), w.bytes(&energy[b], sizeof(double));
+    for (std::int64_t n : routed) w.i64(n);
+    std::fill(routed.begin(), routed.end(), 0);
+    cluster.share(w.take(), [&](int, std::string_view bytes) {
+        detail::WireReader in(bytes);
+        const std::size_t from = in.u64(), to = in.u64();
+        for (std::size_t b = from; b < to && b < error.size(); ++b) in.bytes(&error[b], sizeof(double)), in.bytes(&energy[b], sizeof(double));
+        for (std::int64_t& n : routed) n += in.i64();
+    });
+}
+
+// Every rank's token scores in rank order (which is sample order) passed to `take`.
+template <class Take>
+void share_token_scores(Cluster& cluster, const std::vector<detail::TokenScore>& mine, const Take& take) {
+    if (cluster.size() == 1) {
+        for (const auto& t : mine) take(t);
+        return;
+    }
+    detail::WireWriter w;
+    w.u64(mine.size());
+    for (const auto& t : mine) {
+        w.bytes(&t.nll_source, sizeof(double));
+        w.bytes(&t.nll_quantized, sizeof(double));
+        w.bytes(&t.kl, sizeof(double));
+        w.u64(t.top1_agrees ? 1 : 0);
+    }
+    cluster.share(w.take(), [&](int, std::string_view bytes) {
+        detail::WireReader in(bytes);
+        for (std::uint64_t n = in.u64(); n > 0; --n) {
+            detail::TokenScore t{};
+            in.bytes(&t.nll_source, sizeof(double));
+            in.bytes(&t.nll_quantized, sizeof(double));
+            in.bytes(&t.kl, sizeof(double));
+            t.top1_agrees = in.u64() != 0;
+            take(t);
+        }
+    });
+}
+
 }  // namespace
 
 EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress) {
@@ -61,24 +109,37 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
         throw Error(ErrorKind::input, "no sample has two tokens: eval scores each token's successor", {.code = "BadDataset"});
     const std::int64_t h = plan.hidden_size;
     const bool two = job.quantized != nullptr;
+    Cluster& cluster = job.cluster ? *job.cluster : Cluster::alone();
+    // Fixed blocks of whole samples (as sequential calibration's), a contiguous run of them per
+    // rank; a batch's quantized MoE call runs over both models' tokens at once (below): twice
+    // the rows under a budget.
+    const auto batches = detail::sample_batches(
+        s.lengths, std::min(detail::calibration_block_tokens, detail::batch_token_limit(job.max_memory / (two ? 4 : 2), h, s.tokens)));
+    auto batch_tokens = [&](std::size_t b) {
+        const auto [first, last] = batches[b];
+        return s.starts[last - 1] + s.lengths[last - 1] - s.starts[first];
+    };
+    std::vector<std::int64_t> block_tokens;
+    for (std::size_t b = 0; b < batches.size(); ++b) block_tokens.push_back(batch_tokens(b));
+    const auto [first_batch, last_batch] = rank_share(block_tokens, cluster.rank(), cluster.size());
+    const std::int64_t first_token = first_batch < last_batch ? s.starts[batches[first_batch].first] : 0;
+    std::int64_t local_tokens = 0;
+    for (std::size_t b = first_batch; b < last_batch; ++b) local_tokens += block_tokens[b];
     // Under a budget: half for the hidden states (both models' share it), half for a batch's work.
-    const std::uint64_t state_bytes = static_cast<std::uint64_t>(s.tokens * h) * sizeof(float);
+    const std::uint64_t state_bytes = static_cast<std::uint64_t>(local_tokens * h) * sizeof(float);
     const bool mapped = job.max_memory > 0 && (two ? 2 : 1) * state_bytes > job.max_memory / 2;
     auto states = [&](const char* name) {
-        return std::make_unique<detail::HiddenStates>(s.tokens, h, mapped ? job.scratch / name : std::filesystem::path());
+        return std::make_unique<detail::HiddenStates>(local_tokens, h, mapped ? job.scratch / name : std::filesystem::path());
     };
     const auto xs = states("source.f32");
     const auto xq = two ? states("quantized.f32") : nullptr;
-    // A batch's quantized MoE call runs over both models' tokens at once (below): twice the rows.
-    const auto batches = detail::sample_batches(s.lengths, detail::batch_token_limit(job.max_memory / (two ? 4 : 2), h, s.tokens));
     auto rows = [&](detail::HiddenStates& x, std::size_t b) {
-        const auto [first, last] = batches[b];
-        return x.rows(s.starts[first], s.starts[last - 1] + s.lengths[last - 1] - s.starts[first]);
+        return x.rows(s.starts[batches[b].first] - first_token, batch_tokens(b));
     };
     auto lengths = [&](std::size_t b) {
         return std::span(s.lengths).subspan(batches[b].first, batches[b].second - batches[b].first);
     };
-    for (std::size_t b = 0; b < batches.size(); ++b) {
+    for (std::size_t b = first_batch; b < last_batch; ++b) {
         const std::span<float> r = rows(*xs, b);
         const std::vector<float> embedded =
             job.forward->embed(std::span(s.ids).subspan(static_cast<std::size_t>(s.starts[batches[b].first]), r.size() / h));
@@ -93,9 +154,10 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
         const auto layer = job.forward->layer(index);
         const MoeLayerPlan* moe = plan.moe_layer(index);
         const ExpertMatrices quantized = two && moe ? job.quantized->layer(index) : ExpertMatrices{};
-        double error = 0, energy = 0;
+        // Each block's share of the error, summed in block order below whatever rank ran it.
+        std::vector<double> error(batches.size(), 0.0), energy(batches.size(), 0.0);
         std::vector<std::int64_t> routed(moe ? moe->experts.size() : 0, 0);
-        for (std::size_t b = 0; b < batches.size(); ++b) {
+        for (std::size_t b = first_batch; b < last_batch; ++b) {
             const std::span<float> rs = rows(*xs, b);
             std::vector<float> x(rs.begin(), rs.end());
             const std::vector<float> u = layer->attention(x, lengths(b));
@@ -119,8 +181,8 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
                 std::vector<float> out(both.size(), 0.0f);
                 layer->mlp(both, out, quantized, nullptr);
                 const std::span<const float> probe(out.data(), u.size()), own(out.data() + u.size(), uq.size());
-                error += squared_distance(probe, block);
-                energy += squared_norm(block);
+                error[b] = squared_distance(probe, block);
+                energy[b] = squared_norm(block);
                 add(y, own);
             } else {
                 layer->mlp(uq, y, quantized, nullptr);
@@ -128,7 +190,10 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
             std::copy(y.begin(), y.end(), rq.begin());
         }
         if (moe) {
-            report.layers.push_back({index, energy > 0 ? std::sqrt(error / energy) : std::sqrt(error), std::move(routed)});
+            share_layer_sums(cluster, first_batch, last_batch, error, energy, routed);
+            double e = 0, n = 0;
+            for (std::size_t b = 0; b < batches.size(); ++b) e += error[b], n += energy[b];
+            report.layers.push_back({index, n > 0 ? std::sqrt(e / n) : std::sqrt(e), std::move(routed)});
             bytes_done += layer_input_bytes(*job.source, *moe);
             release_layer_pages(*job.source, *moe);
         }
@@ -136,32 +201,38 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
                       "layer " + std::to_string(index), bytes_done, total_bytes);
     }
 
-    // Position i predicts token i + 1 of its sample: every position but each sample's last.
-    double nll_s = 0, nll_q = 0, kl = 0;
-    std::int64_t agree = 0;
-    std::vector<double> kls;
-    for (std::size_t sample = 0; sample < s.lengths.size(); ++sample) {
-        const std::int64_t start = s.starts[sample], scored = s.lengths[sample] - 1;
+    // Position i predicts token i + 1 of its sample: every position but each sample's last. Each
+    // rank scores its own samples; the scores are then summed in sample order, as one process does.
+    std::vector<detail::TokenScore> scores;
+    const std::size_t first_sample = first_batch < last_batch ? batches[first_batch].first : 0;
+    const std::size_t last_sample = first_batch < last_batch ? batches[last_batch - 1].second : 0;
+    for (std::size_t sample = first_sample; sample < last_sample; ++sample) {
+        const std::int64_t start = s.starts[sample] - first_token, scored = s.lengths[sample] - 1;
         for (std::int64_t i = 0; i < scored; i += logit_rows) {
             const std::int64_t n = std::min(logit_rows, scored - i);
             const std::vector<float> zs = job.forward->logits(xs->rows(start + i, n));
             const std::vector<float> zq = two ? job.forward->logits(xq->rows(start + i, n)) : zs;
             const std::size_t vocab = zs.size() / static_cast<std::size_t>(n);
             for (std::int64_t r = 0; r < n; ++r) {
-                const std::int32_t next = s.ids[static_cast<std::size_t>(start + i + r + 1)];
+                const std::int32_t next = s.ids[static_cast<std::size_t>(s.starts[sample] + i + r + 1)];
                 if (next < 0 || static_cast<std::size_t>(next) >= vocab)
                     throw Error(ErrorKind::input, "token id " + std::to_string(next) + " is outside the head's vocabulary of " +
                                                       std::to_string(vocab), {.code = "BadToken"});
                 const auto at = [&](const std::vector<float>& z) { return std::span(z).subspan(r * vocab, vocab); };
-                const detail::TokenScore t = detail::score_token(at(zs), at(zq), next);
-                nll_s += t.nll_source;
-                nll_q += t.nll_quantized;
-                kl += t.kl;
-                agree += t.top1_agrees;
-                kls.push_back(t.kl);
+                scores.push_back(detail::score_token(at(zs), at(zq), next));
             }
         }
     }
+    double nll_s = 0, nll_q = 0, kl = 0;
+    std::int64_t agree = 0;
+    std::vector<double> kls;
+    share_token_scores(cluster, scores, [&](const detail::TokenScore& t) {
+        nll_s += t.nll_source;
+        nll_q += t.nll_quantized;
+        kl += t.kl;
+        agree += t.top1_agrees;
+        kls.push_back(t.kl);
+    });
     progress.finish();
     const auto count = static_cast<double>(kls.size());
     report.tokens = static_cast<std::int64_t>(kls.size());

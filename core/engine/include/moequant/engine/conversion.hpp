@@ -29,6 +29,7 @@
 #pragma once
 
 #include <moequant/checkpoint.hpp>
+#include <moequant/engine/cluster.hpp>
 #include <moequant/engine/calibration_activations.hpp>
 #include <moequant/engine/progress.hpp>
 #include <moequant/engine/saturated_rows.hpp>
@@ -80,6 +81,10 @@ struct ConversionJob {
     // Where the rows whose codes the quantizer saturates are logged (Quantizer::saturated_rows()),
     // for the caller's warning; null to not look for them.
     SaturatedRowLog* saturated_rows = nullptr;
+    // The ranks sharing the run (cluster.hpp, docs/cluster.md); null: this process alone. Plain
+    // and recorded-input conversions deal whole layers to ranks; sequential calibration shares
+    // each layer's samples and experts out. Rank 0 holds the lock, the manifest and finish().
+    Cluster* cluster = nullptr;
 };
 
 struct ConversionResult {

@@ -7,6 +7,7 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/decoder_forward.hpp>
+#include <moequant/engine/cluster.hpp>
 #include <moequant/engine/progress.hpp>
 #include <moequant/engine/quantized_experts.hpp>
 #include <moequant/export.hpp>
@@ -27,6 +28,9 @@ struct EvaluationJob {
     const ReplacementExperts* quantized = nullptr;
     std::filesystem::path scratch;  // for the hidden states under a budget
     std::uint64_t max_memory = 0;   // bytes; 0 = no limit
+    // The ranks sharing the run (cluster.hpp); null: this process alone. The sample blocks are
+    // dealt to ranks, each running both models on its own; every rank gets the whole report.
+    Cluster* cluster = nullptr;
 };
 
 struct LayerOutputError {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <moequant/decoder_forward.hpp>
+#include <moequant/engine/cluster.hpp>
 #include <moequant/engine/calibration_activations.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
@@ -30,9 +31,12 @@ public:
     // by finish(). `routed_only` marks the layer inputs for routed-only calibration.
     // `max_memory` (bytes, 0 = no limit) bounds the hidden states kept in memory (beyond half of
     // it they are file-backed) and the batch size (about 32 floats per token and hidden unit).
+    // `cluster` (null: this process alone): the ranks the sample blocks are dealt to, each
+    // running the forward of its own; every rank then receives every layer's inputs (in block
+    // order, so the layer files are the same everywhere) and rank 0 writes save_activations.
     SequentialCalibration(const DecoderForward& forward, const ModelPlan& plan, std::vector<std::vector<std::int32_t>> samples,
                           std::filesystem::path scratch, std::optional<std::filesystem::path> save_activations = {},
-                          bool routed_only = false, std::uint64_t max_memory = 0);
+                          bool routed_only = false, std::uint64_t max_memory = 0, Cluster* cluster = nullptr);
     ~SequentialCalibration();
     SequentialCalibration(const SequentialCalibration&) = delete;
     SequentialCalibration& operator=(const SequentialCalibration&) = delete;

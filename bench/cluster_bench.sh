@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs across MPI ranks (docs/cluster.md): the speed-up of `mpirun -np 2 moequant gptq --dataset
+# ... --threads 1` over one process with one thread, on the small preset, measured in the same
+# run (the faster of REPEATS alternating runs each), and the bytes the ranks exchange per layer.
+# The two outputs must be byte-identical; the script fails otherwise.
+#
+# Usage: bench/cluster_bench.sh [BUILD_DIR] [REPEATS] [FAMILY...]   (defaults: build, 3, deepseek_v3 qwen3_moe)
+set -euo pipefail
+build="$(cd "${1:-build}" && pwd)"
+repeats="${2:-3}"
+shift $(( $# > 2 ? 2 : $# )) || true
+families=("$@")
+((${#families[@]})) || families=(deepseek_v3 qwen3_moe)
+moequant="$build/bin/moequant"
+mpi=(mpirun --bind-to core --mca btl self,vader --mca btl_vader_single_copy_mechanism none)
+[[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root)
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+seconds() {  # seconds COMMAND...: wall seconds of one run (its output to $work/last.out)
+  local start end
+  start=$(date +%s.%N)
+  "$@" > "$work/last.out" 2> "$work/last.err" || { cat "$work/last.err" >&2; return 1; }
+  end=$(date +%s.%N)
+  echo "$end - $start" | bc
+}
+min() { printf '%s\n' "$@" | sort -g | head -1; }
+hashes() { (cd "$1" && find . -type f ! -name moequant-run.json -print0 | sort -z | xargs -0 sha256sum); }
+
+echo "gptq --dataset embedded --quant_type W4A16 on the small preset: 2 ranks x 1 thread against 1 process x 1 thread"
+echo "(the faster of $repeats runs each, alternating; $(nproc) cores)"
+for family in "${families[@]}"; do
+  model="$work/$family"
+  "$moequant" synth --family "$family" --preset small --out "$model" > /dev/null
+  args=(gptq --model_id "$model" --quant_type W4A16 --dataset embedded --threads 1 --quiet)
+  one=() two=()
+  for ((i = 0; i < repeats; i++)); do
+    one+=("$(seconds "$moequant" "${args[@]}" --output_dir "$work/one-$i")")
+    two+=("$(seconds "${mpi[@]}" -np 2 "$moequant" "${args[@]}" --output_dir "$work/two-$i")")
+    traffic=$(grep -o 'rank 0 sent .*a layer' "$work/last.out" || true)
+    diff <(hashes "$work/one-$i") <(hashes "$work/two-$i") > /dev/null ||
+      { echo "$family: 2 ranks wrote other bytes than one process" >&2; exit 1; }
+    rm -rf "$work/one-$i" "$work/two-$i"
+  done
+  t1=$(min "${one[@]}") t2=$(min "${two[@]}")
+  printf '%-12s 1 process %6.2f s   2 ranks %6.2f s   speed-up %.2fx   %s\n' "$family" "$t1" "$t2" \
+    "$(echo "$t1 / $t2" | bc -l)" "$traffic"
+done
