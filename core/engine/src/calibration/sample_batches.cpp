@@ -18,12 +18,22 @@ std::int64_t batch_token_limit(std::uint64_t budget, std::int64_t hidden, std::i
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> sample_batches(const std::vector<std::int64_t>& lengths, std::int64_t limit) {
+    // As few batches as the limit allows, of about equal tokens: batch k ends where the running
+    // total passes (k+1)/n of all tokens, and never beyond the limit. Equal batches make equal
+    // shares for the ranks (a greedy fill would leave a short last one).
+    std::int64_t total = 0;
+    for (std::int64_t n : lengths) total += n;
+    const std::int64_t count = std::max<std::int64_t>(1, (total + limit - 1) / std::max<std::int64_t>(limit, 1));
     std::vector<std::pair<std::size_t, std::size_t>> batches;
+    std::int64_t before = 0;  // tokens in the batches so far
     for (std::size_t i = 0; i < lengths.size();) {
+        const std::int64_t k = static_cast<std::int64_t>(batches.size());
+        const std::int64_t target = std::max(before + 1, total * std::min(k + 1, count) / count);  // where this batch should end
         std::size_t j = i + 1;
         std::int64_t n = lengths[i];
-        while (j < lengths.size() && n + lengths[j] <= limit) n += lengths[j++];
+        while (j < lengths.size() && n + lengths[j] <= limit && before + n + lengths[j] <= target) n += lengths[j++];
         batches.emplace_back(i, j);
+        before += n;
         i = j;
     }
     return batches;

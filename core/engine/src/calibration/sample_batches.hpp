@@ -17,7 +17,7 @@ inline constexpr std::int64_t calibration_block_tokens = 2048;
 std::int64_t batch_token_limit(std::uint64_t budget, std::int64_t hidden, std::int64_t all);
 
 // [first sample, last sample) per batch: consecutive whole samples of at most `limit` tokens
-// together, at least one sample each.
+// together, at least one sample each; as few batches as the limit allows, of about equal tokens.
 std::vector<std::pair<std::size_t, std::size_t>> sample_batches(const std::vector<std::int64_t>& lengths, std::int64_t limit);
 
 }  // namespace moequant::detail

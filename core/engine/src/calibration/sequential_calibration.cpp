@@ -61,6 +61,7 @@ struct SequentialCalibration::State {
     Cluster* cluster = nullptr;
     std::size_t first_batch = 0, last_batch = 0;
     std::int64_t first_token = 0;
+    std::int64_t batch_limit = 0;
     std::unique_ptr<detail::HiddenStates> x;  // entering layer `next` (after its attention half: the residual)
     std::int64_t tokens = 0;
     std::int64_t next = 0;                    // the next layer not finished
@@ -130,8 +131,8 @@ SequentialCalibration::SequentialCalibration(const DecoderForward& forward, cons
     // The samples run in fixed blocks of whole samples (at most calibration_block_tokens, fewer
     // under a budget): the same blocks for any number of ranks, which take contiguous runs of
     // them, so every forward call sees the same rows however the run is spread.
-    s.batches = detail::sample_batches(
-        s.lengths, std::min(detail::calibration_block_tokens, detail::batch_token_limit(max_memory / 2, h, s.tokens)));
+    s.batch_limit = std::min(detail::calibration_block_tokens, detail::batch_token_limit(max_memory / 2, h, s.tokens));
+    s.batches = detail::sample_batches(s.lengths, s.batch_limit);
     s.cluster = cluster ? cluster : &Cluster::alone();
     std::vector<std::int64_t> block_tokens;
     for (std::size_t b = 0; b < s.batches.size(); ++b) block_tokens.push_back(s.batch_tokens(b));
@@ -176,6 +177,8 @@ std::int64_t SequentialCalibration::largest_batch_tokens() const noexcept {
     for (std::size_t b = 0; b < state_->batches.size(); ++b) most = std::max(most, state_->batch_tokens(b));
     return most;
 }
+
+std::int64_t SequentialCalibration::batch_token_limit() const noexcept { return state_->batch_limit; }
 
 std::vector<float> SequentialCalibration::embedded_rows(std::int64_t n) const {
     State& s = *state_;

@@ -158,7 +158,9 @@ RunEstimate conversion_estimate(const ConversionJob& job) {
         e.memory.push_back({"the layer's MLP inputs, mapped from the scratch file", f32_rows(tokens, h)});
         e.memory.push_back({"the layer's quantized experts, kept for its forward",
                             quantized_layer_bytes(*quantizer, plan.moe_layers.front(), job.parts)});
-        const std::int64_t batch = s.largest_batch_tokens();
+        // A batch as large as the blocks may be: they are balanced below the limit, and what a
+        // forward keeps beyond its batch's rows (pools, arenas) does not shrink with them.
+        const std::int64_t batch = std::max(s.largest_batch_tokens(), std::min(s.batch_token_limit(), tokens));
         add_larger(e, {std::to_string(at_once) + " experts quantized at once", as_bytes(at_once * q.bytes.at(std::min(tokens, expert_chunk)))},
                    {"the layer's forward on a batch of " + tokens_text(batch), forward_bytes(f, batch, plan, threads)});
         e.seconds = static_cast<double>(plan.num_hidden_layers) * f.seconds.at(static_cast<double>(tokens)) / static_cast<double>(threads);
@@ -214,8 +216,10 @@ RunEstimate estimate_evaluation(const EvaluationJob& job) {
     // As run_evaluation() sizes them.
     const int models = two ? 2 : 1;
     const bool mapped = job.max_memory > 0 && models * f32_rows(tokens, h) > job.max_memory / 2;
-    std::int64_t batch = 0;
-    for (const auto& [b0, b1] : detail::sample_batches(lengths, detail::batch_token_limit(job.max_memory / (two ? 4 : 2), h, tokens))) {
+    // A batch as large as the blocks may be (as in sequential calibration's estimate).
+    const std::int64_t limit = std::min(detail::calibration_block_tokens, detail::batch_token_limit(job.max_memory / (two ? 4 : 2), h, tokens));
+    std::int64_t batch = std::min(limit, tokens);
+    for (const auto& [b0, b1] : detail::sample_batches(lengths, limit)) {
         std::int64_t n = 0;
         for (std::size_t i = b0; i < b1; ++i) n += lengths[i];
         batch = std::max(batch, n);

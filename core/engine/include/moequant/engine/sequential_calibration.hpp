@@ -47,6 +47,9 @@ public:
     std::size_t batches() const noexcept;  // the sample batches each layer runs in
     bool hidden_states_on_disk() const noexcept;  // in a mapped scratch file (over the budget)
     std::int64_t largest_batch_tokens() const noexcept;
+    // The most tokens a batch may hold (calibration_block_tokens, or less under the memory
+    // budget); the blocks are balanced below it. What the run estimate plans a batch's memory by.
+    std::int64_t batch_token_limit() const noexcept;
     // What the run estimate probes (run_estimate.hpp): the decoder, and the first `n` rows of the
     // hidden states before any layer ran (the embedded tokens), [n, hidden].
     const DecoderForward& forward() const noexcept;
