@@ -1,11 +1,13 @@
 #include "cluster_run.hpp"
 #include "human_format.hpp"
+#include "saturated_rows_warning.hpp"
 
 #include <moequant/engine/cluster.hpp>
 #include <moequant/error.hpp>
 
 #include <iostream>
 #include <streambuf>
+#include <string_view>
 
 namespace moequant::cli {
 
@@ -40,10 +42,35 @@ void restore_rank_output() {
     saved_out = saved_err = nullptr;
 }
 
-void refuse_dry_run_across_ranks() {
-    const Cluster& cluster = Cluster::world();
+void agree_on_the_command(const std::string& command, const std::vector<std::string>& args) {
+    Cluster& cluster = Cluster::world();
     if (cluster.size() == 1) return;
-    cluster.fail_together(Error(ErrorKind::usage, "--dry-run plans a run of one process; run it without mpirun", {.code = "BadOption"}));
+    bool dry_run = false;
+    for (const auto& a : args)  // as the option parser takes it: --dry-run or an unambiguous start of it
+        dry_run = dry_run || (a.size() >= 5 && std::string_view("--dry-run").starts_with(a));
+    const std::vector<std::string> all = cluster.all_gather(command + (dry_run ? " --dry-run" : ""));
+    for (std::size_t r = 1; r < all.size(); ++r)
+        if (all[r] != all[0])
+            cluster.fail_together(Error(ErrorKind::usage,
+                                        "rank " + std::to_string(r) + " runs '" + all[r] + "' where rank 0 runs '" + all[0] + "'",
+                                        {.code = "RankJobDiffers", .hint = "give every rank the same command"}));
+    if (!runs_across_ranks(command))
+        cluster.fail_together(Error(ErrorKind::usage,
+                                    "'" + command + "' runs in one process; under mpirun only convert, gptq, record and eval share the work",
+                                    {.code = "NotAcrossRanks", .hint = "run it without mpirun"}));
+    if (dry_run)
+        cluster.fail_together(Error(ErrorKind::usage, "--dry-run plans a run of one process; run it without mpirun",
+                                    {.code = "NotAcrossRanks"}));
+}
+
+void warn_about_saturated_rows_of_every_rank(const SaturatedRowLog& log) {
+    Cluster& cluster = Cluster::world();
+    if (cluster.size() == 1) return warn_about_saturated_rows(log);
+    const std::vector<std::string> all = cluster.all_gather(log.size() ? log.warning() : "");
+    if (!cluster.root()) return;
+    std::cout.flush();
+    for (std::size_t r = 0; r < all.size(); ++r)
+        if (!all[r].empty()) std::cerr << "moequant: warning: (rank " << r << "'s layers) " << all[r] << "\n";
 }
 
 std::string cluster_traffic(const ConversionResult& result) {

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <moequant/engine/conversion.hpp>
+#include <moequant/engine/saturated_rows.hpp>
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 namespace moequant::cli {
 
@@ -18,8 +20,14 @@ bool runs_across_ranks(const std::string& command);
 void quiet_other_ranks();
 void restore_rank_output();
 
-// Error(usage) on every rank: --dry-run plans one process.
-void refuse_dry_run_across_ranks();
+// Under more than one rank, before anything else: every rank runs `command` (an exchange, so a
+// rank given another command line is found rather than left waiting), the command is one that
+// shares its work, and no rank asked for --dry-run (which plans one process). Otherwise
+// Error(usage) reported once by rank 0 (Cluster::fail_together).
+void agree_on_the_command(const std::string& command, const std::vector<std::string>& args);
+
+// Rank 0 prints the saturated-row warning of every rank's layers (saturated_rows_warning.hpp).
+void warn_about_saturated_rows_of_every_rank(const SaturatedRowLog& log);
 
 // ", across N ranks (rank 0 sent X and received Y, Z a layer)" for the summary line, or "".
 std::string cluster_traffic(const ConversionResult& result);

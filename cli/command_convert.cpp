@@ -197,7 +197,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     job.cluster = &Cluster::world();
     ConversionResult result = run_conversion(job, sink);
     if (calibration) calibration->finish();  // commits --save-activations
-    warn_about_saturated_rows(saturated);
+    warn_about_saturated_rows_of_every_rank(saturated);
     if (calibration) note_calibration_coverage(output, quiet);
     std::cout << "converted " << result.layers_written << " layer(s)";
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";

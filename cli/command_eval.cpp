@@ -39,7 +39,7 @@ namespace fs = std::filesystem;
 // quantized outputs (their run manifests and indexes, which name every file's digest) and the
 // placement file, by content.
 RunManifest eval_identity(const PlannedSource& source, const std::vector<std::vector<std::int32_t>>& samples,
-                          const std::string& products, const std::vector<std::string>& inputs) {
+                          const std::string& products, std::uint64_t max_memory, const std::vector<std::string>& inputs) {
     Digest64 tokens;
     for (const auto& sample : samples) {
         tokens.update(std::to_string(sample.size()) + ":");
@@ -47,7 +47,7 @@ RunManifest eval_identity(const PlannedSource& source, const std::vector<std::ve
     }
     RunManifest m;
     m.command = "eval";
-    m.settings = {{"calibration", tokens.hex()}, {"calibration.products", products}};
+    m.settings = {{"calibration", tokens.hex()}, {"calibration.products", products}, {"max_memory", std::to_string(max_memory)}};
     for (const auto& input : inputs) {
         if (input.empty()) continue;
         std::string digest;
@@ -148,7 +148,7 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     EvaluationJob job{.forward = forward.get(), .source = &source.checkpoint, .plan = &source.plan,
                       .samples = std::move(tokenized.samples), .quantized = quantized,
                       .scratch = scratch.path(), .max_memory = memory_limit_bytes(max_memory_gb), .cluster = &cluster};
-    if (!dry_run) check_same_job_on_every_rank(cluster, eval_identity(source, job.samples, products, {cpu_weights, gpu_weights, placement_file}),
+    if (!dry_run) check_same_job_on_every_rank(cluster, eval_identity(source, job.samples, products, job.max_memory, {cpu_weights, gpu_weights, placement_file}),
                                                source.checkpoint);
     StreamProgress progress(stderr);
     SilentProgress silent;

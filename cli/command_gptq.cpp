@@ -287,7 +287,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     job.cluster = &Cluster::world();
     ConversionResult result = run_conversion(job, sink);
     if (calibration) calibration->finish();  // commits --save-activations
-    warn_about_saturated_rows(saturated);
+    warn_about_saturated_rows_of_every_rank(saturated);
     note_calibration_coverage(output, quiet);
     std::cout << "quantized " << result.layers_written << " layer(s)";
     if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";

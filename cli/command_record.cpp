@@ -36,7 +36,9 @@ namespace {
 RunManifest record_identity(const PlannedSource& source, const SequentialCalibration& run, const std::string& products) {
     RunManifest m;
     m.command = "record";
-    m.settings = {{"calibration", run.digest()}, {"calibration.products", products}};
+    m.settings = {{"calibration", run.digest()},
+                  {"calibration.products", products},
+                  {"calibration.block_tokens", std::to_string(run.batch_token_limit())}};
     m.source_fingerprint = source_fingerprint(source.checkpoint);
     m.source_shards = source_shard_records(source.checkpoint);
     m.plan_digest = plan_digest(source.plan, source.checkpoint);
@@ -97,6 +99,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     }
     sink.finish();
     run.finish();
+    cluster.barrier();  // no rank reports success before rank 0 wrote the file
     std::cout << "recorded " << source.plan.moe_layers.size() << " MoE layer(s) of " << source.plan.family << ": "
               << run.samples() << " sample(s), " << run.tokens() << " token(s) -> " << printable_name(output) << "\n";
     return 0;

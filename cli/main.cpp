@@ -112,11 +112,7 @@ int run(int argc, char** argv) {
         print_usage(std::cout);
         return 0;
     }
-    const moequant::Cluster& cluster = moequant::Cluster::world();
-    if (cluster.size() > 1 && !moequant::cli::runs_across_ranks(name))
-        cluster.fail_together(moequant::Error(moequant::ErrorKind::usage,
-                                              "'" + name + "' runs in one process; under mpirun only convert, gptq, record and eval share the work",
-                                              {.code = "NotAcrossRanks", .hint = "run it without mpirun"}));
+    moequant::cli::agree_on_the_command(name, args);
     for (const auto& c : commands)
         if (name == c.name) return c.run(std::vector<std::string>(args.begin() + static_cast<long>(cmd) + 1, args.end()), globals);
     moequant::throw_usage_error("unknown command '" + name + "'", {.hint = "run 'moequant --help' for the list"});

@@ -4,6 +4,8 @@
 // another rank count, resumes and completes with the same bytes; ranks that see another
 // source, another output folder or another job fail before any work, with one error line.
 
+#ifdef MOEQUANT_MPIEXEC  // builds with MOEQUANT_WITH_MPI only
+
 #include "test_support.hpp"
 
 #include <boost/json.hpp>
@@ -20,11 +22,7 @@ namespace {
 
 using Args = std::vector<std::string>;
 
-#ifdef MOEQUANT_MPIEXEC
 const char* const mpiexec = MOEQUANT_MPIEXEC;  // FindMPI's mpiexec (Open MPI's mpirun)
-#else
-const char* const mpiexec = "/usr/bin/mpirun";
-#endif
 
 // mpirun's own options: loopback only, no binding (three ranks on two cores), and a deadline of
 // its own, so a hang fails the test instead of stalling it.
@@ -208,6 +206,31 @@ BOOST_AUTO_TEST_CASE(ranks_that_do_not_share_the_output_folder_fail_before_any_w
     BOOST_TEST(manifest(out).at("complete").as_bool() == false);
 }
 
+BOOST_AUTO_TEST_CASE(a_rank_that_fails_alone_ends_the_job_with_its_exit_code) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe"), out = dir / "out", missing = dir / "missing";
+    // Rank 1 cannot open its checkpoint while rank 0 waits for it in the checks: no hang.
+    const CommandResult r = mpirun_two(with_output({"convert", "-i", model.string(), "--quant-method", "int4"}, out),
+                                       with_output({"convert", "-i", missing.string(), "--quant-method", "int4"}, out));
+    BOOST_TEST(r.exit_code == 3, r.err);
+    BOOST_TEST(r.err.find("(rank 1 of 2) error") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("missing") != std::string::npos, r.err);
+    BOOST_TEST(!fs::exists(out));
+}
+
+BOOST_AUTO_TEST_CASE(ranks_given_other_commands_are_refused) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe"), out = dir / "out";
+    const Args convert = with_output({"convert", "-i", model.string(), "--quant-method", "int4"}, out);
+    Args dry = convert;
+    dry.push_back("--dry-run");
+    const CommandResult r = mpirun_two(convert, dry);  // rank 1 alone plans: it must not leave rank 0 waiting
+    BOOST_TEST(r.exit_code == 2, r.err);
+    BOOST_TEST(r.err.find("RankJobDiffers") != std::string::npos, r.err);
+    BOOST_TEST(error_lines(r.err) == 1u, r.err);
+    BOOST_TEST(!fs::exists(out));
+}
+
 BOOST_AUTO_TEST_CASE(one_process_commands_are_refused_across_ranks) {
     TempDir dir;
     const fs::path model = synth(dir, "qwen3_moe");
@@ -221,3 +244,5 @@ BOOST_AUTO_TEST_CASE(one_process_commands_are_refused_across_ranks) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#endif  // MOEQUANT_MPIEXEC

@@ -60,7 +60,7 @@ struct SequentialCalibration::State {
     // are the only ones it keeps, from token `first_token` on.
     Cluster* cluster = nullptr;
     std::size_t first_batch = 0, last_batch = 0;
-    std::int64_t first_token = 0;
+    std::int64_t first_token = 0, local_tokens = 0;
     std::int64_t batch_limit = 0;
     std::unique_ptr<detail::HiddenStates> x;  // entering layer `next` (after its attention half: the residual)
     std::int64_t tokens = 0;
@@ -138,13 +138,12 @@ SequentialCalibration::SequentialCalibration(const DecoderForward& forward, cons
     for (std::size_t b = 0; b < s.batches.size(); ++b) block_tokens.push_back(s.batch_tokens(b));
     std::tie(s.first_batch, s.last_batch) = rank_share(block_tokens, s.cluster->rank(), s.cluster->size());
     s.first_token = s.first_batch < s.last_batch ? s.starts[s.batches[s.first_batch].first] : 0;
-    std::int64_t local_tokens = 0;
-    for (std::size_t b = s.first_batch; b < s.last_batch; ++b) local_tokens += block_tokens[b];
-    const std::uint64_t state_bytes = static_cast<std::uint64_t>(local_tokens * h) * sizeof(float);
+    for (std::size_t b = s.first_batch; b < s.last_batch; ++b) s.local_tokens += block_tokens[b];
+    const std::uint64_t state_bytes = static_cast<std::uint64_t>(s.local_tokens * h) * sizeof(float);
     // Under a budget: the hidden states go to a mapped scratch file once they would take more
     // than half of it, and the blocks are small enough for their working memory to fit the rest.
     const bool mapped = max_memory > 0 && state_bytes > max_memory / 2;
-    s.x = std::make_unique<detail::HiddenStates>(local_tokens, h, mapped ? s.scratch / "hidden-states.f32" : fs::path());
+    s.x = std::make_unique<detail::HiddenStates>(s.local_tokens, h, mapped ? s.scratch / "hidden-states.f32" : fs::path());
     for (std::size_t b = s.first_batch; b < s.last_batch; ++b) {
         std::vector<std::int32_t> ids;
         for (std::size_t i = s.batches[b].first; i < s.batches[b].second; ++i) ids.insert(ids.end(), samples[i].begin(), samples[i].end());
@@ -183,7 +182,7 @@ std::int64_t SequentialCalibration::batch_token_limit() const noexcept { return 
 std::vector<float> SequentialCalibration::embedded_rows(std::int64_t n) const {
     State& s = *state_;
     if (s.next != 0 || s.layer) throw Error(ErrorKind::internal, "the embedded rows are gone once a layer ran");
-    const std::span<const float> rows = s.x->rows(0, std::min(n, s.tokens - s.first_token));
+    const std::span<const float> rows = s.x->rows(0, std::min(n, s.local_tokens));
     return {rows.begin(), rows.end()};
 }
 

@@ -16,7 +16,7 @@ void write_ints(WireWriter& w, const std::vector<std::int64_t>& v) {
 }
 
 std::vector<std::int64_t> read_ints(WireReader& r) {
-    const std::uint64_t n = r.u64();
+    const std::uint64_t n = r.count(sizeof(std::uint64_t));
     std::vector<std::int64_t> v;
     for (std::uint64_t i = 0; i < n; ++i) v.push_back(r.i64());  // each read checks what is left
     return v;
@@ -36,6 +36,12 @@ std::uint64_t WireReader::u64() {
     bytes(&v, sizeof v);
     return v;
 }
+std::uint64_t WireReader::count(std::size_t least_bytes_each) {
+    const std::uint64_t n = u64();
+    if (least_bytes_each > 0 && n > in_.size() / least_bytes_each) malformed();
+    return n;
+}
+
 std::string WireReader::text() {
     const std::uint64_t n = u64();
     if (n > in_.size()) malformed();
@@ -70,7 +76,7 @@ void write_layer_record(WireWriter& w, const ManifestLayer& layer) {
 ManifestLayer read_layer_record(WireReader& r) {
     ManifestLayer layer;
     layer.layer = r.i64();
-    const std::uint64_t files = r.u64();
+    const std::uint64_t files = r.count(3 * sizeof(std::uint64_t));
     for (std::uint64_t i = 0; i < files; ++i) {
         ManifestFile f;
         f.name = r.text();
@@ -108,17 +114,28 @@ void write_quantized_expert(WireWriter& w, std::int64_t expert, Projection proje
 QuantizedExpert read_quantized_expert(WireReader& r) {
     QuantizedExpert part;
     part.expert = r.i64();
-    part.projection = static_cast<Projection>(r.u64());
+    const std::uint64_t projection = r.u64();
+    if (projection >= expert_projections.size()) malformed();
+    part.projection = static_cast<Projection>(projection);
     part.part = static_cast<int>(r.i64());
     part.tensor.method = r.text();
     part.tensor.unquantized = r.u64() != 0;
-    const std::uint64_t n = r.u64();
+    const std::uint64_t n = r.count(1);
     for (std::uint64_t i = 0; i < n; ++i) {
         std::string name = r.text();
-        const auto dtype = static_cast<DType>(r.u64());
+        const std::uint64_t dtype = r.u64();
+        if (dtype >= static_cast<std::uint64_t>(dtype_count)) malformed();
         const std::vector<std::int64_t> shape = read_ints(r);
-        Tensor tensor = Tensor::uninitialized(dtype, Shape(shape.begin(), shape.end()));
-        if (r.u64() != tensor.size_bytes()) malformed();
+        const std::uint64_t size = r.u64();
+        // The shape must fit the bytes that follow before anything is allocated for it.
+        std::uint64_t elements = 1;
+        for (std::int64_t d : shape) {
+            if (d < 0 || (d > 0 && elements > (2 * size + 2) / static_cast<std::uint64_t>(d))) malformed();
+            elements *= static_cast<std::uint64_t>(d);
+        }
+        if (size > r.left()) malformed();
+        Tensor tensor = Tensor::uninitialized(static_cast<DType>(dtype), Shape(shape.begin(), shape.end()));
+        if (size != tensor.size_bytes()) malformed();
         r.bytes(tensor.bytes().data(), tensor.size_bytes());
         part.tensor.parts.emplace_back(std::move(name), std::move(tensor));
     }

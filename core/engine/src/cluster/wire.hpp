@@ -31,8 +31,11 @@ public:
     explicit WireReader(std::string_view in) : in_(in) {}
     std::uint64_t u64();
     std::int64_t i64() { return static_cast<std::int64_t>(u64()); }
+    // A count of items of at least `least_bytes_each` bytes each: no more than what is left holds.
+    std::uint64_t count(std::size_t least_bytes_each);
     std::string text();
     void bytes(void* data, std::size_t n);
+    std::size_t left() const noexcept { return in_.size(); }
     bool done() const noexcept { return in_.empty(); }
 
 private:

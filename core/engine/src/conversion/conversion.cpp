@@ -201,7 +201,7 @@ std::vector<std::size_t> shared_layer_list(Cluster& cluster, const std::vector<s
     std::string bytes = w.take();
     cluster.broadcast(bytes, 0);
     detail::WireReader in(bytes);
-    std::vector<std::size_t> out(in.u64());
+    std::vector<std::size_t> out(in.count(sizeof(std::uint64_t)));
     for (std::size_t& i : out) i = in.u64();
     return out;
 }

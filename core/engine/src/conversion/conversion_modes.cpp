@@ -109,7 +109,7 @@ public:
     // ... and what another rank quantized.
     void add_encoded(std::string_view bytes) {
         detail::WireReader in(bytes);
-        for (std::uint64_t n = in.u64(); n > 0; --n) {
+        for (std::uint64_t n = in.count(1); n > 0; --n) {
             QuantizedExpert part = detail::read_quantized_expert(in);
             parts_.emplace(std::tuple{part.expert, part.projection, part.part}, std::move(part.tensor));
         }

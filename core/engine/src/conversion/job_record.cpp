@@ -20,6 +20,8 @@ RunManifest describe_job(const ConversionJob& job) {
         m.settings.emplace_back("calibration.samples", std::to_string(job.sequential->samples()));
         m.settings.emplace_back("calibration.tokens", std::to_string(job.sequential->tokens()));
         m.settings.emplace_back("calibration.experts_see", job.sequential->routed_only() ? "routed tokens" : "all tokens");
+        // The blocks the samples run in (--max-memory may shrink them) round some products.
+        m.settings.emplace_back("calibration.block_tokens", std::to_string(job.sequential->batch_token_limit()));
         // The products change the layer inputs and Hessians: a rerun in another dtype is another job.
         m.settings.emplace_back("calibration.products", std::string(compute_dtype_name(compute_dtype())));
     } else if (job.calibration) {  // which activations, by content (no paths in the manifest)

@@ -5,6 +5,7 @@
 #include <moequant/compute_dtype.hpp>
 #include <moequant/cpu_isa.hpp>
 #include <moequant/digest.hpp>
+#include <moequant/version.hpp>
 #include <moequant/output_file.hpp>
 
 #include <unistd.h>
@@ -58,7 +59,8 @@ std::string source_identity(const RunManifest& job, const Checkpoint& source) {
 }
 
 std::string job_identity(const RunManifest& job) {
-    std::string id = job.command + "\n" + job.plan_digest;
+    // The build too: ranks exchange the engine's own encodings.
+    std::string id = std::string(MOEQUANT_VERSION_STRING) + "\n" + job.command + "\n" + job.plan_digest;
     bool calibrating = false;
     for (const auto& [k, v] : job.settings) {
         id += "\n" + k + "=" + v;
@@ -109,7 +111,7 @@ void check_same_job_on_every_rank(Cluster& cluster, const RunManifest& job, cons
         if (settings != root_job)
             cluster.fail_together(Error(ErrorKind::usage, who + " runs another job than rank 0: " + first_difference(settings, root_job),
                                               {.code = "RankJobDiffers",
-                                               .hint = "give every rank the same command line; pass --compute-dtype where the nodes' CPUs differ"}));
+                                               .hint = "give every rank the same build and command line; calibration needs nodes of one CPU kind"}));
     }
 }
 
