@@ -1,8 +1,6 @@
 #include "hidden_states.hpp"
 #include "sample_batches.hpp"
 
-#include "cluster/wire.hpp"
-
 #include <moequant/compute_dtype.hpp>
 #include <moequant/digest.hpp>
 #include <moequant/dtype_convert.hpp>

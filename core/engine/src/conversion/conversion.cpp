@@ -1,7 +1,6 @@
 #include "conversion/conversion_modes.hpp"
 #include "conversion/job_record.hpp"
 #include "conversion/job_validation.hpp"
-#include <moequant/engine/rank_checks.hpp>
 #include "cluster/wire.hpp"
 
 #include <moequant/digest.hpp>
@@ -9,6 +8,7 @@
 #include <moequant/engine/output_location.hpp>
 #include <moequant/engine/output_lock.hpp>
 #include <moequant/engine/output_overwrite.hpp>
+#include <moequant/engine/rank_checks.hpp>
 #include <moequant/engine/run_manifest.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
@@ -18,10 +18,9 @@
 
 #include <malloc.h>
 
-#include <csignal>
-
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -94,7 +93,6 @@ struct PreparedOutput {
     RunManifest manifest;
     RunManifest earlier;
 };
-
 
 PreparedOutput prepare_output(const ConversionJob& job) {
     PreparedOutput out{describe_job(job), {}};

@@ -3,9 +3,10 @@
 // (the MLP block's input after the attention half) become that layer's calibration data, and
 // once its experts are quantized the layer's output is recomputed with them, so that layer L
 // sees the outputs of the already-quantized layers before it. Layers without experts to quantize
-// run with their own weights. The samples run in batches of whole samples; the hidden states of
-// all of them (float32, tokens x hidden_size) stay in memory, or under a memory budget in a
-// memory-mapped scratch file, and each layer's inputs go to a scratch file.
+// run with their own weights. The samples run in fixed blocks of whole samples (the unit ranks
+// share); the hidden states of this rank's samples (float32, tokens x hidden_size) stay in
+// memory, or under a memory budget in a memory-mapped scratch file, and each layer's inputs go
+// to a scratch file.
 #pragma once
 
 #include <moequant/decoder_forward.hpp>
