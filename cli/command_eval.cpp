@@ -13,6 +13,7 @@
 #include "text_calibration.hpp"
 
 #include <moequant/digest.hpp>
+#include <moequant/engine/calibration_dataset.hpp>
 #include <moequant/engine/cluster.hpp>
 #include <moequant/engine/rank_checks.hpp>
 #include <moequant/engine/run_manifest.hpp>
@@ -40,14 +41,9 @@ namespace fs = std::filesystem;
 // placement file, by content.
 RunManifest eval_identity(const PlannedSource& source, const std::vector<std::vector<std::int32_t>>& samples,
                           const std::string& products, std::uint64_t max_memory, const std::vector<std::string>& inputs) {
-    Digest64 tokens;
-    for (const auto& sample : samples) {
-        tokens.update(std::to_string(sample.size()) + ":");
-        tokens.update(std::as_bytes(std::span(sample)));
-    }
-    RunManifest m;
+    RunManifest m = describe_source(source.checkpoint, source.plan);
     m.command = "eval";
-    m.settings = {{"calibration", tokens.hex()}, {"calibration.products", products}, {"max_memory", std::to_string(max_memory)}};
+    m.settings = {{"calibration", token_ids_digest(samples)}, {"calibration.products", products}, {"max_memory", std::to_string(max_memory)}};
     for (const auto& input : inputs) {
         if (input.empty()) continue;
         std::string digest;
@@ -55,9 +51,6 @@ RunManifest eval_identity(const PlannedSource& source, const std::vector<std::ve
             if (std::error_code ec; fs::is_regular_file(file, ec)) digest += file_digest(file);
         m.settings.emplace_back(fs::path(input).filename().string(), digest);
     }
-    m.source_fingerprint = source_fingerprint(source.checkpoint);
-    m.source_shards = source_shard_records(source.checkpoint);
-    m.plan_digest = plan_digest(source.plan, source.checkpoint);
     return m;
 }
 
@@ -148,8 +141,9 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     EvaluationJob job{.forward = forward.get(), .source = &source.checkpoint, .plan = &source.plan,
                       .samples = std::move(tokenized.samples), .quantized = quantized,
                       .scratch = scratch.path(), .max_memory = memory_limit_bytes(max_memory_gb), .cluster = &cluster};
-    if (!dry_run) check_same_job_on_every_rank(cluster, eval_identity(source, job.samples, products, job.max_memory, {cpu_weights, gpu_weights, placement_file}),
-                                               source.checkpoint);
+    check_same_job_on_every_rank(
+        cluster, [&] { return eval_identity(source, job.samples, products, job.max_memory, {cpu_weights, gpu_weights, placement_file}); },
+        source.checkpoint);
     StreamProgress progress(stderr);
     SilentProgress silent;
     std::string experts;

@@ -12,9 +12,9 @@
 #include "option_values.hpp"
 #include "text_calibration.hpp"
 
+#include <moequant/engine/cluster.hpp>
 #include <moequant/engine/output_location.hpp>
 #include <moequant/engine/progress.hpp>
-#include <moequant/engine/cluster.hpp>
 #include <moequant/engine/rank_checks.hpp>
 #include <moequant/engine/run_manifest.hpp>
 #include <moequant/engine/sequential_calibration.hpp>
@@ -34,14 +34,11 @@ namespace {
 
 // What every rank of a record run must agree on: the source, the token ids, the products.
 RunManifest record_identity(const PlannedSource& source, const SequentialCalibration& run, const std::string& products) {
-    RunManifest m;
+    RunManifest m = describe_source(source.checkpoint, source.plan);
     m.command = "record";
     m.settings = {{"calibration", run.digest()},
                   {"calibration.products", products},
                   {"calibration.block_tokens", std::to_string(run.batch_token_limit())}};
-    m.source_fingerprint = source_fingerprint(source.checkpoint);
-    m.source_shards = source_shard_records(source.checkpoint);
-    m.plan_digest = plan_digest(source.plan, source.checkpoint);
     return m;
 }
 
@@ -86,7 +83,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     Cluster& cluster = Cluster::world();
     SequentialCalibration run(*forward, source.plan, std::move(tokenized.samples), scratch.path(), output, false,
                               memory_limit_bytes(max_memory_gb), &cluster);
-    check_same_job_on_every_rank(cluster, record_identity(source, run, products), source.checkpoint);
+    check_same_job_on_every_rank(cluster, [&] { return record_identity(source, run, products); }, source.checkpoint);
     StreamProgress progress(stderr);
     SilentProgress silent;
     ProgressSink& sink = common.quiet || !cluster.root() ? static_cast<ProgressSink&>(silent) : progress;

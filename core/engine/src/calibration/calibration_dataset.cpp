@@ -1,3 +1,4 @@
+#include <moequant/digest.hpp>
 #include <moequant/embedded_text.hpp>
 #include <moequant/engine/calibration_dataset.hpp>
 #include <moequant/error.hpp>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <random>
 #include <set>
+#include <span>
 
 namespace moequant {
 
@@ -196,6 +198,15 @@ CalibrationSamples tokenize_calibration_texts(std::vector<std::string> texts, co
         throw Error(ErrorKind::input, "the calibration data holds no text (" + std::to_string(samples.rows) + " rows)",
                     {.code = "BadDataset"});
     return samples;
+}
+
+std::string token_ids_digest(const std::vector<std::vector<std::int32_t>>& samples) {
+    Digest64 digest;
+    for (const auto& sample : samples) {
+        digest.update(std::to_string(sample.size()) + ":");
+        digest.update(std::as_bytes(std::span(sample)));
+    }
+    return digest.hex();
 }
 
 std::vector<std::string> embedded_calibration_paragraphs() {

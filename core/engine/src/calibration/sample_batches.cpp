@@ -1,6 +1,9 @@
 #include "sample_batches.hpp"
 
+#include <moequant/engine/cluster.hpp>
+
 #include <algorithm>
+#include <tuple>
 
 namespace moequant::detail {
 
@@ -37,6 +40,28 @@ std::vector<std::pair<std::size_t, std::size_t>> sample_batches(const std::vecto
         i = j;
     }
     return batches;
+}
+
+std::int64_t block_token_limit(std::uint64_t budget, std::int64_t hidden, std::int64_t all) {
+    return std::min(calibration_block_tokens, batch_token_limit(budget, hidden, all));
+}
+
+RankBlocks rank_blocks(const std::vector<std::int64_t>& lengths, std::int64_t limit, int rank, int ranks) {
+    RankBlocks r;
+    r.blocks = sample_batches(lengths, limit);
+    std::int64_t start = 0;
+    std::vector<std::int64_t> starts;  // each block's first token
+    for (const auto& [first, last] : r.blocks) {
+        std::int64_t n = 0;
+        for (std::size_t i = first; i < last; ++i) n += lengths[i];
+        starts.push_back(start);
+        r.block_tokens.push_back(n);
+        start += n;
+    }
+    std::tie(r.first, r.last) = rank_share(r.block_tokens, rank, ranks);
+    if (r.first < r.last) r.first_token = starts[r.first];
+    for (std::size_t b = r.first; b < r.last; ++b) r.tokens += r.block_tokens[b];
+    return r;
 }
 
 }  // namespace moequant::detail

@@ -20,4 +20,18 @@ std::int64_t batch_token_limit(std::uint64_t budget, std::int64_t hidden, std::i
 // together, at least one sample each; as few batches as the limit allows, of about equal tokens.
 std::vector<std::pair<std::size_t, std::size_t>> sample_batches(const std::vector<std::int64_t>& lengths, std::int64_t limit);
 
+// The most tokens a block may hold: calibration_block_tokens, or fewer so that its working memory
+// fits `budget` (batch_token_limit).
+std::int64_t block_token_limit(std::uint64_t budget, std::int64_t hidden, std::int64_t all);
+
+// The fixed blocks of a run (sample_batches under `limit`) and the contiguous run of them rank
+// `rank` of `ranks` takes, balanced by tokens (rank_share): the same on every rank.
+struct RankBlocks {
+    std::vector<std::pair<std::size_t, std::size_t>> blocks;  // [first sample, last sample) each
+    std::vector<std::int64_t> block_tokens;                   // each block's tokens
+    std::size_t first = 0, last = 0;                          // this rank's blocks
+    std::int64_t first_token = 0, tokens = 0;                 // its first token, its token count
+};
+RankBlocks rank_blocks(const std::vector<std::int64_t>& lengths, std::int64_t limit, int rank, int ranks);
+
 }  // namespace moequant::detail

@@ -2,8 +2,8 @@
 #include "sample_batches.hpp"
 
 #include <moequant/compute_dtype.hpp>
-#include <moequant/digest.hpp>
 #include <moequant/dtype_convert.hpp>
+#include <moequant/engine/calibration_dataset.hpp>
 #include <moequant/engine/sequential_calibration.hpp>
 #include <moequant/error.hpp>
 #include <moequant/safetensors_writer.hpp>
@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
-#include <tuple>
 
 namespace moequant {
 
@@ -113,15 +112,12 @@ SequentialCalibration::SequentialCalibration(const DecoderForward& forward, cons
     : state_(std::make_unique<State>(forward, plan)) {
     State& s = *state_;
     if (samples.empty()) throw Error(ErrorKind::input, "no calibration samples", {.code = "BadDataset"});
-    Digest64 digest;
     for (const auto& sample : samples) {
         s.starts.push_back(s.tokens);
         s.lengths.push_back(static_cast<std::int64_t>(sample.size()));
         s.tokens += static_cast<std::int64_t>(sample.size());
-        digest.update(std::to_string(sample.size()) + ":");
-        digest.update(std::as_bytes(std::span(sample)));
     }
-    s.digest = digest.hex();
+    s.digest = token_ids_digest(samples);
     s.scratch = std::move(scratch);
     s.routed_only = routed_only;
     fs::create_directories(s.scratch);
@@ -129,14 +125,12 @@ SequentialCalibration::SequentialCalibration(const DecoderForward& forward, cons
     // The samples run in fixed blocks of whole samples (at most calibration_block_tokens, fewer
     // under a budget): the same blocks for any number of ranks, which take contiguous runs of
     // them, so every forward call sees the same rows however the run is spread.
-    s.batch_limit = std::min(detail::calibration_block_tokens, detail::batch_token_limit(max_memory / 2, h, s.tokens));
-    s.batches = detail::sample_batches(s.lengths, s.batch_limit);
+    s.batch_limit = detail::block_token_limit(max_memory / 2, h, s.tokens);
     s.cluster = cluster ? cluster : &Cluster::alone();
-    std::vector<std::int64_t> block_tokens;
-    for (std::size_t b = 0; b < s.batches.size(); ++b) block_tokens.push_back(s.batch_tokens(b));
-    std::tie(s.first_batch, s.last_batch) = rank_share(block_tokens, s.cluster->rank(), s.cluster->size());
-    s.first_token = s.first_batch < s.last_batch ? s.starts[s.batches[s.first_batch].first] : 0;
-    for (std::size_t b = s.first_batch; b < s.last_batch; ++b) s.local_tokens += block_tokens[b];
+    detail::RankBlocks blocks = detail::rank_blocks(s.lengths, s.batch_limit, s.cluster->rank(), s.cluster->size());
+    s.batches = std::move(blocks.blocks);
+    s.first_batch = blocks.first, s.last_batch = blocks.last;
+    s.first_token = blocks.first_token, s.local_tokens = blocks.tokens;
     const std::uint64_t state_bytes = static_cast<std::uint64_t>(s.local_tokens * h) * sizeof(float);
     // Under a budget: the hidden states go to a mapped scratch file once they would take more
     // than half of it, and the blocks are small enough for their working memory to fit the rest.

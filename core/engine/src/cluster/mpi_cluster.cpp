@@ -59,7 +59,8 @@ public:
         check(MPI_Bcast(&n, 1, MPI_UINT64_T, from, MPI_COMM_WORLD), "broadcast");
         bytes.resize(n);
         broadcast_bytes(bytes.data(), n, from);
-        (rank_ == from ? sent_ : received_) += rank_ == from ? n * static_cast<std::uint64_t>(size_ - 1) : n;
+        if (rank_ == from) sent_ += n * static_cast<std::uint64_t>(size_ - 1);
+        else received_ += n;
     }
 
     void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }

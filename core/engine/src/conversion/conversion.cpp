@@ -224,7 +224,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     const CheckedJob checked = validate_job(job);
     const std::unique_ptr<ConversionMode> mode = conversion_mode(job, checked.quantizer, progress);
     // Before any file: every rank runs this job on this source ...
-    check_same_job_on_every_rank(cluster, describe_job(job), *job.source);
+    check_same_job_on_every_rank(cluster, [&] { return describe_job(job); }, *job.source);
     // ... and an output that cannot fit is refused now, not after a day of layers.
     if (cluster.root())
         if (const auto planned = plan_checked_output(job, checked)) check_free_disk(*planned, job.output);

@@ -86,10 +86,7 @@ public:
     explicit RecordingSink(LayerSink* inner) : inner_(inner) {}
     void write(const QuantizedExpert& part) override {
         if (inner_) inner_->write(part);
-        QuantizedTensor copy;
-        copy.method = part.tensor.method;
-        copy.unquantized = part.tensor.unquantized;
-        for (const auto& [name, tensor] : part.tensor.parts) copy.parts.emplace_back(name, Tensor::copy_of(tensor.view()));
+        QuantizedTensor copy = copy_of(part.tensor);
         std::lock_guard lock(mutex_);
         parts_.emplace(std::tuple{part.expert, part.projection, part.part}, std::move(copy));
     }
@@ -122,7 +119,7 @@ public:
     }
 
 private:
-    static QuantizedTensor copy_of(const QuantizedTensor& t) {  // QuantizedExpert owns its tensor
+    static QuantizedTensor copy_of(const QuantizedTensor& t) {
         QuantizedTensor copy{t.method, {}, t.unquantized};
         for (const auto& [name, tensor] : t.parts) copy.parts.emplace_back(name, Tensor::copy_of(tensor.view()));
         return copy;

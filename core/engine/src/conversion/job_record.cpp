@@ -1,13 +1,11 @@
 #include "conversion/job_record.hpp"
 
 #include <moequant/compute_dtype.hpp>
-#include <moequant/version.hpp>
 
 namespace moequant {
 
 RunManifest describe_job(const ConversionJob& job) {
-    RunManifest m;
-    m.tool_version = MOEQUANT_VERSION_STRING;
+    RunManifest m = describe_source(*job.source, *job.plan);
     m.command = job.command;
     m.settings = {{"format", std::string(job.format->id())},
                   {"quantizer", job.quantizer ? std::string(job.quantizer->id()) : ""},
@@ -37,9 +35,6 @@ RunManifest describe_job(const ConversionJob& job) {
         for (std::int64_t l : job.unquantized_layers) layers += (layers.empty() ? "" : ",") + std::to_string(l);
         m.settings.emplace_back("unquantized_layers", layers);
     }
-    m.source_fingerprint = source_fingerprint(*job.source);
-    m.source_shards = source_shard_records(*job.source);
-    m.plan_digest = plan_digest(*job.plan, *job.source);
     return m;
 }
 

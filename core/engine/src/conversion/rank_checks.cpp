@@ -86,8 +86,9 @@ std::string first_difference(const std::string& mine, const std::string& root) {
 
 }  // namespace
 
-void check_same_job_on_every_rank(Cluster& cluster, const RunManifest& job, const Checkpoint& source) {
+void check_same_job_on_every_rank(Cluster& cluster, const std::function<RunManifest()>& describe_job, const Checkpoint& source) {
     if (cluster.size() == 1) return;
+    const RunManifest job = describe_job();
     detail::WireWriter w;
     w.text(host_name());
     w.text(source_identity(job, source));

@@ -217,7 +217,7 @@ RunEstimate estimate_evaluation(const EvaluationJob& job) {
     const int models = two ? 2 : 1;
     const bool mapped = job.max_memory > 0 && models * f32_rows(tokens, h) > job.max_memory / 2;
     // A batch as large as the blocks may be (as in sequential calibration's estimate).
-    const std::int64_t limit = std::min(detail::calibration_block_tokens, detail::batch_token_limit(job.max_memory / (two ? 4 : 2), h, tokens));
+    const std::int64_t limit = detail::block_token_limit(job.max_memory / (two ? 4 : 2), h, tokens);
     std::int64_t batch = std::min(limit, tokens);
     for (const auto& [b0, b1] : detail::sample_batches(lengths, limit)) {
         std::int64_t n = 0;

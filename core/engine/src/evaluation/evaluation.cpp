@@ -113,18 +113,11 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
     // Fixed blocks of whole samples (as sequential calibration's), a contiguous run of them per
     // rank; a batch's quantized MoE call runs over both models' tokens at once (below): twice
     // the rows under a budget.
-    const auto batches = detail::sample_batches(
-        s.lengths, std::min(detail::calibration_block_tokens, detail::batch_token_limit(job.max_memory / (two ? 4 : 2), h, s.tokens)));
-    auto batch_tokens = [&](std::size_t b) {
-        const auto [first, last] = batches[b];
-        return s.starts[last - 1] + s.lengths[last - 1] - s.starts[first];
-    };
-    std::vector<std::int64_t> block_tokens;
-    for (std::size_t b = 0; b < batches.size(); ++b) block_tokens.push_back(batch_tokens(b));
-    const auto [first_batch, last_batch] = rank_share(block_tokens, cluster.rank(), cluster.size());
-    const std::int64_t first_token = first_batch < last_batch ? s.starts[batches[first_batch].first] : 0;
-    std::int64_t local_tokens = 0;
-    for (std::size_t b = first_batch; b < last_batch; ++b) local_tokens += block_tokens[b];
+    const detail::RankBlocks blocks = detail::rank_blocks(
+        s.lengths, detail::block_token_limit(job.max_memory / (two ? 4 : 2), h, s.tokens), cluster.rank(), cluster.size());
+    const auto& batches = blocks.blocks;
+    const std::size_t first_batch = blocks.first, last_batch = blocks.last;
+    const std::int64_t first_token = blocks.first_token, local_tokens = blocks.tokens;
     // Under a budget: half for the hidden states (both models' share it), half for a batch's work.
     const std::uint64_t state_bytes = static_cast<std::uint64_t>(local_tokens * h) * sizeof(float);
     const bool mapped = job.max_memory > 0 && (two ? 2 : 1) * state_bytes > job.max_memory / 2;
@@ -134,7 +127,7 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
     const auto xs = states("source.f32");
     const auto xq = two ? states("quantized.f32") : nullptr;
     auto rows = [&](detail::HiddenStates& x, std::size_t b) {
-        return x.rows(s.starts[batches[b].first] - first_token, batch_tokens(b));
+        return x.rows(s.starts[batches[b].first] - first_token, blocks.block_tokens[b]);
     };
     auto lengths = [&](std::size_t b) {
         return std::span(s.lengths).subspan(batches[b].first, batches[b].second - batches[b].first);

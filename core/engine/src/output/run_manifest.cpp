@@ -3,6 +3,7 @@
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
+#include <moequant/version.hpp>
 
 #include <boost/json.hpp>
 
@@ -194,6 +195,15 @@ std::string plan_digest(const ModelPlan& plan, const Checkpoint& source) {
             }
     for (const auto& [name, role] : plan.roles) add(name + "=" + std::string(tensor_role_name(role)));
     return d.hex();
+}
+
+RunManifest describe_source(const Checkpoint& source, const ModelPlan& plan) {
+    RunManifest m;
+    m.tool_version = MOEQUANT_VERSION_STRING;
+    m.source_fingerprint = source_fingerprint(source);
+    m.source_shards = source_shard_records(source);
+    m.plan_digest = plan_digest(plan, source);
+    return m;
 }
 
 }  // namespace moequant

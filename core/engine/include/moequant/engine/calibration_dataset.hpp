@@ -56,6 +56,9 @@ MOEQUANT_API CalibrationSamples load_calibration_dataset(const std::filesystem::
 MOEQUANT_API CalibrationSamples tokenize_calibration_texts(std::vector<std::string> texts, const Tokenizer& tokenizer,
                                                            const DatasetSelection& selection);
 
+// A digest of every sample's token ids (and where each ends): which calibration data a run used.
+MOEQUANT_API std::string token_ids_digest(const std::vector<std::vector<std::int32_t>>& samples);
+
 // The paragraphs of the SDK's embedded text (<moequant/embedded_text.hpp>).
 MOEQUANT_API std::vector<std::string> embedded_calibration_paragraphs();
 

@@ -11,13 +11,17 @@
 #include <moequant/export.hpp>
 
 #include <filesystem>
+#include <functional>
 
 namespace moequant {
 
 // Error(input, "RankSourceDiffers") when a rank's source checkpoint (config, shard names, sizes,
-// headers and a sample of each shard's bytes) is not rank 0's; Error(usage, "RankJobDiffers") when its settings or plan are not
-// (another command line, another CPU's default products).
-MOEQUANT_API void check_same_job_on_every_rank(Cluster& cluster, const RunManifest& job, const Checkpoint& source);
+// headers and a sample of each shard's bytes) is not rank 0's; Error(usage, "RankJobDiffers")
+// when its build, settings or plan are not (another command line, another CPU's kernels).
+// `describe_job` is called only when there is more than one rank: a process alone reads no
+// shard header for it.
+MOEQUANT_API void check_same_job_on_every_rank(Cluster& cluster, const std::function<RunManifest()>& describe_job,
+                                               const Checkpoint& source);
 
 // After rank 0 created and locked `output`: Error(io, "OutputNotShared") when a rank does not
 // see the file rank 0 wrote there (another filesystem, or another path).

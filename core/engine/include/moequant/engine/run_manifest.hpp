@@ -89,5 +89,8 @@ MOEQUANT_API std::string source_fingerprint(const Checkpoint& checkpoint);
 MOEQUANT_API std::vector<ManifestShard> source_shard_records(const Checkpoint& checkpoint);
 // Digest of everything in a plan.
 MOEQUANT_API std::string plan_digest(const ModelPlan& plan, const Checkpoint& source);
+// A manifest naming only which source and plan (version, fingerprint, shard records, plan
+// digest): what a job description starts from.
+MOEQUANT_API RunManifest describe_source(const Checkpoint& source, const ModelPlan& plan);
 
 }  // namespace moequant
