@@ -193,6 +193,31 @@ BOOST_AUTO_TEST_CASE(ranks_that_run_another_job_fail_before_any_work) {
     BOOST_TEST(!fs::exists(out));
 }
 
+BOOST_AUTO_TEST_CASE(calibration_on_another_cpu_kind_is_refused) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe"), out = dir / "out";
+    // FP32 products on moequant's AVX2 kernels on rank 1 and its best ones on rank 0: what two
+    // kinds of CPU look like. (On a CPU without AVX-512 both are AVX2 and the run is one job.)
+    const Args gptq = with_output({"gptq", "-i", model.string(), "--quant_type", "W4A16", "--dataset", "embedded",
+                                   "--compute-dtype", "f32"}, out);
+    Args capped = {"MOEQUANT_ISA=avx2", host_executable().string()};
+    capped.insert(capped.end(), gptq.begin(), gptq.end());
+    Args argv = mpirun_prefix({});
+    argv.insert(argv.end(), {"-np", "1", host_executable().string()});
+    argv.insert(argv.end(), gptq.begin(), gptq.end());
+    argv.insert(argv.end(), {":", "-np", "1", "/usr/bin/env"});
+    argv.insert(argv.end(), capped.begin(), capped.end());
+    const CommandResult r = run_command(argv);
+    if (run_moequant({"--version"}).out.find("CPU kernels: avx512") == std::string::npos) {
+        BOOST_TEST(r.exit_code == 0, r.err);
+        return;
+    }
+    BOOST_TEST(r.exit_code == 2, r.err);
+    BOOST_TEST(r.err.find("RankJobDiffers") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("kernels=") != std::string::npos, r.err);
+    BOOST_TEST(!fs::exists(out));
+}
+
 BOOST_AUTO_TEST_CASE(ranks_that_do_not_share_the_output_folder_fail_before_any_work) {
     TempDir dir;
     const fs::path model = synth(dir, "qwen3_moe"), out = dir / "out", elsewhere = dir / "elsewhere";
