@@ -148,6 +148,9 @@ public:
         metadata.emplace_back("moequant.experts", std::to_string(planned_moe_layer(*c_.plan, layer).experts.size()));
         metadata.emplace_back("moequant.layer", std::to_string(layer));
         metadata.emplace_back("moequant.source", c_.plan->family + ":" + c_.plan->model_type);
+        // Codes kept out of the lowest one (gptq --for kt-rawint4): verify holds them to it.
+        // quantization_config has no field for it, and the other settings are there.
+        if (auto range = settings_.get("code_range")) metadata.emplace_back("moequant.quantizer.code_range", *range);
         return metadata;
     }
 

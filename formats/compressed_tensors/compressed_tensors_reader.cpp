@@ -205,6 +205,7 @@ std::unique_ptr<OutputReader> open_compressed_tensors(const fs::path& directory)
     const auto& first = index.begin()->second.begin()->second;
     const SafetensorsFile& shard = checkpoint.shard(checkpoint.shard_of(first));
     record_shard_metadata(recorded, shard);
+    if (auto range = shard.metadata("moequant.quantizer.code_range")) recorded.set("code_range", *range);
     recorded.set("parts", "1");
     return std::make_unique<CheckpointPartReader>(std::move(checkpoint), std::move(index), std::move(recorded));
 }

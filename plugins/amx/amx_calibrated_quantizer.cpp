@@ -30,8 +30,9 @@ struct AmxCalibration final : PreparedCalibration {
 
 gptq::Scheme scheme_of(Method method, const CalibratedSettings& settings) {
     gptq::Scheme s;
-    s.bits = method == Method::int8 ? 8 : 4;  // codes -128..127 or -8..7 (nibbles)
-    s.group_size = 0;                         // one scale per row
+    s.bits = method == Method::int8 ? 8 : 4;
+    s.code_range = gptq::CodeRange::symmetric;  // -127..127 or -7..7: what kt's products multiply right
+    s.group_size = 0;                           // one scale per row
     s.actorder = settings.actorder ? gptq::ActOrder::static_order : gptq::ActOrder::none;
     s.dampening_frac = settings.dampening_frac;
     return s;
@@ -112,6 +113,7 @@ Options AmxCalibratedQuantizer::settings() const {
     o.set("actorder", settings_.actorder ? "static" : "none");
     o.set("dampening_frac", std::to_string(settings_.dampening_frac));
     o.set("scale", settings_.scale_search ? "searched" : "kt");
+    o.set("code_range", "symmetric");  // always: kt-kernel's range
     return o;
 }
 
@@ -194,8 +196,9 @@ std::string AmxCalibratedQuantizer::stored_problem(const QuantizedTensor& stored
         const bool ok = amax == 0 ? d[r] == 0 : (d[r] >= low && d[r] <= d_kt);
         if (!ok && wrong++ == 0) first = r;
     }
-    if (!wrong) return {};
-    return std::to_string(wrong) + " row scale(s) outside [" + std::to_string(search_floor) +
+    std::string problem = plain_.kt_range_problem(stored, source.shape);
+    if (!wrong) return problem;
+    return (problem.empty() ? "" : problem + "; ") + std::to_string(wrong) + " row scale(s) outside [" + std::to_string(search_floor) +
            ", 1] x kt-kernel's scale of the source row (first: row " + std::to_string(first) + ", " +
            std::to_string(d[first]) + ")";
 }

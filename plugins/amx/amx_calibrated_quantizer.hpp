@@ -4,7 +4,9 @@
 // code q of row r as q * d_r (INT8) or q * 16 d_r (INT4) whatever d_r is, so each row's scale
 // is first searched on the calibration inputs: the multiple f * d_kt (f in [0.5, 1], d_kt
 // kt-kernel's own amax rule) with the least diag(H)-weighted rounding error, then held fixed
-// while GPTQ chooses the codes.
+// while GPTQ chooses the codes, in kt-kernel's own range (-7..7, -127..127: its integer products
+// get the lowest code's sign wrong, docs/kt-arithmetic.md), clamped inside the loop so that the
+// error feedback sees the clamp.
 #pragma once
 
 #include "amx_quantizer.hpp"
@@ -31,8 +33,8 @@ public:
     // Options: actorder static|none, dampening_frac (0 < f < 1), scale_search true|false;
     // other keys (an output's recorded facts) are ignored. Error(usage) for a bad value.
     std::shared_ptr<const Quantizer> configure(const Options& options) const override;
-    // calibration "gptq", actorder, dampening_frac, scale ("searched" or "kt"), recorded in the
-    // output's __metadata__ and run manifest.
+    // calibration "gptq", actorder, dampening_frac, scale ("searched" or "kt"), code_range
+    // "symmetric", recorded in the output's __metadata__ and run manifest.
     Options settings() const override;
 
     std::vector<TensorSpec> output_layout(const Shape& matrix) const override { return plain_.output_layout(matrix); }
@@ -47,7 +49,8 @@ public:
     // No per-element bound: GPTQ moves codes by more than half a step on purpose (the default
     // nullopt). What can be checked exactly is stored_problem()'s.
     // Each row's scale is d_kt times a factor in [0.5, 1] of the source row (0 for an all-zero
-    // row, whose codes are 0); empty when every row's is.
+    // row, whose codes are 0), and every code is in kt-kernel's range (kt_range_problem());
+    // empty when both hold.
     std::string stored_problem(const QuantizedTensor& stored, const TensorView& source) const override;
     // The codes are chosen by division, never through kt-kernel's overflowing 1/d: no row saturates.
     std::vector<std::int64_t> saturated_rows(const QuantizedTensor&, const Shape&) const override { return {}; }

@@ -26,6 +26,12 @@ Scheme parse_scheme(const Options& options, bool gptq) {
         if (s.group_size <= 0)
             throw Error(ErrorKind::usage, "group_size must be positive, not " + std::to_string(s.group_size), {.code = "BadOption"});
     }
+    const std::string range = options.get_string("code_range", "full");
+    if (range == "symmetric")
+        s.code_range = CodeRange::symmetric;
+    else if (range != "full")
+        throw Error(ErrorKind::usage, "code_range '" + range + "' is not supported",
+                    {.code = "BadOption", .hint = "use full or symmetric"});
     if (!gptq) {
         s.actorder = ActOrder::none;
         return s;

@@ -15,17 +15,28 @@ namespace moequant::gptq {
 // the checkpoint carries weight_g_idx).
 enum class ActOrder { none, static_order, group };
 
+// The codes a scheme may write. `full` is two's complement's whole range (-8..7, -128..127), as
+// llm-compressor writes them. `symmetric` leaves out the lowest code (-7..7, -127..127): kt-kernel's
+// integer kernels multiply the lowest code with the wrong sign (docs/kt-arithmetic.md), so a
+// checkpoint its CPU experts also read (gptq --for kt-rawint4) and the calibrated AMX codes keep
+// to it, with the scale chosen so that the group's absmax maps to the top code.
+enum class CodeRange { full, symmetric };
+
 struct Scheme {
     int bits = 4;                     // 4 or 8
     std::int64_t group_size = 128;    // 0: one scale per row (strategy "channel")
     ActOrder actorder = ActOrder::static_order;
     double dampening_frac = 0.1;      // the reference script's --dampening_frac default
     bool uses_calibration = true;     // GPTQ; false for RTN (which never reorders)
+    CodeRange code_range = CodeRange::full;
 
-    int qmin() const noexcept { return -(1 << (bits - 1)); }
     int qmax() const noexcept { return (1 << (bits - 1)) - 1; }
-    // bit_range / 2 of §3.1: 7.5 (int4), 127.5 (int8).
-    float scale_divisor() const noexcept { return static_cast<float>((1 << bits) - 1) / 2.0f; }
+    int qmin() const noexcept { return code_range == CodeRange::full ? -qmax() - 1 : -qmax(); }
+    // What the observer divides the absmax by: bit_range / 2 of §3.1, 7.5 (int4) or 127.5
+    // (int8); with symmetric codes the top code itself, 7 or 127.
+    float scale_divisor() const noexcept {
+        return code_range == CodeRange::full ? static_cast<float>((1 << bits) - 1) / 2.0f : static_cast<float>(qmax());
+    }
     // Columns per scale group of a row with `cols` columns.
     std::int64_t group_columns(std::int64_t cols) const noexcept { return group_size ? group_size : cols; }
     // Scale groups of such a row: ceil(cols / group_size), the last one shorter when the group
@@ -41,7 +52,8 @@ struct Scheme {
 // group_size (strategy group; default 128: the gptq command always writes 128, verify passes
 // what an output's quantization_config records),
 // actorder static|weight|group|dynamic|none (GPTQ only; default static), dampening_frac
-// (0 < f < 1, default 0.1). Throws Error(usage) naming the option.
+// (0 < f < 1, default 0.1), code_range full|symmetric (default full). Throws Error(usage)
+// naming the option.
 Scheme parse_scheme(const Options& options, bool gptq);
 
 }  // namespace moequant::gptq

@@ -13,7 +13,7 @@
 
 namespace moequant::gptq {
 
-// §3.1: bf16(absmax / (bit_range / 2)), absmax over the group with 0 included; an all-zero
+// §3.1: bf16(absmax / (bit_range / 2)) (symmetric codes: absmax / qmax), absmax over the group with 0 included; an all-zero
 // group gets bf16's epsilon 2^-7. `absmax` is the magnitude of a BF16 (or BF16-exact) value.
 inline std::uint16_t observer_scale(float absmax, const Scheme& scheme) noexcept {
     const std::uint16_t s = f32_to_bf16(absmax / scheme.scale_divisor());

@@ -137,6 +137,7 @@ Options IntegerQuantizer::settings() const {
     if (scheme_.actorder == ActOrder::static_order) o.set("actorder", "static");
     if (scheme_.actorder == ActOrder::group) o.set("actorder", "group");
     if (gptq_) o.set("dampening_frac", std::to_string(scheme_.dampening_frac));
+    if (scheme_.code_range == CodeRange::symmetric) o.set("code_range", "symmetric");  // else full, as before it existed
     return o;
 }
 
@@ -254,14 +255,16 @@ Tensor IntegerQuantizer::dequantize(const QuantizedTensor& quantized, const Shap
 std::optional<Tensor> IntegerQuantizer::error_bounds(const QuantizedTensor& quantized, const Shape& shape) const {
     if (gptq_) return std::nullopt;
     const PackedParts p = packed_parts(quantized, shape, scheme_);
-    // In steps s of the group. The observer maps the group's absmax to bit_range/2 with a
-    // BF16 scale rounded by at most 2^-8, so |w/s| <= T = (2^(b-1) - 0.5) / (1 - 2^-8). Below
-    // the clamp, the BF16 quotient moves by at most half its spacing 2^(b-9) near the top and
-    // rounding adds half a step; where the clamp cuts, the code is qmax and the error at most
-    // T - qmax. The BF16 product bf16(code * s) adds at most 2^-8 of |code| <= 2^(b-1) steps.
-    const double top = std::ldexp(1.0, p.bits - 1);
-    const double t_max = (top - 0.5) / (1 - std::ldexp(1.0, -8));
-    const double steps = std::max(0.5 + std::ldexp(1.0, p.bits - 10), t_max - (top - 1)) + std::ldexp(1.0, p.bits - 9);
+    // In steps s of the group. The observer maps the group's absmax to D (bit_range/2, or qmax
+    // with symmetric codes) with a BF16 scale rounded by at most 2^-8, so |w/s| <= T = D / (1 -
+    // 2^-8). Below the clamp, the BF16 quotient moves by at most half its spacing 2^(b-9) near
+    // the top and rounding adds half a step; where the clamp cuts, the code is qmax and the
+    // error at most T - qmax. The BF16 product bf16(code * s) adds at most 2^-8 of |code| <=
+    // 2^(b-1) steps.
+    Scheme stored = scheme_;
+    stored.bits = p.bits;
+    const double t_max = stored.scale_divisor() / (1 - std::ldexp(1.0, -8));
+    const double steps = std::max(0.5 + std::ldexp(1.0, p.bits - 10), t_max - stored.qmax()) + std::ldexp(1.0, p.bits - 9);
     // One bound per group, or per column when the last group is shorter (the verifier reads
     // column c's bound at c / (cols / bounds' columns)).
     const bool ragged = p.cols % p.group_columns != 0;
@@ -303,9 +306,20 @@ std::string IntegerQuantizer::stored_problem(const QuantizedTensor& stored, cons
             if (first < 0) first = static_cast<std::int64_t>(i);
             ++wrong;
         }
-    if (!wrong) return {};
-    return std::to_string(wrong) + " weight_scale value(s) differ from the min-max observer's (first at row " +
-           std::to_string(first / p.groups) + ", group " + std::to_string(first % p.groups) + ")";
+    std::string problem;
+    if (wrong)
+        problem = std::to_string(wrong) + " weight_scale value(s) differ from the min-max observer's (first at row " +
+                  std::to_string(first / p.groups) + ", group " + std::to_string(first % p.groups) + ")";
+    // Symmetric codes leave out the lowest one, which the packing could still hold.
+    std::int64_t below = 0, first_below = -1;
+    for (std::int64_t r = 0; r < p.rows; ++r)
+        for (std::int64_t c = 0; c < p.cols; ++c)
+            if (packed_code(p.words + r * p.words_per_row, c, p.bits) < scheme_.qmin() && below++ == 0) first_below = r;
+    if (below)
+        problem += (problem.empty() ? "" : "; ") + std::to_string(below) + " code(s) of " + std::to_string(scheme_.qmin() - 1) +
+                   ", outside the recorded code range " + std::to_string(scheme_.qmin()) + ".." + std::to_string(scheme_.qmax()) +
+                   " (first in row " + std::to_string(first_below) + ")";
+    return problem;
 }
 
 bool IntegerQuantizer::packed_gemv(const QuantizedTensor& quantized, const Shape& shape, const float* x, float* y) const {

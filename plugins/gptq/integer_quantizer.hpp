@@ -52,7 +52,7 @@ public:
 
     // weight_shape must hold the source matrix's [rows, cols], and the stored scales must be the
     // min-max observer's on the source, per group (the groups of weight_g_idx when present), bit
-    // for bit.
+    // for bit; with symmetric codes no code may be the lowest one.
     std::string stored_problem(const QuantizedTensor& stored, const TensorView& source) const override;
 
     // Decodes the packed words of each row in storage order.

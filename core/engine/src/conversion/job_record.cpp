@@ -1,6 +1,7 @@
 #include "conversion/job_record.hpp"
 
 #include <moequant/compute_dtype.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 
 namespace moequant {
 
@@ -12,6 +13,11 @@ RunManifest describe_job(const ConversionJob& job) {
                   {"parts", std::to_string(job.parts)},
                   {"family", job.plan->family}};
     for (const auto& [k, v] : job.quantizer_options.items()) m.settings.emplace_back("quantizer." + k, v);
+    // The codes' range is part of the job even where no option sets it (the calibrated AMX
+    // quantizers keep to kt-kernel's): an output written before such a rule is another job.
+    if (job.quantizer && !job.quantizer_options.has("code_range"))
+        if (auto range = configured_quantizer(*job.quantizer, job.quantizer_options)->settings().get("code_range"))
+            m.settings.emplace_back("quantizer.code_range", *range);
     for (const auto& [k, v] : job.format_options.items()) m.settings.emplace_back("format." + k, v);
     if (job.sequential) {  // built-in calibration: which token ids
         m.settings.emplace_back("calibration", "sequential:" + job.sequential->digest());
