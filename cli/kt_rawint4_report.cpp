@@ -2,7 +2,6 @@
 
 #include <moequant/printable.hpp>
 
-#include <algorithm>
 
 namespace moequant::cli {
 
@@ -22,10 +21,10 @@ std::string backends_running(const KtRawint4Report& report) {
 void print_kt_rawint4(const KtRawint4Report& report, bool in_full, std::ostream& out) {
     if (!in_full) {
         out << "\nkt-kernel RAWINT4 (--kt-method RAWINT4 on this folder): ";
-        const bool every_backend =
-            std::all_of(report.backends.begin(), report.backends.end(), [](const KtRawint4Backend& b) { return b.runs; });
-        if (report.usable() && every_backend)
-            out << "usable, group " << report.group_size << ", on every backend\n";
+        const bool default_runs = !report.backends.empty() && report.backends.front().runs;
+        if (report.usable() && default_runs)
+            out << "usable, group " << report.group_size << ", on " << backends_running(report) << " (" << report.backends.front().name
+                << " is kt's default)\n";
         else if (report.usable())
             out << "usable, group " << report.group_size << ", only with KT_RAWINT4_BACKEND set to one of "
                 << backends_running(report) << "\n";

@@ -167,6 +167,35 @@ std::optional<Tensor> AmxQuantizer::error_bounds(const QuantizedTensor& quantize
     return bounds;
 }
 
+std::string AmxQuantizer::stored_problem(const QuantizedTensor& stored, const TensorView& source) const {
+    return kt_range_problem(stored, source.shape);
+}
+
+std::string AmxQuantizer::kt_range_problem(const QuantizedTensor& quantized, const Shape& shape) const {
+    const auto [c, d, n, k] = packed_parts(quantized, shape);
+    const std::int64_t tile_k = constants(method_).tile_k;
+    std::int64_t count = 0, rows = 0, first = -1;
+    for (std::int64_t r = 0; r < n; ++r) {
+        if (saturated(d[r])) continue;
+        std::int64_t in_row = 0;
+        for (std::int64_t t = 0; t < k / tile_k; ++t)
+            for (std::int64_t g = 0; g < 16; ++g) {
+                const std::uint8_t* word = c + tile_word_offset(method_, n, k, r, t, g);
+                for (std::int64_t b = 0; b < 4; ++b) {
+                    if (method_ == Method::int8) in_row += word[b] == 0x80;
+                    else in_row += ((word[b] & 0xF) == 0x8) + ((word[b] >> 4) == 0x8);  // two nibbles a byte
+                }
+            }
+        if (in_row && rows++ == 0) first = r;
+        count += in_row;
+    }
+    if (!count) return {};
+    const bool int8 = method_ == Method::int8;
+    return std::to_string(count) + " code(s) of " + (int8 ? "-128" : "-8") + " in " + std::to_string(rows) + " row(s) (first: row " +
+           std::to_string(first) + "), outside kt-kernel's range " + (int8 ? "-127..127" : "-7..7") +
+           ": its AVX-512 products multiply them with the wrong sign (kt-kernel operators/amx/la/amx_quantization.hpp:237-252)";
+}
+
 std::vector<std::int64_t> AmxQuantizer::saturated_rows(const QuantizedTensor& quantized, const Shape& shape) const {
     const auto [codes, d, n, k] = packed_parts(quantized, shape);
     std::vector<std::int64_t> rows;

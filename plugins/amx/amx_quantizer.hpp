@@ -45,6 +45,16 @@ public:
     // and the codes saturate; error_bounds() gives them 256 d.
     std::vector<std::int64_t> saturated_rows(const QuantizedTensor& quantized, const Shape& shape) const override;
 
+    // The codes kt-kernel's runtime multiplies right (kt_range_problem()); nothing is read from
+    // the source.
+    std::string stored_problem(const QuantizedTensor& stored, const TensorView& source) const override;
+
+    // Codes of -128 (INT8) or -8 (INT4), whoever wrote them: kt-kernel's quantizer never does,
+    // and its AVX-512 products (the dpbssd emulation) multiply them with the wrong sign
+    // (docs/kt-arithmetic.md). Saturated rows are left out: kt writes such codes there itself,
+    // and their scale makes every product vanish. Empty when there are none.
+    std::string kt_range_problem(const QuantizedTensor& quantized, const Shape& shape) const;
+
 private:
     std::string kt_method_name() const;  // AMXINT4 / AMXINT8
 

@@ -11,6 +11,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <fstream>
+#include <tuple>
 
 using namespace moequant;
 using namespace moequant::test;
@@ -150,6 +151,36 @@ BOOST_AUTO_TEST_CASE(a_flipped_weight_byte_fails_and_is_named) {
     auto t = run_verify(dir / "src", dir / "t");
     BOOST_TEST(t.exit_code == 6, t.out << t.err);
     BOOST_TEST(contains(t.out, "INT8_up_1_512Byte_scale_.kt"), t.out);
+}
+
+BOOST_AUTO_TEST_CASE(a_code_kt_multiplies_wrongly_fails_whoever_wrote_it) {
+    // kt-kernel's integer products get the sign of INT8 -128 and INT4 -8 wrong, and its
+    // quantizer never writes them (docs/kt-arithmetic.md): one such code fails the part.
+    TempDir dir;
+    synth(dir / "src", {"qwen3_moe", "bf16", "per-expert"});
+    convert(dir / "src", dir / "int8", "int8", false);
+    auto cal = run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "cal").string(), "--quant-method", "int4",
+                             "--calibrate", "--dataset", "embedded", "--num_calibration_samples", "4", "--max_sequence_length", "48",
+                             "--quiet"});
+    BOOST_REQUIRE_MESSAGE(cal.exit_code == 0, cal.err);
+    BOOST_TEST(run_verify(dir / "src", dir / "cal").exit_code == 0);  // its codes keep to -7..7
+    const std::string tensor = "blk.1.ffn_up_exps.2.numa.0.weight";
+    for (const auto& [folder, lowest, message] :
+         {std::tuple{"int8", 0x80, "1 code(s) of -128 in 1 row(s)"}, std::tuple{"cal", 0x08, "code(s) of -8 in 1 row(s)"}}) {
+        BOOST_TEST_CONTEXT(folder) {
+            auto [shard, offset] = tensor_location(dir / folder, tensor);
+            std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(static_cast<std::streamoff>(offset + 700));
+            const char byte = static_cast<char>(lowest);
+            f.write(&byte, 1);
+            f.close();
+            auto r = run_verify(dir / "src", dir / folder);
+            BOOST_TEST(r.exit_code == 6, r.out << r.err);
+            BOOST_TEST(contains(r.out, "blk.1 expert 2 up part 0"), r.out);
+            BOOST_TEST(contains(r.out, message), r.out);
+            BOOST_TEST(contains(r.out, "outside kt-kernel's range"), r.out);
+        }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(dropped_and_unexpected_tensors_fail) {

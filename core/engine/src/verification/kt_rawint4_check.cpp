@@ -100,6 +100,25 @@ std::int64_t stored_shape_value(const FolderTensors& tensors, const std::string&
     return value;
 }
 
+// Code -8 (nibble 0: compressed-tensors stores code + 8), which kt's amx and amx_blocked
+// backends multiply with the wrong sign (docs/kt-arithmetic.md): every one is a problem.
+void check_code_range(const FolderTensors& tensors, const std::string& packed_name, Problems& problems) {
+    TensorView codes;
+    try {
+        codes = tensors.file_of(packed_name).view(packed_name);
+    } catch (const Error& e) {  // its file cannot be mapped
+        problems.add("ReadableFiles", e.what());
+        return;
+    }
+    std::int64_t lowest = 0;
+    for (const std::byte b : codes.bytes) lowest += ((static_cast<unsigned>(b) & 0xF) == 0) + ((static_cast<unsigned>(b) >> 4) == 0);
+    if (lowest)
+        problems.add("Int4Range", printable_name(packed_name) + " holds " + std::to_string(lowest) + " of " +
+                                      std::to_string(2 * codes.bytes.size()) +
+                                      " codes -8, which kt's amx and amx_blocked backends multiply with the wrong sign "
+                                      "(operators/amx/la/amx_quantization.hpp:237-252; quantize with gptq --for kt-rawint4: codes -7..7)");
+}
+
 // The checks of one expert projection; returns its scale columns (0 when unreadable).
 std::int64_t check_projection(const FolderTensors& tensors, const std::string& module, std::int64_t rows, std::int64_t cols,
                               Problems& problems) {
@@ -127,6 +146,8 @@ std::int64_t check_projection(const FolderTensors& tensors, const std::string& m
             problems.add("Int4Codes", printable_name(packed_name) + " " + shape_to_string(packed->shape) + " holds " +
                                           (codes == 2 * cols ? "8-bit codes (W8A16)" : "not 4-bit codes") + " of " +
                                           std::to_string(cols) + " columns: kt reads every byte as two 4-bit codes");
+        else
+            check_code_range(tensors, packed_name, problems);
     }
     if (scale->dtype != DType::BF16)
         problems.add("Bf16Scales", printable_name(scale_name) + " is " + std::string(dtype_name(scale->dtype)) +
@@ -150,16 +171,20 @@ std::int64_t check_projection(const FolderTensors& tensors, const std::string& m
     return scale->shape[1];
 }
 
-// The backends of amx.py's _select_rawint4_backend and the group sizes their kernels compute
-// right (docs/kt-rawint4.md).
+// The backends of amx.py's _select_rawint4_backend and what their kernels compute right in kt
+// 95009ea6 (docs/kt-rawint4.md, docs/kt-arithmetic.md). Codes -8 are refused before this
+// (Int4Range), so what is left is each kernel's group sizes, and the avx2 backend's lifetime bug.
 std::vector<KtRawint4Backend> backends_for(std::int64_t group, std::int64_t hidden, std::int64_t intermediate) {
     const bool divides = group > 0 && hidden % group == 0 && intermediate % group == 0;
     const bool words = hidden % 8 == 0 && intermediate % 8 == 0;
     auto verdict = [](bool runs, const std::string& why) { return std::pair{runs, runs ? std::string() : why}; };
-    const auto amx = verdict(group == 32 && divides, "its kernel reads two scales per 64 columns: group 32 only");
+    const auto amx = verdict(group == 32 && divides,
+                             "its kernel reads two scales per 64 columns (operators/amx/la/amx_kernels.hpp:3443-3445): group 32 "
+                             "only; another group reads past the scales: wrong results, or a crash at group 128");
     const auto vnni = verdict(divides && words && group % 32 == 0 && group <= 256,
                               "needs a group size that is a multiple of 32, at most 256, dividing the columns");
-    const auto avx2 = verdict(divides && words, "needs a group size dividing the columns and columns a multiple of 8");
+    const auto avx2 = verdict(false, "kt 95009ea6 frees the loaded tensors (python/utils/amx.py:939-947) this backend keeps "
+                                     "pointers into (operators/avx2/rawint4-moe.hpp:310-339): wrong results whatever the folder holds");
     return {
         {"amx", "the default whenever kt-kernel is built with AVX-512 (AVX512F+BW; AMX not needed)", amx.first, amx.second},
         {"amx_blocked", "chosen only by KT_RAWINT4_BACKEND=amx_blocked; same needs as amx", amx.first, amx.second},

@@ -17,8 +17,8 @@
 namespace moequant {
 
 struct KtRawint4Problem {
-    std::string rule;     // ExpertsFound, ExpertTensors, Int4Codes, Symmetric, Bf16Scales, NoGroupIndex,
-                          // OneGroupSize, WeightShape, OneTensorPerName, ReadableFiles, Backend
+    std::string rule;     // ExpertsFound, ExpertTensors, Int4Codes, Int4Range, Symmetric, Bf16Scales,
+                          // NoGroupIndex, OneGroupSize, WeightShape, OneTensorPerName, ReadableFiles, Backend
     std::string message;  // names the tensor (and file) and what is wrong
 };
 
@@ -39,7 +39,8 @@ struct KtRawint4Report {
     bool usable() const noexcept { return problem_count == 0; }
 };
 
-// Reads every *.safetensors under `folder` (headers, and each weight_shape) as kt's loader does,
+// Reads every *.safetensors under `folder` (headers, each weight_shape, and every expert's codes
+// for the range kt computes right) as kt's loader does,
 // for the MoE layers and shapes of `plan` (the source's: kt takes hidden_size and the expert
 // count from the model's config). A *.safetensors file that cannot be read is a problem
 // (ReadableFiles), as it stops kt's loader; Error(io) only when the folder cannot be listed.
