@@ -132,10 +132,33 @@ std::int64_t chosen_group_size(const std::string& text, bool given, const std::s
     return group;
 }
 
+// --for kt-rawint4: the one checkpoint kt-kernel's RAWINT4 CPU experts and the GPU both compute
+// right (docs/kt-rawint4.md): W4A16, group 32 (the only group kt's default backend runs; 64 and
+// 128 run on its avxvnni backend, with a warning), codes -7..7 (its products get -8's sign
+// wrong), no g_idx (kt never reads it). An option given with another value contradicts it.
+void apply_kt_rawint4(const po::variables_map& given, std::string& quant_type, std::string& group_size,
+                      const std::string& strategy, const std::string& actorder) {
+    auto conflicts = [&](const char* option, const std::string& value, const std::string& why) {
+        throw_usage_error("--for kt-rawint4 conflicts with --" + std::string(option) + " " + value + ": " + why,
+                          {.code = "BadOption", .hint = "leave --" + std::string(option) + " out; --for kt-rawint4 sets what kt needs"});
+    };
+    if (!given["quant_type"].defaulted() && quant_type != "W4A16" && quant_type != "w4a16")
+        conflicts("quant_type", quant_type, "kt's RAWINT4 reads 4-bit codes");
+    if (strategy == "channel") conflicts("strategy", strategy, "kt's RAWINT4 has no one-scale-per-row mode");
+    if (group_size == "-1") conflicts("group_size", group_size, "kt's RAWINT4 has no one-scale-per-row mode");
+    if (actorder == "group" || actorder == "dynamic") conflicts("actorder", actorder, "kt never reads weight_g_idx");
+    quant_type = "W4A16";
+    if (given["group_size"].defaulted()) group_size = "32";
+    else if (group_size != "32")
+        std::cerr << "moequant: warning: --for kt-rawint4 --group_size " << group_size
+                  << ": kt's default RAWINT4 backend (amx) runs group 32 only; serve this folder with KT_RAWINT4_BACKEND=avxvnni\n";
+}
+
 }  // namespace
 
 int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string input, output, method = "GPTQ", quant_type = "W8A16", strategy = "group", group_size = "128", actorder = "static", family;
+    std::string input, output, method = "GPTQ", quant_type = "W8A16", strategy = "group", group_size = "128", actorder = "static", family,
+                runtime;
     CalibrationInputOptions data;
     double dampening = 0.1;
     std::vector<std::string> ignore;
@@ -158,7 +181,10 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
          "scale per group of columns, or one per row (the older W8A16 preset; same as --group_size -1)")
         ("actorder", po::value(&actorder)->value_name("static|group|none")->default_value("static"),
          "GPTQ column order (static: by decreasing Hessian diagonal, no g_idx)")
-        ("dampening_frac", po::value(&dampening)->default_value(0.1), "GPTQ dampening, relative to mean(diag H)");
+        ("dampening_frac", po::value(&dampening)->default_value(0.1), "GPTQ dampening, relative to mean(diag H)")
+        ("for", po::value(&runtime)->value_name("kt-rawint4"),
+         "also for kt-kernel's RAWINT4 CPU experts: W4A16, group 32 unless --group_size says otherwise, codes -7..7 "
+         "(the range its kernels multiply right), no g_idx");
     add_calibration_options(options, data);
     options.add_options()
         ("ignore_patterns", po::value(&ignore)->multitoken()->value_name("PATTERN..."),
@@ -186,7 +212,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     if (help) {
         print_command_help(
             "moequant gptq --model_id MODEL --output_dir OUT [--quant_method GPTQ|RTN] [--quant_type W4A16|W8A16]\n"
-            "              [--group_size 32|64|128|-1]\n"
+            "              [--group_size 32|64|128|-1] [--for kt-rawint4]\n"
             "              [--dataset FILE|DIR|ID|embedded | --calibration-activations FILE]",
             "Quantizes the routed experts for the GPU (GPTQ or RTN, llm-compressor's numerics) into a\n"
             "compressed-tensors pack-quantized checkpoint vLLM and SGLang load as it is. Every other\n"
@@ -210,8 +236,12 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
         throw_usage_error("--quant_method must be GPTQ or RTN, got '" + method + "'");
     if (strategy != "group" && strategy != "channel")
         throw_usage_error("--strategy '" + strategy + "' is not supported", {.code = "BadOption", .hint = "use group or channel"});
-    const std::int64_t group = chosen_group_size(group_size, !given["group_size"].defaulted(), strategy);
-    const std::string scheme = quant_type + (group ? " group " + std::to_string(group) : " channel");
+    const bool kt_rawint4 = runtime == "kt-rawint4";
+    if (!runtime.empty() && !kt_rawint4)
+        throw_usage_error("--for '" + runtime + "' is not supported", {.code = "BadOption", .hint = "use kt-rawint4"});
+    if (kt_rawint4) apply_kt_rawint4(given, quant_type, group_size, strategy, actorder);
+    const std::int64_t group = chosen_group_size(group_size, kt_rawint4 || !given["group_size"].defaulted(), strategy);
+    const std::string scheme = quant_type + (group ? " group " + std::to_string(group) : " channel") + (kt_rawint4 ? " codes -7..7" : "");
     const std::vector<std::string> seed_notes = apply_seed_gpu_options(seed, data);
     check_calibration_options(data);
     if (threads > 0) set_max_threads(threads);
@@ -257,6 +287,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     job.quantizer_options.set("quant_type", quant_type);
     job.quantizer_options.set("strategy", group ? "group" : "channel");
     if (group) job.quantizer_options.set("group_size", std::to_string(group));
+    if (kt_rawint4) job.quantizer_options.set("code_range", "symmetric");
     if (calibrated) {
         job.quantizer_options.set("actorder", actorder);
         job.quantizer_options.set("dampening_frac", std::to_string(dampening));
