@@ -36,6 +36,7 @@ m=$work/model
 "$moequant" convert -q -i "$m" -o "$work/int4-cal" --quant-method int4 --calibrate "${calibration[@]}" > /dev/null 2>&1
 "$moequant" gptq -q --model_id "$m" --output_dir "$work/rtn" --quant_type W4A16 --quant_method RTN > /dev/null
 "$moequant" gptq -q --model_id "$m" --output_dir "$work/gptq" --quant_type W4A16 "${calibration[@]}" > /dev/null 2>&1
+"$moequant" gptq -q --model_id "$m" --output_dir "$work/gptq-kt" --for kt-rawint4 "${calibration[@]}" > /dev/null 2>&1
 "$moequant" record -q --model_id "$m" "${calibration[@]}" --output "$work/acts.safetensors" > /dev/null
 "$moequant" plan --model_id "$m" --activations "$work/acts.safetensors" --num-gpu-experts 4 \
   --output "$work/placement.json" > /dev/null
@@ -61,5 +62,6 @@ row 'AMX INT4 calibrated (`convert --calibrate`)' --cpu-weights "$work/int4-cal"
 row 'AMX INT8' --cpu-weights "$work/int8"
 row 'W4A16 RTN (`gptq --quant_method RTN`)' --gpu-weights "$work/rtn"
 row 'W4A16 GPTQ' --gpu-weights "$work/gptq"
+row 'W4A16 GPTQ group 32, codes -7..7 (`gptq --for kt-rawint4`)' --gpu-weights "$work/gptq-kt"
 row 'hybrid: AMX INT4 + 4 GPTQ experts' --cpu-weights "$work/int4" --gpu-weights "$work/gptq" \
   --placement "$work/placement.json"
