@@ -12,6 +12,8 @@
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -215,6 +217,21 @@ BOOST_AUTO_TEST_CASE(dataset_splits_choose_files_and_rows) {
     write_text(dir / "bad_split.jsonl", "{\"text\": \"one\", \"split\": 3}\n");
     refused(record((dir / "bad_split.jsonl").string(), {}), "line 1: \"split\" is not a string");
     refused(record((dir / "array.json").string(), {}), "row 2");
+
+    // A split's file that is not a regular file is refused by name, never skipped or opened in
+    // a way that blocks: a link to a device, a FIFO (docs/safety.md).
+    fs::create_directories(dir / "special" / "data");
+    write_text(dir / "special" / "data" / "train_sft-00002.jsonl", row);
+    fs::create_symlink("/dev/zero", dir / "special" / "data" / "train_sft-00000.jsonl");
+    refused(record((dir / "special").string(), {}), "train_sft-00000.jsonl");
+    fs::remove(dir / "special" / "data" / "train_sft-00000.jsonl");
+    BOOST_REQUIRE(::mkfifo((dir / "special" / "data" / "train_sft-00001.jsonl").c_str(), 0644) == 0);
+    const auto fifo = record((dir / "special").string(), {});
+    refused(fifo, "train_sft-00001.jsonl");
+    BOOST_TEST(fifo.err.find("NotARegularFile") != std::string::npos, fifo.err);
+    fs::create_directories(dir / "fifo_split");
+    BOOST_REQUIRE(::mkfifo((dir / "fifo_split" / "train_sft.jsonl").c_str(), 0644) == 0);
+    refused(record((dir / "fifo_split").string(), {}), "NotARegularFile");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -99,7 +99,8 @@ std::vector<std::filesystem::path> dataset_split_files(const std::filesystem::pa
     // A split name is one path component: no "..", no separators.
     if (split.empty() || split == "." || split == ".." || split.find('/') != std::string::npos)
         throw bad("'" + split + "' is not a split name", "--dataset_split names a split, e.g. train");
-    if (fs::is_regular_file(dataset / (split + ".jsonl"), ec)) return {dataset / (split + ".jsonl")};
+    // SPLIT.jsonl whatever it is (the reader refuses a FIFO, a device or a folder by name).
+    if (fs::exists(fs::symlink_status(dataset / (split + ".jsonl"), ec))) return {dataset / (split + ".jsonl")};
     // Otherwise the data-file naming of a Hugging Face dataset repository (a local clone, or a
     // snapshot of the Hub cache): any .jsonl/.json file below the folder whose name is the split
     // or starts with it and '-' or '.' (data/train_sft-00000-of-00003.jsonl), or that lies in a
@@ -114,13 +115,19 @@ std::vector<std::filesystem::path> dataset_split_files(const std::filesystem::pa
             if (it->is_directory(ec)) it.disable_recursion_pending();
             continue;
         }
-        if (!it->is_regular_file(ec) || (p.extension() != ".jsonl" && p.extension() != ".json")) continue;
+        if (p.extension() != ".jsonl" && p.extension() != ".json") continue;
         const fs::path relative = p.lexically_relative(dataset);
         bool in_split_folder = false;
         for (const auto& part : relative.parent_path()) in_split_folder |= part == split;
         const std::string stem = p.stem().string();
-        if (in_split_folder || stem == split || split_of_name(stem) == split)
+        const bool regular = it->is_regular_file(ec);
+        // A file of the split that is not a regular one (a FIFO, a link to a device, a folder)
+        // is kept, so that the reader refuses it by name rather than the split losing rows.
+        if (in_split_folder || stem == split || split_of_name(stem) == split) {
+            if (!regular && it->is_directory(ec)) it.disable_recursion_pending();
             files.push_back(p);
+        } else if (!regular)
+            continue;
         else if (relative.has_parent_path() && *relative.begin() != "data")
             splits.insert(relative.begin()->string());
         else

@@ -40,8 +40,9 @@ struct CalibrationSamples {
 // file below it (hidden folders aside) named <split>, <split>-* or <split>.* or lying in a
 // folder named <split> — a Hugging Face dataset repository's data-file naming — in path order.
 // Error(input, "BadDataset") naming the folder and the splits it seems to hold when none
-// exists; anything that is not a folder is returned as the one file. A file holds JSON lines,
-// or one JSON array of rows.
+// exists; anything that is not a folder is returned as the one file. A split's file that is not a
+// regular file (a FIFO, a link to a device, a folder) is returned too, for the reader to refuse
+// by name (NotARegularFile). A file holds JSON lines, or one JSON array of rows.
 MOEQUANT_API std::vector<std::filesystem::path> dataset_split_files(const std::filesystem::path& dataset,
                                                                     const std::string& split);
 
