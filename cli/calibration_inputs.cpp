@@ -2,6 +2,7 @@
 #include "compute_dtype_option.hpp"
 
 #include "option_values.hpp"
+#include "scratch_folder.hpp"
 #include "text_calibration.hpp"
 
 #include <moequant/engine/cluster.hpp>
@@ -66,7 +67,8 @@ CalibrationInputs::CalibrationInputs(const Registry& registry, const PlannedSour
                                            options.max_length > 0 ? options.max_length : 2048, options.seed, options.split}};
         CalibrationSamples tokenized = load_text_calibration(registry, source, text);
         forward_ = source_decoder_forward(registry, source, source.plan);
-        scratch_ = std::make_unique<ScratchFolder>();
+        const std::uint64_t budget = memory_limit_bytes(options.max_memory_gb);
+        scratch_ = std::make_unique<ScratchFolder>(scratch_bytes(tokenized.tokens(), source.plan.hidden_size, true, budget > 0));
         sequential_.emplace(*forward_, source.plan, std::move(tokenized.samples), scratch_->path(),
                             options.save_activations.empty() ? std::nullopt : std::optional<fs::path>(options.save_activations),
                             options.routed_only, memory_limit_bytes(options.max_memory_gb), &Cluster::world());

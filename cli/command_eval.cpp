@@ -10,6 +10,7 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "option_values.hpp"
+#include "scratch_folder.hpp"
 #include "text_calibration.hpp"
 
 #include <moequant/digest.hpp>
@@ -136,7 +137,7 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     }
     CalibrationSamples tokenized = load_text_calibration(registry, source, text);
 
-    ScratchFolder scratch;
+    const ScratchFolder scratch(scratch_bytes(tokenized.tokens(), source.plan.hidden_size, false, max_memory_gb > 0 ? 2 : 0));
     Cluster& cluster = Cluster::world();  // under mpirun the sample blocks are shared out (docs/cluster.md)
     EvaluationJob job{.forward = forward.get(), .source = &source.checkpoint, .plan = &source.plan,
                       .samples = std::move(tokenized.samples), .quantized = quantized,

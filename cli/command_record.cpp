@@ -10,6 +10,7 @@
 #include "global_options.hpp"
 #include "human_format.hpp"
 #include "option_values.hpp"
+#include "scratch_folder.hpp"
 #include "text_calibration.hpp"
 
 #include <moequant/engine/cluster.hpp>
@@ -78,7 +79,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     check_output_file(output, {.folders = {source.checkpoint.directory()}, .files = dataset_files(text.dataset)}, overwrite);
     CalibrationSamples tokenized = load_text_calibration(registry, source, text);
     const auto forward = source_decoder_forward(registry, source, source.plan);
-    ScratchFolder scratch;
+    const ScratchFolder scratch(scratch_bytes(tokenized.tokens(), source.plan.hidden_size, true, max_memory_gb > 0));
     // Under mpirun the sample blocks are shared out; rank 0 writes the file (docs/cluster.md).
     Cluster& cluster = Cluster::world();
     SequentialCalibration run(*forward, source.plan, std::move(tokenized.samples), scratch.path(), output, false,

@@ -85,18 +85,4 @@ std::vector<fs::path> dataset_files(const std::string& dataset) {
     return {dataset};
 }
 
-ScratchFolder::ScratchFolder() {
-    // mkdtemp: a new folder only this process made (0700), never one planted under a guessed name.
-    std::string pattern = (fs::temp_directory_path() / "moequant-XXXXXX").string();
-    if (!::mkdtemp(pattern.data()))
-        throw Error(ErrorKind::io, std::string("cannot create a scratch folder: ") + std::strerror(errno),
-                    {.file = pattern, .code = "ScratchFailed", .hint = "set TMPDIR to a writable folder"});
-    path_ = pattern;
-}
-
-ScratchFolder::~ScratchFolder() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-}
-
 }  // namespace moequant::cli

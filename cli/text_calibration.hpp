@@ -1,6 +1,6 @@
 // Built-in calibration's inputs for the CLI: a dataset ("embedded" or a JSONL file) tokenized
-// with the model's own tokenizer.json and chat format, and a scratch folder for the per-layer
-// inputs. Shared by `gptq --dataset` and `record`.
+// with the model's own tokenizer.json and chat format (the scratch folder for the per-layer
+// inputs is scratch_folder.hpp's). Shared by `gptq --dataset` and `record`.
 #pragma once
 
 #include "family_selection.hpp"
@@ -63,18 +63,5 @@ const ModelAdapter& source_adapter(const Registry& registry, const PlannedSource
 // file names config.json.
 std::unique_ptr<DecoderForward> source_decoder_forward(const Registry& registry, const PlannedSource& source,
                                                        const ModelPlan& plan);
-
-// A fresh folder under the system's temporary folder, removed with everything in it.
-class ScratchFolder {
-public:
-    ScratchFolder();
-    ~ScratchFolder();
-    ScratchFolder(const ScratchFolder&) = delete;
-    ScratchFolder& operator=(const ScratchFolder&) = delete;
-    const std::filesystem::path& path() const noexcept { return path_; }
-
-private:
-    std::filesystem::path path_;
-};
 
 }  // namespace moequant::cli

@@ -218,6 +218,23 @@ BOOST_AUTO_TEST_CASE(calibration_on_another_cpu_kind_is_refused) {
     BOOST_TEST(!fs::exists(out));
 }
 
+BOOST_AUTO_TEST_CASE(one_ranks_unusable_tmpdir_ends_the_job_with_exit_5) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe"), out = dir / "out";
+    const Args gptq = with_output({"gptq", "-i", model.string(), "--quant_type", "W4A16", "--dataset", "embedded"}, out);
+    Args broken = {"TMPDIR=" + (dir / "missing").string(), host_executable().string()};
+    broken.insert(broken.end(), gptq.begin(), gptq.end());
+    Args argv = mpirun_prefix({});
+    argv.insert(argv.end(), {"-np", "1", host_executable().string()});
+    argv.insert(argv.end(), gptq.begin(), gptq.end());
+    argv.insert(argv.end(), {":", "-np", "1", "/usr/bin/env"});
+    argv.insert(argv.end(), broken.begin(), broken.end());
+    const CommandResult r = run_command(argv);
+    BOOST_TEST(r.exit_code == 5, r.err);
+    BOOST_TEST(r.err.find("BadTmpdir") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("rank 1") != std::string::npos, r.err);
+}
+
 BOOST_AUTO_TEST_CASE(ranks_that_do_not_share_the_output_folder_fail_before_any_work) {
     TempDir dir;
     const fs::path model = synth(dir, "qwen3_moe"), out = dir / "out", elsewhere = dir / "elsewhere";

@@ -234,4 +234,36 @@ BOOST_AUTO_TEST_CASE(dataset_splits_choose_files_and_rows) {
     refused(record((dir / "fifo_split").string(), {}), "NotARegularFile");
 }
 
+// The scratch folder's parent is checked before any work: an unusable TMPDIR is one line and exit
+// 5 for every command that makes scratch files, never an internal error; no output is left.
+BOOST_AUTO_TEST_CASE(an_unusable_tmpdir_is_refused_before_any_work) {
+    TempDir dir;
+    BOOST_REQUIRE(run_moequant({"synth", "--family", "qwen3_moe", "--out", (dir / "m").string()}).exit_code == 0);
+    BOOST_REQUIRE(run_moequant({"convert", "-i", (dir / "m").string(), "-o", (dir / "int4").string(), "-q"}).exit_code == 0);
+    write_text(dir / "a_file", "not a folder");
+    const std::string m = (dir / "m").string();
+    const std::vector<std::pair<std::string, std::string>> tmpdirs = {
+        {"TMPDIR=", "is set but empty"},
+        {"TMPDIR=" + (dir / "missing").string(), "cannot be used: No such file or directory"},
+        {"TMPDIR=" + (dir / "a_file").string(), "is not a folder"}};
+    const std::vector<std::vector<std::string>> commands = {
+        {"gptq", "--model_id", m, "--quant_type", "W4A16", "--dataset", "embedded", "-o", (dir / "g").string()},
+        {"convert", "-i", m, "--calibrate", "--dataset", "embedded", "-o", (dir / "c").string()},
+        {"record", "--model_id", m, "--dataset", "embedded", "-o", (dir / "r.safetensors").string()},
+        {"eval", "--model_id", m, "--dataset", "embedded", "--cpu-weights", (dir / "int4").string()}};
+    for (const auto& [env, reason] : tmpdirs)
+        for (const auto& command : commands) {
+            BOOST_TEST_CONTEXT(env << " " << command[0]) {
+                const CommandResult r = run_moequant(command, {env});
+                BOOST_TEST(r.exit_code == 5, r.err);
+                BOOST_TEST(r.err.find(reason) != std::string::npos, r.err);
+                BOOST_TEST(r.err.find("BadTmpdir") != std::string::npos, r.err);
+                BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+            }
+        }
+    BOOST_TEST(!fs::exists(dir / "g"));
+    BOOST_TEST(!fs::exists(dir / "c"));
+    BOOST_TEST(!fs::exists(dir / "r.safetensors"));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
