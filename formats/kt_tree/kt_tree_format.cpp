@@ -11,6 +11,7 @@
 
 #include <moequant/digest.hpp>
 #include <moequant/error.hpp>
+#include <moequant/fault_handler.hpp>
 #include <moequant/output_file.hpp>
 #include <moequant/plugin.hpp>
 
@@ -45,6 +46,7 @@ public:
             throw Error(ErrorKind::io, std::string("cannot create the layer folder: ") + std::strerror(e),
                         {.file = staging_.string(), .code = "WriteFailed"});
         }
+        fault_slot_ = remove_on_fault(staging_);  // no destructor runs when a mapped input faults
         for (int i = 0; i < parts_; ++i) {
             fs::create_directory(staging_ / ("_numa_" + std::to_string(i)), ec);
             if (ec)
@@ -58,6 +60,7 @@ public:
             std::error_code ec;
             fs::remove_all(staging_, ec);
         }
+        forget_on_fault(fault_slot_);
     }
 
     void write(const QuantizedExpert& q) override {
@@ -86,6 +89,10 @@ public:
         std::error_code ec;
         fs::remove_all(final_dir, ec);  // an earlier, incomplete or stale copy of this layer
         fs::rename(staging_, final_dir, ec);
+        if (!ec) {
+            forget_on_fault(fault_slot_);
+            fault_slot_ = -1;
+        }
         if (ec)
             throw Error(ErrorKind::io, "cannot move the finished layer into place: " + ec.message(),
                         {.file = final_dir.string(), .code = "WriteFailed"});
@@ -107,6 +114,7 @@ private:
     }
 
     fs::path output_, staging_;
+    int fault_slot_ = -1;
     std::int64_t layer_;
     std::string prefix_;
     int parts_;

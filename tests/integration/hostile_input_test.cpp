@@ -7,6 +7,8 @@
 
 #include "test_support.hpp"
 
+#include <moequant/output_file.hpp>
+
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -371,6 +373,13 @@ BOOST_AUTO_TEST_CASE(a_shard_truncated_while_mapped_is_an_input_error_not_a_sign
     BOOST_TEST(r.exit_code >= 0, "killed by signal " << -r.exit_code << ": " << r.err);
     expect_refused(r, 3, {victim.filename().string(), "FileTruncated"});
     expect_no_complete_output(c.out);
+    // Whether the cut was seen before a read or by the fault handler mid-read, the run's lock
+    // and temporaries are gone: the handler removes what no destructor will (docs/safety.md).
+    for (const auto& e : fs::recursive_directory_iterator(c.out)) {
+        const std::string name = e.path().filename().string();
+        BOOST_TEST(name != ".moequant.lock", e.path());
+        BOOST_TEST(!moequant::is_partial_name(name), e.path());
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

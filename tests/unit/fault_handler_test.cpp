@@ -1,6 +1,9 @@
 // The SIGBUS handler for mapped inputs, in forked children: a fault inside a mapped file that
-// shrank becomes one error line and exit 3; any other SIGBUS keeps its default action.
+// shrank becomes one error line and exit 3, after removing what the run registered (its lock,
+// partial files and folders: no destructor runs); any other SIGBUS keeps its default action.
+#include <moequant/engine/output_lock.hpp>
 #include <moequant/fault_handler.hpp>
+#include <moequant/output_file.hpp>
 #include <moequant/safetensors_reader.hpp>
 
 #include "test_support.hpp"
@@ -12,6 +15,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <algorithm>
 #include <functional>
 
 using namespace moequant;
@@ -62,6 +66,41 @@ BOOST_AUTO_TEST_CASE(a_fault_in_a_truncated_mapping_names_the_file_and_exits_3) 
     BOOST_TEST(WEXITSTATUS(o.status) == 3);
     BOOST_TEST(o.err == "moequant: error: " + file.string() +
                             ": the file shrank or became unreadable while being read (FileTruncated)\n");
+}
+
+BOOST_AUTO_TEST_CASE(the_fault_removes_the_lock_and_partials_and_nothing_else) {
+    TempDir dir;
+    const fs::path file = dir / "shard.safetensors", out = dir / "out";
+    write_bytes(file, safetensors_bytes(R"({"w":{"dtype":"U8","shape":[65536],"data_offsets":[0,65536]}})",
+                                        std::vector<std::uint8_t>(65536, 7)));
+    const SafetensorsFile shard = SafetensorsFile::open(file);
+    const TensorView w = shard.view("w");
+    fs::create_directories(out);
+    write_text(out / "user-file.txt", "kept");
+    fs::resize_file(file, 0);
+    const Outcome o = in_child(dir / "err.txt", [&] {
+        const OutputFolderLock lock(out);                       // .moequant.lock
+        OutputFile committed(out / "done.bin");                 // committed: kept
+        committed.append("done");
+        committed.commit();
+        OutputFile partial(out / "layer.safetensors");          // .layer.safetensors.moequant.partial
+        partial.append("half a layer");
+        const fs::path staging = out / "._layer_3.moequant.partial";  // a kt-tree layer folder
+        fs::create_directories(staging / "_numa_0");
+        write_text(staging / "_numa_0" / "INT4_up_0_.kt", "codes");
+        write_text(staging / "top.kt", "codes");
+        remove_on_fault(staging);
+        const int kept = remove_on_fault(out / "user-file.txt");
+        forget_on_fault(kept);  // registered, then released: not removed
+        volatile std::byte last = w.data()[65535];
+        (void)last;
+    });
+    BOOST_TEST(WIFEXITED(o.status));
+    BOOST_TEST(WEXITSTATUS(o.status) == 3);
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(out)) left.push_back(e.path().filename().string());
+    std::sort(left.begin(), left.end());
+    BOOST_TEST(left == (std::vector<std::string>{"done.bin", "user-file.txt"}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_sigbus_elsewhere_keeps_its_default_action) {

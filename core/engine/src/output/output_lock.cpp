@@ -1,5 +1,6 @@
 #include <moequant/engine/output_lock.hpp>
 #include <moequant/error.hpp>
+#include <moequant/fault_handler.hpp>
 #include <moequant/file_identity.hpp>
 
 #include <fcntl.h>
@@ -49,7 +50,10 @@ OutputFolderLock::OutputFolderLock(std::filesystem::path dir, Where where)
         }
         // The run that held it may have unlinked the file between our open and our flock: then
         // take the one now under the name.
-        if (names_same_file(fd_, path_)) return;
+        if (names_same_file(fd_, path_)) {
+            if (where_ == Where::lock_file) fault_slot_ = remove_on_fault(path_);  // no destructor runs when a mapped input faults
+            return;
+        }
         ::close(fd_);
     }
 }
@@ -58,6 +62,7 @@ OutputFolderLock::~OutputFolderLock() {
     // Unlinked while still held: a run that starts now creates and locks a new file, and nothing
     // of this run is written any more.
     if (where_ == Where::lock_file) ::unlink(path_.c_str());
+    forget_on_fault(fault_slot_);
     ::close(fd_);
 }
 

@@ -86,6 +86,7 @@ private:
     std::filesystem::path final_path_;
     std::filesystem::path partial_path_;
     int fd_ = -1;
+    int fault_slot_ = -1;  // the partial's remove_on_fault() slot (fault_handler.hpp) while it exists
     std::uint64_t append_offset_ = 0;
     bool committed_ = false;
     bool may_replace_ = false;  // the final name existed when this file was begun

@@ -113,9 +113,12 @@
 //              bf16_products_available(), bf16_product_isa(), bf16_product()): layer_ops'
 //              products in BF16 through oneDNN when the host asks for it (--compute-dtype), the
 //              routers' logits kept FP32; the SDK links libdnnl.
-#define MOEQUANT_PLUGIN_ABI_VERSION 16
+//  17 (0.17.0): remove_on_fault() / forget_on_fault() (fault_handler.hpp): paths the mapped-input
+//              fault handler removes before it ends the process (the output lock, partial files
+//              and folders); OutputFile gains its slot (layout change).
+#define MOEQUANT_PLUGIN_ABI_VERSION 17
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "f0e512eb3bfa561a"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "b6c7295780149e7b"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

@@ -1,5 +1,7 @@
 #include "mapped_ranges.hpp"
 
+#include "fault_cleanup.hpp"
+
 #include <moequant/error.hpp>
 #include <moequant/fault_handler.hpp>
 
@@ -42,6 +44,7 @@ void on_sigbus(int signal, siginfo_t* info, void*) {
     if (const char* name = info->si_code > 0 ? mapped_file_at(info->si_addr) : nullptr) {
         for (const char* part : {"moequant: error: ", name, ": ", truncated_input_reason, " (", truncated_input_code, ")\n"})
             write_text(part);
+        remove_registered_paths();  // what the unwinding would have removed: the lock, temporaries
         ::_exit(exit_code(ErrorKind::input));
     }
     // Not a mapped input: the default action, as if no handler were installed. A fault repeats

@@ -1,4 +1,5 @@
 #include <moequant/error.hpp>
+#include <moequant/fault_handler.hpp>
 #include <moequant/file_identity.hpp>
 #include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
@@ -97,6 +98,7 @@ OutputFile::OutputFile(std::filesystem::path final_path, std::uint64_t expected_
         fd_ = ::open(partial_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd_ >= 0) {
             if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) busy();
+            fault_slot_ = remove_on_fault(partial_path_);  // no destructor runs when a mapped input faults
             break;
         }
         if (errno != EEXIST) fail(errno, "cannot create");
@@ -120,6 +122,7 @@ OutputFile::OutputFile(std::filesystem::path final_path, std::uint64_t expected_
 
 OutputFile::~OutputFile() {
     if (!committed_) remove_own_partial();
+    forget_on_fault(fault_slot_);
     if (fd_ >= 0) ::close(fd_);
 }
 
@@ -209,6 +212,8 @@ void OutputFile::commit() {
         renamed = ::rename(partial_path_.c_str(), final_path_.c_str());
     if (renamed != 0) fail(errno, "cannot rename into place");
     committed_ = true;
+    forget_on_fault(fault_slot_);
+    fault_slot_ = -1;
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) fail(errno, "cannot close");

@@ -32,6 +32,7 @@ private:
     std::filesystem::path path_;  // the lock file, or the folder
     Where where_;
     int fd_ = -1;
+    int fault_slot_ = -1;  // the lock file's remove_on_fault() slot (fault_handler.hpp)
 };
 
 }  // namespace moequant

@@ -1,0 +1,11 @@
+// The paths the SIGBUS handler removes before it ends the process (fault_handler.hpp's
+// remove_on_fault), private to the SDK: fixed slots, lock-free, so the handler may read them.
+#pragma once
+
+namespace moequant::detail {
+
+// Removes every registered path: a file by unlink(2), a folder with the files and folders in it
+// (a few levels deep). Async-signal-safe: atomics and system calls only.
+void remove_registered_paths() noexcept;
+
+}  // namespace moequant::detail
