@@ -3,8 +3,10 @@
 #include "saturated_rows_warning.hpp"
 
 #include <moequant/engine/cluster.hpp>
+#include <moequant/engine/source_reads.hpp>
 #include <moequant/error.hpp>
 
+#include <cstdio>
 #include <iostream>
 #include <streambuf>
 #include <string_view>
@@ -78,9 +80,15 @@ std::string cluster_traffic(const ConversionResult& result) {
     if (cluster.size() == 1) return "";
     const std::size_t layers = result.layers_written;
     const std::uint64_t moved = cluster.bytes_sent() + cluster.bytes_received();
+    // What proving the ranks' reads cost rank 0 (source_reads.hpp): the digests it took.
+    const DigestCost digests = digest_cost();
+    char share[32];
+    std::snprintf(share, sizeof share, "%.1f%%", result.seconds > 0 ? 100.0 * digests.seconds / result.seconds : 0.0);
     return ", across " + std::to_string(cluster.size()) + " ranks (rank 0 sent " + human_bytes(cluster.bytes_sent()) +
            " and received " + human_bytes(cluster.bytes_received()) +
-           (layers ? ", " + human_bytes(moved / layers) + " a layer" : std::string()) + ")";
+           (layers ? ", " + human_bytes(moved / layers) + " a layer" : std::string()) + "; digested " +
+           human_bytes(digests.bytes) + " of source in " + std::to_string(digests.seconds).substr(0, 5) + " s, " + share +
+           " of the run)";
 }
 
 }  // namespace moequant::cli

@@ -26,6 +26,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
@@ -37,8 +38,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Every regular file under `folder`, by content, in path order: an output without a run manifest
+// (another tool's) records no digests to compare ranks by.
+std::string folder_digest(const fs::path& folder) {
+    std::vector<fs::path> files;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
+        if (it->is_regular_file(ec)) files.push_back(it->path());
+    std::sort(files.begin(), files.end());
+    std::string digest;
+    for (const auto& f : files) digest += f.lexically_relative(folder).string() + ":" + file_digest(f) + "\n";
+    return digest;
+}
+
 // What every rank of an eval run must agree on: the source, the token ids, the products, and the
-// quantized outputs (their run manifests and indexes, which name every file's digest) and the
+// quantized outputs (their run manifests and indexes, which name every file's digest, each file
+// checked against them when it is opened; every file of an output without a manifest) and the
 // placement file, by content.
 RunManifest eval_identity(const PlannedSource& source, const std::vector<std::vector<std::int32_t>>& samples,
                           const std::string& products, std::uint64_t max_memory, const std::vector<std::string>& inputs) {
@@ -50,6 +65,8 @@ RunManifest eval_identity(const PlannedSource& source, const std::vector<std::ve
         std::string digest;
         for (const fs::path& file : {fs::path(input), fs::path(input) / "moequant-run.json", fs::path(input) / "model.safetensors.index.json"})
             if (std::error_code ec; fs::is_regular_file(file, ec)) digest += file_digest(file);
+        if (std::error_code ec; fs::is_directory(input, ec) && !fs::exists(fs::path(input) / "moequant-run.json", ec))
+            digest += folder_digest(input);
         m.settings.emplace_back(fs::path(input).filename().string(), digest);
     }
     return m;

@@ -19,6 +19,7 @@
 #include <moequant/engine/rank_checks.hpp>
 #include <moequant/engine/run_manifest.hpp>
 #include <moequant/engine/sequential_calibration.hpp>
+#include <moequant/engine/source_reads.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/printable.hpp>
@@ -90,9 +91,11 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     ProgressSink& sink = common.quiet || !cluster.root() ? static_cast<ProgressSink&>(silent) : progress;
     sink.note("record: " + products);
     std::size_t done = 0;
+    ForwardReadCheck source_reads(cluster, source.checkpoint, source.plan);  // every rank reads what rank 0 reads
     for (const auto& layer : source.plan.moe_layers) {
         run.layer_inputs(layer.layer);
         run.finish_layer(layer.layer, {});
+        source_reads.through_layer(layer.layer);
         sink.step(++done, source.plan.moe_layers.size(), "layer", 0, 0);
     }
     sink.finish();

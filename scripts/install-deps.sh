@@ -17,6 +17,7 @@ packages=(
   ocl-icd-opencl-dev  # what Debian's dnnl-config.cmake requires (its GPU runtime is OpenCL)
   libopenmpi-dev openmpi-bin  # MOEQUANT_WITH_MPI: runs across ranks (mpirun -np N moequant ...)
   libpcre2-dev libutf8proc-dev pkgconf  # the tokenizer: Unicode regexes, NFC normalization
+  libxxhash-dev  # XXH3 digests of what MPI ranks and reruns read (source_reads.hpp)
   libsimde-dev  # tests only: runs the AVX-512 kernels on CPUs without AVX-512
   zsh  # tests only: runs the zsh completion script
 )

@@ -6,7 +6,11 @@
 
 #ifdef MOEQUANT_MPIEXEC  // builds with MOEQUANT_WITH_MPI only
 
+#include "checkpoint_rewrite.hpp"
 #include "test_support.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/safetensors_reader.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
@@ -15,6 +19,7 @@
 
 #include <chrono>
 
+using namespace moequant;
 using namespace moequant::test;
 namespace json = boost::json;
 
@@ -48,6 +53,16 @@ CommandResult mpirun_two(const Args& first, const Args& second) {
     argv.insert(argv.end(), first.begin(), first.end());
     argv.insert(argv.end(), {":", "-np", "1", host_executable().string()});
     argv.insert(argv.end(), second.begin(), second.end());
+    return run_command(argv);
+}
+
+// Two ranks with the same command line, rank 1 with `assignment` (NAME=VALUE) in its environment.
+CommandResult mpirun_two_with_env_on_rank_1(const Args& args, const std::string& assignment) {
+    Args argv = mpirun_prefix({});
+    argv.insert(argv.end(), {"-np", "1", host_executable().string()});
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {":", "-np", "1", "/usr/bin/env", assignment, host_executable().string()});
+    argv.insert(argv.end(), args.begin(), args.end());
     return run_command(argv);
 }
 
@@ -183,6 +198,97 @@ BOOST_AUTO_TEST_CASE(ranks_that_see_another_source_fail_before_any_work) {
     BOOST_TEST(!fs::exists(out));
 }
 
+// A copy of `model` whose tensor `tensor` differs in one byte in its middle, which the sampled
+// windows of the source check before any work do not see (asserted): only what the ranks read
+// by content can tell the copies apart.
+fs::path damaged_copy(const TempDir& dir, const fs::path& model, const std::string& tensor) {
+    const fs::path copy = dir / (model.filename().string() + "-damaged");
+    fs::copy(model, copy, fs::copy_options::recursive);
+    const Checkpoint checkpoint = Checkpoint::open(copy);
+    const SafetensorsFile& shard = checkpoint.shard(checkpoint.shard_of(tensor));
+    const TensorInfo& info = checkpoint.info(tensor);
+    const std::uint64_t at = shard.data_start() + (info.begin + info.end) / 2, size = shard.file_size();
+    constexpr std::uint64_t window = 64 * 1024;
+    for (std::uint64_t i = 0; i < 4; ++i) {  // rank_checks.cpp's sampled windows
+        const std::uint64_t begin = size > window ? (size - window) * i / 3 : 0;
+        BOOST_REQUIRE_MESSAGE(at < begin || at >= begin + window, "the byte lies in a sampled window; pick another tensor");
+    }
+    edit_tensor_bytes(copy, tensor, [](std::uint8_t* bytes, std::size_t n) { bytes[n / 2] ^= 0x40; });
+    return copy;
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_reading_other_bytes_is_refused_before_its_layer_is_recorded) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe", "small");
+    // Rank 1 converts layer 1 (layers are dealt in rounds), from its own copy.
+    const std::string tensor = "model.layers.1.mlp.experts.5.up_proj.weight";
+    const fs::path damaged = damaged_copy(dir, model, tensor);
+    for (const Args& command : {Args{"convert", "--quant-method", "int4"},
+                                Args{"gptq", "--quant_type", "W4A16", "--dataset", "embedded", "--num_calibration_samples", "4"}}) {
+        BOOST_TEST_CONTEXT(command[0]) {
+            const fs::path out = dir / ("out-" + command[0]);
+            Args good = {command[0], "-i", model.string()}, bad = {command[0], "-i", damaged.string()};
+            good.insert(good.end(), command.begin() + 1, command.end());
+            bad.insert(bad.end(), command.begin() + 1, command.end());
+            const CommandResult r = mpirun_two(with_output(good, out), with_output(bad, out));
+            BOOST_TEST(r.exit_code == 3, r.err);
+            BOOST_TEST(r.err.find("rank 1") != std::string::npos, r.err);
+            BOOST_TEST(r.err.find("read other bytes than rank 0 in tensor " + tensor) != std::string::npos, r.err);
+            BOOST_TEST(r.err.find("RankSourceDiffers") != std::string::npos, r.err);
+            BOOST_TEST(error_lines(r.err) == 1u, r.err);
+            // Nothing looks complete, and no layer rank 1 made is recorded.
+            BOOST_TEST(!fs::exists(out / "model.safetensors.index.json"));
+            const json::object recorded = manifest(out);
+            for (const auto& layer : recorded.at("completed_layers").as_array()) BOOST_TEST(layer.at("layer").as_int64() != 1);
+            // With identical copies the same command completes with one process's bytes.
+            const fs::path one = dir / ("one-" + command[0]);
+            BOOST_REQUIRE(run_moequant(with_output(good, one)).exit_code == 0);
+            const CommandResult again = mpirun_two(with_output(good, out), with_output(good, out));
+            BOOST_TEST(again.exit_code == 0, again.err);
+            BOOST_TEST(file_hashes(out) == file_hashes(one));
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(eval_refuses_a_tampered_output_and_a_rank_reading_other_bytes) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe", "small"), out = dir / "int4";
+    BOOST_REQUIRE(run_moequant({"convert", "-i", model.string(), "-o", out.string(), "-q"}).exit_code == 0);
+    const Args eval = {"eval", "--model_id", model.string(), "--dataset", "embedded", "--num_calibration_samples", "4",
+                       "--json", "-q"};
+    // Rank 1's copy of the output has code bytes overwritten, its manifest unchanged: each rank
+    // checks the files against the manifest it reads, and the ranks compare manifests.
+    const fs::path copy = dir / "int4-copy";
+    fs::copy(out, copy, fs::copy_options::recursive);
+    edit_tensor_bytes(copy, "blk.1.ffn_up_exps.2.numa.0.weight", [](std::uint8_t* b, std::size_t) {
+        for (int i = 0; i < 64; ++i) b[i] ^= 0x11;
+    });
+    Args good = eval, bad = eval;
+    good.insert(good.end(), {"--cpu-weights", out.string()});
+    bad.insert(bad.end(), {"--cpu-weights", copy.string()});
+    const CommandResult tampered = mpirun_two(good, bad);
+    BOOST_TEST(tampered.exit_code == 3, tampered.err);
+    BOOST_TEST(tampered.err.find("OutputChanged") != std::string::npos, tampered.err);
+    BOOST_TEST(tampered.out.empty(), tampered.out);
+    // One process refuses it too.
+    const CommandResult alone = run_moequant(bad);
+    BOOST_TEST(alone.exit_code == 3, alone.err);
+    BOOST_TEST(alone.err.find("holds other bytes than its run manifest records") != std::string::npos, alone.err);
+    // Rank 1 reading another copy of the source: refused, no report.
+    const fs::path damaged = damaged_copy(dir, model, "model.layers.2.mlp.experts.1.down_proj.weight");
+    Args other = {"eval", "--model_id", damaged.string()};
+    other.insert(other.end(), eval.begin() + 3, eval.end());
+    other.insert(other.end(), {"--cpu-weights", out.string()});
+    const CommandResult source = mpirun_two(good, other);
+    BOOST_TEST(source.exit_code == 3, source.err);
+    BOOST_TEST(source.err.find("RankSourceDiffers") != std::string::npos, source.err);
+    BOOST_TEST(source.out.empty(), source.out);
+    // With identical inputs, one process's report.
+    const CommandResult same = mpirun_two(good, good);
+    BOOST_TEST(same.exit_code == 0, same.err);
+    BOOST_TEST(same.out == run_moequant(good).out);
+}
+
 BOOST_AUTO_TEST_CASE(ranks_that_run_another_job_fail_before_any_work) {
     TempDir dir;
     const fs::path model = synth(dir, "qwen3_moe"), out = dir / "out";
@@ -200,14 +306,7 @@ BOOST_AUTO_TEST_CASE(calibration_on_another_cpu_kind_is_refused) {
     // kinds of CPU look like. (On a CPU without AVX-512 both are AVX2 and the run is one job.)
     const Args gptq = with_output({"gptq", "-i", model.string(), "--quant_type", "W4A16", "--dataset", "embedded",
                                    "--compute-dtype", "f32"}, out);
-    Args capped = {"MOEQUANT_ISA=avx2", host_executable().string()};
-    capped.insert(capped.end(), gptq.begin(), gptq.end());
-    Args argv = mpirun_prefix({});
-    argv.insert(argv.end(), {"-np", "1", host_executable().string()});
-    argv.insert(argv.end(), gptq.begin(), gptq.end());
-    argv.insert(argv.end(), {":", "-np", "1", "/usr/bin/env"});
-    argv.insert(argv.end(), capped.begin(), capped.end());
-    const CommandResult r = run_command(argv);
+    const CommandResult r = mpirun_two_with_env_on_rank_1(gptq, "MOEQUANT_ISA=avx2");
     if (run_moequant({"--version"}).out.find("CPU kernels: avx512") == std::string::npos) {
         BOOST_TEST(r.exit_code == 0, r.err);
         return;
@@ -222,14 +321,7 @@ BOOST_AUTO_TEST_CASE(one_ranks_unusable_tmpdir_ends_the_job_with_exit_5) {
     TempDir dir;
     const fs::path model = synth(dir, "qwen3_moe"), out = dir / "out";
     const Args gptq = with_output({"gptq", "-i", model.string(), "--quant_type", "W4A16", "--dataset", "embedded"}, out);
-    Args broken = {"TMPDIR=" + (dir / "missing").string(), host_executable().string()};
-    broken.insert(broken.end(), gptq.begin(), gptq.end());
-    Args argv = mpirun_prefix({});
-    argv.insert(argv.end(), {"-np", "1", host_executable().string()});
-    argv.insert(argv.end(), gptq.begin(), gptq.end());
-    argv.insert(argv.end(), {":", "-np", "1", "/usr/bin/env"});
-    argv.insert(argv.end(), broken.begin(), broken.end());
-    const CommandResult r = run_command(argv);
+    const CommandResult r = mpirun_two_with_env_on_rank_1(gptq, "TMPDIR=" + (dir / "missing").string());
     BOOST_TEST(r.exit_code == 5, r.err);
     BOOST_TEST(r.err.find("BadTmpdir") != std::string::npos, r.err);
     BOOST_TEST(r.err.find("rank 1") != std::string::npos, r.err);

@@ -6,6 +6,7 @@
 // line, that the source and every file outside the output keep their bytes, and that nothing
 // that looks complete is left unless it verifies.
 
+#include "checkpoint_rewrite.hpp"
 #include "test_support.hpp"
 
 #include <boost/json.hpp>
@@ -385,6 +386,19 @@ BOOST_AUTO_TEST_CASE(a_rerun_checks_what_it_adopts) {
     // Unchanged: everything is adopted.
     r = run_moequant(convert_args(src, out));
     BOOST_TEST(r.out.find("converted 0 layer(s), kept 2") != std::string::npos, r.out);
+    // A source expert's byte changed with the shard's size, time and header kept (another copy
+    // of the checkpoint): the layer made of it is redone, from the bytes there now.
+    const fs::path source_of_layer = src / "model-00001-of-00003.safetensors";
+    const auto when = fs::last_write_time(source_of_layer);
+    edit_tensor_bytes(src, "model.layers.0.mlp.experts.1.gate_proj.weight", [](std::uint8_t* b, std::size_t n) { b[n / 2] ^= 0x40; });
+    fs::last_write_time(source_of_layer, when);
+    r = run_moequant(loud);
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    BOOST_TEST(r.err.find("layer 0 is converted again: its source tensors hold other bytes") != std::string::npos, r.err);
+    BOOST_TEST(r.out.find("kept 1 completed earlier") != std::string::npos, r.out);
+    const fs::path fresh = dir / "fresh";
+    BOOST_REQUIRE(run_moequant(convert_args(src, fresh)).exit_code == 0);
+    BOOST_TEST((file_hashes(out) == file_hashes(fresh)));
 }
 
 BOOST_AUTO_TEST_CASE(single_file_outputs_never_replace_a_file_unasked) {

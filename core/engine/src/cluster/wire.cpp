@@ -63,6 +63,7 @@ void write_layer_record(WireWriter& w, const ManifestLayer& layer) {
         w.u64(f.bytes);
         w.text(f.digest);
     }
+    w.text(layer.source_digest);
     w.u64(layer.coverage ? 1 : 0);
     if (!layer.coverage) return;
     const LayerCoverage& c = *layer.coverage;
@@ -84,6 +85,7 @@ ManifestLayer read_layer_record(WireReader& r) {
         f.digest = r.text();
         layer.files.push_back(std::move(f));
     }
+    layer.source_digest = r.text();
     if (r.u64() == 0) return layer;
     LayerCoverage c;
     c.tokens = r.i64();

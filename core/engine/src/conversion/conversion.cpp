@@ -10,6 +10,7 @@
 #include <moequant/engine/output_overwrite.hpp>
 #include <moequant/engine/rank_checks.hpp>
 #include <moequant/engine/run_manifest.hpp>
+#include <moequant/engine/source_reads.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 #include <moequant/input_file.hpp>
@@ -23,6 +24,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -157,6 +159,11 @@ std::optional<std::string> why_redo(const ConversionJob& job, const OutputWriter
         if (fs::file_size(file, ec) != f.bytes || ec) return f.name + " has another size than the earlier run wrote";
         if (file_digest(file) != f.digest) return f.name + " holds other bytes than the earlier run wrote";
     }
+    // The source by content too: a copy can keep a shard's size, time and header with other weights.
+    if (done.source_digest.empty()) return "the earlier run recorded no digest of the layer's source tensors";
+    const std::string now_digest = combined_digest(tensor_digests(*job.source, expert_tensors(*job.source, layer)));
+    release_layer_pages(*job.source, layer);
+    if (now_digest != done.source_digest) return "its source tensors hold other bytes than when it was converted";
     return std::nullopt;
 }
 
@@ -292,11 +299,19 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         result.output_bytes += output_bytes;
         progress.step(done_steps, steps, "layer", bytes_done, bytes_total);
     };
-    auto convert = [&](const MoeLayerPlan& layer) {
+    // Converts a layer; `read` gets the digests of the source tensors it was made of, taken from
+    // the pages just read, before they are released (the proof across ranks, and the record a
+    // rerun checks the source against).
+    // `while_mapped` runs before the pages go (the forward's proof across ranks).
+    auto convert = [&](const MoeLayerPlan& layer, std::vector<TensorDigest>& read, const std::function<void()>& while_mapped = {}) {
         std::vector<WrittenFile> files = mode->convert_layer(layer, *writer);
+        read = tensor_digests(*job.source, expert_tensors(*job.source, layer));
+        if (while_mapped) while_mapped();
         release_layer_pages(*job.source, layer);  // memory stays about one layer, whatever the model size
         ::malloc_trim(0);  // and the heap the layer's work freed goes back too, in every thread's arena
-        return std::pair{ManifestLayer{layer.layer, manifest_files(files), mode->take_coverage()}, total_bytes(files)};
+        ManifestLayer record{layer.layer, manifest_files(files), mode->take_coverage()};
+        record.source_digest = combined_digest(read);
+        return std::pair{std::move(record), total_bytes(files)};
     };
     if (cluster.size() > 1 && mode->adopts_completed_layers()) {
         // Layers dealt to ranks in rounds: round k converts todo[k*N + r] on rank r, then rank 0
@@ -304,15 +319,19 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         const std::size_t ranks = static_cast<std::size_t>(cluster.size());
         for (std::size_t first = 0; first < todo.size(); first += ranks) {
             std::string mine;
+            std::vector<TensorDigest> read;
             const std::size_t k = first + static_cast<std::size_t>(cluster.rank());
             if (k < todo.size()) {
-                const auto [layer, bytes] = convert(job.plan->moe_layers[todo[k]]);
+                const auto [layer, bytes] = convert(job.plan->moe_layers[todo[k]], read);
                 detail::WireWriter w;
                 detail::write_layer_record(w, layer);
                 w.u64(bytes);
                 mine = w.take();
                 test_hooks_after_layer(cluster);
             }
+            // Before rank 0 records any layer of the round: every rank made its layer of the
+            // bytes rank 0's copy holds (a mismatch ends the job; the round's layers stay unrecorded).
+            check_read_alike_on_every_rank(cluster, *job.source, read);
             cluster.share(mine, [&](int r, std::string_view bytes) {
                 if (!cluster.root() || bytes.empty()) return;
                 detail::WireReader in(bytes);
@@ -325,8 +344,13 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     } else {
         // One rank, or sequential calibration: every rank takes part in every layer (samples and
         // experts shared out inside), rank 0 writes it.
+        ForwardReadCheck forward_reads(cluster, *job.source, *job.plan);
         for (std::size_t i : todo) {
-            const auto [layer, bytes] = convert(job.plan->moe_layers[i]);
+            std::vector<TensorDigest> read;
+            const std::int64_t index = job.plan->moe_layers[i].layer;
+            // Every rank ran the forward through these layers and solved some of their experts:
+            // all of it read as rank 0 read it, before the layer is recorded.
+            const auto [layer, bytes] = convert(job.plan->moe_layers[i], read, [&] { forward_reads.through_layer(index); });
             if (cluster.root()) record(layer, bytes);
             test_hooks_after_layer(cluster);
         }

@@ -28,13 +28,14 @@ std::optional<std::int64_t> calibration_tokens(const ConversionJob& job, const Q
 }
 
 // moequant-run.json as the finished run writes it: the job's record, every MoE layer with its
-// calibration counts, and each file with its size and a digest of the fixed width they have.
+// calibration counts and source digest, and each file with its size and a digest of the fixed width they have.
 PlannedFile estimated_manifest(const ConversionJob& job, const Quantizer* quantizer, const std::vector<PlannedFile>& files) {
     RunManifest m = describe_job(job);
     const std::string digest(Digest64{}.hex().size(), '0');
     const auto tokens = calibration_tokens(job, quantizer);
     for (const auto& layer : job.plan->moe_layers) {
         ManifestLayer entry{layer.layer, {}, std::nullopt};
+        entry.source_digest = digest;
         if (tokens && !job.unquantized_layers.count(layer.layer)) {
             LayerCoverage coverage;
             coverage.tokens = *tokens;

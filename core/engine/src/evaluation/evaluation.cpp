@@ -4,6 +4,7 @@
 #include "cluster/wire.hpp"
 
 #include <moequant/engine/evaluation.hpp>
+#include <moequant/engine/source_reads.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 
@@ -141,6 +142,7 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
     }
 
     EvaluationReport report;
+    ForwardReadCheck source_reads(cluster, *job.source, plan);  // every rank reads what rank 0 reads
     std::uint64_t total_bytes = 0, bytes_done = 0;
     for (const auto& l : plan.moe_layers) total_bytes += layer_input_bytes(*job.source, l);
     for (std::int64_t index = 0; index < plan.num_hidden_layers; ++index) {
@@ -182,6 +184,7 @@ EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress
             }
             std::copy(y.begin(), y.end(), rq.begin());
         }
+        source_reads.through_layer(index);
         if (moe) {
             share_layer_sums(cluster, first_batch, last_batch, error, energy, routed);
             double e = 0, n = 0;

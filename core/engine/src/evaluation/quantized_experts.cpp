@@ -1,10 +1,13 @@
+#include <moequant/digest.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/expert_parts.hpp>
 #include <moequant/engine/quantized_experts.hpp>
 #include <moequant/engine/run_manifest.hpp>
+#include <moequant/engine/source_reads.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
 
+#include <chrono>
 #include <set>
 
 namespace moequant {
@@ -91,6 +94,38 @@ QuantizedExperts::QuantizedExperts(const Registry& registry, const fs::path& dir
             }
         });
     }
+    // Then the bytes: every file as the conversion wrote it (a structural fault is named above).
+    if (const auto manifest = RunManifest::load(directory)) check_recorded_digests(*manifest);
+}
+
+void QuantizedExperts::check_recorded_digests(const RunManifest& manifest) const {
+    // Every file the manifest records, by content, as verify checks it: what eval measures is
+    // then the output the conversion wrote (and, under mpirun, the same on every rank: the
+    // ranks compare their manifests).
+    std::vector<const ManifestFile*> files;
+    for (const auto& layer : manifest.completed_layers)
+        for (const auto& f : layer.files) files.push_back(&f);
+    for (const auto& f : manifest.final_files) files.push_back(&f);
+    std::vector<std::string> changed(files.size());
+    const auto start = std::chrono::steady_clock::now();
+    std::uint64_t bytes = 0;
+    for (const auto* f : files) bytes += f->bytes;
+    parallel_for(0, files.size(), 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t i = first; i < last; ++i) {
+            const fs::path file = directory_ / files[i]->name;
+            std::error_code ec;
+            if (!fs::is_regular_file(file, ec) || fs::file_size(file, ec) != files[i]->bytes || ec)
+                changed[i] = "is missing or has another size than its run manifest records";
+            else if (file_digest(file) != files[i]->digest)
+                changed[i] = "holds other bytes than its run manifest records (changed after it was written)";
+        }
+    });
+    add_digest_cost(bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    for (std::size_t i = 0; i < files.size(); ++i)
+        if (!changed[i].empty())
+            throw Error(ErrorKind::input, files[i]->name + " " + changed[i],
+                        {.file = directory_.string(), .code = "OutputChanged",
+                         .hint = "convert it again, or see what differs with verify --source"});
 }
 
 StoredPart QuantizedExperts::check_layout(const StoredPartKey& key, const Shape& shape) const {

@@ -90,6 +90,7 @@ std::optional<RunManifest> RunManifest::load(const std::filesystem::path& direct
         for (const auto& l : o.at("completed_layers").as_array()) {
             ManifestLayer layer{l.at("layer").to_number<std::int64_t>(), files_from(l.at("files")), std::nullopt};
             if (const json::value* c = l.as_object().if_contains("calibration")) layer.coverage = coverage_from(*c);
+            if (const json::value* d = l.as_object().if_contains("source_digest")) layer.source_digest = d->as_string();
             m.completed_layers.push_back(std::move(layer));
         }
         m.final_files = files_from(o.at("final_files"));
@@ -110,6 +111,7 @@ std::string RunManifest::text() const {
     for (const auto& l : completed_layers) {
         json::object layer{{"layer", l.layer}, {"files", files_json(l.files)}};
         if (l.coverage) layer["calibration"] = coverage_json(*l.coverage);
+        if (!l.source_digest.empty()) layer["source_digest"] = l.source_digest;
         layers.push_back(std::move(layer));
     }
     json::object o{{"tool_version", tool_version},

@@ -6,6 +6,7 @@
 #include <moequant/checkpoint.hpp>
 #include <moequant/decoder_forward.hpp>
 #include <moequant/engine/plugin_registry.hpp>
+#include <moequant/engine/run_manifest.hpp>
 #include <moequant/engine/verification.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
@@ -28,7 +29,7 @@ public:
 class MOEQUANT_API QuantizedExperts final : public ReplacementExperts {
 public:
     // Opens `directory` and checks that it is an output of `source` as planned by `plan`: its
-    // run manifest's source fingerprint and plan digest (when it has one), its recorded expert
+    // run manifest's source fingerprint, plan digest and every file's digest (when it has one), its recorded expert
     // and part counts, every routed expert's every part present, whole and in the quantizer's
     // layout, and nothing beyond (reading the output once). Error(input) naming the folder otherwise; Error(plugin) when its quantizer is not
     // installed. `source` and `plan` must outlive it.
@@ -57,6 +58,9 @@ private:
     Tensor part(const StoredPartKey& key, const Shape& shape) const;
     // The part read, Error(input) unless it is whole and in the quantizer's layout.
     StoredPart check_layout(const StoredPartKey& key, const Shape& shape) const;
+    // Error(input, "OutputChanged") naming the first file the manifest records that is missing,
+    // of another size or holds other bytes.
+    void check_recorded_digests(const RunManifest& manifest) const;
 };
 
 }  // namespace moequant

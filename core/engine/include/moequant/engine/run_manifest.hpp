@@ -55,6 +55,10 @@ struct ManifestLayer {
     std::int64_t layer = 0;
     std::vector<ManifestFile> files;
     std::optional<LayerCoverage> coverage;  // calibrated conversions only
+    // combined_digest() of the stored tensors the layer's experts were made of (source_reads.hpp):
+    // a rerun keeps the layer only while the source still holds those bytes. Empty in manifests
+    // of runs before it was recorded (their layers are converted again).
+    std::string source_digest;
 };
 
 struct MOEQUANT_API RunManifest {
