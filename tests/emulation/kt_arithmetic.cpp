@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 namespace moequant::test::kt {
@@ -155,8 +156,36 @@ std::vector<float> kt_linear(const std::vector<float>& x, std::int64_t rows, con
     return kernel_product(quantize_activations(x.data(), rows, w.cols, w.rawint4 ? w.group : w.cols), w);
 }
 
+std::vector<float> avxvnni_linear(const std::vector<float>& x, std::int64_t rows, const KernelWeights& w) {
+    if (!w.rawint4) throw std::invalid_argument("the avxvnni backend runs RAWINT4 weights");
+    const std::int64_t groups = w.cols / w.group;
+    std::vector<float> y(static_cast<std::size_t>(rows * w.rows), 0.0f);
+    for (std::int64_t m = 0; m < rows; ++m)
+        for (std::int64_t g = 0; g < groups; ++g) {
+            const float* v = x.data() + m * w.cols + g * w.group;
+            float amax = 0;
+            for (std::int64_t c = 0; c < w.group; ++c) amax = std::max(amax, std::fabs(v[c]));
+            if (amax <= std::numeric_limits<float>::min()) continue;  // an all-zero group adds nothing
+            const float scale = amax * one_over_127, inverse = 1.0f / scale;
+            std::vector<std::uint8_t> biased(static_cast<std::size_t>(w.group));
+            for (std::int64_t c = 0; c < w.group; ++c)
+                biased[c] = static_cast<std::uint8_t>(std::clamp(static_cast<int>(std::lrint(v[c] * inverse)), -127, 127) + 128);
+            for (std::int64_t n = 0; n < w.rows; ++n) {
+                const std::int8_t* b = w.bytes.data() + n * w.cols + g * w.group;
+                std::int32_t dot = 0, weight_sum = 0;
+                for (std::int64_t c = 0; c < w.group; ++c) {
+                    const int q = b[c] / 16;  // the signed nibble -8..7
+                    dot += biased[c] * q;
+                    weight_sum += q;
+                }
+                y[m * w.rows + n] += static_cast<float>(dot - 128 * weight_sum) * scale * w.scales[n * groups + g];
+            }
+        }
+    return y;
+}
+
 std::vector<float> moe_forward(const std::vector<float>& x, std::int64_t tokens, std::int64_t hidden, const Routing& routing,
-                               const std::function<const KernelExpert&(std::int64_t)>& expert) {
+                               const std::function<const KernelExpert&(std::int64_t)>& expert, Linear linear) {
     std::vector<float> y(static_cast<std::size_t>(tokens * hidden), 0.0f);
     for (std::int64_t t = 0; t < tokens; ++t) {
         const std::vector<float> token(x.begin() + t * hidden, x.begin() + (t + 1) * hidden);
@@ -165,13 +194,13 @@ std::vector<float> moe_forward(const std::vector<float>& x, std::int64_t tokens,
             const KernelExpert& e = expert(routing.experts[t * routing.top_k + k]);
             const float weight = routing.weights[t * routing.top_k + k];
             for (std::size_t p = 0; p < e.down.size(); ++p) {
-                std::vector<float> gate = kt_linear(token, 1, e.gate[p]);
-                const std::vector<float> up = kt_linear(token, 1, e.up[p]);
+                std::vector<float> gate = linear(token, 1, e.gate[p]);
+                const std::vector<float> up = linear(token, 1, e.up[p]);
                 for (std::size_t i = 0; i < gate.size(); ++i) {
                     const float g = bf16_round(gate[i]), u = bf16_round(up[i]);
                     gate[i] = bf16_round(g / (1.0f + std::exp(-g)) * u);
                 }
-                const std::vector<float> down = kt_linear(gate, 1, e.down[p]);
+                const std::vector<float> down = linear(gate, 1, e.down[p]);
                 for (std::int64_t h = 0; h < hidden; ++h) sum[h] += weight * bf16_round(down[h]);
             }
         }

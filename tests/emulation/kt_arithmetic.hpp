@@ -58,17 +58,27 @@ std::vector<float> kernel_product(const QuantizedActivations& a, const KernelWei
 // quantized per row, or per 32 columns for RAWINT4).
 std::vector<float> kt_linear(const std::vector<float>& x, std::int64_t rows, const KernelWeights& w);
 
+// RAWINT4's avxvnni backend (operators/avx2/rawint4_avxvnni-moe.hpp): the nibbles unpacked to
+// signed bytes -8..7 (no shift), each group's activations quantized to -127..127 and biased by
+// 128 into unsigned bytes, dpbusd, then 128 x the group's weight sum taken off: the exact
+// integer dot product for every code, scaled by (d_a * d_w) per group. `w` as rawint4_weights()
+// gives it (its bytes are 16 q, divided back here).
+std::vector<float> avxvnni_linear(const std::vector<float>& x, std::int64_t rows, const KernelWeights& w);
+
 // One expert as kt holds it: its threadpool parts (gate/up split by rows, down by columns, as kt's
 // TP parts and moequant's --threadpool-count store them); one part when unsplit.
 struct KernelExpert {
     std::vector<KernelWeights> gate, up, down;
 };
 
+// Which product a forward runs: kt_linear (AMX methods, RAWINT4's amx backend) or avxvnni_linear.
+using Linear = std::vector<float> (*)(const std::vector<float>&, std::int64_t, const KernelWeights&);
+
 // kt's routed-expert forward for BF16-exact tokens x [tokens, hidden]: per token and chosen
 // expert, per part, gate and up outputs rounded to BF16, silu(gate) * up rounded to BF16, the
 // part's down output rounded to BF16, weighted by the router and summed in F32 over experts and
 // parts, the result rounded to BF16. `expert(e)` gives expert e.
 std::vector<float> moe_forward(const std::vector<float>& x, std::int64_t tokens, std::int64_t hidden, const Routing& routing,
-                               const std::function<const KernelExpert&(std::int64_t)>& expert);
+                               const std::function<const KernelExpert&(std::int64_t)>& expert, Linear linear = kt_linear);
 
 }  // namespace moequant::test::kt
