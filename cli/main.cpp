@@ -149,6 +149,9 @@ int main(int argc, char** argv) {
     };
     try {
         moequant::Cluster::start(argc, argv);
+        // After MPI: mpirun ends the other ranks with SIGTERM when one fails, and a run ended
+        // from outside leaves no lock, temporaries or scratch files behind either.
+        moequant::install_termination_cleanup();
         moequant::cli::quiet_other_ranks();
         const int code = run(argc, argv);
         moequant::Cluster::stop();

@@ -3,6 +3,7 @@
 #include "human_format.hpp"
 
 #include <moequant/error.hpp>
+#include <moequant/fault_handler.hpp>
 #include <moequant/printable.hpp>
 
 #include <sys/stat.h>
@@ -62,11 +63,13 @@ ScratchFolder::ScratchFolder(std::uint64_t needed_bytes) {
         throw Error(ErrorKind::io, std::string("cannot create a scratch folder: ") + std::strerror(errno),
                     {.file = pattern, .code = "ScratchFailed", .hint = "set TMPDIR to a writable folder"});
     path_ = pattern;
+    fault_slot_ = remove_on_fault(path_);  // also when a fault or a signal ends the run
 }
 
 ScratchFolder::~ScratchFolder() {
     std::error_code ec;
     fs::remove_all(path_, ec);
+    forget_on_fault(fault_slot_);
 }
 
 }  // namespace moequant::cli

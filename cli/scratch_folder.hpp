@@ -11,7 +11,7 @@
 namespace moequant::cli {
 
 // A fresh folder (mkdtemp: 0700, a name nobody planted) under the checked temporary folder,
-// removed with everything in it.
+// removed with everything in it, also when a fault or SIGTERM/SIGINT/SIGHUP ends the run.
 class ScratchFolder {
 public:
     // `needed_bytes`: what the run will write there at most (the file system must have it free).
@@ -23,6 +23,7 @@ public:
 
 private:
     std::filesystem::path path_;
+    int fault_slot_ = -1;  // remove_on_fault() (fault_handler.hpp)
 };
 
 // What a run puts in its scratch folder at most, F32 rows of `hidden` values: one MoE layer's

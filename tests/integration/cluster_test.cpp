@@ -10,6 +10,7 @@
 #include "test_support.hpp"
 
 #include <moequant/checkpoint.hpp>
+#include <moequant/output_file.hpp>
 #include <moequant/safetensors_reader.hpp>
 
 #include <boost/json.hpp>
@@ -165,6 +166,12 @@ BOOST_AUTO_TEST_CASE(a_killed_rank_ends_the_job_and_the_rerun_resumes) {
     BOOST_TEST(killed.err.find("signal 9") != std::string::npos, killed.err);
     BOOST_TEST(manifest(out).at("complete").as_bool() == false);
     BOOST_TEST(manifest(out).at("completed_layers").as_array().size() == 2u);  // the first round's
+    // mpirun ended rank 0 with SIGTERM: it removed its lock and temporaries on the way out.
+    for (const auto& e : fs::recursive_directory_iterator(out)) {
+        const std::string name = e.path().filename().string();
+        BOOST_TEST(name != ".moequant.lock", e.path());
+        BOOST_TEST(!moequant::is_partial_name(name), e.path());
+    }
 
     // Under three ranks: the two layers are kept, the rest converted, the same bytes.
     const CommandResult rerun = mpirun(3, with_output(convert, out));

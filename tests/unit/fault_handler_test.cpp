@@ -1,6 +1,7 @@
 // The SIGBUS handler for mapped inputs, in forked children: a fault inside a mapped file that
 // shrank becomes one error line and exit 3, after removing what the run registered (its lock,
 // partial files and folders: no destructor runs); any other SIGBUS keeps its default action.
+// SIGTERM, SIGINT and SIGHUP remove the same and still end the process by the signal.
 #include <moequant/engine/output_lock.hpp>
 #include <moequant/fault_handler.hpp>
 #include <moequant/output_file.hpp>
@@ -101,6 +102,26 @@ BOOST_AUTO_TEST_CASE(the_fault_removes_the_lock_and_partials_and_nothing_else) {
     for (const auto& e : fs::directory_iterator(out)) left.push_back(e.path().filename().string());
     std::sort(left.begin(), left.end());
     BOOST_TEST(left == (std::vector<std::string>{"done.bin", "user-file.txt"}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_termination_signal_removes_the_registered_paths_and_still_ends_the_process) {
+    TempDir dir;
+    const fs::path out = dir / "out";
+    fs::create_directories(out);
+    for (const int signal : {SIGTERM, SIGINT, SIGHUP}) {
+        BOOST_TEST_CONTEXT("signal " << signal) {
+            const Outcome o = in_child(dir / "err.txt", [&] {
+                install_termination_cleanup();
+                const OutputFolderLock lock(out);
+                OutputFile partial(out / "layer.safetensors");
+                partial.append("half a layer");
+                ::raise(signal);
+            });
+            BOOST_TEST(WIFSIGNALED(o.status));
+            BOOST_TEST(WTERMSIG(o.status) == signal);
+            BOOST_TEST(fs::is_empty(out));
+        }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(a_sigbus_elsewhere_keeps_its_default_action) {

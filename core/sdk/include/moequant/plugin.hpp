@@ -113,12 +113,13 @@
 //              bf16_products_available(), bf16_product_isa(), bf16_product()): layer_ops'
 //              products in BF16 through oneDNN when the host asks for it (--compute-dtype), the
 //              routers' logits kept FP32; the SDK links libdnnl.
-//  17 (0.17.0): remove_on_fault() / forget_on_fault() (fault_handler.hpp): paths the mapped-input
-//              fault handler removes before it ends the process (the output lock, partial files
-//              and folders); OutputFile gains its slot (layout change).
+//  17 (0.17.0): remove_on_fault() / forget_on_fault() and install_termination_cleanup()
+//              (fault_handler.hpp): paths the mapped-input fault handler and the SIGTERM, SIGINT
+//              and SIGHUP handlers remove before the process ends (the output lock, partial files
+//              and folders, scratch folders); OutputFile gains its slot (layout change).
 #define MOEQUANT_PLUGIN_ABI_VERSION 17
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "b6c7295780149e7b"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "6f63711d8093895b"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

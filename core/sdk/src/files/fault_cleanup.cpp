@@ -3,6 +3,7 @@
 #include <moequant/fault_handler.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -72,6 +73,16 @@ void remove_path(const char* path) noexcept {
     ::rmdir(path);
 }
 
+// Async-signal-safe: removes the registered paths, then the signal's default action.
+void on_termination(int signal) {
+    remove_registered_paths();
+    struct sigaction fallback{};
+    fallback.sa_handler = SIG_DFL;
+    sigemptyset(&fallback.sa_mask);
+    ::sigaction(signal, &fallback, nullptr);
+    ::raise(signal);
+}
+
 }  // namespace
 
 void remove_registered_paths() noexcept {
@@ -80,6 +91,17 @@ void remove_registered_paths() noexcept {
 }
 
 }  // namespace detail
+
+void install_termination_cleanup() {
+    for (const int signal : {SIGTERM, SIGINT, SIGHUP}) {
+        struct sigaction current{};
+        if (::sigaction(signal, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;  // nohup keeps it ignored
+        struct sigaction action{};
+        action.sa_handler = &detail::on_termination;
+        sigemptyset(&action.sa_mask);
+        ::sigaction(signal, &action, nullptr);
+    }
+}
 
 int remove_on_fault(const std::filesystem::path& path) noexcept {
     const std::string& text = path.native();

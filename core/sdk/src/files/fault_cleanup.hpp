@@ -1,5 +1,6 @@
-// The paths the SIGBUS handler removes before it ends the process (fault_handler.hpp's
-// remove_on_fault), private to the SDK: fixed slots, lock-free, so the handler may read them.
+// The paths the SIGBUS and termination handlers remove before they end the process
+// (fault_handler.hpp's remove_on_fault), private to the SDK: fixed slots, lock-free, so the
+// handlers may read them.
 #pragma once
 
 namespace moequant::detail {
