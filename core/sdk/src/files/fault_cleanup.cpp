@@ -76,14 +76,18 @@ void remove_path(const char* path) noexcept {
 // Async-signal-safe: removes the registered paths, then the signal's default action.
 void on_termination(int signal) {
     remove_registered_paths();
+    raise_with_default_action(signal);
+}
+
+}  // namespace
+
+void raise_with_default_action(int signal) noexcept {
     struct sigaction fallback{};
     fallback.sa_handler = SIG_DFL;
     sigemptyset(&fallback.sa_mask);
     ::sigaction(signal, &fallback, nullptr);
     ::raise(signal);
 }
-
-}  // namespace
 
 void remove_registered_paths() noexcept {
     for (Slot& s : slots)

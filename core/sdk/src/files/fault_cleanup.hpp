@@ -9,4 +9,8 @@ namespace moequant::detail {
 // (a few levels deep). Async-signal-safe: atomics and system calls only.
 void remove_registered_paths() noexcept;
 
+// Restores the default action of `signal` and raises it again (async-signal-safe): a handler's
+// way of ending the process as if it had not been installed.
+void raise_with_default_action(int signal) noexcept;
+
 }  // namespace moequant::detail

@@ -49,11 +49,7 @@ void on_sigbus(int signal, siginfo_t* info, void*) {
     }
     // Not a mapped input: the default action, as if no handler were installed. A fault repeats
     // when the handler returns; a SIGBUS sent with kill() is delivered once unblocked.
-    struct sigaction fallback{};
-    fallback.sa_handler = SIG_DFL;
-    sigemptyset(&fallback.sa_mask);
-    ::sigaction(signal, &fallback, nullptr);
-    ::raise(signal);
+    raise_with_default_action(signal);
 }
 
 }  // namespace
