@@ -71,7 +71,7 @@ CalibrationInputs::CalibrationInputs(const Registry& registry, const PlannedSour
         scratch_ = std::make_unique<ScratchFolder>(scratch_bytes(tokenized.tokens(), source.plan.hidden_size, true, budget > 0));
         sequential_.emplace(*forward_, source.plan, std::move(tokenized.samples), scratch_->path(),
                             options.save_activations.empty() ? std::nullopt : std::optional<fs::path>(options.save_activations),
-                            options.routed_only, memory_limit_bytes(options.max_memory_gb), &Cluster::world());
+                            options.routed_only, budget, &Cluster::world());
     } else if (!options.activations.empty()) {
         recorded_.emplace(CalibrationActivations::open(options.activations));
         recorded_->select(options.samples, options.max_length);

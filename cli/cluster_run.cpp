@@ -82,13 +82,13 @@ std::string cluster_traffic(const ConversionResult& result) {
     const std::uint64_t moved = cluster.bytes_sent() + cluster.bytes_received();
     // What proving the ranks' reads cost rank 0 (source_reads.hpp): the digests it took.
     const DigestCost digests = digest_cost();
-    char share[32];
-    std::snprintf(share, sizeof share, "%.1f%%", result.seconds > 0 ? 100.0 * digests.seconds / result.seconds : 0.0);
+    char cost[64];
+    std::snprintf(cost, sizeof cost, " of source in %.3f s, %.1f%% of the run", digests.seconds,
+                  result.seconds > 0 ? 100.0 * digests.seconds / result.seconds : 0.0);
     return ", across " + std::to_string(cluster.size()) + " ranks (rank 0 sent " + human_bytes(cluster.bytes_sent()) +
            " and received " + human_bytes(cluster.bytes_received()) +
            (layers ? ", " + human_bytes(moved / layers) + " a layer" : std::string()) + "; digested " +
-           human_bytes(digests.bytes) + " of source in " + std::to_string(digests.seconds).substr(0, 5) + " s, " + share +
-           " of the run)";
+           human_bytes(digests.bytes) + cost + ")";
 }
 
 }  // namespace moequant::cli

@@ -89,13 +89,11 @@ public:
         std::error_code ec;
         fs::remove_all(final_dir, ec);  // an earlier, incomplete or stale copy of this layer
         fs::rename(staging_, final_dir, ec);
-        if (!ec) {
-            forget_on_fault(fault_slot_);
-            fault_slot_ = -1;
-        }
         if (ec)
             throw Error(ErrorKind::io, "cannot move the finished layer into place: " + ec.message(),
                         {.file = final_dir.string(), .code = "WriteFailed"});
+        forget_on_fault(fault_slot_);  // the staging name is gone
+        fault_slot_ = -1;
         sync_folder(output_);
         committed_ = true;
         std::sort(written_.begin(), written_.end(), [](const WrittenFile& a, const WrittenFile& b) { return a.name < b.name; });

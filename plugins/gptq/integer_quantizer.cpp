@@ -312,9 +312,10 @@ std::string IntegerQuantizer::stored_problem(const QuantizedTensor& stored, cons
                   std::to_string(first / p.groups) + ", group " + std::to_string(first % p.groups) + ")";
     // Symmetric codes leave out the lowest one, which the packing could still hold.
     std::int64_t below = 0, first_below = -1;
-    for (std::int64_t r = 0; r < p.rows; ++r)
-        for (std::int64_t c = 0; c < p.cols; ++c)
-            if (packed_code(p.words + r * p.words_per_row, c, p.bits) < scheme_.qmin() && below++ == 0) first_below = r;
+    if (scheme_.code_range == CodeRange::symmetric)
+        for (std::int64_t r = 0; r < p.rows; ++r)
+            for (std::int64_t c = 0; c < p.cols; ++c)
+                if (packed_code(p.words + r * p.words_per_row, c, p.bits) < scheme_.qmin() && below++ == 0) first_below = r;
     if (below)
         problem += (problem.empty() ? "" : "; ") + std::to_string(below) + " code(s) of " + std::to_string(scheme_.qmin() - 1) +
                    ", outside the recorded code range " + std::to_string(scheme_.qmin()) + ".." + std::to_string(scheme_.qmax()) +

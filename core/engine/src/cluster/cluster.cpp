@@ -11,6 +11,8 @@
 #include <memory>
 #include <numeric>
 
+#include <unistd.h>
+
 namespace moequant {
 
 namespace {
@@ -82,6 +84,11 @@ void Cluster::fail_together(const Error& e) const {
 }
 
 bool Cluster::failing_together() noexcept { return agreed_failure; }
+
+std::string host_name() {
+    char name[256] = {};
+    return ::gethostname(name, sizeof name - 1) == 0 ? name : "?";
+}
 
 std::string rank_label(const Cluster& cluster) {
     if (cluster.size() == 1) return "";

@@ -7,7 +7,6 @@
 #include <moequant/parallel.hpp>
 #include <moequant/printable.hpp>
 
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -29,11 +28,6 @@ std::int64_t layer_index(const std::string& name) {
     std::int64_t n = -1;
     for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) n = (n < 0 ? 0 : n * 10) + (name[i] - '0');
     return i < name.size() && name[i] == '.' ? n : -1;
-}
-
-std::string host_name() {
-    char name[256] = {};
-    return ::gethostname(name, sizeof name - 1) == 0 ? name : "?";
 }
 
 std::atomic<std::uint64_t> digested_bytes{0}, digest_nanoseconds{0};
@@ -142,11 +136,17 @@ void check_read_alike_on_every_rank(Cluster& cluster, const Checkpoint& source, 
                                  .hint = "every rank must read the same checkpoint: a shared filesystem, or identical copies"}));
 }
 
-void ForwardReadCheck::through_layer(std::int64_t layer) {
+void ForwardReadCheck::through_layer(std::int64_t layer, const std::vector<TensorDigest>& known) {
     if (cluster_.size() == 1 || layer <= checked_) return;
-    const std::vector<std::string> tensors = forward_tensors(plan_, checked_, layer, checked_ < 0);
+    std::set<std::string> taken;
+    for (const auto& t : known) taken.insert(t.tensor);
+    std::vector<std::string> rest;
+    for (auto& name : forward_tensors(plan_, checked_, layer, checked_ < 0))
+        if (!taken.count(name)) rest.push_back(std::move(name));
     checked_ = layer;
-    check_read_alike_on_every_rank(cluster_, source_, tensor_digests(source_, tensors));
+    std::vector<TensorDigest> digests = tensor_digests(source_, rest);
+    digests.insert(digests.end(), known.begin(), known.end());
+    check_read_alike_on_every_rank(cluster_, source_, digests);
 }
 
 }  // namespace moequant

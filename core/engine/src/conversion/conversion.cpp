@@ -301,8 +301,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     };
     // Converts a layer; `read` gets the digests of the source tensors it was made of, taken from
     // the pages just read, before they are released (the proof across ranks, and the record a
-    // rerun checks the source against).
-    // `while_mapped` runs before the pages go (the forward's proof across ranks).
+    // rerun checks the source against). `while_mapped` runs before the pages go.
     auto convert = [&](const MoeLayerPlan& layer, std::vector<TensorDigest>& read, const std::function<void()>& while_mapped = {}) {
         std::vector<WrittenFile> files = mode->convert_layer(layer, *writer);
         read = tensor_digests(*job.source, expert_tensors(*job.source, layer));
@@ -350,7 +349,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
             const std::int64_t index = job.plan->moe_layers[i].layer;
             // Every rank ran the forward through these layers and solved some of their experts:
             // all of it read as rank 0 read it, before the layer is recorded.
-            const auto [layer, bytes] = convert(job.plan->moe_layers[i], read, [&] { forward_reads.through_layer(index); });
+            const auto [layer, bytes] = convert(job.plan->moe_layers[i], read, [&] { forward_reads.through_layer(index, read); });
             if (cluster.root()) record(layer, bytes);
             test_hooks_after_layer(cluster);
         }

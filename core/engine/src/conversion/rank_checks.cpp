@@ -22,12 +22,6 @@ namespace {
 
 constexpr const char* probe_name = ".moequant-ranks";
 
-std::string host_name() {
-    char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) != 0) return "?";
-    return name;
-}
-
 std::string rank_and_host(int rank, const std::string& host) { return "rank " + std::to_string(rank) + " (" + host + ")"; }
 
 // A digest of a few windows of a shard's bytes, spread over it: a fine-tune of the same model

@@ -75,6 +75,8 @@ struct RankExit {
 
 // The rank's place in messages: "rank 2 of 3", or "" in a cluster of one.
 MOEQUANT_API std::string rank_label(const Cluster& cluster);
+// This machine's name, for messages naming a rank's host ("?" when it has none).
+MOEQUANT_API std::string host_name();
 
 // [first, last) of `count` items in contiguous runs, one per rank, balanced by `weight` (the
 // items' costs, e.g. tokens): the same split on every rank.

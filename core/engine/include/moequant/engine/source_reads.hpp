@@ -43,9 +43,6 @@ MOEQUANT_API std::string combined_digest(const std::vector<TensorDigest>& digest
 // Nothing happens in a cluster of one.
 MOEQUANT_API void check_read_alike_on_every_rank(Cluster& cluster, const Checkpoint& source, const std::vector<TensorDigest>& mine);
 
-// The forward's reads layer by layer (record, eval, sequential calibration): each call proves,
-// across ranks, the tensors of the decoder layers since the last call (the model-wide ones with
-// the first) that every rank read as rank 0 did. Nothing happens in a cluster of one.
 // What this process spent so far on the digests above (and on eval's check of an output's
 // recorded digests): bytes digested and seconds, for the benches' cost ratios.
 struct DigestCost {
@@ -56,12 +53,16 @@ MOEQUANT_API DigestCost digest_cost() noexcept;
 // Adds work done elsewhere (a file digest) to the tally.
 MOEQUANT_API void add_digest_cost(std::uint64_t bytes, double seconds) noexcept;
 
+// The forward's reads layer by layer (record, eval, sequential calibration): each call proves,
+// across ranks, the tensors of the decoder layers since the last call (the model-wide ones with
+// the first) that every rank read as rank 0 did. Nothing happens in a cluster of one.
 class MOEQUANT_API ForwardReadCheck {
 public:
     ForwardReadCheck(Cluster& cluster, const Checkpoint& source, const ModelPlan& plan)
         : cluster_(cluster), source_(source), plan_(plan) {}
-    // Collective: every rank calls it after the same layer.
-    void through_layer(std::int64_t layer);
+    // Collective: every rank calls it after the same layer. `known`: digests already taken of
+    // some of those tensors (a conversion's of the layer's experts), not taken again.
+    void through_layer(std::int64_t layer, const std::vector<TensorDigest>& known = {});
 
 private:
     Cluster& cluster_;
