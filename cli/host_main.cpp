@@ -1,4 +1,4 @@
-// moequant: prepares Mixture-of-Experts checkpoints for CPU-GPU hybrid inference.
+// The host's entry (host_main): the command table, --help, --version and error reporting.
 //
 // The host only parses options and dispatches to sub-commands; model families, quantizers
 // and output formats are plugins loaded at run time.
@@ -6,6 +6,7 @@
 #include "cluster_run.hpp"
 #include "command.hpp"
 #include "global_options.hpp"
+#include "host_main.hpp"
 
 #include <moequant/engine/cluster.hpp>
 #include <moequant/cpu_isa.hpp>
@@ -126,7 +127,7 @@ std::vector<std::string> moequant::cli::command_names() {
     return names;
 }
 
-int main(int argc, char** argv) {
+int moequant::cli::host_main(int argc, char** argv) {
     // A file-size limit (ulimit -f) must surface as a write error (EFBIG) naming the file, not
     // kill the process half-way through a shard.
     std::signal(SIGXFSZ, SIG_IGN);
