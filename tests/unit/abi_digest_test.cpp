@@ -1,6 +1,6 @@
 // The plugin ABI cannot drift unnoticed: a digest of the plugin-facing SDK headers, taken with
 // comments and whitespace normalized away (so prose edits do not count), must equal the value
-// recorded beside MOEQUANT_PLUGIN_ABI_VERSION in plugin.hpp. Any change to a declaration — a
+// recorded beside MOEQUANT_PLUGIN_ABI_VERSION in plugin_abi.hpp. Any change to a declaration — a
 // virtual added, a member moved, a struct grown — changes the digest, and this test then asks
 // for an ABI bump (and a changelog line) together with the new digest.
 
@@ -110,9 +110,9 @@ BOOST_AUTO_TEST_CASE(plugin_facing_headers_match_the_recorded_digest) {
     BOOST_TEST(now == std::string(MOEQUANT_PLUGIN_ABI_DIGEST),
                "the plugin-facing SDK headers changed (digest " << now << ", recorded " << MOEQUANT_PLUGIN_ABI_DIGEST
                    << " for ABI " << MOEQUANT_PLUGIN_ABI_VERSION
-                   << "): bump the ABI and record the new digest (MOEQUANT_PLUGIN_ABI_VERSION, a changelog line and "
-                      "MOEQUANT_PLUGIN_ABI_DIGEST in core/sdk/include/moequant/plugin.hpp, the SDK minor version in "
-                      "CMakeLists.txt)");
+                   << "): bump the ABI and record the new digest (the SDK minor version in CMakeLists.txt, which is the "
+                      "ABI; MOEQUANT_PLUGIN_ABI_DIGEST and a changelog line in core/sdk/include/moequant/plugin_abi.hpp; "
+                      "the full entry in docs/plugins.md)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
