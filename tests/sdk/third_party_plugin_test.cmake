@@ -42,15 +42,15 @@ if(before STREQUAL "")
 endif()
 
 # 1b. The package's version rule: the SDK minor version is the plugin ABI, so a consumer asking
-# for another one (0.15, the ABI before) is refused when it configures, not when its plugin loads.
+# for another one (0.17, the ABI before) is refused when it configures, not when its plugin loads.
 file(WRITE "${WORK_DIR}/old_abi_consumer/CMakeLists.txt"
   "cmake_minimum_required(VERSION 3.21)\nproject(old_abi_consumer LANGUAGES CXX)\n"
-  "find_package(moequant 0.15 CONFIG REQUIRED)\n")
+  "find_package(moequant 0.17 CONFIG REQUIRED)\n")
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${WORK_DIR}/old_abi_consumer" -B "${WORK_DIR}/old_abi_consumer/build"
                         -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX_COMPILER} "-DCMAKE_PREFIX_PATH=${PREFIX}"
                 RESULT_VARIABLE old_rc OUTPUT_VARIABLE old_out ERROR_VARIABLE old_err)
-if(old_rc EQUAL 0 OR NOT old_err MATCHES "0\\.15")
-  message(FATAL_ERROR "sdk test: a consumer asking for SDK 0.15 was not refused:\n${old_out}\n${old_err}")
+if(old_rc EQUAL 0 OR NOT old_err MATCHES "0\\.17")
+  message(FATAL_ERROR "sdk test: a consumer asking for SDK 0.17 was not refused:\n${old_out}\n${old_err}")
 endif()
 
 # 2. Build both examples out of tree, knowing only the install prefix.
@@ -58,7 +58,7 @@ set(launcher_arg "")
 if(LAUNCHER)
   set(launcher_arg "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}")
 endif()
-foreach(example third_party_quantizer third_party_adapter third_party_encoding)
+foreach(example third_party_quantizer third_party_adapter third_party_encoding third_party_format)
   run("configure ${example}" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples/${example}" -B "${WORK_DIR}/${example}"
       -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${PREFIX}"
       "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" ${launcher_arg})
@@ -67,8 +67,9 @@ endforeach()
 set(quantizer_dir "${WORK_DIR}/third_party_quantizer/moequant-plugins")
 set(adapter_dir "${WORK_DIR}/third_party_adapter/moequant-plugins")
 set(encoding_dir "${WORK_DIR}/third_party_encoding/moequant-plugins")
+set(format_dir "${WORK_DIR}/third_party_format/moequant-plugins")
 set(modules "${quantizer_dir}/moequant-quantizer-example_absmax_int8.so" "${adapter_dir}/moequant-adapter-example_toy_moe.so"
-            "${encoding_dir}/moequant-encoding-example_int8_rowwise.so")
+            "${encoding_dir}/moequant-encoding-example_int8_rowwise.so" "${format_dir}/moequant-format-example_layer_safetensors.so")
 foreach(module ${modules})
   if(NOT EXISTS "${module}")
     message(FATAL_ERROR "sdk test: the example build did not produce ${module}")
@@ -122,14 +123,45 @@ if(NOT none_rc EQUAL 3 OR NOT none_err MATCHES "UnsupportedEncoding")
   message(FATAL_ERROR "sdk test: without the encoding the weights were not refused (${none_rc}):\n${none_out}\n${none_err}")
 endif()
 
-# 4. ... and, once all three are installed into the prefix, finds them in its own plugin folder.
-foreach(example third_party_quantizer third_party_adapter third_party_encoding)
+# ... writes a conversion in the example format (planned sizes first), and verify reads it back
+# through the format's own reader; a damaged layer file is refused naming it.
+run("list the format" ${host} plugins --no-default-plugins --plugin-dir "${format_dir}")
+if(NOT LAST_OUTPUT MATCHES "example_layer_safetensors +format" OR NOT LAST_OUTPUT MATCHES "example-layer-safetensors")
+  message(FATAL_ERROR "sdk test: the host did not list the example format:\n${LAST_OUTPUT}")
+endif()
+set(with_format --plugin-dir "${adapter_dir}" --plugin-dir "${format_dir}")
+run("dry-run the example format" ${host} ${with_format} convert -i "${WORK_DIR}/toy" -o "${WORK_DIR}/toy-layers"
+    --format example-layer-safetensors --dry-run)
+if(NOT LAST_OUTPUT MATCHES "experts-0\\.safetensors" OR EXISTS "${WORK_DIR}/toy-layers/example-index.txt")
+  message(FATAL_ERROR "sdk test: the dry run did not plan the example format's files (or wrote them):\n${LAST_OUTPUT}")
+endif()
+run("convert into the example format" ${host} ${with_format} convert -i "${WORK_DIR}/toy" -o "${WORK_DIR}/toy-layers"
+    --format example-layer-safetensors --quiet)
+foreach(f experts-0.safetensors experts-1.safetensors example-index.txt)
+  if(NOT EXISTS "${WORK_DIR}/toy-layers/${f}")
+    message(FATAL_ERROR "sdk test: the example format did not write ${f}")
+  endif()
+endforeach()
+run("verify the example format" ${host} ${with_format} verify --source "${WORK_DIR}/toy" --converted "${WORK_DIR}/toy-layers")
+if(NOT LAST_OUTPUT MATCHES "example-layer-safetensors output of amx-int4")
+  message(FATAL_ERROR "sdk test: verify did not read the example format:\n${LAST_OUTPUT}")
+endif()
+file(WRITE "${WORK_DIR}/toy-layers/experts-1.safetensors" "not a safetensors file")
+execute_process(COMMAND ${host} ${with_format} verify --source "${WORK_DIR}/toy" --converted "${WORK_DIR}/toy-layers"
+                RESULT_VARIABLE bad_rc OUTPUT_VARIABLE bad_out ERROR_VARIABLE bad_err)
+if(NOT bad_rc EQUAL 3 OR NOT bad_err MATCHES "experts-1\\.safetensors")
+  message(FATAL_ERROR "sdk test: a damaged example-format file was not refused (${bad_rc}):\n${bad_out}\n${bad_err}")
+endif()
+
+# 4. ... and, once all four are installed into the prefix, finds them in its own plugin folder.
+foreach(example third_party_quantizer third_party_adapter third_party_encoding third_party_format)
   run("install ${example}" ${CMAKE_COMMAND} --install "${WORK_DIR}/${example}" --prefix "${PREFIX}")
 endforeach()
 run("list from the plugin folder" ${host} plugins)
 if(NOT LAST_OUTPUT MATCHES "lib/moequant/plugins/moequant-quantizer-example_absmax_int8.so"
    OR NOT LAST_OUTPUT MATCHES "lib/moequant/plugins/moequant-adapter-example_toy_moe.so"
-   OR NOT LAST_OUTPUT MATCHES "lib/moequant/plugins/moequant-encoding-example_int8_rowwise.so")
+   OR NOT LAST_OUTPUT MATCHES "lib/moequant/plugins/moequant-encoding-example_int8_rowwise.so"
+   OR NOT LAST_OUTPUT MATCHES "lib/moequant/plugins/moequant-format-example_layer_safetensors.so")
   message(FATAL_ERROR "sdk test: the installed host did not find the installed plugins:\n${LAST_OUTPUT}")
 endif()
 run("inspect with installed plugins" ${host} inspect "${WORK_DIR}/toy8")
