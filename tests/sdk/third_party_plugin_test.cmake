@@ -126,7 +126,7 @@ endif()
 # ... writes a conversion in the example format (planned sizes first), and verify reads it back
 # through the format's own reader; a damaged layer file is refused naming it.
 run("list the format" ${host} plugins --no-default-plugins --plugin-dir "${format_dir}")
-if(NOT LAST_OUTPUT MATCHES "example_layer_safetensors +format" OR NOT LAST_OUTPUT MATCHES "example-layer-safetensors")
+if(NOT LAST_OUTPUT MATCHES "example_layer_safetensors *format" OR NOT LAST_OUTPUT MATCHES "example-layer-safetensors")
   message(FATAL_ERROR "sdk test: the host did not list the example format:\n${LAST_OUTPUT}")
 endif()
 set(with_format --plugin-dir "${adapter_dir}" --plugin-dir "${format_dir}")
