@@ -17,7 +17,7 @@
 #include "mla_decoder.hpp"
 #include "config_counts.hpp"
 #include "rule_based_adapter.hpp"
-#include "synth_side_files.hpp"
+#include "synth/synth_side_files.hpp"
 
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>

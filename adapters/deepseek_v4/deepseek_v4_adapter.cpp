@@ -17,8 +17,8 @@
 //   them lose the clamp; the plan warns (convert and inspect print it).
 
 #include "rule_based_adapter.hpp"
-#include "synth_blocks.hpp"
-#include "synth_side_files.hpp"
+#include "synth/synth_blocks.hpp"
+#include "synth/synth_side_files.hpp"
 
 #include <moequant/decoder_forward.hpp>
 #include <moequant/error.hpp>

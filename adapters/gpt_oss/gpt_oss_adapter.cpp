@@ -15,9 +15,9 @@
 // would ignore the bias, so it refuses. No calibration forward (the default refuses).
 
 #include "rule_based_adapter.hpp"
-#include "synth_mxfp4.hpp"
-#include "synth_random.hpp"
-#include "synth_side_files.hpp"
+#include "synth/synth_mxfp4.hpp"
+#include "synth/synth_random.hpp"
+#include "synth/synth_side_files.hpp"
 
 #include <moequant/decoder_forward.hpp>
 #include <moequant/error.hpp>

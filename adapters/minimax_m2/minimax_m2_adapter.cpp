@@ -8,8 +8,8 @@
 
 #include "gqa_decoder.hpp"
 #include "rule_based_adapter.hpp"
-#include "synth_blocks.hpp"
-#include "synth_side_files.hpp"
+#include "synth/synth_blocks.hpp"
+#include "synth/synth_side_files.hpp"
 
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>

@@ -6,8 +6,8 @@
 
 #include "gqa_decoder.hpp"
 #include "rule_based_adapter.hpp"
-#include "synth_blocks.hpp"
-#include "synth_side_files.hpp"
+#include "synth/synth_blocks.hpp"
+#include "synth/synth_side_files.hpp"
 
 #include <moequant/plugin.hpp>
 

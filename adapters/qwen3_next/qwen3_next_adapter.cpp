@@ -10,8 +10,8 @@
 
 #include "qwen3_next_decoder.hpp"
 #include "rule_based_adapter.hpp"
-#include "synth_blocks.hpp"
-#include "synth_side_files.hpp"
+#include "synth/synth_blocks.hpp"
+#include "synth/synth_side_files.hpp"
 
 #include <moequant/plugin.hpp>
 
