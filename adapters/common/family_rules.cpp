@@ -99,21 +99,30 @@ RouterSpec renormalized_softmax_router(const ModelConfig& config, std::int64_t t
     return r;
 }
 
+RouterSpec biased_sigmoid_router(std::int64_t top_k) {
+    RouterSpec r;
+    r.scoring = RouterScoring::sigmoid;
+    r.top_k = top_k;
+    r.normalize = true;
+    r.scaling = 1.0;
+    r.groups = 1;
+    r.groups_kept = 1;
+    r.bf16_logits = false;  // the router casts x and its weight to F32
+    r.uses_bias = true;
+    return r;
+}
+
 RouterSpec noaux_tc_router(const ModelConfig& config, std::int64_t top_k, NoauxDefaults defaults) {
     const std::string scoring = config.string_or("scoring_func", "sigmoid");
     if (scoring == "softmax") return softmax_router(config, top_k, bool_or(config, "norm_topk_prob", true));
     if (scoring != "sigmoid")
         throw Error(ErrorKind::input, "scoring_func '" + scoring + "' is not supported (sigmoid or softmax)",
                     {.file = config.source(), .code = "InvalidConfig"});
-    RouterSpec r;
-    r.scoring = RouterScoring::sigmoid;
-    r.top_k = top_k;
+    RouterSpec r = biased_sigmoid_router(top_k);
     r.normalize = bool_or(config, "norm_topk_prob", true);
     r.scaling = double_or(config, "routed_scaling_factor", defaults.scaling);
     r.groups = config.int_or("n_group", defaults.groups);
     r.groups_kept = config.int_or("topk_group", defaults.groups_kept);
-    r.bf16_logits = false;  // the router casts x and its weight to F32
-    r.uses_bias = true;
     return r;
 }
 

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,13 @@ struct FamilyRules {
     // Fused gate_up rows interleaved (row 2j gate j, row 2j+1 up j, gpt-oss) instead of gate
     // rows then up rows.
     bool interleaved_gate_up = false;
+    // Set for a family whose routing the plan cannot express (it records no router, so
+    // routed-only calibration refuses): the plan's last warning says why, and decoder_forward()
+    // refuses with the hint instead of the default's (recorded activations could not be routed).
+    struct UnmodelledRouting {
+        std::string warning, forward_hint;
+    };
+    std::optional<UnmodelledRouting> unmodelled_routing;
     // Layer prefixes in which the decoder layers may sit (before "<L>.").
     std::vector<std::string> layer_prefixes = {"model.layers.", "model.language_model.layers.",
                                                "language_model.model.layers."};
@@ -101,6 +109,9 @@ bool moe_from_sparse_step(const ModelConfig& config, std::int64_t layer);
 RouterSpec softmax_router(const ModelConfig& config, std::int64_t top_k, bool normalize);
 // The same, always renormalized whatever norm_topk_prob says (Mixtral, gpt-oss).
 RouterSpec renormalized_softmax_router(const ModelConfig& config, std::int64_t top_k);
+// A sigmoid router choosing by score + e_score_correction_bias on F32 logits, renormalized,
+// unscaled, one expert group: what DeepSeek's and MiniMax's routers start from.
+RouterSpec biased_sigmoid_router(std::int64_t top_k);
 // DeepSeek's "noaux_tc": sigmoid + e_score_correction_bias, group-limited (n_group,
 // topk_group), norm_topk_prob, routed_scaling_factor; the defaults are the Hugging Face
 // config classes' for the family. scoring_func "softmax" gives a softmax router instead.

@@ -20,7 +20,6 @@
 #include "synth/family_checkpoint.hpp"
 #include "synth/synth_blocks.hpp"
 
-#include <moequant/decoder_forward.hpp>
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
 
@@ -43,6 +42,9 @@ FamilyRules deepseek_v4_rules() {
         return spec;
     };
     r.router_weights = {};  // not recorded: routed-only calibration must refuse, not misroute
+    r.unmodelled_routing = {{.warning = "DeepSeek-V4 routing (sqrt-softplus scores, hash-routed layers below num_hash_layers) "
+                                       "is not modelled: the plan records no router, so routed-only calibration is refused",
+                             .forward_hint = "quantize without calibration: --quant_method RTN"}};
     r.namings = {{"ffn.experts", {"w1", "w3", "w2"}}};
     r.layer_prefixes = {"layers."};
     return r;
@@ -59,8 +61,7 @@ class DeepseekV4Adapter final : public RuleBasedAdapter {
 public:
     DeepseekV4Adapter() : RuleBasedAdapter(deepseek_v4_rules()) {}
 
-    ModelPlan plan(const ModelConfig& config, const Checkpoint& checkpoint) const override {
-        ModelPlan plan = RuleBasedAdapter::plan(config, checkpoint);
+    void add_warnings(const ModelConfig& config, ModelPlan& plan) const override {
         const double limit = [&] {
             auto v = config.find("swiglu_limit");
             return v && !v->is_null() ? v->as_double() : 0.0;
@@ -74,18 +75,6 @@ public:
                                     }() +
                                     "): experts converted to kt-safetensors/kt-tree run unclamped (kt's MXFP4 "
                                     "method runs the source experts with the clamp)");
-        plan.warnings.push_back("DeepSeek-V4 routing (sqrt-softplus scores, hash-routed layers below num_hash_layers) "
-                                "is not modelled: the plan records no router, so routed-only calibration is refused");
-        return plan;
-    }
-
-    // No forward, and recorded activations cannot be routed either: the default's hint
-    // (record activations) would send the user down a path that is refused too.
-    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig&, const Checkpoint&, const ModelPlan&) const override {
-        throw Error(ErrorKind::plugin,
-                    "family '" + std::string(id()) + "' has no calibration forward pass, and its router is not "
-                    "modelled for recorded activations either",
-                    {.code = "NoForward", .hint = "quantize without calibration: --quant_method RTN"});
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {

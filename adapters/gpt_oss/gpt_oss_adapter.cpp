@@ -19,7 +19,6 @@
 #include "synth/family_checkpoint.hpp"
 #include "synth/synth_random.hpp"
 
-#include <moequant/decoder_forward.hpp>
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
 
@@ -35,6 +34,10 @@ FamilyRules gpt_oss_rules() {
     // Softmax over the top-k logits = softmax over all, top-k, renormalized (the bias is not expressible).
     r.router = &renormalized_softmax_router;
     r.router_weights = {};  // not recorded: routing without the logit bias would misroute
+    r.unmodelled_routing = {{.warning = "gpt-oss routing adds the router bias to the logits, which the plan cannot express: "
+                                       "it records no router, so routed-only calibration is refused",
+                             .forward_hint = "no quantized format holds its expert biases; convert --format "
+                                             "bf16-safetensors exports it"}};
     r.interleaved_gate_up = true;
     r.layer_prefixes = {"model.layers."};
     return r;
@@ -71,23 +74,10 @@ class GptOssAdapter final : public RuleBasedAdapter {
 public:
     GptOssAdapter() : RuleBasedAdapter(gpt_oss_rules()) {}
 
-    ModelPlan plan(const ModelConfig& config, const Checkpoint& checkpoint) const override {
-        ModelPlan plan = RuleBasedAdapter::plan(config, checkpoint);
+    void add_warnings(const ModelConfig&, ModelPlan& plan) const override {
         plan.warnings.push_back(
             "gpt-oss experts have biases and a clamped SwiGLU with (up + 1): kt-kernel's AMX formats cannot hold "
             "them (kt-safetensors and kt-tree refuse); --format bf16-safetensors exports transformers' layout");
-        plan.warnings.push_back("gpt-oss routing adds the router bias to the logits, which the plan cannot express: "
-                                "it records no router, so routed-only calibration is refused");
-        return plan;
-    }
-
-    // No forward, and recorded activations cannot be routed either: the default's hint
-    // (record activations) would send the user down a path that is refused too.
-    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig&, const Checkpoint&, const ModelPlan&) const override {
-        throw Error(ErrorKind::plugin,
-                    "family '" + std::string(id()) + "' has no calibration forward pass, and its router is not "
-                    "modelled for recorded activations either",
-                    {.code = "NoForward", .hint = "no quantized format holds its expert biases; convert --format bf16-safetensors exports it"});
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {

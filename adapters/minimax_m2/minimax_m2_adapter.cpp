@@ -30,14 +30,7 @@ RouterSpec minimax_router(const ModelConfig& config, std::int64_t top_k) {
     if (scoring != "sigmoid")
         throw Error(ErrorKind::input, "scoring_func '" + scoring + "' is not supported for minimax_m2 (sigmoid)",
                     {.file = config.source(), .code = "InvalidConfig"});
-    RouterSpec r;
-    r.scoring = RouterScoring::sigmoid;
-    r.top_k = top_k;
-    r.normalize = true;
-    r.scaling = 1.0;
-    r.groups = 1;
-    r.groups_kept = 1;
-    r.bf16_logits = false;  // the gate weight is F32 and x is cast to F32
+    RouterSpec r = biased_sigmoid_router(top_k);  // the gate weight is F32 and x is cast to F32
     r.uses_bias = flag(config, "use_routing_bias", true);
     return r;
 }
