@@ -34,6 +34,7 @@
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
 #include <moequant/parallel.hpp>
+#include <moequant/splitmix64.hpp>
 #include <moequant/tensor.hpp>
 
 #include <Eigen/Cholesky>
@@ -63,44 +64,26 @@ namespace {
 
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 
-// splitmix64 draws, uniform in [0, 1) and approximately normal (Irwin-Hall of four), the
-// generator `moequant synth --activations` uses.
-class Draws {
-public:
-    explicit Draws(std::uint64_t seed) : state_(seed) {}
-    double uniform() {
-        state_ += 0x9E3779B97F4A7C15ull;
-        std::uint64_t z = state_;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return static_cast<double>((z ^ (z >> 31)) >> 40) * 0x1p-24;
-    }
-    double normal() { return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508075688772; }
-
-private:
-    std::uint64_t state_;
-};
-
 // BF16 weights of about N(0, 0.02), [rows, cols] row-major.
 std::vector<std::uint16_t> random_weight(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
-    Draws d(seed);
+    SplitMix64 d(seed);
     std::vector<std::uint16_t> w(static_cast<std::size_t>(rows * cols));
-    for (auto& v : w) v = f32_to_bf16(static_cast<float>(0.02 * d.normal()));
+    for (auto& v : w) v = f32_to_bf16(static_cast<float>(0.02 * d.irwin_hall<4, 24>()));
     return w;
 }
 
 // BF16-exact activations [tokens, cols] with per-channel scales (powers of two from 1/4 to 4,
 // 2% of the channels 16x larger) and offsets, like `synth --activations`.
 std::vector<float> random_activations(std::int64_t tokens, std::int64_t cols, std::uint64_t seed) {
-    Draws d(seed);
+    SplitMix64 d(seed);
     std::vector<double> scale(cols), offset(cols);
     for (std::int64_t c = 0; c < cols; ++c) {
-        scale[c] = std::ldexp(d.uniform() < 0.02 ? 16.0 : 1.0, static_cast<int>(std::floor(d.uniform() * 5)) - 2);
-        offset[c] = 0.25 * d.normal();
+        scale[c] = std::ldexp(d.uniform<24>() < 0.02 ? 16.0 : 1.0, static_cast<int>(std::floor(d.uniform<24>() * 5)) - 2);
+        offset[c] = 0.25 * d.irwin_hall<4, 24>();
     }
     std::vector<float> x(static_cast<std::size_t>(tokens * cols));
     for (std::int64_t i = 0; i < tokens * cols; ++i)
-        x[i] = bf16_to_f32(f32_to_bf16(static_cast<float>((d.normal() + offset[i % cols]) * scale[i % cols])));
+        x[i] = bf16_to_f32(f32_to_bf16(static_cast<float>((d.irwin_hall<4, 24>() + offset[i % cols]) * scale[i % cols])));
     return x;
 }
 

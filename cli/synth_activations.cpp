@@ -2,33 +2,13 @@
 
 #include <moequant/dtype_convert.hpp>
 #include <moequant/safetensors_writer.hpp>
+#include <moequant/splitmix64.hpp>
 
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 namespace moequant::cli {
-
-namespace {
-
-// splitmix64 draws, uniform in [0, 1) and approximately normal (Irwin-Hall of four).
-class Draws {
-public:
-    explicit Draws(std::uint64_t seed) : state_(seed) {}
-    double uniform() {
-        state_ += 0x9E3779B97F4A7C15ull;
-        std::uint64_t z = state_;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return static_cast<double>((z ^ (z >> 31)) >> 40) * 0x1p-24;
-    }
-    double normal() { return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508075688772; }
-
-private:
-    std::uint64_t state_;
-};
-
-}  // namespace
 
 void write_synthetic_activations(const std::filesystem::path& file, const ModelPlan& plan, std::int64_t samples,
                                  std::int64_t tokens, std::uint64_t seed) {
@@ -40,14 +20,14 @@ void write_synthetic_activations(const std::filesystem::path& file, const ModelP
     SafetensorsWriter writer(file, specs);
     std::vector<std::uint16_t> values(static_cast<std::size_t>(rows * hidden));
     for (const auto& layer : plan.moe_layers) {
-        Draws draws(seed * 1000003 + static_cast<std::uint64_t>(layer.layer));
+        SplitMix64 draws(seed * 1000003 + static_cast<std::uint64_t>(layer.layer));
         std::vector<double> scale(hidden), offset(hidden);
         for (std::int64_t c = 0; c < hidden; ++c) {
-            scale[c] = std::ldexp(draws.uniform() < 0.02 ? 16.0 : 1.0, static_cast<int>(std::floor(draws.uniform() * 5)) - 2);
-            offset[c] = 0.25 * draws.normal();
+            scale[c] = std::ldexp(draws.uniform<24>() < 0.02 ? 16.0 : 1.0, static_cast<int>(std::floor(draws.uniform<24>() * 5)) - 2);
+            offset[c] = 0.25 * draws.irwin_hall<4, 24>();
         }
         for (std::int64_t i = 0; i < rows * hidden; ++i)
-            values[i] = f32_to_bf16(static_cast<float>((draws.normal() + offset[i % hidden]) * scale[i % hidden]));
+            values[i] = f32_to_bf16(static_cast<float>((draws.irwin_hall<4, 24>() + offset[i % hidden]) * scale[i % hidden]));
         writer.write("layers." + std::to_string(layer.layer) + ".moe_input", std::as_bytes(std::span(values)));
     }
     std::vector<std::int64_t> lengths(static_cast<std::size_t>(samples), tokens);

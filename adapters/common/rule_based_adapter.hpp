@@ -1,5 +1,5 @@
 // A ModelAdapter driven by FamilyRules: matching and planning are shared, each family adds
-// only its synthetic checkpoint.
+// its synthetic checkpoint and what its rules cannot say.
 #pragma once
 
 #include "family_rules.hpp"
@@ -20,9 +20,13 @@ public:
     ChatTemplate chat_template(const ModelConfig& config) const override {
         return rules_.chat ? rules_.chat(config) : plain_chat_template();
     }
+    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig& config, const Checkpoint& checkpoint,
+                                                    const ModelPlan& plan) const override;
 
 protected:
     const FamilyRules& rules() const noexcept { return rules_; }
+    // The family's own plan warnings, after the shared ones; the default adds none.
+    virtual void add_warnings(const ModelConfig& config, ModelPlan& plan) const;
 
 private:
     FamilyRules rules_;

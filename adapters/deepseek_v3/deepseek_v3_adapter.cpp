@@ -17,18 +17,16 @@
 #include "mla_decoder.hpp"
 #include "config_counts.hpp"
 #include "rule_based_adapter.hpp"
-#include "synth_side_files.hpp"
+#include "synth/family_checkpoint.hpp"
+#include "synth/synth_blocks.hpp"
 
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
 
 #include <boost/json.hpp>
 
+namespace moequant::adapters {
 namespace {
-
-using namespace moequant;
-using namespace moequant::adapters;
-namespace json = boost::json;
 
 bool is_glm5(const ModelConfig& c) { return c.model_type() == "glm_moe_dsa"; }
 
@@ -57,14 +55,12 @@ bool glm5_moe_layer(const ModelConfig& config, std::int64_t layer) {
 }
 
 FamilyRules deepseek_rules() {
-    FamilyRules r;
-    r.id = "deepseek_v3";
-    r.description = "DeepSeek-V3/R1/V3.1/V3.2, Kimi-K2/K2.5 and GLM-5: FP8 block-scaled experts, MLA, shared expert, MTP";
-    r.model_types = {"deepseek_v3", "kimi_k2", "deepseek_v32", "kimi_k25", "glm_moe_dsa"};
-    r.architectures = {"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
-                       "GlmMoeDsaForCausalLM"};
-    r.expert_count_keys = {"n_routed_experts", "num_local_experts"};
-    r.expert_size_keys = {"moe_intermediate_size"};
+    FamilyRules r = family_rules(
+        "DeepSeek-V3/R1/V3.1/V3.2, Kimi-K2/K2.5 and GLM-5: FP8 block-scaled experts, MLA, shared expert, MTP",
+        {"deepseek_v3", "kimi_k2", "deepseek_v32", "kimi_k25", "glm_moe_dsa"},
+        {"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration", "GlmMoeDsaForCausalLM"},
+        deepseek_expert_keys());
+    r.expert_count_keys.push_back("num_local_experts");
     r.is_moe_layer = [](const ModelConfig& c, std::int64_t layer) {
         return is_glm5(c) ? glm5_moe_layer(c, layer) : moe_from_first_k_dense(c, layer);
     };
@@ -87,7 +83,6 @@ FamilyRules deepseek_rules() {
         t.assistant = {"<\uff5cAssistant\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>"};
         return t;
     };
-    r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
     return r;
 }
 
@@ -96,17 +91,17 @@ FamilyRules deepseek_rules() {
 // group size 128); attention and the dense MLP are not, so FP8 scales have edge blocks.
 // The DeepSeek-V3.2 indexer (64 heads of 128, top 2048 in the real model) is scaled down with
 // the rest; index_topk is small so that the calibration limit it sets can be exercised.
-struct Preset {
-    std::int64_t hidden, dense_intermediate, expert_intermediate, layers, first_dense, experts, top_k, groups,
-        top_groups, heads, q_lora, kv_lora, qk_nope, qk_rope, v_head, vocab, index_heads, index_head_dim, index_topk;
+struct Preset : SynthSizes {  // kv_heads = heads: MLA's config repeats the head count
+    std::int64_t dense_intermediate, first_dense, groups, top_groups, q_lora, kv_lora, qk_nope, qk_rope, v_head,
+        index_heads, index_head_dim, index_topk;
 };
 
-constexpr Preset tiny{256, 320, 256, 3, 1, 8, 2, 2, 1, 2, 192, 128, 32, 32, 32, 512, 2, 64, 64};
-constexpr Preset small{512, 704, 512, 6, 2, 16, 4, 4, 2, 4, 384, 256, 64, 32, 64, 1024, 4, 64, 256};
+constexpr Preset tiny{{256, 3, 8, 2, 256, 2, 2, 0, 512}, 320, 1, 2, 1, 192, 128, 32, 32, 32, 2, 64, 64};
+constexpr Preset small{{512, 6, 16, 4, 512, 4, 4, 0, 1024}, 704, 2, 4, 2, 384, 256, 64, 32, 64, 4, 64, 256};
 // GLM-5: one expert group, and MLA heads in GLM-5's proportions (qk_nope 192 : rope 64 : v 256,
 // so v_head_dim differs from qk_nope_head_dim and equals qk_head_dim).
-constexpr Preset glm5_tiny{256, 320, 256, 3, 1, 8, 2, 1, 1, 2, 192, 128, 48, 16, 64, 512, 2, 64, 64};
-constexpr Preset glm5_small{512, 704, 512, 6, 2, 16, 4, 1, 1, 4, 384, 256, 96, 32, 128, 1024, 4, 64, 256};
+constexpr Preset glm5_tiny{{256, 3, 8, 2, 256, 2, 2, 0, 512}, 320, 1, 1, 1, 192, 128, 48, 16, 64, 2, 64, 64};
+constexpr Preset glm5_small{{512, 6, 16, 4, 512, 4, 4, 0, 1024}, 704, 2, 1, 1, 384, 256, 96, 32, 128, 4, 64, 256};
 
 // GLM-5.2's IndexShare as synthesized: layers 2, 4, ... reuse the previous layer's top-k
 // ("shared", no indexer tensors), the rest and the MTP layer run their own (index_topk_freq 2,
@@ -138,27 +133,22 @@ public:
         }
         const std::int64_t mtp_layers = kimi ? 0 : 1;
 
-        TokenizerRequest request;
-        request.vocab_size = p.vocab;
-        request.special_tokens = kimi ? std::vector<std::string>{"[BOS]", "[EOS]", "[PAD]"}
-                                      : std::vector<std::string>{"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
-                                                                 "<｜▁pad▁｜>"};
-        request.bos_token = request.special_tokens[0];
-        request.eos_token = request.special_tokens[1];
-        const SynthTokenizer tokenizer = glm5 ? glm_style_tokenizer(p.vocab) : make_synth_tokenizer(request);
+        const std::vector<std::string> specials = kimi ? std::vector<std::string>{"[BOS]", "[EOS]", "[PAD]"}
+                                                       : std::vector<std::string>{"<｜begin▁of▁sentence｜>",
+                                                                                  "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>"};
+        const SynthTokenizer tokenizer =
+            glm5 ? glm_style_tokenizer(p.vocab)
+                 : make_synth_tokenizer({.vocab_size = p.vocab, .special_tokens = specials, .bos_token = specials[0],
+                                         .eos_token = specials[1]});
 
-        SynthModel model;
-        model.encoding = s.encoding;
-        model.fp8_power_of_two_scales = s.model_type == "deepseek_v32";  // its config says scale_fmt ue8m0
-        model.config = config(p, s, kimi, mtp_layers, tokenizer);
-        if (k25) model.config = vlm_config(std::move(model.config), p);
-        add_tokenizer_files(model, tokenizer);
+        json::value config_file = config(p, s, kimi, mtp_layers, tokenizer);
+        if (k25) config_file = vlm_config(std::move(config_file), p);
         const bool fp8 = s.fp8;
-        auto& t = model.tensors;
         const std::int64_t H = p.hidden;
-        t.push_back(embedding_weight(lm + "model.embed_tokens.weight", tokenizer.vocab_size, H));
-        for (std::int64_t layer = 0; layer < p.layers + mtp_layers; ++layer) {
-            const std::string l = lm + "model.layers." + std::to_string(layer) + ".";
+        FamilyCheckpoint checkpoint{.tokenizer = tokenizer, .config = std::move(config_file), .hidden = H, .root = lm + "model.",
+                                    .head = lm + "lm_head.weight", .layers = p.layers + mtp_layers};
+        checkpoint.fp8_power_of_two_scales = s.model_type == "deepseek_v32";  // its config says scale_fmt ue8m0
+        checkpoint.layer = [&](std::vector<SynthTensor>& t, const std::string& l, std::int64_t layer) {
             t.push_back(norm_weight(l + "input_layernorm.weight", H));
             t.push_back(norm_weight(l + "post_attention_layernorm.weight", H));
             t.push_back(linear_weight(l + "self_attn.q_a_proj.weight", p.q_lora, H, fp8));
@@ -180,22 +170,15 @@ public:
             }
             if (kimi)
                 t.push_back({l + "self_attn.rotary_emb.inv_freq", DType::BF16, {p.qk_rope / 2}, SynthFill::inv_freq, 50000.0});
+            const std::array<std::string, 3> proj{"gate_proj", "up_proj", "down_proj"};
             if (layer < p.first_dense) {
-                t.push_back(linear_weight(l + "mlp.gate_proj.weight", p.dense_intermediate, H, fp8));
-                t.push_back(linear_weight(l + "mlp.up_proj.weight", p.dense_intermediate, H, fp8));
-                t.push_back(linear_weight(l + "mlp.down_proj.weight", H, p.dense_intermediate, fp8));
+                add_swiglu(t, l + "mlp.", proj, p.dense_intermediate, H, fp8);
             } else {
                 t.push_back(bf16_tensor(l + "mlp.gate.weight", {p.experts, H}));
                 t.push_back({l + "mlp.gate.e_score_correction_bias", DType::F32, {p.experts}, SynthFill::normal, 0.01});
-                for (std::int64_t e = 0; e < p.experts; ++e) {
-                    const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
-                    t.push_back(linear_weight(x + "gate_proj.weight", p.expert_intermediate, H, fp8));
-                    t.push_back(linear_weight(x + "up_proj.weight", p.expert_intermediate, H, fp8));
-                    t.push_back(linear_weight(x + "down_proj.weight", H, p.expert_intermediate, fp8));
-                }
-                t.push_back(linear_weight(l + "mlp.shared_experts.gate_proj.weight", p.expert_intermediate, H, fp8));
-                t.push_back(linear_weight(l + "mlp.shared_experts.up_proj.weight", p.expert_intermediate, H, fp8));
-                t.push_back(linear_weight(l + "mlp.shared_experts.down_proj.weight", H, p.expert_intermediate, fp8));
+                for (std::int64_t e = 0; e < p.experts; ++e)
+                    add_swiglu(t, l + "mlp.experts." + std::to_string(e) + ".", proj, p.expert_intermediate, H, fp8);
+                add_swiglu(t, l + "mlp.shared_experts.", proj, p.expert_intermediate, H, fp8);
             }
             if (layer >= p.layers) {  // the MTP module's own tensors (README_WEIGHTS of DeepSeek-V3)
                 t.push_back(embedding_weight(l + "embed_tokens.weight", tokenizer.vocab_size, H));
@@ -205,33 +188,33 @@ public:
                 t.push_back(norm_weight(l + "shared_head.norm.weight", H));
                 t.push_back(bf16_tensor(l + "shared_head.head.weight", {tokenizer.vocab_size, H}));
             }
-        }
-        t.push_back(norm_weight(lm + "model.norm.weight", H));
-        t.push_back(bf16_tensor(lm + "lm_head.weight", {tokenizer.vocab_size, H}));
-        if (k25) {  // a token vision tower and projector: not the language model's, copied as they are
-            const std::int64_t V = 64;
-            t.push_back(bf16_tensor("vision_tower.patch_embed.proj.weight", {V, 3, 14, 14}));
-            t.push_back(bf16_tensor("vision_tower.encoder.blocks.0.wqkv.weight", {3 * V, V}));
-            t.push_back(norm_weight("vision_tower.encoder.final_layernorm.weight", V));
-            t.push_back(norm_weight("mm_projector.pre_norm.weight", V));
-            t.push_back(bf16_tensor("mm_projector.proj.0.weight", {H, 4 * V}));
-        }
+        };
+        if (k25)  // a token vision tower and projector: not the language model's, copied as they are
+            checkpoint.after_head = [&](std::vector<SynthTensor>& t) {
+                const std::int64_t V = 64;
+                t.push_back(bf16_tensor("vision_tower.patch_embed.proj.weight", {V, 3, 14, 14}));
+                t.push_back(bf16_tensor("vision_tower.encoder.blocks.0.wqkv.weight", {3 * V, V}));
+                t.push_back(norm_weight("vision_tower.encoder.final_layernorm.weight", V));
+                t.push_back(norm_weight("mm_projector.pre_norm.weight", V));
+                t.push_back(bf16_tensor("mm_projector.proj.0.weight", {H, 4 * V}));
+            };
 
         // DeepSeek pads the shard number to 5 digits and the total to 6; GLM pads both to 5;
         // Kimi-K2 pads neither.
-        model.shard_count = s.small ? 7 : 5;
-        if (kimi) model.shard_name = &unpadded_shard_name;
-        else if (glm5) model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
-        else model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 6); };
-        write_synth_model(model, directory, s);
+        checkpoint.shard_count = s.small ? 7 : 5;
+        if (kimi) checkpoint.shard_name = &unpadded_shard_name;
+        else if (!glm5) checkpoint.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 6); };
+        write_family_checkpoint(checkpoint, directory, s);
     }
 
 private:
     static json::value config(const Preset& p, const SynthSettings& s, bool kimi, std::int64_t mtp_layers,
                               const SynthTokenizer& tokenizer) {
-        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.encoding);
         const bool v32 = s.model_type == "deepseek_v32";
-        c["architectures"] = json::array{v32 ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM"};
+        // Kimi-K2.5's text_config says kimi_k2.
+        json::object c = family_config(tokenizer, s.encoding, p, deepseek_expert_keys(),
+                                       {s.model_type == "kimi_k25" ? "kimi_k2" : s.model_type,
+                                        v32 ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM"});
         if (v32 || s.model_type == "glm_moe_dsa") {
             c["index_head_dim"] = p.index_head_dim;
             c["index_n_heads"] = p.index_heads;
@@ -241,21 +224,13 @@ private:
             q->as_object()["scale_fmt"] = "ue8m0";
         c["attention_bias"] = false;
         c["first_k_dense_replace"] = p.first_dense;
-        c["hidden_size"] = p.hidden;
         c["intermediate_size"] = p.dense_intermediate;
         c["kv_lora_rank"] = p.kv_lora;
         c["max_position_embeddings"] = kimi ? 131072 : 163840;
-        c["model_type"] = s.model_type == "kimi_k25" ? "kimi_k2" : s.model_type;  // K2.5: text_config's
-        c["moe_intermediate_size"] = p.expert_intermediate;
         c["moe_layer_freq"] = 1;
         c["n_group"] = p.groups;
-        c["n_routed_experts"] = p.experts;
         c["n_shared_experts"] = 1;
         c["norm_topk_prob"] = true;
-        c["num_attention_heads"] = p.heads;
-        c["num_experts_per_tok"] = p.top_k;
-        c["num_hidden_layers"] = p.layers;
-        c["num_key_value_heads"] = p.heads;
         c["num_nextn_predict_layers"] = mtp_layers;
         c["q_lora_rank"] = p.q_lora;
         c["qk_nope_head_dim"] = p.qk_nope;
@@ -328,8 +303,9 @@ private:
 };
 
 }  // namespace
+}  // namespace moequant::adapters
 
 MOEQUANT_PLUGIN("deepseek_v3", "0.1.0", MOEQUANT_KIND_ADAPTER,
                 "DeepSeek-V3/R1/V3.1/V3.2, Kimi-K2/K2.5 and GLM-5/5.1/5.2 family adapter") {
-    registrar.add(std::make_unique<DeepseekV3Adapter>());
+    registrar.add(std::make_unique<moequant::adapters::DeepseekV3Adapter>());
 }

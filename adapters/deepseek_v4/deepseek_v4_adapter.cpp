@@ -17,10 +17,9 @@
 //   them lose the clamp; the plan warns (convert and inspect print it).
 
 #include "rule_based_adapter.hpp"
-#include "synth_blocks.hpp"
-#include "synth_side_files.hpp"
+#include "synth/family_checkpoint.hpp"
+#include "synth/synth_blocks.hpp"
 
-#include <moequant/decoder_forward.hpp>
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
 
@@ -29,21 +28,13 @@
 #include <cstring>
 #include <sstream>
 
+namespace moequant::adapters {
 namespace {
 
-using namespace moequant;
-using namespace moequant::adapters;
-namespace json = boost::json;
-
 FamilyRules deepseek_v4_rules() {
-    FamilyRules r;
-    r.id = "deepseek_v4";
-    r.description = "DeepSeek-V4-Flash: layers.L.ffn.experts w1/w3/w2 in MXFP4, hash-routed first layers, mtp.* skipped";
-    r.model_types = {"deepseek_v4"};
-    r.architectures = {"DeepseekV4ForCausalLM"};
-    r.expert_count_keys = {"n_routed_experts"};
-    r.expert_size_keys = {"moe_intermediate_size"};
-    r.is_moe_layer = &moe_every_layer;
+    FamilyRules r = family_rules(
+        "DeepSeek-V4-Flash: layers.L.ffn.experts w1/w3/w2 in MXFP4, hash-routed first layers, mtp.* skipped", {"deepseek_v4"},
+        {"DeepseekV4ForCausalLM"}, deepseek_expert_keys());
     r.router = [](const ModelConfig& c, std::int64_t k) {
         RouterSpec spec = softmax_router(c, k, true);  // scoring not representable: see above
         if (auto v = c.find("routed_scaling_factor"); v && !v->is_null()) spec.scaling = v->as_double();
@@ -51,24 +42,26 @@ FamilyRules deepseek_v4_rules() {
         return spec;
     };
     r.router_weights = {};  // not recorded: routed-only calibration must refuse, not misroute
+    r.unmodelled_routing = {{.warning = "DeepSeek-V4 routing (sqrt-softplus scores, hash-routed layers below num_hash_layers) "
+                                       "is not modelled: the plan records no router, so routed-only calibration is refused",
+                             .forward_hint = "quantize without calibration: --quant_method RTN"}};
     r.namings = {{"ffn.experts", {"w1", "w3", "w2"}}};
     r.layer_prefixes = {"layers."};
     return r;
 }
 
-struct Preset {
-    std::int64_t hidden, intermediate, layers, hash_layers, experts, top_k, heads, head_dim, q_lora, o_groups, o_lora,
-        hc, vocab;
+struct Preset : SynthSizes {
+    std::int64_t hash_layers, q_lora, o_groups, o_lora, hc;
 };
-constexpr Preset tiny{256, 256, 4, 3, 4, 2, 4, 64, 64, 2, 64, 4, 512};
-constexpr Preset small{512, 512, 6, 3, 8, 2, 8, 64, 128, 4, 128, 4, 1024};
+// One KV head: DeepSeek-V4's attention shares a single key-value head.
+constexpr Preset tiny{{256, 4, 4, 2, 256, 4, 1, 64, 512}, 3, 64, 2, 64, 4};
+constexpr Preset small{{512, 6, 8, 2, 512, 8, 1, 64, 1024}, 3, 128, 4, 128, 4};
 
 class DeepseekV4Adapter final : public RuleBasedAdapter {
 public:
     DeepseekV4Adapter() : RuleBasedAdapter(deepseek_v4_rules()) {}
 
-    ModelPlan plan(const ModelConfig& config, const Checkpoint& checkpoint) const override {
-        ModelPlan plan = RuleBasedAdapter::plan(config, checkpoint);
+    void add_warnings(const ModelConfig& config, ModelPlan& plan) const override {
         const double limit = [&] {
             auto v = config.find("swiglu_limit");
             return v && !v->is_null() ? v->as_double() : 0.0;
@@ -82,18 +75,6 @@ public:
                                     }() +
                                     "): experts converted to kt-safetensors/kt-tree run unclamped (kt's MXFP4 "
                                     "method runs the source experts with the clamp)");
-        plan.warnings.push_back("DeepSeek-V4 routing (sqrt-softplus scores, hash-routed layers below num_hash_layers) "
-                                "is not modelled: the plan records no router, so routed-only calibration is refused");
-        return plan;
-    }
-
-    // No forward, and recorded activations cannot be routed either: the default's hint
-    // (record activations) would send the user down a path that is refused too.
-    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig&, const Checkpoint&, const ModelPlan&) const override {
-        throw Error(ErrorKind::plugin,
-                    "family '" + std::string(id()) + "' has no calibration forward pass, and its router is not "
-                    "modelled for recorded activations either",
-                    {.code = "NoForward", .hint = "quantize without calibration: --quant_method RTN"});
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
@@ -102,28 +83,21 @@ public:
             throw_usage_error("DeepSeek-V4 synth writes --dtype mxfp4 (the release: MXFP4 experts) or bf16");
         const Preset p = s.small ? small : tiny;
 
-        TokenizerRequest request;
-        request.vocab_size = p.vocab;
-        request.special_tokens = {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>"};
-        request.bos_token = request.special_tokens[0];
-        request.eos_token = request.special_tokens[1];
-        const SynthTokenizer tokenizer = make_synth_tokenizer(request);
-
-        SynthModel model;
-        model.encoding = s.encoding;
-        model.config = config(p, s, tokenizer);
-        add_tokenizer_files(model, tokenizer);
-        auto& t = model.tensors;
+        const SynthTokenizer tokenizer = make_synth_tokenizer(
+            {.vocab_size = p.vocab,
+             .special_tokens = {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>"},
+             .bos_token = "<｜begin▁of▁sentence｜>",
+             .eos_token = "<｜end▁of▁sentence｜>"});
         const std::int64_t H = p.hidden, V = tokenizer.vocab_size, hc_rows = (2 + p.hc) * p.hc, hc_cols = p.hc * H;
         const bool q = s.fp8;  // mark the experts quantizable: the mxfp4 encoding stores only them encoded
-        auto hyper_connection = [&](const std::string& stem) {
+        auto hyper_connection = [&](std::vector<SynthTensor>& t, const std::string& stem) {
             t.push_back({stem + "_fn", DType::F32, {hc_rows, hc_cols}, SynthFill::normal, 0.02});
             t.push_back({stem + "_base", DType::F32, {hc_rows}, SynthFill::normal, 0.02});
             t.push_back({stem + "_scale", DType::F32, {3}, SynthFill::ones, 0.02});
         };
-        t.push_back(embedding_weight("embed.weight", V, H));
-        for (std::int64_t layer = 0; layer < p.layers; ++layer) {
-            const std::string l = "layers." + std::to_string(layer) + ".";
+        FamilyCheckpoint checkpoint{.tokenizer = tokenizer, .config = config(p, s, tokenizer), .hidden = H, .root = "",
+                                    .embedding = "embed.weight", .head = "head.weight", .layers = p.layers};
+        checkpoint.layer = [&](std::vector<SynthTensor>& t, const std::string& l, std::int64_t layer) {
             t.push_back(norm_weight(l + "attn_norm.weight", H));
             t.push_back(bf16_tensor(l + "attn.wq_a.weight", {p.q_lora, H}));
             t.push_back(norm_weight(l + "attn.q_norm.weight", p.q_lora));
@@ -133,29 +107,27 @@ public:
             t.push_back(bf16_tensor(l + "attn.wo_a.weight", {p.o_groups * p.o_lora, p.heads * p.head_dim / p.o_groups}));
             t.push_back(bf16_tensor(l + "attn.wo_b.weight", {H, p.o_groups * p.o_lora}));
             t.push_back({l + "attn.attn_sink", DType::F32, {p.heads}, SynthFill::normal, 0.02});
-            hyper_connection(l + "hc_attn");
+            hyper_connection(t, l + "hc_attn");
             t.push_back(norm_weight(l + "ffn_norm.weight", H));
             t.push_back(bf16_tensor(l + "ffn.gate.weight", {p.experts, H}));
             if (layer < p.hash_layers) t.push_back(hash_table(l + "ffn.gate.tid2eid", V, p.top_k, p.experts));
             else t.push_back({l + "ffn.gate.bias", DType::F32, {p.experts}, SynthFill::normal, 0.02});
             for (std::int64_t e = 0; e < p.experts; ++e)
-                add_swiglu(t, l + "ffn.experts." + std::to_string(e) + ".", {"w1", "w3", "w2"}, p.intermediate, H, q);
-            add_swiglu(t, l + "ffn.shared_experts.", {"w1", "w3", "w2"}, p.intermediate, H, false);
-            hyper_connection(l + "hc_ffn");
-        }
-        t.push_back(norm_weight("norm.weight", H));
-        t.push_back(bf16_tensor("head.weight", {V, H}));
-        hyper_connection("hc_head");
-        // One MTP block (num_nextn_predict_layers 1): never converted or copied.
-        t.push_back(norm_weight("mtp.0.enorm.weight", H));
-        t.push_back(norm_weight("mtp.0.hnorm.weight", H));
-        t.push_back(bf16_tensor("mtp.0.e_proj.weight", {H, H}));
-        t.push_back(bf16_tensor("mtp.0.ffn.gate.weight", {p.experts, H}));
-        t.push_back(norm_weight("mtp.0.norm.weight", H));
-
-        model.shard_count = s.small ? 5 : 3;
-        model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
-        write_synth_model(model, directory, s);
+                add_swiglu(t, l + "ffn.experts." + std::to_string(e) + ".", {"w1", "w3", "w2"}, p.expert_intermediate, H, q);
+            add_swiglu(t, l + "ffn.shared_experts.", {"w1", "w3", "w2"}, p.expert_intermediate, H, false);
+            hyper_connection(t, l + "hc_ffn");
+        };
+        checkpoint.after_head = [&](std::vector<SynthTensor>& t) {
+            hyper_connection(t, "hc_head");
+            // One MTP block (num_nextn_predict_layers 1): never converted or copied.
+            t.push_back(norm_weight("mtp.0.enorm.weight", H));
+            t.push_back(norm_weight("mtp.0.hnorm.weight", H));
+            t.push_back(bf16_tensor("mtp.0.e_proj.weight", {H, H}));
+            t.push_back(bf16_tensor("mtp.0.ffn.gate.weight", {p.experts, H}));
+            t.push_back(norm_weight("mtp.0.norm.weight", H));
+        };
+        checkpoint.shard_count = s.small ? 5 : 3;
+        write_family_checkpoint(checkpoint, directory, s);
     }
 
 private:
@@ -175,22 +147,12 @@ private:
     }
 
     static json::value config(const Preset& p, const SynthSettings& s, const SynthTokenizer& tokenizer) {
-        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.encoding);
-        c["architectures"] = json::array{"DeepseekV4ForCausalLM"};
-        c["model_type"] = "deepseek_v4";
-        c["hidden_size"] = p.hidden;
-        c["num_hidden_layers"] = p.layers;
-        c["num_attention_heads"] = p.heads;
-        c["num_key_value_heads"] = 1;
-        c["head_dim"] = p.head_dim;
+        json::object c = family_config(tokenizer, s.encoding, p, deepseek_expert_keys(), {"deepseek_v4", "DeepseekV4ForCausalLM"});
         c["qk_rope_head_dim"] = 16;
         c["q_lora_rank"] = p.q_lora;
         c["o_groups"] = p.o_groups;
         c["o_lora_rank"] = p.o_lora;
-        c["n_routed_experts"] = p.experts;
         c["n_shared_experts"] = 1;
-        c["num_experts_per_tok"] = p.top_k;
-        c["moe_intermediate_size"] = p.intermediate;
         c["num_hash_layers"] = p.hash_layers;
         c["scoring_func"] = "sqrtsoftplus";
         c["topk_method"] = "noaux_tc";
@@ -218,7 +180,8 @@ private:
 };
 
 }  // namespace
+}  // namespace moequant::adapters
 
 MOEQUANT_PLUGIN("deepseek_v4", "0.1.0", MOEQUANT_KIND_ADAPTER, "DeepSeek-V4-Flash family adapter (MXFP4 experts)") {
-    registrar.add(std::make_unique<DeepseekV4Adapter>());
+    registrar.add(std::make_unique<moequant::adapters::DeepseekV4Adapter>());
 }

@@ -15,50 +15,36 @@
 // would ignore the bias, so it refuses. No calibration forward (the default refuses).
 
 #include "rule_based_adapter.hpp"
-#include "synth_mxfp4.hpp"
-#include "synth_random.hpp"
-#include "synth_side_files.hpp"
+#include "synth/synth_mxfp4.hpp"
+#include "synth/family_checkpoint.hpp"
+#include "synth/synth_random.hpp"
 
-#include <moequant/decoder_forward.hpp>
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
 
 #include <boost/json.hpp>
 
+namespace moequant::adapters {
 namespace {
 
-using namespace moequant;
-using namespace moequant::adapters;
-namespace json = boost::json;
-
 FamilyRules gpt_oss_rules() {
-    FamilyRules r;
-    r.id = "gpt_oss";
-    r.description = "gpt-oss-20b/120b: fused MXFP4 experts with biases, interleaved gate/up (BF16 export only)";
-    r.model_types = {"gpt_oss"};
-    r.architectures = {"GptOssForCausalLM"};
-    r.expert_count_keys = {"num_local_experts"};
-    r.expert_size_keys = {"intermediate_size"};
+    FamilyRules r = family_rules("gpt-oss-20b/120b: fused MXFP4 experts with biases, interleaved gate/up (BF16 export only)",
+                                 {"gpt_oss"}, {"GptOssForCausalLM"}, mixtral_expert_keys());
     r.top_k_keys = {"num_experts_per_tok", "experts_per_token"};
-    r.is_moe_layer = &moe_every_layer;
     // Softmax over the top-k logits = softmax over all, top-k, renormalized (the bias is not expressible).
-    r.router = [](const ModelConfig& c, std::int64_t k) {
-        RouterSpec spec = softmax_router(c, k, true);
-        spec.normalize = true;
-        return spec;
-    };
+    r.router = &renormalized_softmax_router;
     r.router_weights = {};  // not recorded: routing without the logit bias would misroute
-    r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
+    r.unmodelled_routing = {{.warning = "gpt-oss routing adds the router bias to the logits, which the plan cannot express: "
+                                       "it records no router, so routed-only calibration is refused",
+                             .forward_hint = "no quantized format holds its expert biases; convert --format "
+                                             "bf16-safetensors exports it"}};
     r.interleaved_gate_up = true;
     r.layer_prefixes = {"model.layers."};
     return r;
 }
 
-struct Preset {
-    std::int64_t hidden, intermediate, layers, experts, top_k, heads, kv_heads, head_dim, vocab;
-};
-constexpr Preset tiny{256, 256, 2, 4, 2, 4, 1, 64, 512};
-constexpr Preset small{512, 512, 4, 8, 4, 8, 2, 64, 1024};
+constexpr SynthSizes tiny{256, 2, 4, 2, 256, 4, 1, 64, 512};
+constexpr SynthSizes small{512, 4, 8, 4, 512, 8, 2, 64, 1024};
 
 // A fused MXFP4 weight as the HF release stores it: `<stem>_blocks` U8 [E, R, K/32, 16] and
 // `<stem>_scales` U8 [E, R, K/32], from N(0, 0.02²) values drawn per stem.
@@ -88,48 +74,27 @@ class GptOssAdapter final : public RuleBasedAdapter {
 public:
     GptOssAdapter() : RuleBasedAdapter(gpt_oss_rules()) {}
 
-    ModelPlan plan(const ModelConfig& config, const Checkpoint& checkpoint) const override {
-        ModelPlan plan = RuleBasedAdapter::plan(config, checkpoint);
+    void add_warnings(const ModelConfig&, ModelPlan& plan) const override {
         plan.warnings.push_back(
             "gpt-oss experts have biases and a clamped SwiGLU with (up + 1): kt-kernel's AMX formats cannot hold "
             "them (kt-safetensors and kt-tree refuse); --format bf16-safetensors exports transformers' layout");
-        plan.warnings.push_back("gpt-oss routing adds the router bias to the logits, which the plan cannot express: "
-                                "it records no router, so routed-only calibration is refused");
-        return plan;
-    }
-
-    // No forward, and recorded activations cannot be routed either: the default's hint
-    // (record activations) would send the user down a path that is refused too.
-    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig&, const Checkpoint&, const ModelPlan&) const override {
-        throw Error(ErrorKind::plugin,
-                    "family '" + std::string(id()) + "' has no calibration forward pass, and its router is not "
-                    "modelled for recorded activations either",
-                    {.code = "NoForward", .hint = "no quantized format holds its expert biases; convert --format bf16-safetensors exports it"});
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
         const SynthSettings s = read_synth_settings(options, rules().model_types, {"fused-linear"});
         if (s.encoding != SynthEncoding::mxfp4)
             throw_usage_error("gpt-oss checkpoints store their experts in MXFP4: synth it with --dtype mxfp4");
-        const Preset p = s.small ? small : tiny;
+        const SynthSizes& p = s.small ? small : tiny;
 
-        TokenizerRequest request;
-        request.vocab_size = p.vocab;
-        request.special_tokens = {"<|startoftext|>", "<|endoftext|>", "<|return|>"};
-        request.bos_token = "<|startoftext|>";
-        request.eos_token = "<|return|>";
-        const SynthTokenizer tokenizer = make_synth_tokenizer(request);
-
-        SynthModel model;
-        model.encoding = SynthEncoding::bf16;  // the MXFP4 tensors are written as bytes below
-        model.config = config(p, s, tokenizer);
-        add_tokenizer_files(model, tokenizer);
-        auto& t = model.tensors;
-        const std::int64_t H = p.hidden, I = p.intermediate, E = p.experts, q_rows = p.heads * p.head_dim,
+        const SynthTokenizer tokenizer = make_synth_tokenizer({.vocab_size = p.vocab,
+                                                               .special_tokens = {"<|startoftext|>", "<|endoftext|>", "<|return|>"},
+                                                               .bos_token = "<|startoftext|>",
+                                                               .eos_token = "<|return|>"});
+        const std::int64_t H = p.hidden, I = p.expert_intermediate, E = p.experts, q_rows = p.heads * p.head_dim,
                            kv_rows = p.kv_heads * p.head_dim;
-        t.push_back(embedding_weight("model.embed_tokens.weight", tokenizer.vocab_size, H));
-        for (std::int64_t layer = 0; layer < p.layers; ++layer) {
-            const std::string l = "model.layers." + std::to_string(layer) + ".";
+        FamilyCheckpoint checkpoint{.tokenizer = tokenizer, .config = config(p, tokenizer), .hidden = H, .layers = p.layers};
+        checkpoint.encoding = SynthEncoding::bf16;  // the MXFP4 tensors are written as bytes below
+        checkpoint.layer = [&](std::vector<SynthTensor>& t, const std::string& l, std::int64_t) {
             t.push_back(norm_weight(l + "input_layernorm.weight", H));
             const std::pair<const char*, std::pair<std::int64_t, std::int64_t>> projections[] = {
                 {"q_proj", {q_rows, H}}, {"k_proj", {kv_rows, H}}, {"v_proj", {kv_rows, H}}, {"o_proj", {H, q_rows}}};
@@ -145,31 +110,17 @@ public:
             t.push_back(bf16_tensor(l + "mlp.experts.gate_up_proj_bias", {E, 2 * I}));
             add_mxfp4_fused(t, l + "mlp.experts.down_proj", E, H, I);
             t.push_back(bf16_tensor(l + "mlp.experts.down_proj_bias", {E, H}));
-        }
-        t.push_back(norm_weight("model.norm.weight", H));
-        t.push_back(bf16_tensor("lm_head.weight", {tokenizer.vocab_size, H}));
-
+        };
         // gpt-oss-20b's shards count from zero: model-00000-of-00002 ... model-00002-of-00002.
-        model.shard_count = s.small ? 5 : 3;
-        model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n - 1, c - 1, 5, 5); };
-        write_synth_model(model, directory, s);
+        checkpoint.shard_count = s.small ? 5 : 3;
+        checkpoint.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n - 1, c - 1, 5, 5); };
+        write_family_checkpoint(checkpoint, directory, s);
     }
 
 private:
-    static json::value config(const Preset& p, const SynthSettings&, const SynthTokenizer& tokenizer) {
-        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id,
-                                     SynthEncoding::bf16);
+    static json::value config(const SynthSizes& p, const SynthTokenizer& tokenizer) {
+        json::object c = family_config(tokenizer, SynthEncoding::bf16, p, mixtral_expert_keys(), {"gpt_oss", "GptOssForCausalLM"});
         c.erase("hidden_act");
-        c["architectures"] = json::array{"GptOssForCausalLM"};
-        c["model_type"] = "gpt_oss";
-        c["hidden_size"] = p.hidden;
-        c["intermediate_size"] = p.intermediate;
-        c["head_dim"] = p.head_dim;
-        c["num_attention_heads"] = p.heads;
-        c["num_key_value_heads"] = p.kv_heads;
-        c["num_hidden_layers"] = p.layers;
-        c["num_local_experts"] = p.experts;
-        c["num_experts_per_tok"] = p.top_k;
         c["experts_per_token"] = p.top_k;
         json::array types;
         for (std::int64_t l = 0; l < p.layers; ++l) types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
@@ -198,7 +149,8 @@ private:
 };
 
 }  // namespace
+}  // namespace moequant::adapters
 
 MOEQUANT_PLUGIN("gpt_oss", "0.1.0", MOEQUANT_KIND_ADAPTER, "gpt-oss family adapter (fused MXFP4 experts with biases)") {
-    registrar.add(std::make_unique<GptOssAdapter>());
+    registrar.add(std::make_unique<moequant::adapters::GptOssAdapter>());
 }

@@ -6,21 +6,17 @@
 // scaling; GQA with one RMSNorm over the whole q (and k) projection and rotary on the first
 // rotary_dim of each head; MTP modules at layer indices num_hidden_layers + i (skipped).
 
-#include "gqa_decoder.hpp"
-#include "rule_based_adapter.hpp"
-#include "synth_blocks.hpp"
-#include "synth_side_files.hpp"
+#include "gqa_family_adapter.hpp"
+#include "synth/family_checkpoint.hpp"
+#include "synth/synth_blocks.hpp"
 
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
 
 #include <boost/json.hpp>
 
+namespace moequant::adapters {
 namespace {
-
-using namespace moequant;
-using namespace moequant::adapters;
-namespace json = boost::json;
 
 bool flag(const ModelConfig& config, const char* key, bool fallback) {
     auto v = config.find(key);
@@ -34,27 +30,14 @@ RouterSpec minimax_router(const ModelConfig& config, std::int64_t top_k) {
     if (scoring != "sigmoid")
         throw Error(ErrorKind::input, "scoring_func '" + scoring + "' is not supported for minimax_m2 (sigmoid)",
                     {.file = config.source(), .code = "InvalidConfig"});
-    RouterSpec r;
-    r.scoring = RouterScoring::sigmoid;
-    r.top_k = top_k;
-    r.normalize = true;
-    r.scaling = 1.0;
-    r.groups = 1;
-    r.groups_kept = 1;
-    r.bf16_logits = false;  // the gate weight is F32 and x is cast to F32
+    RouterSpec r = biased_sigmoid_router(top_k);  // the gate weight is F32 and x is cast to F32
     r.uses_bias = flag(config, "use_routing_bias", true);
     return r;
 }
 
 FamilyRules minimax_m2_rules() {
-    FamilyRules r;
-    r.id = "minimax_m2";
-    r.description = "MiniMax-M2/M2.1/M2.5: block_sparse_moe w1/w3/w2 experts, F32 sigmoid router, MTP layers";
-    r.model_types = {"minimax_m2"};
-    r.architectures = {"MiniMaxM2ForCausalLM"};
-    r.expert_count_keys = {"num_local_experts"};
-    r.expert_size_keys = {"intermediate_size"};
-    r.is_moe_layer = &moe_every_layer;
+    FamilyRules r = family_rules("MiniMax-M2/M2.1/M2.5: block_sparse_moe w1/w3/w2 experts, F32 sigmoid router, MTP layers",
+                                 {"minimax_m2"}, {"MiniMaxM2ForCausalLM"}, mixtral_expert_keys());
     r.router = &minimax_router;
     r.router_weights = {"block_sparse_moe.gate.weight"};
     r.router_bias = "block_sparse_moe.e_score_correction_bias";
@@ -63,32 +46,26 @@ FamilyRules minimax_m2_rules() {
     // format description and three independent renderings, docs/families.md). Not modelled: the
     // default system prompt the template inserts when there is none, tools, <think> handling.
     r.chat = [](const ModelConfig&) {
-        ChatTemplate t;
-        t.begin = "]~!b[";
-        t.system = {"]~b]system\n", "[e~[\n"};
-        t.user = {"]~b]user\n", "[e~[\n"};
-        t.assistant = {"]~b]ai\n", "[e~[\n"};
-        return t;
+        return ChatTemplate{.begin = "]~!b[", .system = {"]~b]system\n", "[e~[\n"}, .user = {"]~b]user\n", "[e~[\n"},
+                            .assistant = {"]~b]ai\n", "[e~[\n"}};
     };
     r.namings = {{"block_sparse_moe.experts", {"w1", "w3", "w2"}}};
     return r;
 }
 
-struct Preset {
-    std::int64_t hidden, intermediate, layers, experts, top_k, heads, kv_heads, head_dim, rotary_dim, vocab;
+struct Preset : SynthSizes {
+    std::int64_t rotary_dim;
 };
 // One KV head of 64: k/v [64, H] give FP8 edge blocks.
-constexpr Preset tiny{256, 256, 2, 8, 2, 4, 1, 64, 32, 512};
-constexpr Preset small{512, 512, 4, 16, 4, 8, 2, 64, 32, 1024};
+constexpr Preset tiny{{256, 2, 8, 2, 256, 4, 1, 64, 512}, 32};
+constexpr Preset small{{512, 4, 16, 4, 512, 8, 2, 64, 1024}, 32};
 constexpr std::int64_t mtp_modules = 1;
 
-class MiniMaxM2Adapter final : public RuleBasedAdapter {
+class MiniMaxM2Adapter final : public GqaFamilyAdapter {
 public:
-    MiniMaxM2Adapter() : RuleBasedAdapter(minimax_m2_rules()) {}
+    MiniMaxM2Adapter() : GqaFamilyAdapter(minimax_m2_rules()) {}
 
-    std::unique_ptr<DecoderForward> decoder_forward(const ModelConfig& config, const Checkpoint& checkpoint,
-                                                    const ModelPlan& plan) const override {
-        GqaAttentionSpec attention = gqa_attention_from_config(config);
+    void adjust_attention(const ModelConfig& config, GqaAttentionSpec& attention) const override {
         if (flag(config, "use_qk_norm", true)) {
             const std::string type = config.string_or("qk_norm_type", "per_layer");
             if (type != "per_layer")
@@ -104,31 +81,21 @@ public:
                         "rotary_dim " + std::to_string(attention.rotary_dim) + " does not fit head_dim " +
                             std::to_string(attention.head_dim) + " (even, 1..head_dim)",
                         {.file = config.source(), .code = "InvalidConfig"});
-        return make_gqa_decoder(decoder_spec_from_config(config, checkpoint), attention, checkpoint, plan);
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
         const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});
         const Preset p = s.small ? small : tiny;
 
-        TokenizerRequest request;
-        request.vocab_size = p.vocab;
-        request.special_tokens = {"]~!b[", "]~b]", "[e~["};
-        request.bos_token = "]~!b[";
-        request.eos_token = "[e~[";
-        const SynthTokenizer tokenizer = make_synth_tokenizer(request);
-
-        SynthModel model;
-        model.encoding = s.encoding;
-        model.config = config(p, s, tokenizer);
-        add_tokenizer_files(model, tokenizer);
-        auto& t = model.tensors;
+        const SynthTokenizer tokenizer = make_synth_tokenizer({.vocab_size = p.vocab,
+                                                               .special_tokens = {"]~!b[", "]~b]", "[e~["},
+                                                               .bos_token = "]~!b[",
+                                                               .eos_token = "[e~["});
         const std::int64_t H = p.hidden;
-        t.push_back(embedding_weight("model.embed_tokens.weight", tokenizer.vocab_size, H));
-        for (std::int64_t layer = 0; layer < p.layers + mtp_modules; ++layer) {
-            const std::string l = "model.layers." + std::to_string(layer) + ".";
-            const bool mtp = layer >= p.layers;
-            if (mtp) {  // an MTP module's inputs, then one transformer layer [U: names]
+        FamilyCheckpoint checkpoint{.tokenizer = tokenizer, .config = config(p, s, tokenizer), .hidden = H,
+                                    .layers = p.layers + mtp_modules};
+        checkpoint.layer = [&](std::vector<SynthTensor>& t, const std::string& l, std::int64_t layer) {
+            if (layer >= p.layers) {  // an MTP module's inputs, then one transformer layer [U: names]
                 t.push_back(norm_weight(l + "enorm.weight", H));
                 t.push_back(norm_weight(l + "hnorm.weight", H));
                 t.push_back(linear_weight(l + "eh_proj.weight", H, 2 * H, s.fp8));
@@ -142,34 +109,20 @@ public:
             t.push_back({moe + "gate.weight", DType::F32, {p.experts, H}, SynthFill::normal, 0.02});
             t.push_back({moe + "e_score_correction_bias", DType::F32, {p.experts}, SynthFill::normal, 0.01});
             for (std::int64_t e = 0; e < p.experts; ++e)
-                add_swiglu(t, moe + "experts." + std::to_string(e) + ".", {"w1", "w3", "w2"}, p.intermediate, H, s.fp8);
-        }
-        t.push_back(norm_weight("model.norm.weight", H));
-        t.push_back(bf16_tensor("lm_head.weight", {tokenizer.vocab_size, H}));
-
-        model.shard_count = s.small ? 5 : 3;
-        model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
-        write_synth_model(model, directory, s);
+                add_swiglu(t, moe + "experts." + std::to_string(e) + ".", {"w1", "w3", "w2"}, p.expert_intermediate, H, s.fp8);
+        };
+        checkpoint.shard_count = s.small ? 5 : 3;
+        write_family_checkpoint(checkpoint, directory, s);
     }
 
 private:
     static json::value config(const Preset& p, const SynthSettings& s, const SynthTokenizer& tokenizer) {
-        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.encoding);
-        c["architectures"] = json::array{"MiniMaxM2ForCausalLM"};
+        json::object c = family_config(tokenizer, s.encoding, p, mixtral_expert_keys(), {"minimax_m2", "MiniMaxM2ForCausalLM"});
         json::array attn_types;
         for (std::int64_t i = 0; i < p.layers; ++i) attn_types.push_back(1);
         c["attn_type_list"] = std::move(attn_types);
-        c["head_dim"] = p.head_dim;
-        c["hidden_size"] = p.hidden;
-        c["intermediate_size"] = p.intermediate;
         c["max_position_embeddings"] = 196608;
-        c["model_type"] = "minimax_m2";
         c["mtp_transformer_layers"] = 1;
-        c["num_attention_heads"] = p.heads;
-        c["num_experts_per_tok"] = p.top_k;
-        c["num_hidden_layers"] = p.layers;
-        c["num_key_value_heads"] = p.kv_heads;
-        c["num_local_experts"] = p.experts;
         c["num_mtp_modules"] = mtp_modules;
         c["qk_norm_type"] = "per_layer";
         c["rms_norm_eps"] = 1e-06;
@@ -193,7 +146,8 @@ private:
 };
 
 }  // namespace
+}  // namespace moequant::adapters
 
 MOEQUANT_PLUGIN("minimax_m2", "0.1.0", MOEQUANT_KIND_ADAPTER, "MiniMax-M2 family adapter") {
-    registrar.add(std::make_unique<MiniMaxM2Adapter>());
+    registrar.add(std::make_unique<moequant::adapters::MiniMaxM2Adapter>());
 }

@@ -10,47 +10,38 @@
 
 #include "qwen3_next_decoder.hpp"
 #include "rule_based_adapter.hpp"
-#include "synth_blocks.hpp"
-#include "synth_side_files.hpp"
+#include "synth/family_checkpoint.hpp"
+#include "synth/synth_blocks.hpp"
 
 #include <moequant/plugin.hpp>
 
 #include <boost/json.hpp>
 
+namespace moequant::adapters {
 namespace {
 
-using namespace moequant;
-using namespace moequant::adapters;
-namespace json = boost::json;
-
 FamilyRules qwen3_next_rules() {
-    FamilyRules r;
-    r.id = "qwen3_next";
-    r.description = "Qwen3-Next and Qwen3.5-MoE: shared expert + gate, Gated DeltaNet layers, mtp.* skipped";
-    r.model_types = {"qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"};
-    r.architectures = {"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration"};
-    r.expert_count_keys = {"num_experts"};
-    r.expert_size_keys = {"moe_intermediate_size"};
+    // HF Qwen3NextConfig: norm_topk_prob defaults to true.
+    FamilyRules r = qwen_family_rules("Qwen3-Next and Qwen3.5-MoE: shared expert + gate, Gated DeltaNet layers, mtp.* skipped",
+                                      {"qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"},
+                                      {"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration"}, true);
+    // Qwen3.5: every layer MoE, and its router always divides by the sum.
     r.is_moe_layer = [](const ModelConfig& c, std::int64_t layer) {
         return is_qwen3_5_moe(c) ? moe_every_layer(c, layer) : moe_from_sparse_step(c, layer);
     };
-    // HF Qwen3NextConfig: norm_topk_prob defaults to true; Qwen3.5's router always divides by the sum.
     r.router = [](const ModelConfig& c, std::int64_t k) {
         RouterSpec spec = softmax_router(c, k, true);
         if (is_qwen3_5_moe(c)) spec.normalize = true;
         return spec;
     };
-    r.chat = [](const ModelConfig&) { return chatml_template(); };
-    r.namings = {{"mlp.experts", {"gate_proj", "up_proj", "down_proj"}}};
     return r;
 }
 
-struct Preset {
-    std::int64_t hidden, intermediate, expert_intermediate, shared_intermediate, layers, experts, top_k, heads,
-        kv_heads, head_dim, key_heads, value_heads, key_dim, value_dim, vocab;
+struct Preset : SynthSizes {
+    std::int64_t intermediate, shared_intermediate, key_heads, value_heads, key_dim, value_dim;
 };
-constexpr Preset tiny{256, 512, 256, 256, 4, 8, 2, 2, 1, 64, 2, 4, 32, 32, 512};
-constexpr Preset small{512, 1024, 512, 512, 8, 16, 4, 4, 2, 64, 4, 8, 32, 32, 1024};
+constexpr Preset tiny{{256, 4, 8, 2, 256, 2, 1, 64, 512}, 512, 256, 2, 4, 32, 32};
+constexpr Preset small{{512, 8, 16, 4, 512, 4, 2, 64, 1024}, 1024, 512, 4, 8, 32, 32};
 constexpr std::int64_t full_attention_interval = 4, conv_kernel = 4;
 
 // What differs between the two families' checkpoints.
@@ -83,32 +74,28 @@ public:
 
         const SynthTokenizer tokenizer = qwen_style_tokenizer(p.vocab);
 
-        SynthModel model;
-        model.encoding = s.encoding;
-        model.config = qwen3_5 ? vlm_config(config(p, s, style, tokenizer), p) : config(p, s, style, tokenizer);
-        add_tokenizer_files(model, tokenizer);
-        auto& t = model.tensors;
         const std::int64_t H = p.hidden;
-        const std::string root = qwen3_5 ? "model.language_model." : "model.";
-        if (qwen3_5) add_vision_tower(t, H);
-        t.push_back(embedding_weight(root + "embed_tokens.weight", tokenizer.vocab_size, H));
-        for (std::int64_t layer = 0; layer < p.layers; ++layer)
-            add_layer(t, root + "layers." + std::to_string(layer) + ".", p, style, (layer + 1) % full_attention_interval == 0);
-        t.push_back(norm_weight(root + "norm.weight", H));
-        t.push_back(bf16_tensor("lm_head.weight", {tokenizer.vocab_size, H}));
+        FamilyCheckpoint checkpoint{.tokenizer = tokenizer,
+                                    .config = qwen3_5 ? vlm_config(config(p, s, style, tokenizer), p) : config(p, s, style, tokenizer),
+                                    .hidden = H,
+                                    .root = qwen3_5 ? "model.language_model." : "model.",
+                                    .layers = p.layers};
+        if (qwen3_5) checkpoint.before_embedding = [&](std::vector<SynthTensor>& t) { add_vision_tower(t, H); };
+        checkpoint.layer = [&](std::vector<SynthTensor>& t, const std::string& l, std::int64_t layer) {
+            add_layer(t, l, p, style, (layer + 1) % full_attention_interval == 0);
+        };
         // The multi-token-prediction module: top level, one full-attention MoE layer.
-        t.push_back(linear_weight("mtp.fc.weight", H, 2 * H, s.fp8));
-        t.push_back(norm_weight("mtp.pre_fc_norm_embedding.weight", H));
-        t.push_back(norm_weight("mtp.pre_fc_norm_hidden.weight", H));
-        add_layer(t, "mtp.layers.0.", p, style, /*full_attention=*/true);
-        t.push_back(norm_weight("mtp.norm.weight", H));
-
-        model.shard_count = s.small ? 5 : 3;
+        checkpoint.after_head = [&](std::vector<SynthTensor>& t) {
+            t.push_back(linear_weight("mtp.fc.weight", H, 2 * H, s.fp8));
+            t.push_back(norm_weight("mtp.pre_fc_norm_embedding.weight", H));
+            t.push_back(norm_weight("mtp.pre_fc_norm_hidden.weight", H));
+            add_layer(t, "mtp.layers.0.", p, style, /*full_attention=*/true);
+            t.push_back(norm_weight("mtp.norm.weight", H));
+        };
+        checkpoint.shard_count = s.small ? 5 : 3;
         if (qwen3_5)  // Qwen3.5's releases: "model.safetensors-00001-of-00014.safetensors"
-            model.shard_name = [](std::size_t n, std::size_t c) { return "model.safetensors" + padded_shard_name(n, c, 5, 5).substr(5); };
-        else
-            model.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 5); };
-        write_synth_model(model, directory, s);
+            checkpoint.shard_name = [](std::size_t n, std::size_t c) { return "model.safetensors" + padded_shard_name(n, c, 5, 5).substr(5); };
+        write_family_checkpoint(checkpoint, directory, s);
     }
 
 private:
@@ -163,24 +150,18 @@ private:
     }
 
     static json::value config(const Preset& p, const SynthSettings& s, const Style& style, const SynthTokenizer& tokenizer) {
-        json::object c = base_config(tokenizer.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, s.encoding);
-        if (!style.qwen3_5) c["architectures"] = json::array{"Qwen3NextForCausalLM"};
+        // Qwen3.5's text_config names no architecture.
+        json::object c = family_config(tokenizer, s.encoding, p, qwen_expert_keys(),
+                                       style.qwen3_5 ? ConfigIdentity{"qwen3_5_moe_text", ""}
+                                                     : ConfigIdentity{"qwen3_next", "Qwen3NextForCausalLM"});
         c["attention_bias"] = false;
         c["full_attention_interval"] = full_attention_interval;
-        c["head_dim"] = p.head_dim;
-        c["hidden_size"] = p.hidden;
         c["linear_conv_kernel_dim"] = conv_kernel;
         c["linear_key_head_dim"] = p.key_dim;
         c["linear_num_key_heads"] = p.key_heads;
         c["linear_num_value_heads"] = p.value_heads;
         c["linear_value_head_dim"] = p.value_dim;
         c["max_position_embeddings"] = 262144;
-        c["moe_intermediate_size"] = p.expert_intermediate;
-        c["num_attention_heads"] = p.heads;
-        c["num_experts"] = p.experts;
-        c["num_experts_per_tok"] = p.top_k;
-        c["num_hidden_layers"] = p.layers;
-        c["num_key_value_heads"] = p.kv_heads;
         c["output_router_logits"] = false;
         c["rms_norm_eps"] = 1e-06;
         c["router_aux_loss_coef"] = 0.001;
@@ -193,7 +174,6 @@ private:
             for (std::int64_t l = 0; l < p.layers; ++l)
                 types.emplace_back((l + 1) % full_attention_interval == 0 ? "full_attention" : "linear_attention");
             c["layer_types"] = std::move(types);
-            c["model_type"] = "qwen3_5_moe_text";
             c["mtp_num_hidden_layers"] = 1;
             c["mtp_use_dedicated_embeddings"] = false;
             // mrope_section sums to rotary_dim / 2, as the release's [11, 11, 10] does for head_dim 256.
@@ -207,7 +187,6 @@ private:
         c["decoder_sparse_step"] = 1;
         c["intermediate_size"] = p.intermediate;
         c["mlp_only_layers"] = json::array{};
-        c["model_type"] = "qwen3_next";
         c["norm_topk_prob"] = true;
         c["partial_rotary_factor"] = 0.25;
         c["rope_scaling"] = nullptr;
@@ -241,7 +220,8 @@ private:
 };
 
 }  // namespace
+}  // namespace moequant::adapters
 
 MOEQUANT_PLUGIN("qwen3_next", "0.1.0", MOEQUANT_KIND_ADAPTER, "Qwen3-Next and Qwen3.5-MoE family adapter") {
-    registrar.add(std::make_unique<Qwen3NextAdapter>());
+    registrar.add(std::make_unique<moequant::adapters::Qwen3NextAdapter>());
 }

@@ -9,6 +9,7 @@
 #include <moequant/error.hpp>
 #include <moequant/engine/plugin_registry.hpp>
 #include <moequant/parallel.hpp>
+#include <moequant/splitmix64.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
@@ -27,19 +28,10 @@ const fs::path golden = golden_dir() / "kt-amx";
 
 // The README's input generator: splitmix64, Irwin-Hall(4) in float64, float32 RNE, BF16 RNE.
 std::vector<std::uint16_t> generate(std::uint64_t seed, std::int64_t n, std::int64_t k) {
-    std::uint64_t state = seed;
-    auto next = [&] {
-        state += 0x9E3779B97F4A7C15ull;
-        std::uint64_t z = state;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    };
+    SplitMix64 random(seed);
     std::vector<std::uint16_t> out(static_cast<std::size_t>(n * k));
     for (auto& v : out) {
-        double u[4];
-        for (double& x : u) x = static_cast<double>(next() >> 11) * 0x1.0p-53;
-        const double x = ((((u[0] + u[1]) + u[2]) + u[3]) - 2.0) * 1.7320508075688772 * 0.02;
+        const double x = random.irwin_hall<4>() * 0.02;
         const std::uint32_t b = std::bit_cast<std::uint32_t>(static_cast<float>(x));
         v = static_cast<std::uint16_t>((b + 0x7FFF + ((b >> 16) & 1)) >> 16);
     }

@@ -231,6 +231,15 @@ BOOST_AUTO_TEST_CASE(plugins_json_lists_objects_and_rejections) {
     BOOST_TEST(!doc.at("rejected").as_array().empty());
 }
 
+// An adapter that does not implement synthesize() (the fixture's) refuses `synth` as a usage error.
+BOOST_AUTO_TEST_CASE(synth_of_a_family_without_synthesis_is_exit_2) {
+    TempDir dir;
+    expect_failure(run_moequant({"synth", "--no-default-plugins", "--plugin", fixture_plugin("second_good"), "--family",
+                                 "fixture-family", "--out", (dir.path() / "out").string()}),
+                   2, {"family 'fixture-family' cannot synthesize a checkpoint", "NoSynthesis"});
+    BOOST_TEST(!fs::exists(dir.path() / "out"));
+}
+
 BOOST_AUTO_TEST_CASE(a_rejected_explicit_plugin_is_exit_4) {
     expect_failure(run_moequant({"plugins", "--no-default-plugins", "--plugin", fixture_plugin("abi_plus_one")}), 4,
                    {"plugin rejected", "moequant-quantizer-fixture_abi_plus_one.so", "ABI"});

@@ -44,9 +44,7 @@ public:
         p.family = "fixture-family";
         return p;
     }
-    void synthesize(const std::filesystem::path&, const Options&) const override {
-        throw Error(ErrorKind::plugin, "fixture-family cannot synthesize");
-    }
+    // No synthesize(): the SDK's default refuses (NoSynthesis).
 };
 
 class FixtureFormat final : public OutputFormat {

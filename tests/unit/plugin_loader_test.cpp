@@ -5,6 +5,7 @@
 #include <moequant/error.hpp>
 #include <moequant/plugin.hpp>
 
+#include "error_code_of.hpp"
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -68,6 +69,17 @@ BOOST_AUTO_TEST_CASE(plugin_with_several_kinds_registers_all_objects) {
     } catch (const Error& e) {
         BOOST_TEST((e.kind() == ErrorKind::plugin));
     }
+}
+
+// synthesize() is optional: an adapter that does not implement it refuses as a usage error.
+BOOST_AUTO_TEST_CASE(adapter_without_synthesize_refuses_naming_its_family) {
+    Registry r;
+    r.load_file(fixture("second_good"), PluginOrigin::explicit_file);
+    const ModelAdapter* adapter = r.adapter("fixture-family");
+    BOOST_TEST_REQUIRE(adapter != nullptr);
+    const Error e = error_of([&] { adapter->synthesize(fs::temp_directory_path(), Options{}); }, ErrorKind::usage);
+    BOOST_TEST(e.code() == "NoSynthesis");
+    BOOST_TEST(contains(e.what(), "family 'fixture-family' cannot synthesize a checkpoint"), e.what());
 }
 
 BOOST_AUTO_TEST_CASE(abi_mismatch_names_both_numbers) {

@@ -1,7 +1,7 @@
-// Synthetic tokenizers (adapters/common/synth_tokenizer.hpp): the generated files are checked
+// Synthetic tokenizers (adapters/common/synth/synth_tokenizer.hpp): the generated files are checked
 // as a tokenizers library would read them (dense ids, loadable merges, the right components),
 // and a textbook BPE encoder written here encodes and decodes text losslessly with them.
-#include "synth_tokenizer.hpp"
+#include "synth/synth_tokenizer.hpp"
 
 #include <moequant/engine/tokenizer.hpp>
 #include <moequant/error.hpp>

@@ -139,8 +139,9 @@ public:
     // Writes a small random checkpoint in the family's exact on-disk conventions into
     // `directory` (which exists and is empty). Options: "model_type" (one of model_types()),
     // "preset" (tiny|small), "dtype" (bf16|fp8|fp8-channel|...), "seed", "layout" (per-expert|fused-linear|
-    // fused-bmm) where the family has fused variants. Deterministic for given options.
-    virtual void synthesize(const std::filesystem::path& directory, const Options& options) const = 0;
+    // fused-bmm) where the family has fused variants. Deterministic for given options. Optional:
+    // the default refuses with Error(usage, "NoSynthesis").
+    virtual void synthesize(const std::filesystem::path& directory, const Options& options) const;
 
     // How the family writes a conversation, for calibration "messages" (chat_template.hpp).
     // The default is plain_chat_template().

@@ -27,6 +27,11 @@ SourceEncoding::~SourceEncoding() = default;
 
 ChatTemplate ModelAdapter::chat_template(const ModelConfig&) const { return plain_chat_template(); }
 
+void ModelAdapter::synthesize(const std::filesystem::path&, const Options&) const {
+    throw Error(ErrorKind::usage, "family '" + std::string(id()) + "' cannot synthesize a checkpoint",
+                {.code = "NoSynthesis", .hint = "synth a family whose adapter writes synthetic checkpoints"});
+}
+
 std::unique_ptr<DecoderForward> ModelAdapter::decoder_forward(const ModelConfig&, const Checkpoint&, const ModelPlan&) const {
     throw Error(ErrorKind::plugin, "family '" + std::string(id()) + "' has no calibration forward pass",
                 {.code = "NoForward", .hint = "record the MoE inputs with an inference engine and pass --calibration-activations"});

@@ -6,6 +6,8 @@
 // the bytes are the same on every machine.
 #pragma once
 
+#include <moequant/splitmix64.hpp>
+
 #include <cstdint>
 #include <string_view>
 
@@ -17,14 +19,14 @@ std::uint64_t stable_hash(std::string_view text) noexcept;
 class SynthRandom {
 public:
     SynthRandom(std::uint64_t seed, std::string_view stream) noexcept;
-    std::uint64_t next() noexcept;  // SplitMix64
-    double uniform() noexcept;      // in [0, 1), 53 random bits
-    // Approximately standard normal: the sum of 12 uniforms minus 6 (Irwin-Hall). No libm
-    // calls, so results are bit-identical everywhere; the tails stop at ±6, which suits weights.
-    double normal() noexcept;
+    std::uint64_t next() noexcept { return generator_.next(); }
+    double uniform() noexcept { return generator_.uniform<53>(); }  // in [0, 1), 53 random bits
+    // Approximately standard normal: the sum of 12 uniforms minus 6 (Irwin-Hall); the tails
+    // stop at ±6, which suits weights.
+    double normal() noexcept { return generator_.irwin_hall<12>(); }
 
 private:
-    std::uint64_t state_;
+    SplitMix64 generator_;
 };
 
 }  // namespace moequant::adapters
