@@ -248,7 +248,7 @@ int verify_against_source(const std::string& source_path, const std::string& con
         calibration.emplace(CalibrationActivations::open(activations));
         calibration->check_plan(source.plan);
         calibration->set_routed_only(routed_only);
-        if (const Quantizer* named = registry.quantizer(quantizer->facts().reference))
+        if (const Quantizer* named = registry.quantizer(quantizer->facts().get_string("verify.reference", "")))
             reference = configured_quantizer(*named, output.reader->recorded());
     }
 

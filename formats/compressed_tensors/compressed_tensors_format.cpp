@@ -89,7 +89,7 @@ private:
 class CtWriter final : public OutputWriter {
 public:
     explicit CtWriter(const OutputContext& c)
-        : c_(c), sharded_(c.directory), settings_(c.quantizer->settings()), scheme_(c.quantizer->facts().scheme),
+        : c_(c), sharded_(c.directory), settings_(c.quantizer->settings()), scheme_(c.quantizer->published_name("ct.scheme")),
           dtype_(copy_dtype(c.options)) {
         std::set<std::int64_t> moe;
         for (const auto& l : c.plan->moe_layers) {

@@ -104,6 +104,9 @@ public:
     virtual ~OutputReader();
     // What the output records about itself, as string key/values: "method" (e.g. AMXINT4),
     // "quantizer" (e.g. amx-int4), "parts", "experts", "source"; absent keys are not recorded.
+    // "method_fact_keys" lists, comma-separated, the Quantizer::facts() keys under which a
+    // quantizer publishes the method (e.g. "kt.method,kt.file_prefix"): verify takes an output
+    // that does not name its quantizer to be the installed plain quantizer's that publishes it.
     virtual Options recorded() const = 0;
     // Every quantized part the output holds, sorted.
     virtual std::vector<StoredPartKey> parts() const = 0;

@@ -14,11 +14,6 @@ Quantizer::~Quantizer() = default;
 PreparedCalibration::~PreparedCalibration() = default;
 QuantizerCalibration::~QuantizerCalibration() = default;
 
-QuantizerFacts Quantizer::facts() const {
-    const std::string name(id());
-    return {.kt_method = name, .kt_file_prefix = name, .scheme = name, .reference = {}};
-}
-
 LayerSink::~LayerSink() = default;
 OutputWriter::~OutputWriter() = default;
 OutputReader::~OutputReader() = default;
