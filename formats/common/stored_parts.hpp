@@ -56,8 +56,8 @@ inline void record_shard_metadata(Options& recorded, const SafetensorsFile& shar
 }
 
 // An output stored as a sharded safetensors checkpoint: each part's tensors are tensors of it,
-// read as "shard:tensor".
-class CheckpointPartReader final : public OutputReader {
+// read as "shard:tensor". A format derives from it to run its runtime checks.
+class CheckpointPartReader : public OutputReader {
 public:
     CheckpointPartReader(Checkpoint checkpoint, StoredPartIndex index, Options recorded)
         : checkpoint_(std::move(checkpoint)), index_(std::move(index)), recorded_(std::move(recorded)) {}

@@ -13,6 +13,7 @@
 #include "expert_tensors.hpp"
 #include "compressed_tensors_reader.hpp"
 #include "copied_tensors.hpp"
+#include "kt_rawint4_check.hpp"
 #include "layer_shard_plan.hpp"
 #include "model_config_file.hpp"
 #include "quantization_config.hpp"
@@ -262,6 +263,7 @@ public:
         check(context);
         return CtWriter(context).planned();
     }
+    std::vector<RuntimeCheckInfo> runtime_checks() const override { return {kt_rawint4_check_info()}; }
     std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_compressed_tensors(directory); }
 };
 

@@ -20,6 +20,10 @@ OutputReader::~OutputReader() = default;
 OutputFormat::~OutputFormat() = default;
 SourceEncoding::~SourceEncoding() = default;
 
+RuntimeCheckReport OutputReader::run_runtime_check(std::string_view name, const ModelPlan&) const {
+    throw Error(ErrorKind::internal, "this output's format has no runtime check '" + std::string(name) + "'");
+}
+
 ChatTemplate ModelAdapter::chat_template(const ModelConfig&) const { return plain_chat_template(); }
 
 std::unique_ptr<DecoderForward> ModelAdapter::decoder_forward(const ModelConfig&, const Checkpoint&, const ModelPlan&) const {
