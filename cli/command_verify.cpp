@@ -6,8 +6,8 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
-#include "kt_rawint4_report.hpp"
 #include "option_values.hpp"
+#include "runtime_check_report.hpp"
 #include "saturated_rows_warning.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -58,6 +58,19 @@ std::string number(double v, const char* format = "%.3g") {
 }
 
 json::value json_number(double v) { return std::isfinite(v) ? json::value(v) : json::value(nullptr); }
+
+// What `verify --source --converted` was asked.
+struct VerifyRequest {
+    std::string source, converted;
+    std::string quantizer_id;  // --quantizer: for an output that does not record it
+    std::string family;        // --family: the source's adapter instead of detecting it
+    std::string activations;   // --calibration-activations FILE
+    bool routed_only = false;
+    bool gemv = false;
+    bool as_json = false, quiet = false;
+    std::size_t worst = 10;
+    std::string runtime_check;  // --for NAME: the format's runtime check that must pass; empty for none
+};
 
 // Per layer: the worst value of each measure over its parts.
 struct LayerSummary {
@@ -131,8 +144,8 @@ json::object check_json(const PartCheck& c) {
     return o;
 }
 
-void print_report_json(const VerificationReport& report, const OpenedOutput& output, const std::optional<KtRawint4Report>& kt,
-                       bool passed) {
+void print_report_json(const VerificationReport& report, const OpenedOutput& output,
+                       const std::vector<RuntimeCheckResult>& runtime_checks, bool passed) {
     json::object root{{"passed", passed},
                       {"format", output.format->id()},
                       {"quantizer", report.quantizer},
@@ -161,12 +174,12 @@ void print_report_json(const VerificationReport& report, const OpenedOutput& out
     json::array parts;
     for (const auto& c : report.checks) parts.push_back(check_json(c));
     root["tensors"] = std::move(parts);
-    if (kt) root["kt_rawint4"] = kt_rawint4_json(*kt);
+    for (const auto& c : runtime_checks) root[runtime_check_json_key(c.check)] = runtime_check_json(c.check, c.report);
     std::cout << json::serialize(root) << "\n";
 }
 
 void print_report_text(const VerificationReport& report, const OpenedOutput& output, std::size_t worst,
-                       const std::optional<KtRawint4Report>& kt, bool kt_in_full) {
+                       const std::vector<RuntimeCheckResult>& runtime_checks) {
     std::cout << "verify: " << output.format->id() << " output of " << report.quantizer << ", " << report.parts
               << " part(s) per expert matrix, " << report.checks.size() << " quantized parts\n\n";
     const auto layers = summarise(report);
@@ -216,39 +229,36 @@ void print_report_text(const VerificationReport& report, const OpenedOutput& out
                           << "): " << printable_text(c.problem) << "\n";
         if (shown > 50) std::cout << "  ... and " << shown - 50 << " more failed parts\n";
     }
-    if (kt) print_kt_rawint4(*kt, kt_in_full, std::cout);
-    const bool kt_fails = kt_in_full && !kt->usable();
+    for (const auto& c : runtime_checks) print_runtime_check(c.check, c.report, c.required, std::cout);
     std::cout << "\n"
-              << (report.passed() && !kt_fails ? "PASSED" : "FAILED") << ": " << report.checks.size() - failed << " of "
-              << report.checks.size() << " parts within the bounds";
+              << (report.passed() && required_checks_pass(runtime_checks) ? "PASSED" : "FAILED") << ": "
+              << report.checks.size() - failed << " of " << report.checks.size() << " parts within the bounds";
     if (!report.problems.empty()) std::cout << ", " << report.problems.size() << " structural problem(s)";
-    if (kt_in_full) std::cout << ", kt-kernel RAWINT4 " << (kt->usable() ? "usable" : "not usable (" + kt->problems.front().rule + ")");
+    for (const auto& c : runtime_checks)
+        if (c.required)
+            std::cout << ", " << c.check.runtime << " "
+                      << (c.report.usable() ? "usable" : "not usable (" + c.report.problems.front().rule + ")");
     std::cout << "\n";
 }
 
-int verify_against_source(const std::string& source_path, const std::string& converted, const std::string& quantizer_id,
-                          const std::string& family, const std::string& activations, bool routed_only, bool gemv, bool as_json, bool quiet, std::size_t worst,
-                          bool for_kt_rawint4, const GlobalOptions& globals) {
+int verify_against_source(const VerifyRequest& request, const GlobalOptions& globals) {
     Registry registry;
     load_plugins(registry, globals);
-    OpenedOutput output = open_converted_output(registry, converted);
-    // kt-kernel's RAWINT4 reads compressed-tensors folders; every such report says whether it can.
-    const bool compressed_tensors = output.format->id() == "compressed-tensors";
-    if (for_kt_rawint4 && !compressed_tensors)
-        throw_usage_error("--for kt-rawint4 checks a compressed-tensors output (gptq's); " + printable_name(converted) + " is a " +
-                          std::string(output.format->id()) + " output");
-    const std::shared_ptr<const Quantizer> quantizer = output_quantizer(registry, *output.reader, quantizer_id);
+    if (!request.runtime_check.empty()) require_known_runtime_check(registry, request.runtime_check);
+    OpenedOutput output = open_converted_output(registry, request.converted);
+    if (!request.runtime_check.empty()) require_runtime_check_of(registry, output, request.runtime_check, request.converted);
+    const std::shared_ptr<const Quantizer> quantizer = output_quantizer(registry, *output.reader, request.quantizer_id);
 
-    const PlannedSource source = open_planned_source(registry, source_path, family);
+    const PlannedSource source = open_planned_source(registry, request.source, request.family);
     // Output errors on calibration data, next to the reference quantizer's of the same scheme
     // (for GPTQ: RTN's, the bar it must clear).
     std::optional<CalibrationActivations> calibration;
     std::shared_ptr<const Quantizer> reference;
-    if (!activations.empty()) {
-        calibration.emplace(CalibrationActivations::open(activations));
+    if (!request.activations.empty()) {
+        calibration.emplace(CalibrationActivations::open(request.activations));
         calibration->check_plan(source.plan);
-        calibration->set_routed_only(routed_only);
-        if (const Quantizer* named = registry.quantizer(quantizer->facts().reference))
+        calibration->set_routed_only(request.routed_only);
+        if (const Quantizer* named = registry.quantizer(quantizer->facts().get_string("verify.reference", "")))
             reference = configured_quantizer(*named, output.reader->recorded());
     }
 
@@ -257,22 +267,17 @@ int verify_against_source(const std::string& source_path, const std::string& con
     job.plan = &source.plan;
     job.quantizer = quantizer.get();
     job.output = output.reader.get();
-    job.gemv = gemv;
+    job.gemv = request.gemv;
     job.calibration = calibration ? &*calibration : nullptr;
     job.reference = reference.get();
     StreamProgress progress(stderr);
     SilentProgress silent;
-    const VerificationReport report = verify_output(job, quiet || as_json ? static_cast<ProgressSink&>(silent) : progress);
-    std::optional<KtRawint4Report> kt;
-    try {
-        if (compressed_tensors) kt = check_kt_rawint4(converted, source.plan);
-    } catch (const Error& e) {  // only asked for: the verification itself stands without it
-        if (for_kt_rawint4) throw;
-        std::cerr << "moequant: warning: kt-kernel RAWINT4 not checked: " << printable_text(e.what()) << "\n";
-    }
-    const bool passed = report.passed() && (!for_kt_rawint4 || kt->usable());
-    if (as_json) print_report_json(report, output, kt, passed);
-    else print_report_text(report, output, worst, kt, for_kt_rawint4);
+    const VerificationReport report =
+        verify_output(job, request.quiet || request.as_json ? static_cast<ProgressSink&>(silent) : progress);
+    const std::vector<RuntimeCheckResult> runtime_checks = run_runtime_checks(output, source.plan, request.runtime_check);
+    const bool passed = report.passed() && required_checks_pass(runtime_checks);
+    if (request.as_json) print_report_json(report, output, runtime_checks, passed);
+    else print_report_text(report, output, request.worst, runtime_checks);
     // The same warning convert printed when it wrote them: such rows pass, as convert accepted them.
     SaturatedRowLog saturated;
     for (const auto& c : report.checks)
@@ -334,28 +339,28 @@ int compare_two_outputs(const std::string& a_path, const std::string& b_path, bo
 }  // namespace
 
 int run_verify_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string source, converted, quantizer_id, family, activations, target;
+    VerifyRequest request;
     std::vector<std::string> outputs;
-    std::size_t threads = 0, worst = 10;
-    bool gemv = false, routed_only = false, as_json = false, quiet = false, help = false;
+    std::size_t threads = 0;
+    bool help = false;
     po::options_description options("Options");
     options.add_options()
-        ("source", po::value(&source)->value_name("MODEL"), "the checkpoint the output was converted from")
-        ("converted", po::value(&converted)->value_name("DIR"), "the converted output to check")
-        ("gemv", po::bool_switch(&gemv), "also compute y = W x straight from the packed layout and check it")
-        ("for", po::value(&target)->value_name("kt-rawint4"),
+        ("source", po::value(&request.source)->value_name("MODEL"), "the checkpoint the output was converted from")
+        ("converted", po::value(&request.converted)->value_name("DIR"), "the converted output to check")
+        ("gemv", po::bool_switch(&request.gemv), "also compute y = W x straight from the packed layout and check it")
+        ("for", po::value(&request.runtime_check)->value_name("kt-rawint4"),
          "also require what this runtime needs: kt-rawint4 = kt-kernel's --kt-method RAWINT4 CPU experts reading the folder")
-        ("calibration-activations", po::value(&activations)->value_name("FILE"),
+        ("calibration-activations", po::value(&request.activations)->value_name("FILE"),
          "measure each part's output error on these recorded MoE inputs; GPTQ must not do worse than RTN")
-        ("routed-only", po::bool_switch(&routed_only),
+        ("routed-only", po::bool_switch(&request.routed_only),
          "measure each expert on the tokens its router sends it (for outputs made with gptq --routed-only)")
-        ("quantizer", po::value(&quantizer_id)->value_name("ID"),
+        ("quantizer", po::value(&request.quantizer_id)->value_name("ID"),
          "the quantizer that made the output, when it does not record it (e.g. amx-int4)")
-        ("family", po::value(&family)->value_name("NAME"), "use this adapter for the source instead of detecting it")
-        ("worst", po::value(&worst)->default_value(10), "list this many worst parts")
+        ("family", po::value(&request.family)->value_name("NAME"), "use this adapter for the source instead of detecting it")
+        ("worst", po::value(&request.worst)->default_value(10), "list this many worst parts")
         ("threads", po::value(&threads), "worker threads (default: all cores)")
-        ("json", po::bool_switch(&as_json), "print the report as JSON")
-        ("quiet,q", po::bool_switch(&quiet), "no progress output")
+        ("json", po::bool_switch(&request.as_json), "print the report as JSON")
+        ("quiet,q", po::bool_switch(&request.quiet), "no progress output")
         ("help,h", po::bool_switch(&help), "show this help")
         ("outputs", po::value(&outputs)->composing(), "two outputs to compare");
     options.add(global_option_group(globals));
@@ -378,21 +383,18 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
     }
     if (threads > 0) set_max_threads(threads);
     if (!outputs.empty()) {
-        if (!target.empty()) throw_usage_error("--for checks one output against its source, not a comparison of two");
-        if (!source.empty() || !converted.empty())
+        if (!request.runtime_check.empty()) throw_usage_error("--for checks one output against its source, not a comparison of two");
+        if (!request.source.empty() || !request.converted.empty())
             throw_usage_error("give either --source and --converted, or two outputs to compare, not both");
         if (outputs.size() != 2) throw_usage_error("comparing needs exactly two outputs, got " + std::to_string(outputs.size()));
-        return compare_two_outputs(outputs[0], outputs[1], as_json, globals);
+        return compare_two_outputs(outputs[0], outputs[1], request.as_json, globals);
     }
-    if (source.empty() || converted.empty())
+    if (request.source.empty() || request.converted.empty())
         throw_usage_error("verify needs --source and --converted (or two outputs to compare)",
                           {.hint = "moequant verify --help"});
-    if (!target.empty() && target != "kt-rawint4")
-        throw_usage_error("--for '" + target + "' is not a runtime verify knows", {.code = "BadOption", .hint = "use kt-rawint4"});
-    if (routed_only && activations.empty())
+    if (request.routed_only && request.activations.empty())
         throw_usage_error("--routed-only chooses the calibration tokens; it needs --calibration-activations");
-    return verify_against_source(source, converted, quantizer_id, family, activations, routed_only, gemv, as_json, quiet,
-                                 worst, !target.empty(), globals);
+    return verify_against_source(request, globals);
 }
 
 }  // namespace moequant::cli

@@ -1,6 +1,7 @@
 // Names kt-kernel's CPU runtime looks for (kt-cpu-format.md §1, §6, §7), shared by the
 // kt-safetensors and kt-tree formats. Header-only: each format module keeps its own copy. The
-// method's own names (AMXINT4, file prefix INT4) are the quantizer's (QuantizerFacts).
+// method's own names (AMXINT4, file prefix INT4) are the quantizer's (its facts "kt.method" and
+// "kt.file_prefix").
 #pragma once
 
 #include <moequant/model_adapter.hpp>
@@ -19,7 +20,7 @@ inline std::string kt_projection_name(Projection p) { return "ffn_" + std::strin
 // The method a kt method or `.kt` file prefix names, in kt-kernel's method spelling: its AMX
 // methods name their files INT4 / INT8 (the kernel's name()) for AMXINT4 / AMXINT8, so a tree
 // and a merged output of one method record the same method. Which quantizer made it is the
-// host's to find, from the quantizers' published kt names (QuantizerFacts).
+// host's to find, from the quantizers' published kt names (Quantizer::facts()).
 inline std::string kt_method_of(std::string_view method_or_prefix) {
     if (method_or_prefix == "INT4") return "AMXINT4";
     if (method_or_prefix == "INT8") return "AMXINT8";

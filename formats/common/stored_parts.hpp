@@ -41,8 +41,12 @@ StoredPart read_stored_part(const StoredPartIndex& index, const StoredPartKey& k
 
 // The recorded method of an output whose kt method or file prefix is `method`. The quantizer is
 // recorded only where the output names it (record_shard_metadata(), the run manifest); else
-// verify finds the one that publishes this method (output_quantizer()).
-inline void record_method(Options& recorded, const std::string& method) { recorded.set("method", kt_method_of(method)); }
+// verify finds the one that publishes this method as its kt method or file prefix
+// (method_fact_keys, output_quantizer()).
+inline void record_method(Options& recorded, const std::string& method) {
+    recorded.set("method", kt_method_of(method));
+    recorded.set("method_fact_keys", "kt.method,kt.file_prefix");
+}
 
 // What moequant's shards record about the job in __metadata__ (the reference converter's record
 // nothing): quantizer, parts, experts, source, and for a calibrated output its data.
@@ -52,8 +56,8 @@ inline void record_shard_metadata(Options& recorded, const SafetensorsFile& shar
 }
 
 // An output stored as a sharded safetensors checkpoint: each part's tensors are tensors of it,
-// read as "shard:tensor".
-class CheckpointPartReader final : public OutputReader {
+// read as "shard:tensor". A format derives from it to run its runtime checks.
+class CheckpointPartReader : public OutputReader {
 public:
     CheckpointPartReader(Checkpoint checkpoint, StoredPartIndex index, Options recorded)
         : checkpoint_(std::move(checkpoint)), index_(std::move(index)), recorded_(std::move(recorded)) {}

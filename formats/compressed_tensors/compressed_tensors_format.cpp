@@ -13,6 +13,7 @@
 #include "expert_tensors.hpp"
 #include "compressed_tensors_reader.hpp"
 #include "copied_tensors.hpp"
+#include "kt_rawint4_check.hpp"
 #include "layer_shard_plan.hpp"
 #include "model_config_file.hpp"
 #include "quantization_config.hpp"
@@ -89,7 +90,7 @@ private:
 class CtWriter final : public OutputWriter {
 public:
     explicit CtWriter(const OutputContext& c)
-        : c_(c), sharded_(c.directory), settings_(c.quantizer->settings()), scheme_(c.quantizer->facts().scheme),
+        : c_(c), sharded_(c.directory), settings_(c.quantizer->settings()), scheme_(c.quantizer->published_name("ct.scheme")),
           dtype_(copy_dtype(c.options)) {
         std::set<std::int64_t> moe;
         for (const auto& l : c.plan->moe_layers) {
@@ -262,6 +263,7 @@ public:
         check(context);
         return CtWriter(context).planned();
     }
+    std::vector<RuntimeCheckInfo> runtime_checks() const override { return {kt_rawint4_check_info()}; }
     std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_compressed_tensors(directory); }
 };
 

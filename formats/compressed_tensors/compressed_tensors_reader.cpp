@@ -1,6 +1,7 @@
 #include "compressed_tensors_reader.hpp"
 
 #include "copied_tensors.hpp"
+#include "kt_rawint4_check.hpp"
 #include "model_config_file.hpp"
 #include "stored_parts.hpp"
 
@@ -154,6 +155,21 @@ void check_against_config(const StoredPartIndex& index, const Options& recorded,
     }
 }
 
+// A compressed-tensors output, which also says whether kt-kernel's RAWINT4 can read its folder.
+class CompressedTensorsReader final : public CheckpointPartReader {
+public:
+    CompressedTensorsReader(fs::path directory, Checkpoint checkpoint, StoredPartIndex index, Options recorded)
+        : CheckpointPartReader(std::move(checkpoint), std::move(index), std::move(recorded)), directory_(std::move(directory)) {}
+
+    RuntimeCheckReport run_runtime_check(std::string_view name, const ModelPlan& plan) const override {
+        if (name == kt_rawint4_check_info().name) return check_kt_rawint4(directory_, plan);
+        return CheckpointPartReader::run_runtime_check(name, plan);
+    }
+
+private:
+    fs::path directory_;
+};
+
 }  // namespace
 
 std::unique_ptr<OutputReader> open_compressed_tensors(const fs::path& directory) {
@@ -207,7 +223,7 @@ std::unique_ptr<OutputReader> open_compressed_tensors(const fs::path& directory)
     record_shard_metadata(recorded, shard);
     if (auto range = shard.metadata("moequant.quantizer.code_range")) recorded.set("code_range", *range);
     recorded.set("parts", "1");
-    return std::make_unique<CheckpointPartReader>(std::move(checkpoint), std::move(index), std::move(recorded));
+    return std::make_unique<CompressedTensorsReader>(directory, std::move(checkpoint), std::move(index), std::move(recorded));
 }
 
 }  // namespace moequant::formats

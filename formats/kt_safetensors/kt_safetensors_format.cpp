@@ -133,7 +133,7 @@ private:
     Metadata layer_metadata(std::int64_t layer) const {
         const MoeLayerPlan& plan = planned_moe_layer(*c_.plan, layer);
         Metadata metadata = default_safetensors_metadata();
-        metadata.emplace_back("moequant.method", c_.quantizer->facts().kt_method);
+        metadata.emplace_back("moequant.method", c_.quantizer->published_name("kt.method"));
         metadata.emplace_back("moequant.quantizer", std::string(c_.quantizer->id()));
         metadata.emplace_back("moequant.parts", std::to_string(c_.parts));
         metadata.emplace_back("moequant.experts", std::to_string(plan.experts.size()));

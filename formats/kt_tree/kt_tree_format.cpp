@@ -123,7 +123,7 @@ private:
 
 class KtTreeWriter final : public OutputWriter {
 public:
-    explicit KtTreeWriter(const OutputContext& c) : c_(c), prefix_(c.quantizer->facts().kt_file_prefix) {}
+    explicit KtTreeWriter(const OutputContext& c) : c_(c), prefix_(c.quantizer->published_name("kt.file_prefix")) {}
 
     std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
         return std::make_unique<KtTreeSink>(c_.directory, layer, prefix_, c_.parts);

@@ -82,9 +82,9 @@ std::string_view AmxCalibratedQuantizer::description() const {
                                    : "kt-kernel AMXINT4 layout, codes by GPTQ error feedback on calibration inputs";
 }
 
-QuantizerFacts AmxCalibratedQuantizer::facts() const {
-    QuantizerFacts facts = plain_.facts();
-    facts.reference = std::string(plain_.id());
+Options AmxCalibratedQuantizer::facts() const {
+    Options facts = plain_.facts();
+    facts.set("verify.reference", std::string(plain_.id()));
     return facts;
 }
 
@@ -168,7 +168,7 @@ QuantizedTensor AmxCalibratedQuantizer::quantize_calibrated(const TensorView& we
             codes[r * k + c] = static_cast<std::int8_t>(
                 d[r] > 0 ? round_code(result.weight[r * k + c] / steps[r], scheme.qmin(), scheme.qmax()) : 0);
     QuantizedTensor out;
-    out.method = plain_.facts().kt_method;
+    out.method = plain_.published_name("kt.method");
     Tensor packed = Tensor::uninitialized(DType::I8, {code_bytes(method_, n, k)});  // pack_codes writes every byte
     pack_codes(method_, n, k, codes.data(), packed.data_as<std::uint8_t>());
     Tensor scales(DType::F32, {n});

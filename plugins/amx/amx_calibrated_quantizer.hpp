@@ -29,7 +29,7 @@ public:
     std::string_view description() const override;
     // kt-kernel's AMXINT4 / AMXINT8 (the files are theirs); verify measures against the plain
     // quantizer of the same method.
-    QuantizerFacts facts() const override;
+    Options facts() const override;
     // Options: actorder static|none, dampening_frac (0 < f < 1), scale_search true|false;
     // other keys (an output's recorded facts) are ignored. Error(usage) for a bad value.
     std::shared_ptr<const Quantizer> configure(const Options& options) const override;

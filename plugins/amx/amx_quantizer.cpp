@@ -34,11 +34,8 @@ std::string_view AmxQuantizer::description() const {
                                    : "kt-kernel AMXINT4: per-row symmetric INT4 (amax/112) in the AMX tile layout";
 }
 
-QuantizerFacts AmxQuantizer::facts() const {
-    QuantizerFacts facts = Quantizer::facts();
-    facts.kt_method = kt_method_name();
-    facts.kt_file_prefix = method_ == Method::int8 ? "INT8" : "INT4";
-    return facts;
+Options AmxQuantizer::facts() const {
+    return {{"kt.method", kt_method_name()}, {"kt.file_prefix", method_ == Method::int8 ? "INT8" : "INT4"}};
 }
 
 std::string AmxQuantizer::kt_method_name() const { return method_ == Method::int8 ? "AMXINT8" : "AMXINT4"; }

@@ -19,7 +19,7 @@ public:
     std::string_view id() const override;
     std::string_view description() const override;
     // kt-kernel's AMXINT4 / AMXINT8, in files prefixed INT4 / INT8.
-    QuantizerFacts facts() const override;
+    Options facts() const override;
 
     // "weight" I8 [code bytes], "scale" F32 [n].
     std::vector<TensorSpec> output_layout(const Shape& matrix) const override;

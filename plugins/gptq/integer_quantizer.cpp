@@ -118,10 +118,9 @@ std::string_view IntegerQuantizer::description() const {
                  : "round-to-nearest (llm-compressor QuantizationModifier) W4A16/W8A16, compressed-tensors pack-quantized";
 }
 
-QuantizerFacts IntegerQuantizer::facts() const {
-    QuantizerFacts facts = Quantizer::facts();
-    facts.scheme = scheme_.name();
-    if (gptq_) facts.reference = "rtn";
+Options IntegerQuantizer::facts() const {
+    Options facts{{"ct.scheme", scheme_.name()}};
+    if (gptq_) facts.set("verify.reference", "rtn");
     return facts;
 }
 

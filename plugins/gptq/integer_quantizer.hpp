@@ -20,7 +20,7 @@ public:
     const Scheme& scheme() const noexcept { return scheme_; }
 
     // The scheme W4A16 / W8A16; gptq is measured against rtn of the same scheme.
-    QuantizerFacts facts() const override;
+    Options facts() const override;
 
     // Options: see parse_scheme().
     std::shared_ptr<const Quantizer> configure(const Options& options) const override;

@@ -146,12 +146,12 @@ BOOST_AUTO_TEST_CASE(calibrated_codes_cut_the_output_error_and_keep_the_scale_ru
             const Quantizer& plain = plugin.get(plain_id);
             const Quantizer& calibrated = plugin.get(calibrated_id);
             BOOST_REQUIRE(calibrated.calibration());
-            BOOST_TEST(calibrated.facts().kt_method == plain.facts().kt_method);
-            BOOST_TEST(calibrated.facts().reference == plain_id);
+            BOOST_TEST(calibrated.facts().get_string("kt.method", "") == plain.facts().get_string("kt.method", ""));
+            BOOST_TEST(calibrated.facts().get_string("verify.reference", "") == plain_id);
             BOOST_TEST(!calibrated.error_bounds(plain.quantize(problem.view()), {problem.n, problem.k}).has_value());
             const auto prepared = calibrated.calibration()->prepare_calibration(problem.hessian);
             const QuantizedTensor q = calibrated.calibration()->quantize_calibrated(problem.view(), *prepared);
-            BOOST_TEST(q.method == plain.facts().kt_method);
+            BOOST_TEST(q.method == plain.facts().get_string("kt.method", ""));
             const double ratio = problem.error(calibrated, q) / problem.error(plain, plain.quantize(problem.view()));
             BOOST_TEST_MESSAGE(calibrated_id << " output error / plain: " << ratio);
             BOOST_TEST(ratio < bound);

@@ -33,6 +33,9 @@ public:
     Options recorded() const override { return recorded_; }
     std::vector<StoredPartKey> parts() const override { return files_->parts(); }
     StoredPart read(const StoredPartKey& key) const override { return files_->read(key); }
+    RuntimeCheckReport run_runtime_check(std::string_view name, const ModelPlan& plan) const override {
+        return files_->run_runtime_check(name, plan);
+    }
 
 private:
     std::unique_ptr<OutputReader> files_;

@@ -208,6 +208,17 @@ void check_kept_part(const VerificationJob& job, const StoredPartKey& key, const
     if (differing) check.problem = "the unquantized weight differs from the source in " + std::to_string(differing) + " element(s)";
 }
 
+// The items of a comma-separated recorded list ("1,3" -> {"1", "3"}).
+std::vector<std::string> comma_separated(const std::string& list) {
+    std::vector<std::string> items;
+    for (std::size_t at = 0; at < list.size();) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        items.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+    }
+    return items;
+}
+
 // Recorded facts that must agree with the job: part count and expert count.
 void check_recorded(const VerificationJob& job, int parts, VerificationReport& report) {
     const Options recorded = job.output->recorded();
@@ -237,17 +248,19 @@ bool VerificationReport::passed() const noexcept {
     return true;
 }
 
-// The id of the installed quantizer whose published kt method or file prefix is `method`: what
-// made a kt output that does not name its quantizer (the reference converter's). Empty if none.
-// A quantizer that calibrates (amx-int4-gptq) publishes the same method as the plain one, but
-// only an output that records it was made by it.
-std::string quantizer_publishing(const Registry& registry, const std::string& method) {
+// The id of the installed quantizer that publishes the output's recorded method under one of the
+// fact keys the output names (OutputReader::recorded(), "method_fact_keys"): what made an output
+// that does not name its quantizer (the reference converter's kt outputs). Empty if none. A
+// quantizer that calibrates (amx-int4-gptq) publishes the same method as the plain one, but only
+// an output that records it was made by it.
+std::string quantizer_publishing(const Registry& registry, const Options& recorded) {
+    const std::string method = recorded.get_string("method", "");
     if (method.empty()) return {};
-    for (const auto& q : registry.quantizers()) {
-        const QuantizerFacts facts = q.object->facts();
-        if ((facts.kt_method == method || facts.kt_file_prefix == method) && !q.object->calibration())
+    const std::vector<std::string> keys = comma_separated(recorded.get_string("method_fact_keys", ""));
+    for (const auto& q : registry.quantizers())
+        if (!q.object->calibration() &&
+            std::any_of(keys.begin(), keys.end(), [&](const std::string& key) { return q.object->published_name(key) == method; }))
             return std::string(q.object->id());
-    }
     return {};
 }
 
@@ -255,7 +268,7 @@ std::shared_ptr<const Quantizer> output_quantizer(const Registry& registry, cons
                                                   const std::string& requested) {
     const Options recorded = output.recorded();
     std::string id = requested.empty() ? recorded.get_string("quantizer", "") : requested;
-    if (id.empty()) id = quantizer_publishing(registry, recorded.get_string("method", ""));
+    if (id.empty()) id = quantizer_publishing(registry, recorded);
     if (id.empty())
         throw Error(ErrorKind::input, "the output does not record which quantizer made it",
                     {.code = "UnknownMethod", .hint = "name it with --quantizer (e.g. amx-int4)"});
@@ -275,14 +288,8 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
     if (job.calibration) check_routing(*job.calibration, *job.plan, *job.source);
     // Layers the output keeps unquantized (BF16 experts), as it records them.
     std::set<std::int64_t> kept_layers;
-    if (auto listed = job.output->recorded().get("unquantized_layers")) {
-        std::size_t at = 0;
-        while (at < listed->size()) {
-            const std::size_t comma = std::min(listed->find(',', at), listed->size());
-            kept_layers.insert(std::stoll(listed->substr(at, comma - at)));
-            at = comma + 1;
-        }
-    }
+    for (const std::string& layer : comma_separated(job.output->recorded().get_string("unquantized_layers", "")))
+        kept_layers.insert(std::stoll(layer));
 
     const std::vector<StoredPartKey> stored_keys = job.output->parts();
     const std::set<StoredPartKey> stored(stored_keys.begin(), stored_keys.end());

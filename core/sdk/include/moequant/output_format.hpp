@@ -98,17 +98,71 @@ struct StoredPart {
     QuantizedTensor tensor;
 };
 
+// A named check of what a runtime needs of an output beyond its format (verify --for NAME), e.g.
+// whether kt-kernel's RAWINT4 CPU experts can read a compressed-tensors folder. The format lists
+// its checks (OutputFormat::runtime_checks()) and its reader runs them (run_runtime_check());
+// verify reports every check of the output's format, and --for NAME makes one part of passing.
+struct RuntimeCheckInfo {
+    std::string name;            // e.g. "kt-rawint4" ([a-z0-9-]+; verify's JSON key is it with '_' for '-')
+    std::string description;     // one line, e.g. "kt-kernel's --kt-method RAWINT4 CPU experts reading the folder"
+    std::string runtime;         // how the report names the runtime, e.g. "kt-kernel RAWINT4"
+    std::string target;          // how it is pointed at the output, e.g. "--kt-method RAWINT4 on this folder"
+    std::string target_in_full;  // the same in the full report (--for NAME)
+    // What the runtime chooses among (its verdicts), e.g. "backend" (JSON "backends"); who
+    // chooses the first verdict by default, e.g. "kt"; the setting that chooses another, e.g.
+    // "KT_RAWINT4_BACKEND".
+    std::string verdict_kind, default_chooser, verdict_setting;
+};
+
+struct RuntimeCheckProblem {
+    std::string rule;     // e.g. Int4Range
+    std::string message;  // names the tensor (and file) and what is wrong
+};
+
+// A number the runtime derives from the output, e.g. kt's group size.
+struct RuntimeCheckFact {
+    std::string key;          // e.g. "group_size" (verify's JSON key)
+    std::int64_t value = 0;   // 0 when not found
+    std::string brief;        // its name in the one-line verdict, e.g. "group"
+    std::string label;        // in the full report, e.g. "group size"
+    std::string derivation;   // e.g. "hidden_size / the gate scale's columns, as kt derives it"
+};
+
+// One way the runtime may run the output (kt: a RAWINT4 backend) and whether it computes it right.
+struct RuntimeVerdict {
+    std::string name;  // e.g. "amx" (a value of RuntimeCheckInfo::verdict_setting)
+    std::string when;  // when the runtime chooses it, and what it needs of the CPU and the launch
+    bool runs = false;
+    std::string why;   // why not, when it does not
+};
+
+struct RuntimeCheckReport {
+    std::vector<RuntimeCheckProblem> problems;  // the first few of each rule
+    std::size_t problem_count = 0;              // all of them
+    std::vector<RuntimeCheckFact> facts;
+    std::vector<RuntimeVerdict> verdicts;  // the runtime's default first; filled when no problem stops the layout
+    std::vector<std::string> warnings;
+    bool usable() const noexcept { return problem_count == 0; }
+};
+
 // A converted output opened for reading (moequant verify). Thread-safe for concurrent read()s.
 class MOEQUANT_API OutputReader {
 public:
     virtual ~OutputReader();
     // What the output records about itself, as string key/values: "method" (e.g. AMXINT4),
     // "quantizer" (e.g. amx-int4), "parts", "experts", "source"; absent keys are not recorded.
+    // "method_fact_keys" lists, comma-separated, the Quantizer::facts() keys under which a
+    // quantizer publishes the method (e.g. "kt.method,kt.file_prefix"): verify takes an output
+    // that does not name its quantizer to be the installed plain quantizer's that publishes it.
     virtual Options recorded() const = 0;
     // Every quantized part the output holds, sorted.
     virtual std::vector<StoredPartKey> parts() const = 0;
     // Reads one part (throws Error(input) naming the file when it cannot be read).
     virtual StoredPart read(const StoredPartKey& key) const = 0;
+    // Runs the runtime check `name` (one of the format's runtime_checks()) on this output for
+    // the source's `plan`. Error(io) only when the output cannot be read at all; what the
+    // runtime would trip over is a problem of the report. The default offers none (Error(internal)).
+    virtual RuntimeCheckReport run_runtime_check(std::string_view name, const ModelPlan& plan) const;
 };
 
 class MOEQUANT_API OutputFormat {
@@ -134,6 +188,8 @@ public:
     virtual std::optional<std::vector<PlannedFile>> planned_files(const OutputContext& /*context*/) const {
         return std::nullopt;
     }
+    // The runtime checks its outputs' readers run (OutputReader::run_runtime_check()); none by default.
+    virtual std::vector<RuntimeCheckInfo> runtime_checks() const { return {}; }
     // Opens `directory` for reading when it holds a complete output of this format (recognised
     // by its own files, whoever wrote them); null when it is not this format's. Throws
     // Error(input) for this format's output when it is incomplete or broken.

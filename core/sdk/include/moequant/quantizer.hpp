@@ -4,8 +4,8 @@
 // and returns named parts (e.g. "weight" codes and "scale"), each an owning Tensor whose dtype
 // and bytes are exactly what the output format stores. It must be deterministic and
 // thread-safe: the host quantizes many matrices in parallel with one Quantizer object. It
-// publishes what formats, verify and the CLI need to know about it (QuantizerFacts, calibration
-// use), so that none of them recognises a quantizer by its id.
+// publishes what formats, verify and the CLI need to know about it (facts(), calibration use),
+// so that none of them recognises a quantizer by its id.
 #pragma once
 
 #include <moequant/export.hpp>
@@ -33,16 +33,6 @@ struct QuantizedTensor {
             if (n == name) return &t;
         return nullptr;
     }
-};
-
-// The names and relations a quantizer publishes for formats, verify and the CLI.
-struct QuantizerFacts {
-    std::string kt_method;       // kt-kernel's name of the method, e.g. "AMXINT4" (the kt formats record it)
-    std::string kt_file_prefix;  // the prefix of kt-kernel's `.kt` files of the method, e.g. "INT4"
-    std::string scheme;          // the scheme's name, e.g. "W4A16" (compressed-tensors records it)
-    // The id of the quantizer verify measures this one's output error against on calibration
-    // data, e.g. "rtn" for gptq; empty for none.
-    std::string reference;
 };
 
 // What a calibration-aware quantizer (GPTQ) derives from the inputs a matrix saw, e.g. the
@@ -78,9 +68,17 @@ public:
     virtual std::string_view id() const = 0;
     virtual std::string_view description() const = 0;
 
-    // The quantizer's facts (of this configured object). The default names everything after
-    // id() and has no reference.
-    virtual QuantizerFacts facts() const;
+    // The names and relations this (configured) quantizer publishes for formats and verify, as
+    // open key/values whose keys are namespaced by their reader: "kt.method" (kt-kernel's name
+    // of the method, e.g. AMXINT4) and "kt.file_prefix" (of its `.kt` files, e.g. INT4) for the
+    // kt formats, "ct.scheme" (e.g. W4A16) for compressed-tensors, "verify.reference" (the id
+    // of the quantizer verify measures this one's output error against, e.g. "rtn" for gptq).
+    // A reader ignores keys it does not know. The default publishes nothing.
+    virtual Options facts() const { return {}; }
+
+    // The name this quantizer publishes under `key` (facts()), else its id(): a format names
+    // the method after the quantizer when the quantizer publishes no name for it.
+    std::string published_name(std::string_view key) const { return facts().get_string(key, std::string(id())); }
 
     // A quantizer bound to `options` (e.g. bits, group size, ordering), whose output_layout()
     // follows them; the host calls it once per job, before any file is touched, and uses the

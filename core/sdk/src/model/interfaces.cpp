@@ -14,16 +14,15 @@ Quantizer::~Quantizer() = default;
 PreparedCalibration::~PreparedCalibration() = default;
 QuantizerCalibration::~QuantizerCalibration() = default;
 
-QuantizerFacts Quantizer::facts() const {
-    const std::string name(id());
-    return {.kt_method = name, .kt_file_prefix = name, .scheme = name, .reference = {}};
-}
-
 LayerSink::~LayerSink() = default;
 OutputWriter::~OutputWriter() = default;
 OutputReader::~OutputReader() = default;
 OutputFormat::~OutputFormat() = default;
 SourceEncoding::~SourceEncoding() = default;
+
+RuntimeCheckReport OutputReader::run_runtime_check(std::string_view name, const ModelPlan&) const {
+    throw Error(ErrorKind::internal, "this output's format has no runtime check '" + std::string(name) + "'");
+}
 
 ChatTemplate ModelAdapter::chat_template(const ModelConfig&) const { return plain_chat_template(); }
 

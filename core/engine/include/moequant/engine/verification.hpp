@@ -37,8 +37,8 @@ struct OpenedOutput {
 MOEQUANT_API OpenedOutput open_converted_output(const Registry& registry, const std::filesystem::path& directory);
 
 // The quantizer that produced an output: `requested` (an id) if given, else the one the output
-// records, else the installed one whose published kt method or file prefix (QuantizerFacts) is
-// the recorded method; configured with what the output records (Quantizer::configure).
+// records, else the installed one that publishes the recorded method under a fact key the output
+// names (OutputReader::recorded(), "method_fact_keys"); configured with what the output records (Quantizer::configure).
 // Error(plugin) when it is not installed, Error(input) when nothing names one.
 MOEQUANT_API std::shared_ptr<const Quantizer> output_quantizer(const Registry& registry, const OutputReader& output,
                                                                const std::string& requested);

@@ -1,4 +1,4 @@
-#include <moequant/engine/kt_rawint4_check.hpp>
+#include "kt_rawint4_check.hpp"
 
 #include <moequant/error.hpp>
 #include <moequant/printable.hpp>
@@ -10,7 +10,7 @@
 #include <map>
 #include <set>
 
-namespace moequant {
+namespace moequant::formats {
 
 namespace fs = std::filesystem;
 
@@ -65,14 +65,14 @@ private:
 
 class Problems {
 public:
-    explicit Problems(KtRawint4Report& report) : report_(report) {}
+    explicit Problems(RuntimeCheckReport& report) : report_(report) {}
     void add(const std::string& rule, const std::string& message) {
         ++report_.problem_count;
         if (shown_[rule]++ < shown_per_rule) report_.problems.push_back({rule, message});
     }
 
 private:
-    KtRawint4Report& report_;
+    RuntimeCheckReport& report_;
     std::map<std::string, std::size_t> shown_;
 };
 
@@ -174,7 +174,7 @@ std::int64_t check_projection(const FolderTensors& tensors, const std::string& m
 // The backends of amx.py's _select_rawint4_backend and what their kernels compute right in kt
 // 95009ea6 (docs/kt-rawint4.md, docs/kt-arithmetic.md). Codes -8 are refused before this
 // (Int4Range), so what is left is each kernel's group sizes, and the avx2 backend's lifetime bug.
-std::vector<KtRawint4Backend> backends_for(std::int64_t group, std::int64_t hidden, std::int64_t intermediate) {
+std::vector<RuntimeVerdict> backends_for(std::int64_t group, std::int64_t hidden, std::int64_t intermediate) {
     const bool divides = group > 0 && hidden % group == 0 && intermediate % group == 0;
     const bool words = hidden % 8 == 0 && intermediate % 8 == 0;
     auto verdict = [](bool runs, const std::string& why) { return std::pair{runs, runs ? std::string() : why}; };
@@ -195,8 +195,20 @@ std::vector<KtRawint4Backend> backends_for(std::int64_t group, std::int64_t hidd
 
 }  // namespace
 
-KtRawint4Report check_kt_rawint4(const fs::path& folder, const ModelPlan& plan) {
-    KtRawint4Report report;
+RuntimeCheckInfo kt_rawint4_check_info() {
+    return {.name = "kt-rawint4",
+            .description = "kt-kernel's --kt-method RAWINT4 CPU experts reading the folder",
+            .runtime = "kt-kernel RAWINT4",
+            .target = "--kt-method RAWINT4 on this folder",
+            .target_in_full = "--kt-method RAWINT4 --kt-weight-path on this folder",
+            .verdict_kind = "backend",
+            .default_chooser = "kt",
+            .verdict_setting = "KT_RAWINT4_BACKEND"};
+}
+
+RuntimeCheckReport check_kt_rawint4(const fs::path& folder, const ModelPlan& plan) {
+    RuntimeCheckReport report;
+    std::int64_t group_size = 0;  // kt's hidden_size / gate scale columns; 0 when not found
     Problems problems(report);
     const FolderTensors tensors(folder);
     for (const std::string& why : tensors.unreadable()) problems.add("ReadableFiles", why);
@@ -239,24 +251,29 @@ KtRawint4Report check_kt_rawint4(const fs::path& folder, const ModelPlan& plan) 
                                                  (columns == 1 ? " (one scale per row: kt has no channel mode)" : ""));
             }
         if (!layer_group) continue;
-        if (!report.group_size) report.group_size = layer_group;
-        else if (layer_group != report.group_size)
+        if (!group_size) group_size = layer_group;
+        else if (layer_group != group_size)
             problems.add("OneGroupSize", "layer " + std::to_string(layer.layer) + "'s group size is " + std::to_string(layer_group) +
-                                             ", the first layer's " + std::to_string(report.group_size) +
+                                             ", the first layer's " + std::to_string(group_size) +
                                              ": verify holds the model to one (kt would derive each layer's own)");
     }
     if (plan.moe_layers.empty()) problems.add("ExpertsFound", "the model has no routed experts for kt's MoE method");
-    if (report.group_size > 0) {
-        report.backends = backends_for(report.group_size, plan.hidden_size, plan.expert_intermediate_size);
-        const bool any = std::any_of(report.backends.begin(), report.backends.end(), [](const auto& b) { return b.runs; });
-        if (!any) problems.add("Backend", "no RAWINT4 backend of kt computes group size " + std::to_string(report.group_size));
-        else if (!report.backends.front().runs)
+    report.facts.push_back({.key = "group_size",
+                            .value = group_size,
+                            .brief = "group",
+                            .label = "group size",
+                            .derivation = "hidden_size / the gate scale's columns, as kt derives it"});
+    if (group_size > 0) {
+        report.verdicts = backends_for(group_size, plan.hidden_size, plan.expert_intermediate_size);
+        const bool any = std::any_of(report.verdicts.begin(), report.verdicts.end(), [](const auto& b) { return b.runs; });
+        if (!any) problems.add("Backend", "no RAWINT4 backend of kt computes group size " + std::to_string(group_size));
+        else if (!report.verdicts.front().runs)
             report.warnings.push_back("kt's default RAWINT4 backend (amx, whenever kt-kernel is built with AVX-512) needs group 32 and "
-                                      "computes wrong results for group " + std::to_string(report.group_size) +
+                                      "computes wrong results for group " + std::to_string(group_size) +
                                       " without an error: serve it only with KT_RAWINT4_BACKEND set to a backend that runs it, "
                                       "or quantize with gptq --group_size 32");
     }
     return report;
 }
 
-}  // namespace moequant
+}  // namespace moequant::formats
