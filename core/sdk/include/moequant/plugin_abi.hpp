@@ -10,7 +10,8 @@
 //   9: the SDK is its own library; 10: QuantizerFacts, calibration facet; 11: source encodings;
 //   12: PyTorch .bin; 13: DecoderForward::logits(); 14: OutputContext::calibration;
 //   15: OutputFormat::planned_files(); 16: compute_dtype.hpp; 17: fault and termination cleanup;
-//   18: open quantizer facts, runtime checks on readers, optional synthesize(), plugin_abi.hpp.
+//   18: open quantizer facts, runtime checks of formats, optional synthesize(), splitmix64.hpp,
+//       plugin_abi.hpp.
 #pragma once
 
 #include <moequant/version.hpp>
@@ -20,7 +21,7 @@
 
 #define MOEQUANT_PLUGIN_ABI_VERSION MOEQUANT_VERSION_MINOR
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "6f63711d8093895b"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "65f07aff8628fe75"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

@@ -5,7 +5,6 @@
 // divisor) is num_samples. The file is memory-mapped; layers are read when used.
 #pragma once
 
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/safetensors_reader.hpp>
 
@@ -16,7 +15,7 @@
 
 namespace moequant {
 
-class MOEQUANT_API CalibrationActivations {
+class CalibrationActivations {
 public:
     // Opens and checks the file: sample_lengths present, I64, 1-D, every length >= 0 and a
     // positive sum; every layers.*.moe_input 2-D BF16/F32 with that many rows. Throws

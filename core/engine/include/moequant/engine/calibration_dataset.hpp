@@ -8,7 +8,6 @@
 
 #include <moequant/chat_template.hpp>
 #include <moequant/engine/tokenizer.hpp>
-#include <moequant/export.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -32,7 +31,7 @@ struct CalibrationSamples {
     std::int64_t rows = 0;       // rows (or paragraphs) available
     std::int64_t empty = 0;      // selected rows that gave no token (left out)
     std::int64_t truncated = 0;  // samples cut at max_sequence_length
-    MOEQUANT_API std::int64_t tokens() const noexcept;
+    std::int64_t tokens() const noexcept;
 };
 
 // The files a --dataset path holds for `split` (the seed tool's load_dataset(dir, split=...) on
@@ -43,24 +42,24 @@ struct CalibrationSamples {
 // exists; anything that is not a folder is returned as the one file. A split's file that is not a
 // regular file (a FIFO, a link to a device, a folder) is returned too, for the reader to refuse
 // by name (NotARegularFile). A file holds JSON lines, or one JSON array of rows.
-MOEQUANT_API std::vector<std::filesystem::path> dataset_split_files(const std::filesystem::path& dataset,
+std::vector<std::filesystem::path> dataset_split_files(const std::filesystem::path& dataset,
                                                                     const std::string& split);
 
 // Reads the rows of `dataset` (a file or folder, dataset_split_files) of the selection's split.
 // Error(input, "BadDataset") naming the file and line for a row that is not a JSON object with a
 // string "text" or a well-formed "messages" list (or a "split" that is not a string), when rows
 // name splits but none is the one asked for, or when no row gives a token.
-MOEQUANT_API CalibrationSamples load_calibration_dataset(const std::filesystem::path& dataset, const Tokenizer& tokenizer,
+CalibrationSamples load_calibration_dataset(const std::filesystem::path& dataset, const Tokenizer& tokenizer,
                                                          const ChatTemplate& chat, const DatasetSelection& selection);
 
 // `texts` as rows (shuffled, selected, tokenized and truncated the same way).
-MOEQUANT_API CalibrationSamples tokenize_calibration_texts(std::vector<std::string> texts, const Tokenizer& tokenizer,
+CalibrationSamples tokenize_calibration_texts(std::vector<std::string> texts, const Tokenizer& tokenizer,
                                                            const DatasetSelection& selection);
 
 // A digest of every sample's token ids (and where each ends): which calibration data a run used.
-MOEQUANT_API std::string token_ids_digest(const std::vector<std::vector<std::int32_t>>& samples);
+std::string token_ids_digest(const std::vector<std::vector<std::int32_t>>& samples);
 
 // The paragraphs of the SDK's embedded text (<moequant/embedded_text.hpp>).
-MOEQUANT_API std::vector<std::string> embedded_calibration_paragraphs();
+std::vector<std::string> embedded_calibration_paragraphs();
 
 }  // namespace moequant

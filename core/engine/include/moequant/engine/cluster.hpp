@@ -8,7 +8,6 @@
 // behaves exactly as before.
 #pragma once
 
-#include <moequant/export.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -20,7 +19,7 @@ namespace moequant {
 
 class Error;
 
-class MOEQUANT_API Cluster {
+class Cluster {
 public:
     virtual ~Cluster();
 
@@ -74,12 +73,12 @@ struct RankExit {
 };
 
 // The rank's place in messages: "rank 2 of 3", or "" in a cluster of one.
-MOEQUANT_API std::string rank_label(const Cluster& cluster);
+std::string rank_label(const Cluster& cluster);
 // This machine's name, for messages naming a rank's host ("?" when it has none).
-MOEQUANT_API std::string host_name();
+std::string host_name();
 
 // [first, last) of `count` items in contiguous runs, one per rank, balanced by `weight` (the
 // items' costs, e.g. tokens): the same split on every rank.
-MOEQUANT_API std::pair<std::size_t, std::size_t> rank_share(const std::vector<std::int64_t>& weight, int rank, int ranks);
+std::pair<std::size_t, std::size_t> rank_share(const std::vector<std::int64_t>& weight, int rank, int ranks);
 
 }  // namespace moequant

@@ -34,7 +34,6 @@
 #include <moequant/engine/progress.hpp>
 #include <moequant/engine/saturated_rows.hpp>
 #include <moequant/engine/sequential_calibration.hpp>
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/model_config.hpp>
 #include <moequant/options.hpp>
@@ -95,6 +94,6 @@ struct ConversionResult {
     double seconds = 0;
 };
 
-MOEQUANT_API ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress);
+ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress);
 
 }  // namespace moequant

@@ -10,7 +10,6 @@
 #include <moequant/engine/cluster.hpp>
 #include <moequant/engine/progress.hpp>
 #include <moequant/engine/quantized_experts.hpp>
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 
 #include <cstdint>
@@ -56,6 +55,6 @@ struct EvaluationReport {
 };
 
 // Error(input) when no sample has two tokens.
-MOEQUANT_API EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress);
+EvaluationReport run_evaluation(const EvaluationJob& job, ProgressSink& progress);
 
 }  // namespace moequant

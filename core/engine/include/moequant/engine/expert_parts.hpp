@@ -3,7 +3,6 @@
 // whole matrices (eval, sequential calibration of a multi-part output).
 #pragma once
 
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/tensor.hpp>
 
@@ -13,6 +12,6 @@ namespace moequant {
 
 // pieces: the parts in order, F32, each [rows / n, cols] (gate, up) or [rows, cols / n] (down).
 // Error(internal) when they do not have one shape.
-MOEQUANT_API Tensor join_expert_parts(const std::vector<Tensor>& pieces, Projection projection);
+Tensor join_expert_parts(const std::vector<Tensor>& pieces, Projection projection);
 
 }  // namespace moequant

@@ -9,7 +9,6 @@
 #include <moequant/checkpoint.hpp>
 #include <moequant/engine/calibration_activations.hpp>
 #include <moequant/engine/progress.hpp>
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 
 #include <cstdint>
@@ -28,16 +27,16 @@ struct ExpertActivity {
 
 // Routes every selected token of every MoE layer (Error(input) naming a missing or misshapen
 // router tensor, before any routing); one `progress` step per layer.
-MOEQUANT_API ExpertActivity measure_expert_activity(const CalibrationActivations& calibration, const ModelPlan& plan,
+ExpertActivity measure_expert_activity(const CalibrationActivations& calibration, const ModelPlan& plan,
                                                     const Checkpoint& source, ProgressSink* progress = nullptr);
 
 enum class PlacementStrategy { frequency, uniform, front_loading };
-MOEQUANT_API std::string_view placement_strategy_name(PlacementStrategy s) noexcept;
+std::string_view placement_strategy_name(PlacementStrategy s) noexcept;
 
 // gpu[layer][expert]: the expert goes to the GPU. `gpu_experts` counts experts over all layers
 // (kt-kernel's --kt-num-gpu-experts); Error(usage) when it is negative or above the total.
 // Ties go to the lower layer, then the lower expert.
-MOEQUANT_API std::vector<std::vector<bool>> place_gpu_experts(const ExpertActivity& activity, std::int64_t gpu_experts,
+std::vector<std::vector<bool>> place_gpu_experts(const ExpertActivity& activity, std::int64_t gpu_experts,
                                                               PlacementStrategy strategy);
 
 }  // namespace moequant

@@ -8,7 +8,6 @@
 // first, so H agrees with it to float rounding.
 #pragma once
 
-#include <moequant/export.hpp>
 #include <moequant/tensor.hpp>
 
 #include <cstdint>
@@ -16,7 +15,7 @@
 
 namespace moequant {
 
-class MOEQUANT_API HessianAccumulator {
+class HessianAccumulator {
 public:
     explicit HessianAccumulator(std::int64_t columns);
 
@@ -39,14 +38,14 @@ private:
 
 // Whether BF16 holds every one of the values exactly (its low 16 bits are zero): when BF16
 // products multiply them exactly.
-MOEQUANT_API bool bf16_exact(const float* values, std::size_t n) noexcept;
+bool bf16_exact(const float* values, std::size_t n) noexcept;
 
 // Sum over rows of (W_a - W_b) H (W_a - W_b)^T's diagonal: the squared output error
 // ||X (W_a - W_b)^T||^2 * 2/n on the calibration data H came from. W_*: F32 [rows, cols].
-MOEQUANT_API double output_error(const Tensor& hessian, const float* w_a, const float* w_b, std::int64_t rows);
+double output_error(const Tensor& hessian, const float* w_a, const float* w_b, std::int64_t rows);
 
 // The Hessian of columns [first, first + count) of the inputs: H's diagonal block, which is
 // what a matrix split by columns (a down_proj threadpool part, split_expert_part) sees.
-MOEQUANT_API Tensor hessian_block(const Tensor& hessian, std::int64_t first, std::int64_t count);
+Tensor hessian_block(const Tensor& hessian, std::int64_t first, std::int64_t count);
 
 }  // namespace moequant

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <moequant/engine/quantized_experts.hpp>
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 
 #include <cstdint>
@@ -21,9 +20,9 @@ using GpuPlacement = std::map<std::int64_t, std::vector<bool>>;
 // Reads a placement file for `plan`: Error(input) naming the file when it is not `moequant
 // plan`'s JSON, lists a layer twice or a layer without routed experts, or a mask whose length is
 // not the layer's expert count.
-MOEQUANT_API GpuPlacement read_gpu_placement(const std::filesystem::path& file, const ModelPlan& plan);
+GpuPlacement read_gpu_placement(const std::filesystem::path& file, const ModelPlan& plan);
 
-class MOEQUANT_API HybridExperts final : public ReplacementExperts {
+class HybridExperts final : public ReplacementExperts {
 public:
     // The three must outlive it.
     HybridExperts(const QuantizedExperts& cpu, const QuantizedExperts& gpu, const ModelPlan& plan, GpuPlacement placement);

@@ -4,7 +4,6 @@
 // same method and part count are comparable; anything else is refused up front.
 #pragma once
 
-#include <moequant/export.hpp>
 #include <moequant/output_format.hpp>
 
 #include <cstdint>
@@ -35,6 +34,6 @@ struct ComparisonReport {
 };
 
 // Error(input, code NotComparable) when the recorded methods or part counts differ.
-MOEQUANT_API ComparisonReport compare_outputs(const OutputReader& a, const OutputReader& b);
+ComparisonReport compare_outputs(const OutputReader& a, const OutputReader& b);
 
 }  // namespace moequant

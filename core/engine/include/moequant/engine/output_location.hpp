@@ -11,7 +11,6 @@
 //   OutputNotAFile       a single-file output names a folder or a special file
 #pragma once
 
-#include <moequant/export.hpp>
 
 #include <filesystem>
 #include <vector>
@@ -26,18 +25,18 @@ struct CommandInputs {
 
 // The absolute path with every existing component's symlinks resolved ("/a/link/new" ->
 // "/a/target/new"); the part that does not exist yet is kept as written, normalized.
-MOEQUANT_API std::filesystem::path resolved_path(const std::filesystem::path& path);
+std::filesystem::path resolved_path(const std::filesystem::path& path);
 
 // True when `inner` is `outer` or lies below it (both resolved, compared by components).
-MOEQUANT_API bool path_is_within(const std::filesystem::path& inner, const std::filesystem::path& outer);
+bool path_is_within(const std::filesystem::path& inner, const std::filesystem::path& outer);
 
 // An output folder (convert, gptq, synth): not an input, not holding one, not inside an input
 // folder; with `overwrite` also not /, the home folder, or the current folder or any above it.
-MOEQUANT_API void check_output_folder(const std::filesystem::path& output, const CommandInputs& inputs, bool overwrite);
+void check_output_folder(const std::filesystem::path& output, const CommandInputs& inputs, bool overwrite);
 
 // A single-file output (record --output, plan --output, --activations, --save-activations):
 // not an input, not inside an input folder, and replaced only with `overwrite` (when it is a
 // regular file).
-MOEQUANT_API void check_output_file(const std::filesystem::path& output, const CommandInputs& inputs, bool overwrite);
+void check_output_file(const std::filesystem::path& output, const CommandInputs& inputs, bool overwrite);
 
 }  // namespace moequant

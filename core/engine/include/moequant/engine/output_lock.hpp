@@ -5,7 +5,6 @@
 // all take it, on local filesystems and NFS alike.)
 #pragma once
 
-#include <moequant/export.hpp>
 
 #include <filesystem>
 
@@ -14,7 +13,7 @@ namespace moequant {
 // The lock file a folder run creates in its output folder; removed when the run ends.
 inline constexpr const char* output_lock_name = ".moequant.lock";
 
-class MOEQUANT_API OutputFolderLock {
+class OutputFolderLock {
 public:
     enum class Where {
         lock_file,    // "<dir>/.moequant.lock" (the output folder of convert and gptq)

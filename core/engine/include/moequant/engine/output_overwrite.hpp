@@ -10,7 +10,6 @@
 // "ForeignEntry") naming the entry. Symbolic links are removed as links, never followed.
 #pragma once
 
-#include <moequant/export.hpp>
 
 #include <array>
 #include <filesystem>
@@ -31,6 +30,6 @@ struct OverwriteScope {
 };
 
 // Empties `dir` of what `scope` allows, after checking that it holds nothing else.
-MOEQUANT_API void clear_for_overwrite(const std::filesystem::path& dir, const OverwriteScope& scope);
+void clear_for_overwrite(const std::filesystem::path& dir, const OverwriteScope& scope);
 
 }  // namespace moequant

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <moequant/engine/conversion.hpp>
-#include <moequant/export.hpp>
 #include <moequant/output_file.hpp>
 
 #include <cstdint>
@@ -23,18 +22,18 @@ struct OutputPlan {
 
 // Validates the job as run_conversion() does (the same errors), then asks the format; nullopt
 // when the format cannot say. Touches no file.
-MOEQUANT_API std::optional<OutputPlan> plan_output(const ConversionJob& job);
+std::optional<OutputPlan> plan_output(const ConversionJob& job);
 
 // Bytes an unprivileged writer may still use on the file system of `output` (or of its nearest
 // existing parent folder). The test hook MOEQUANT_TEST_FREE_BYTES=N stands in for the answer.
-MOEQUANT_API std::uint64_t free_bytes_at(const std::filesystem::path& output);
+std::uint64_t free_bytes_at(const std::filesystem::path& output);
 
 // What the plan still has to write into `output`: each planned file's size beyond that of a
 // file of the same name already there (a resumed run keeps its completed layers).
-MOEQUANT_API std::uint64_t bytes_to_write(const OutputPlan& plan, const std::filesystem::path& output);
+std::uint64_t bytes_to_write(const OutputPlan& plan, const std::filesystem::path& output);
 
 // Error(io, "NotEnoughDisk", exit 5) naming the output folder when bytes_to_write() exceeds
 // free_bytes_at().
-MOEQUANT_API void check_free_disk(const OutputPlan& plan, const std::filesystem::path& output);
+void check_free_disk(const OutputPlan& plan, const std::filesystem::path& output);
 
 }  // namespace moequant

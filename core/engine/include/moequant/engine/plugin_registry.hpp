@@ -19,7 +19,6 @@
 #pragma once
 
 #include <moequant/checkpoint.hpp>
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
 #include <moequant/quantizer.hpp>
@@ -36,7 +35,7 @@ namespace moequant {
 
 // Where a candidate module came from.
 enum class PluginOrigin : std::uint8_t { explicit_file, plugin_dir, environment, default_dir };
-MOEQUANT_API std::string_view plugin_origin_name(PluginOrigin origin) noexcept;
+std::string_view plugin_origin_name(PluginOrigin origin) noexcept;
 
 // A loaded plugin module.
 struct PluginInfo {
@@ -71,9 +70,9 @@ struct PluginSearch {
 };
 
 // The plugin folder next to the running executable (lib/moequant/plugins relative to bin/).
-MOEQUANT_API std::filesystem::path default_plugin_dir();
+std::filesystem::path default_plugin_dir();
 
-class MOEQUANT_API Registry {
+class Registry {
 public:
     Registry();
     ~Registry();

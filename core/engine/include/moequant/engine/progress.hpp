@@ -2,7 +2,6 @@
 // in place (cut to the terminal's width); otherwise one plain line per step (for logs).
 #pragma once
 
-#include <moequant/export.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -10,7 +9,7 @@
 
 namespace moequant {
 
-class MOEQUANT_API ProgressSink {
+class ProgressSink {
 public:
     virtual ~ProgressSink();
     // Step `done` of `total` finished (`label` names it); `bytes_done` of `bytes_total` input,
@@ -26,7 +25,7 @@ public:
 };
 
 // Writes to a stdio stream: live updates when it is a terminal, plain lines otherwise.
-class MOEQUANT_API StreamProgress final : public ProgressSink {
+class StreamProgress final : public ProgressSink {
 public:
     explicit StreamProgress(std::FILE* stream);
     void step(std::size_t done, std::size_t total, const std::string& label, std::uint64_t bytes_done,
@@ -45,7 +44,7 @@ private:
 };
 
 // Discards everything.
-class MOEQUANT_API SilentProgress final : public ProgressSink {
+class SilentProgress final : public ProgressSink {
 public:
     void step(std::size_t, std::size_t, const std::string&, std::uint64_t, std::uint64_t) override {}
     void status(const std::string&) override {}

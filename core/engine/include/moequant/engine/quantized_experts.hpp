@@ -8,7 +8,6 @@
 #include <moequant/engine/plugin_registry.hpp>
 #include <moequant/engine/run_manifest.hpp>
 #include <moequant/engine/verification.hpp>
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 
 #include <filesystem>
@@ -18,7 +17,7 @@
 namespace moequant {
 
 // What eval runs in place of the source's routed experts: one output's, or the hybrid model's.
-class MOEQUANT_API ReplacementExperts {
+class ReplacementExperts {
 public:
     virtual ~ReplacementExperts();
     // MoE layer `layer`'s experts, dequantized (float32) when asked for: what
@@ -26,7 +25,7 @@ public:
     virtual ExpertMatrices layer(std::int64_t layer) const = 0;
 };
 
-class MOEQUANT_API QuantizedExperts final : public ReplacementExperts {
+class QuantizedExperts final : public ReplacementExperts {
 public:
     // Opens `directory` and checks that it is an output of `source` as planned by `plan`: its
     // run manifest's source fingerprint, plan digest and every file's digest (when it has one), its recorded expert

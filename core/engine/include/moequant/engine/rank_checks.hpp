@@ -8,7 +8,6 @@
 #include <moequant/engine/cluster.hpp>
 #include <moequant/engine/run_manifest.hpp>
 #include <moequant/error.hpp>
-#include <moequant/export.hpp>
 
 #include <filesystem>
 #include <functional>
@@ -20,11 +19,11 @@ namespace moequant {
 // when its build, settings or plan are not (another command line, another CPU's kernels).
 // `describe_job` is called only when there is more than one rank: a process alone reads no
 // shard header for it.
-MOEQUANT_API void check_same_job_on_every_rank(Cluster& cluster, const std::function<RunManifest()>& describe_job,
+void check_same_job_on_every_rank(Cluster& cluster, const std::function<RunManifest()>& describe_job,
                                                const Checkpoint& source);
 
 // After rank 0 created and locked `output`: Error(io, "OutputNotShared") when a rank does not
 // see the file rank 0 wrote there (another filesystem, or another path).
-MOEQUANT_API void check_output_shared(Cluster& cluster, const std::filesystem::path& output);
+void check_output_shared(Cluster& cluster, const std::filesystem::path& output);
 
 }  // namespace moequant

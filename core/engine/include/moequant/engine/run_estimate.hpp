@@ -6,7 +6,6 @@
 
 #include <moequant/engine/conversion.hpp>
 #include <moequant/engine/evaluation.hpp>
-#include <moequant/export.hpp>
 
 #include <cstdint>
 #include <string>
@@ -30,7 +29,7 @@ struct RunEstimate {
 
 // The job is validated as run_conversion() validates it. Runs the probes (seconds at most on
 // a large model); writes nothing but a scratch file under $TMPDIR, removed again.
-MOEQUANT_API RunEstimate estimate_conversion(const ConversionJob& job);
-MOEQUANT_API RunEstimate estimate_evaluation(const EvaluationJob& job);
+RunEstimate estimate_conversion(const ConversionJob& job);
+RunEstimate estimate_evaluation(const EvaluationJob& job);
 
 }  // namespace moequant

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <moequant/checkpoint.hpp>
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 
 #include <cstdint>
@@ -61,7 +60,7 @@ struct ManifestLayer {
     std::string source_digest;
 };
 
-struct MOEQUANT_API RunManifest {
+struct RunManifest {
     std::string tool_version;
     std::string command;  // e.g. "convert"
     std::vector<std::pair<std::string, std::string>> settings;  // what decides the bytes
@@ -88,13 +87,13 @@ struct MOEQUANT_API RunManifest {
 };
 
 // Digest of config.json and the shard names (which model, not the state of its data).
-MOEQUANT_API std::string source_fingerprint(const Checkpoint& checkpoint);
+std::string source_fingerprint(const Checkpoint& checkpoint);
 // Each shard's size, modification time and header digest now (reads headers only).
-MOEQUANT_API std::vector<ManifestShard> source_shard_records(const Checkpoint& checkpoint);
+std::vector<ManifestShard> source_shard_records(const Checkpoint& checkpoint);
 // Digest of everything in a plan.
-MOEQUANT_API std::string plan_digest(const ModelPlan& plan, const Checkpoint& source);
+std::string plan_digest(const ModelPlan& plan, const Checkpoint& source);
 // A manifest naming only which source and plan (version, fingerprint, shard records, plan
 // digest): what a job description starts from.
-MOEQUANT_API RunManifest describe_source(const Checkpoint& source, const ModelPlan& plan);
+RunManifest describe_source(const Checkpoint& source, const ModelPlan& plan);
 
 }  // namespace moequant

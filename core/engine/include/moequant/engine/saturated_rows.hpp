@@ -3,7 +3,6 @@
 // (the runtime's own arithmetic writes the same codes), so the warning is all there is to say.
 #pragma once
 
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 
 #include <cstdint>
@@ -14,7 +13,7 @@
 
 namespace moequant {
 
-class MOEQUANT_API SaturatedRowLog {
+class SaturatedRowLog {
 public:
     // `rows` of threadpool part `part` of `parts` (part_rows rows) of the source matrix `tensor`,
     // as rows of the source matrix: gate and up parts are row slices, down parts column slices.

@@ -12,7 +12,6 @@
 #include <moequant/decoder_forward.hpp>
 #include <moequant/engine/cluster.hpp>
 #include <moequant/engine/calibration_activations.hpp>
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 
 #include <cstdint>
@@ -24,7 +23,7 @@
 
 namespace moequant {
 
-class MOEQUANT_API SequentialCalibration {
+class SequentialCalibration {
 public:
     // `samples`: token ids per sample. `scratch`: a folder for the per-layer input files (made if
     // missing, emptied of them as layers finish). `save_activations`: also write every MoE

@@ -7,7 +7,6 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/engine/cluster.hpp>
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 
 #include <cstdint>
@@ -23,25 +22,25 @@ struct TensorDigest {
 
 // The stored tensors of a MoE layer's routed experts: every tensor of every expert weight's
 // encoding (a weight, its scales, packed zero points), sorted, each once (a fused tensor once).
-MOEQUANT_API std::vector<std::string> expert_tensors(const Checkpoint& source, const MoeLayerPlan& layer);
+std::vector<std::string> expert_tensors(const Checkpoint& source, const MoeLayerPlan& layer);
 
 // The stored tensors of decoder layers (after, through] (by the ".layers.N." of their names),
 // and with `model_wide` those of no layer (embeddings, final norm, lm_head), sorted: what a
 // forward through those layers reads. Tensors of the plan's MTP layers are never included.
-MOEQUANT_API std::vector<std::string> forward_tensors(const ModelPlan& plan, std::int64_t after, std::int64_t through,
+std::vector<std::string> forward_tensors(const ModelPlan& plan, std::int64_t after, std::int64_t through,
                                                       bool model_wide);
 
 // The digests of `tensors`, in their order (computed in parallel).
-MOEQUANT_API std::vector<TensorDigest> tensor_digests(const Checkpoint& source, const std::vector<std::string>& tensors);
+std::vector<TensorDigest> tensor_digests(const Checkpoint& source, const std::vector<std::string>& tensors);
 
 // One digest of a list: the names and digests in their order.
-MOEQUANT_API std::string combined_digest(const std::vector<TensorDigest>& digests);
+std::string combined_digest(const std::vector<TensorDigest>& digests);
 
 // Collective: every rank passes what it read (`mine`); rank 0 digests the same tensors of its
 // own copy (reading those it has not read itself) and compares. Error(input, "RankSourceDiffers")
 // on every rank when one rank's bytes differ, naming the rank, the shard file and the tensor.
 // Nothing happens in a cluster of one.
-MOEQUANT_API void check_read_alike_on_every_rank(Cluster& cluster, const Checkpoint& source, const std::vector<TensorDigest>& mine);
+void check_read_alike_on_every_rank(Cluster& cluster, const Checkpoint& source, const std::vector<TensorDigest>& mine);
 
 // What this process spent so far on the digests above (and on eval's check of an output's
 // recorded digests): bytes digested and seconds, for the benches' cost ratios.
@@ -49,14 +48,14 @@ struct DigestCost {
     std::uint64_t bytes = 0;
     double seconds = 0;
 };
-MOEQUANT_API DigestCost digest_cost() noexcept;
+DigestCost digest_cost() noexcept;
 // Adds work done elsewhere (a file digest) to the tally.
-MOEQUANT_API void add_digest_cost(std::uint64_t bytes, double seconds) noexcept;
+void add_digest_cost(std::uint64_t bytes, double seconds) noexcept;
 
 // The forward's reads layer by layer (record, eval, sequential calibration): each call proves,
 // across ranks, the tensors of the decoder layers since the last call (the model-wide ones with
 // the first) that every rank read as rank 0 did. Nothing happens in a cluster of one.
-class MOEQUANT_API ForwardReadCheck {
+class ForwardReadCheck {
 public:
     ForwardReadCheck(Cluster& cluster, const Checkpoint& source, const ModelPlan& plan)
         : cluster_(cluster), source_(source), plan_(plan) {}

@@ -11,7 +11,6 @@
 // as transformers does. Anything else in the file is refused with Error(input) naming it.
 #pragma once
 
-#include <moequant/export.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -23,7 +22,7 @@
 
 namespace moequant {
 
-class MOEQUANT_API Tokenizer {
+class Tokenizer {
 public:
     // Reads `tokenizer_json` and, when present, tokenizer_config.json in the same folder.
     static Tokenizer load(const std::filesystem::path& tokenizer_json);

@@ -9,7 +9,6 @@
 #include <moequant/engine/calibration_activations.hpp>
 #include <moequant/engine/plugin_registry.hpp>
 #include <moequant/engine/progress.hpp>
-#include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
 #include <moequant/quantizer.hpp>
@@ -34,17 +33,17 @@ struct OpenedOutput {
 // manifest (moequant-run.json), when it names a format, is read here: an unfinished conversion
 // is refused (IncompleteOutput), and its recorded quantizer and parts are laid over what the
 // format's files record.
-MOEQUANT_API OpenedOutput open_converted_output(const Registry& registry, const std::filesystem::path& directory);
+OpenedOutput open_converted_output(const Registry& registry, const std::filesystem::path& directory);
 
 // The quantizer that produced an output: `requested` (an id) if given, else the one the output
 // records, else the installed one that publishes the recorded method under a fact key the output
 // names (OutputReader::recorded(), "method_fact_keys"); configured with what the output records (Quantizer::configure).
 // Error(plugin) when it is not installed, Error(input) when nothing names one.
-MOEQUANT_API std::shared_ptr<const Quantizer> output_quantizer(const Registry& registry, const OutputReader& output,
+std::shared_ptr<const Quantizer> output_quantizer(const Registry& registry, const OutputReader& output,
                                                                const std::string& requested);
 
 // The threadpool part count of an output: what it records, else the highest stored part + 1.
-MOEQUANT_API int stored_part_count(const OutputReader& output);
+int stored_part_count(const OutputReader& output);
 
 struct VerificationJob {
     const Checkpoint* source = nullptr;
@@ -90,9 +89,9 @@ struct VerificationReport {
     std::vector<PartCheck> checks;      // one per expected part, in key order
     std::uint64_t source_bytes = 0;     // expert bytes read from the source
 
-    MOEQUANT_API bool passed() const noexcept;
+    bool passed() const noexcept;
 };
 
-MOEQUANT_API VerificationReport verify_output(const VerificationJob& job, ProgressSink& progress);
+VerificationReport verify_output(const VerificationJob& job, ProgressSink& progress);
 
 }  // namespace moequant
