@@ -29,6 +29,17 @@ constexpr const char* help_to_options_awk = R"AWK(/^  -/ {
     print name "\t" value
 })AWK";
 
+// Both scripts find the command alike: the first word typed that is neither an option nor the
+// value of a global option that takes one. @WORDS@ is the shell's array of the words, @FIRST@
+// the index of the first after the host, @CURRENT@ the index of the word being completed.
+constexpr const char* find_command = R"SH(for ((i = @FIRST@; i < @CURRENT@; i++)); do
+        case ${@WORDS@[i]} in
+            --plugin|--plugin-dir) ((i++)) ;;
+            -*) ;;
+            *) cmd=${@WORDS@[i]}; break ;;
+        esac
+    done)SH";
+
 constexpr const char* bash_script = R"BASH(# bash completion for moequant: eval "$(moequant completion bash)"
 declare -gA _moequant_cache
 _moequant_options() {  # prints "--option<TAB>value" for command $2 of the host $1, read once per shell
@@ -39,13 +50,7 @@ _moequant_options() {  # prints "--option<TAB>value" for command $2 of the host 
 
 _moequant() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} host=${COMP_WORDS[0]} cmd="" i
-    for ((i = 1; i < COMP_CWORD; i++)); do
-        case ${COMP_WORDS[i]} in
-            --plugin|--plugin-dir) ((i++)) ;;
-            -*) ;;
-            *) cmd=${COMP_WORDS[i]}; break ;;
-        esac
-    done
+    @FIND_COMMAND@
     COMPREPLY=()
     if [[ -z $cmd ]]; then
         case $prev in
@@ -96,13 +101,7 @@ _moequant_options() {  # prints "--option<TAB>value" for command $2 of the host 
 
 _moequant() {
     local host=${words[1]} cmd="" i
-    for ((i = 2; i < CURRENT; i++)); do
-        case ${words[i]} in
-            --plugin|--plugin-dir) ((i++)) ;;
-            -*) ;;
-            *) cmd=${words[i]}; break ;;
-        esac
-    done
+    @FIND_COMMAND@
     local cur=${words[CURRENT]} prev=${words[CURRENT-1]}
     if [[ -z $cmd ]]; then
         case $prev in
@@ -143,6 +142,16 @@ _moequant() {
 if [[ $funcstack[1] == _moequant ]]; then _moequant "$@"; else compdef _moequant moequant; fi
 )ZSH";
 
+struct ShellScript {
+    const char* text;
+    const char* words;          // @WORDS@
+    const char* first_word;     // @FIRST@
+    const char* current_word;   // @CURRENT@
+};
+
+constexpr ShellScript bash{bash_script, "COMP_WORDS", "1", "COMP_CWORD"};
+constexpr ShellScript zsh{zsh_script, "words", "2", "CURRENT"};
+
 std::string replaced(std::string text, const std::string& marker, const std::string& with) {
     for (std::size_t at = text.find(marker); at != std::string::npos; at = text.find(marker, at + with.size()))
         text.replace(at, marker.size(), with);
@@ -179,9 +188,10 @@ int run_completion_command(const std::vector<std::string>& args, GlobalOptions g
                           {.hint = "moequant completion bash|zsh"});
     std::string commands;
     for (const std::string& name : command_names()) commands += (commands.empty() ? "" : " ") + name;
-    std::string script = shell == "bash" ? bash_script : zsh_script;
-    script = replaced(replaced(script, "@COMMANDS@", commands), "@AWK@", help_to_options_awk);
-    std::cout << script;
+    const ShellScript& script = shell == "bash" ? bash : zsh;
+    std::string text = replaced(script.text, "@FIND_COMMAND@", find_command);
+    text = replaced(replaced(replaced(text, "@WORDS@", script.words), "@FIRST@", script.first_word), "@CURRENT@", script.current_word);
+    std::cout << replaced(replaced(text, "@COMMANDS@", commands), "@AWK@", help_to_options_awk);
     return 0;
 }
 

@@ -4,16 +4,12 @@
 // calibration comes from text (--dataset, run through the family's decoder forward) or from
 // recorded MoE inputs (--calibration-activations).
 
-#include "calibration_coverage_note.hpp"
 #include "calibration_inputs.hpp"
-#include "cluster_run.hpp"
 #include "command.hpp"
-#include "dry_run_report.hpp"
+#include "command_line.hpp"
+#include "conversion_run.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
-#include "human_format.hpp"
-#include "option_values.hpp"
-#include "saturated_rows_warning.hpp"
 #include "seed_gpu_options.hpp"
 #include "text_calibration.hpp"
 
@@ -154,178 +150,198 @@ void apply_kt_rawint4(const po::variables_map& given, std::string& quant_type, s
                   << ": kt's default RAWINT4 backend (amx) runs group 32 only; serve this folder with KT_RAWINT4_BACKEND=avxvnni\n";
 }
 
-}  // namespace
-
-int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string input, output, method = "GPTQ", quant_type = "W8A16", strategy = "group", group_size = "128", actorder = "static", family,
-                runtime;
-    CalibrationInputOptions data;
-    double dampening = 0.1;
+// What a gptq command line asks for.
+struct GptqRequest : ConversionRequest {
+    std::string method = "GPTQ", quant_type = "W8A16", strategy = "group", group_size = "128", actorder = "static", runtime;
     std::vector<std::string> ignore;
-    std::int64_t resume_layer = -1;
-    std::size_t threads = 0;
-    bool overwrite = false, allow_non_finite = false, allow_unaligned = false, quiet = false, help = false, dry_run = false;
-    po::options_description options("Options");
+    bool allow_unaligned = false;
+    SeedGpuOptions seed;
+};
+
+constexpr CommandHelp gptq_help{
+    "moequant gptq --model_id MODEL --output_dir OUT [--quant_method GPTQ|RTN] [--quant_type W4A16|W8A16]\n"
+    "              [--group_size 32|64|128|-1] [--for kt-rawint4]\n"
+    "              [--dataset FILE|DIR|ID|embedded | --calibration-activations FILE]",
+    "Quantizes the routed experts for the GPU (GPTQ or RTN, llm-compressor's numerics) into a\n"
+    "compressed-tensors pack-quantized checkpoint vLLM and SGLang load as it is. Every other\n"
+    "tensor is copied (FP8 dequantized to BF16). GPTQ calibrates on text (--dataset: run through\n"
+    "the model layer by layer on the CPU, each layer seeing the quantized ones before it) or on\n"
+    "recorded MoE inputs: all experts of a layer see all tokens (one shared gate/up Hessian per layer), or\n"
+    "with --routed-only the tokens the family's router sends them (an expert that gets none is\n"
+    "calibrated on all tokens rather than zeroed).\n"
+    "One layer in flight; rerunning the same command continues an interrupted run."};
+
+void add_gptq_options(po::options_description& options, GptqRequest& r) {
     options.add_options()
-        ("model_id", po::value(&input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file)")
-        ("input-path,i", po::value(&input)->value_name("PATH"), "same as --model_id")
-        ("output_dir", po::value(&output)->value_name("DIR"), "output folder")
-        ("output,o", po::value(&output)->value_name("DIR"), "same as --output_dir")
-        ("quant_method", po::value(&method)->value_name("GPTQ|RTN")->default_value("GPTQ"),
+        ("model_id", po::value(&r.input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file)")
+        ("input-path,i", po::value(&r.input)->value_name("PATH"), "same as --model_id")
+        ("output_dir", po::value(&r.output)->value_name("DIR"), "output folder")
+        ("output,o", po::value(&r.output)->value_name("DIR"), "same as --output_dir")
+        ("quant_method", po::value(&r.method)->value_name("GPTQ|RTN")->default_value("GPTQ"),
          "GPTQ (needs calibration) or RTN (round to nearest, needs none)")
-        ("quant_type", po::value(&quant_type)->value_name("W4A16|W8A16")->default_value("W8A16"),
+        ("quant_type", po::value(&r.quant_type)->value_name("W4A16|W8A16")->default_value("W8A16"),
          "int4 or int8 weights, symmetric (W8A16 by default, as kt-kernel's convert_gpu_weights.py)")
-        ("group_size", po::value(&group_size)->value_name("32|64|128|-1")->default_value("128"),
+        ("group_size", po::value(&r.group_size)->value_name("32|64|128|-1")->default_value("128"),
          "columns per scale (-1: one scale per row); kt-kernel's RAWINT4 CPU experts need 32 on its default backend")
-        ("strategy", po::value(&strategy)->value_name("group|channel")->default_value("group"),
+        ("strategy", po::value(&r.strategy)->value_name("group|channel")->default_value("group"),
          "scale per group of columns, or one per row (the older W8A16 preset; same as --group_size -1)")
-        ("actorder", po::value(&actorder)->value_name("static|group|none")->default_value("static"),
+        ("actorder", po::value(&r.actorder)->value_name("static|group|none")->default_value("static"),
          "GPTQ column order (static: by decreasing Hessian diagonal, no g_idx)")
-        ("dampening_frac", po::value(&dampening)->default_value(0.1), "GPTQ dampening, relative to mean(diag H)")
-        ("for", po::value(&runtime)->value_name("kt-rawint4"),
+        ("dampening_frac", po::value(&r.dampening)->default_value(0.1), "GPTQ dampening, relative to mean(diag H)")
+        ("for", po::value(&r.runtime)->value_name("kt-rawint4"),
          "also for kt-kernel's RAWINT4 CPU experts: W4A16, group 32 unless --group_size says otherwise, codes -7..7 "
          "(the range its kernels multiply right), no g_idx");
-    add_calibration_options(options, data);
+    add_calibration_options(options, r.data);
     options.add_options()
-        ("ignore_patterns", po::value(&ignore)->multitoken()->value_name("PATTERN..."),
+        ("ignore_patterns", po::value(&r.ignore)->multitoken()->value_name("PATTERN..."),
          "modules to leave unquantized (\"re:<regex>\" or a name); non-expert modules always are, "
          "routed experts only a whole MoE layer at a time (written in BF16)")
-        ("allow-unaligned", po::bool_switch(&allow_unaligned),
+        ("allow-unaligned", po::bool_switch(&r.allow_unaligned),
          "write shapes vLLM/SGLang's Marlin kernels cannot run (in_features not a multiple of 128 or of the group size: "
          "ceil(K/group) groups, the last one shorter)")
-        ("threads", po::value(&threads), "worker threads (default: all cores)")
-        ("resume-layer", po::value(&resume_layer), "redo layers from this one on; earlier ones must be complete")
-        ("overwrite", po::bool_switch(&overwrite),
+        ("threads", po::value(&r.threads), "worker threads (default: all cores)")
+        ("resume-layer", po::value(&r.resume_layer), "redo layers from this one on; earlier ones must be complete")
+        ("overwrite", po::bool_switch(&r.overwrite),
          "replace another run's output in the output folder (only what a conversion writes) and a --save-activations file")
-        ("allow-non-finite", po::bool_switch(&allow_non_finite), "quantize expert weights holding NaN or Inf as they are")
-        ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
-        ("dry-run", po::bool_switch(&dry_run), "write nothing: print the plan, every output file with its size, whether it fits, the expected peak memory and time")
-        ("quiet,q", po::bool_switch(&quiet), "no progress output")
-        ("help,h", po::bool_switch(&help), "show this help");
-    SeedGpuOptions seed;
+        ("allow-non-finite", po::bool_switch(&r.allow_non_finite), "quantize expert weights holding NaN or Inf as they are")
+        ("family", po::value(&r.family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
+        ("dry-run", po::bool_switch(&r.dry_run), "write nothing: print the plan, every output file with its size, whether it fits, the expected peak memory and time")
+        ("quiet,q", po::bool_switch(&r.quiet), "no progress output");
     po::options_description seed_options("Accepted for kt-kernel's convert_gpu_weights.py command lines");
-    add_seed_gpu_options(seed_options, seed);
+    add_seed_gpu_options(seed_options, r.seed);
     options.add(seed_options);
-    options.add(global_option_group(globals));
-    const po::variables_map given = parse_command_line(args, options, {});
-    require_positive(given, {"threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
-    if (help) {
-        print_command_help(
-            "moequant gptq --model_id MODEL --output_dir OUT [--quant_method GPTQ|RTN] [--quant_type W4A16|W8A16]\n"
-            "              [--group_size 32|64|128|-1] [--for kt-rawint4]\n"
-            "              [--dataset FILE|DIR|ID|embedded | --calibration-activations FILE]",
-            "Quantizes the routed experts for the GPU (GPTQ or RTN, llm-compressor's numerics) into a\n"
-            "compressed-tensors pack-quantized checkpoint vLLM and SGLang load as it is. Every other\n"
-            "tensor is copied (FP8 dequantized to BF16). GPTQ calibrates on text (--dataset: run through\n"
-            "the model layer by layer on the CPU, each layer seeing the quantized ones before it) or on\n"
-            "recorded MoE inputs: all experts of a layer see all tokens (one shared gate/up Hessian per layer), or\n"
-            "with --routed-only the tokens the family's router sends them (an expert that gets none is\n"
-            "calibrated on all tokens rather than zeroed).\n"
-            "One layer in flight; rerunning the same command continues an interrupted run.",
-            options);
-        return 0;
-    }
-    if (input.empty()) throw_usage_error("gptq needs --model_id", {.hint = "moequant gptq --help"});
-    if (output.empty()) throw_usage_error("gptq needs --output_dir");
-    std::string quantizer_id;
-    if (method == "GPTQ" || method == "gptq")
-        quantizer_id = "gptq";
-    else if (method == "RTN" || method == "rtn")
-        quantizer_id = "rtn";
-    else
-        throw_usage_error("--quant_method must be GPTQ or RTN, got '" + method + "'");
-    if (strategy != "group" && strategy != "channel")
-        throw_usage_error("--strategy '" + strategy + "' is not supported", {.code = "BadOption", .hint = "use group or channel"});
-    const bool kt_rawint4 = runtime == "kt-rawint4";
-    if (!runtime.empty() && !kt_rawint4)
-        throw_usage_error("--for '" + runtime + "' is not supported", {.code = "BadOption", .hint = "use kt-rawint4"});
-    if (kt_rawint4) apply_kt_rawint4(given, quant_type, group_size, strategy, actorder);
-    const std::int64_t group = chosen_group_size(group_size, kt_rawint4 || !given["group_size"].defaulted(), strategy);
-    const std::string scheme = quant_type + (group ? " group " + std::to_string(group) : " channel") + (kt_rawint4 ? " codes -7..7" : "");
-    const std::vector<std::string> seed_notes = apply_seed_gpu_options(seed, data);
-    check_calibration_options(data);
-    if (threads > 0) set_max_threads(threads);
+}
 
-    Registry registry;
-    load_plugins(registry, globals);
-    const OutputFormat* format = registry.format("compressed-tensors");
-    const Quantizer* quantizer = registry.quantizer(quantizer_id);
-    if (!format || !quantizer)
-        throw Error(ErrorKind::plugin, std::string("no installed ") + (format ? "quantizer '" + quantizer_id + "'" : "format 'compressed-tensors'"),
-                    {.hint = "see 'moequant plugins'"});
+// What the command line settles of the quantization.
+struct GptqScheme {
+    std::string quantizer_id;  // gptq or rtn
+    std::int64_t group = 0;    // columns per scale; 0: one scale per row
+    bool kt_rawint4 = false;   // --for kt-rawint4: codes -7..7
+    std::string name;          // "W4A16 group 32 codes -7..7", as the dry run and the summary say it
+    std::vector<std::string> seed_notes;  // the seed flags that have no effect here
+};
+
+// The command line's own usage errors, before any plugin loads. --for kt-rawint4 settles
+// --quant_type and --group_size in `r`, --max_cpu_memory the calibration's memory limit.
+GptqScheme checked_scheme(GptqRequest& r, const po::variables_map& given) {
+    if (r.input.empty()) throw_usage_error("gptq needs --model_id", {.hint = "moequant gptq --help"});
+    if (r.output.empty()) throw_usage_error("gptq needs --output_dir");
+    GptqScheme scheme;
+    if (r.method == "GPTQ" || r.method == "gptq")
+        scheme.quantizer_id = "gptq";
+    else if (r.method == "RTN" || r.method == "rtn")
+        scheme.quantizer_id = "rtn";
+    else
+        throw_usage_error("--quant_method must be GPTQ or RTN, got '" + r.method + "'");
+    if (r.strategy != "group" && r.strategy != "channel")
+        throw_usage_error("--strategy '" + r.strategy + "' is not supported", {.code = "BadOption", .hint = "use group or channel"});
+    scheme.kt_rawint4 = r.runtime == "kt-rawint4";
+    if (!r.runtime.empty() && !scheme.kt_rawint4)
+        throw_usage_error("--for '" + r.runtime + "' is not supported", {.code = "BadOption", .hint = "use kt-rawint4"});
+    if (scheme.kt_rawint4) apply_kt_rawint4(given, r.quant_type, r.group_size, r.strategy, r.actorder);
+    scheme.group = chosen_group_size(r.group_size, scheme.kt_rawint4 || !given["group_size"].defaulted(), r.strategy);
+    scheme.name = r.quant_type + (scheme.group ? " group " + std::to_string(scheme.group) : " channel") +
+                  (scheme.kt_rawint4 ? " codes -7..7" : "");
+    scheme.seed_notes = apply_seed_gpu_options(r.seed, r.data);
+    check_calibration_options(r.data);
+    return scheme;
+}
+
+// The installed quantizer and format gptq writes with.
+struct GptqPlugins {
+    const OutputFormat* format = nullptr;
+    const Quantizer* quantizer = nullptr;
     // Whether the quantizer calibrates (GPTQ) is its own to say; calibration data and GPTQ's
     // options go to such a quantizer only.
-    const bool calibrated = quantizer->calibration() != nullptr;
-    // The seed tool calibrates on a Hub dataset by default; offline, the embedded text stands in.
+    bool calibrated = false;
+};
+
+GptqPlugins chosen_plugins(const Registry& registry, const std::string& quantizer_id) {
+    GptqPlugins chosen{.format = registry.format("compressed-tensors"), .quantizer = registry.quantizer(quantizer_id)};
+    if (!chosen.format || !chosen.quantizer)
+        throw Error(ErrorKind::plugin,
+                    std::string("no installed ") + (chosen.format ? "quantizer '" + quantizer_id + "'" : "format 'compressed-tensors'"),
+                    {.hint = "see 'moequant plugins'"});
+    chosen.calibrated = chosen.quantizer->calibration() != nullptr;
+    return chosen;
+}
+
+// The calibration data once the quantizer is known. The seed tool calibrates on a Hub dataset
+// by default; offline, the embedded text stands in: returns whether it did.
+bool settle_calibration_data(CalibrationInputOptions& data, bool calibrated) {
     const bool embedded_by_default = calibrated && !data.given();
     if (embedded_by_default) data.dataset = "embedded";
     if (!data.save_activations.empty() && !calibrated)
         throw_usage_error("--save-activations records what GPTQ's --dataset calibration computes; RTN computes none");
+    return embedded_by_default;
+}
 
-    const PlannedSource source = open_planned_source(registry, input, family);
-    const ModelPlan& plan = source.plan;
-    const std::set<std::int64_t> kept_layers = unquantized_layers(ignore, plan);
+ConversionJob gptq_job(const GptqRequest& r, const GptqScheme& scheme, const GptqPlugins& plugins, const PlannedSource& source,
+                       const std::set<std::int64_t>& kept_layers) {
+    // "gptq" under the alias gpu too: the same job either way.
+    ConversionJob job = conversion_job("gptq", r, source, plugins.quantizer, plugins.format);
+    job.parts = 1;
+    if (!plugins.calibrated) job.input_files = dataset_files(r.data.dataset);  // RTN reads no data, but its output may not hold it
+    job.unquantized_layers = kept_layers;
+    job.quantizer_options.set("quant_type", r.quant_type);
+    job.quantizer_options.set("strategy", scheme.group ? "group" : "channel");
+    if (scheme.group) job.quantizer_options.set("group_size", std::to_string(scheme.group));
+    if (scheme.kt_rawint4) job.quantizer_options.set("code_range", "symmetric");
+    if (plugins.calibrated) {
+        job.quantizer_options.set("actorder", r.actorder);
+        job.quantizer_options.set("dampening_frac", std::to_string(r.dampening));
+    }
+    if (r.allow_unaligned) job.format_options.set("allow_unaligned", "true");
+    job.format_options.set("torch_dtype", r.seed.torch_dtype);
+    return job;
+}
+
+}  // namespace
+
+int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals) {
+    GptqRequest request;
+    po::options_description options("Options");
+    add_gptq_options(options, request);
+    const std::optional<po::variables_map> given =
+        parse_command(args, options, globals, gptq_help, {"threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
+    if (!given) return 0;
+    const GptqScheme scheme = checked_scheme(request, *given);
+    if (request.threads > 0) set_max_threads(request.threads);
+
+    Registry registry;
+    load_plugins(registry, globals);
+    const GptqPlugins plugins = chosen_plugins(registry, scheme.quantizer_id);
+    const bool embedded_by_default = settle_calibration_data(request.data, plugins.calibrated);
+
+    const PlannedSource source = open_planned_source(registry, request.input, request.family);
+    const std::set<std::int64_t> kept_layers = unquantized_layers(request.ignore, source.plan);
     // GPTQ's data: a dataset through the family's forward layer by layer, or recorded inputs.
     std::optional<CalibrationInputs> calibration;
-    if (calibrated) calibration.emplace(registry, source, data, overwrite);
-
-    ConversionJob job;
-    job.command = "gptq";  // under the alias gpu too: the same job either way
-    job.source = &source.checkpoint;
-    job.config = &source.config;
-    job.plan = &plan;
-    job.quantizer = quantizer;
-    job.format = format;
-    job.output = output;
-    job.parts = 1;
-    if (resume_layer >= 0) job.resume_layer = resume_layer;
-    job.overwrite = overwrite;
-    if (!calibration) job.input_files = dataset_files(data.dataset);  // RTN reads no data, but its output may not hold it
-    job.allow_non_finite = allow_non_finite;
-    job.unquantized_layers = kept_layers;
+    if (plugins.calibrated) calibration.emplace(registry, source, request.data, request.overwrite);
+    ConversionJob job = gptq_job(request, scheme, plugins, source, kept_layers);
     if (calibration) calibration->attach(job);
-    job.quantizer_options.set("quant_type", quant_type);
-    job.quantizer_options.set("strategy", group ? "group" : "channel");
-    if (group) job.quantizer_options.set("group_size", std::to_string(group));
-    if (kt_rawint4) job.quantizer_options.set("code_range", "symmetric");
-    if (calibrated) {
-        job.quantizer_options.set("actorder", actorder);
-        job.quantizer_options.set("dampening_frac", std::to_string(dampening));
-    }
-    if (allow_unaligned) job.format_options.set("allow_unaligned", "true");
-    job.format_options.set("torch_dtype", seed.torch_dtype);
-    if (dry_run) return report_dry_run(job, quantizer_id + " " + scheme);
-
-    StreamProgress progress(stderr);
-    SilentProgress silent;
-    ProgressSink& sink = quiet || !Cluster::world().root() ? static_cast<ProgressSink&>(silent) : progress;
-    for (const std::string& note : seed_notes) sink.note(note);
-    if (embedded_by_default)
-        std::cerr << "moequant: warning: no --dataset: GPTQ calibrates on the embedded text (a few public-domain paragraphs), "
-                     "enough to run but not to calibrate well; real calibration needs real data (--dataset FILE|DIR|owner/name)\n";
-    if (allow_unaligned) warn_about_ragged_groups(plan, group);
-    if (!kept_layers.empty()) {
-        std::string layers;
-        for (std::int64_t l : kept_layers) layers += (layers.empty() ? "" : ", ") + std::to_string(l);
-        sink.note("routed experts kept in BF16 (--ignore_patterns): layer(s) " + layers);
-    }
-    if (calibration)
-        calibration->describe(sink, plan);
-    else if (data.given())
-        sink.note("RTN needs no calibration: " + (data.activations.empty() ? data.dataset : data.activations) + " is not used");
-    SaturatedRowLog saturated;
-    job.saturated_rows = &saturated;
-    job.cluster = &Cluster::world();
-    ConversionResult result = run_conversion(job, sink);
-    if (calibration) calibration->finish();  // commits --save-activations
-    warn_about_saturated_rows_of_every_rank(saturated);
-    note_calibration_coverage(output, quiet);
-    std::cout << "quantized " << result.layers_written << " layer(s)";
-    if (result.layers_adopted) std::cout << ", kept " << result.layers_adopted << " completed earlier";
-    std::cout << " of " << plan.family << " with " << quantizer_id << " " << scheme << " into compressed-tensors ("
-              << printable_name(output) << "): " << human_bytes(result.input_bytes) << " of experts in, " << human_bytes(result.output_bytes)
-              << " written, " << result.seconds << " s" << cluster_traffic(result) << "\n";
-    return 0;
+    return run_conversion_command({
+        .job = job,
+        .request = request,
+        .method = scheme.quantizer_id + " " + scheme.name,
+        .done = "quantized",
+        .calibration = calibration ? &*calibration : nullptr,
+        .notes = [&](ProgressSink& sink) {
+            for (const std::string& note : scheme.seed_notes) sink.note(note);
+            if (embedded_by_default)
+                std::cerr << "moequant: warning: no --dataset: GPTQ calibrates on the embedded text (a few public-domain paragraphs), "
+                             "enough to run but not to calibrate well; real calibration needs real data (--dataset FILE|DIR|owner/name)\n";
+            if (request.allow_unaligned) warn_about_ragged_groups(source.plan, scheme.group);
+            if (!kept_layers.empty()) {
+                std::string layers;
+                for (std::int64_t l : kept_layers) layers += (layers.empty() ? "" : ", ") + std::to_string(l);
+                sink.note("routed experts kept in BF16 (--ignore_patterns): layer(s) " + layers);
+            }
+            if (!calibration && request.data.given())
+                sink.note("RTN needs no calibration: " +
+                          (request.data.activations.empty() ? request.data.dataset : request.data.activations) + " is not used");
+        },
+    });
 }
 
 }  // namespace moequant::cli

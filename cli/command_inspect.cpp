@@ -2,6 +2,7 @@
 // are read, so the time is proportional to the header bytes, not to the model size.
 
 #include "command.hpp"
+#include "command_line.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
@@ -261,7 +262,7 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
     std::string path;
     std::size_t top = 10;
     std::string family;
-    bool as_json = false, all_tensors = false, help = false, full_plan = false, headers_only = false;
+    bool as_json = false, all_tensors = false, full_plan = false, headers_only = false;
     po::options_description options("Options");
     options.add_options()
         ("path", po::value(&path)->value_name("PATH"),
@@ -273,23 +274,19 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
          "use this adapter (id or model_type) instead of detecting the family from config.json")
         ("plan", po::bool_switch(&full_plan), "print the whole MoE plan: every expert's source and every tensor's role")
         ("headers-only", po::bool_switch(&headers_only), "only summarise the safetensors headers (no family, no plan)")
-        ("json", po::bool_switch(&as_json), "print JSON instead of text")
-        ("help,h", po::bool_switch(&help), "show this help");
-    options.add(global_option_group(globals));
+        ("json", po::bool_switch(&as_json), "print JSON instead of text");
     po::positional_options_description positional;
     positional.add("path", 1);
-    parse_command_line(args, options, positional);
-    if (help) {
-        print_command_help("moequant inspect PATH [--top N] [--tensors] [--family NAME] [--plan] [--json]",
-                           "Validates every shard header (as the reference safetensors reader does, and\n"
-                           "stricter) and summarises the checkpoint. With a config.json next to the weights\n"
-                           "it also detects the model family and prints the MoE plan: which layers hold\n"
-                           "routed experts, their shapes and encodings, the role of every tensor, what\n"
-                           "is skipped and why; and how each weight is stored (its encoding). Tensor data\n"
-                           "is never read.",
-                           options);
+    if (!parse_command(args, options, globals,
+                       {"moequant inspect PATH [--top N] [--tensors] [--family NAME] [--plan] [--json]",
+                        "Validates every shard header (as the reference safetensors reader does, and\n"
+                        "stricter) and summarises the checkpoint. With a config.json next to the weights\n"
+                        "it also detects the model family and prints the MoE plan: which layers hold\n"
+                        "routed experts, their shapes and encodings, the role of every tensor, what\n"
+                        "is skipped and why; and how each weight is stored (its encoding). Tensor data\n"
+                        "is never read."},
+                       {}, positional))
         return 0;
-    }
     if (path.empty()) throw_usage_error("inspect needs a PATH", {.hint = "moequant inspect --help"});
 
     Registry registry;

@@ -5,9 +5,9 @@
 // the placement as JSON: per layer the GPU experts, the mask and the routing counts.
 
 #include "command.hpp"
+#include "command_line.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
-#include "option_values.hpp"
 
 #include <moequant/engine/calibration_activations.hpp>
 #include <moequant/engine/expert_placement.hpp>
@@ -85,7 +85,7 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
     std::string input, activations, output, strategy_name = "frequency", family;
     std::int64_t gpu_experts = -1, samples = 0, max_length = 0;
     std::size_t threads = 0;
-    bool as_json = false, help = false, overwrite = false, quiet = false;
+    bool as_json = false, overwrite = false, quiet = false;
     po::options_description options("Options");
     options.add_options()
         ("model_id", po::value(&input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file)")
@@ -102,20 +102,15 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
         ("json", po::bool_switch(&as_json), "print the placement JSON instead of the summary")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
         ("threads", po::value(&threads), "worker threads (default: all cores)")
-        ("quiet,q", po::bool_switch(&quiet), "no progress output")
-        ("help,h", po::bool_switch(&help), "show this help");
-    options.add(global_option_group(globals));
-    require_positive(parse_command_line(args, options, {}), {"threads", "num_calibration_samples", "max_sequence_length"});
-    if (help) {
-        print_command_help(
-            "moequant plan --model_id MODEL --activations FILE --num-gpu-experts N [--strategy frequency|uniform|front-loading]\n"
-            "              [--output placement.json]",
-            "Runs the model's routers on recorded MoE inputs and places the N most used routed experts on the\n"
-            "GPU (kt-kernel's gpu_experts_mask; --kt-num-gpu-experts counts over all layers), the others on the\n"
-            "CPU. Prints per layer the GPU experts and the share of expert choices they serve.",
-            options);
+        ("quiet,q", po::bool_switch(&quiet), "no progress output");
+    if (!parse_command(args, options, globals,
+                       {"moequant plan --model_id MODEL --activations FILE --num-gpu-experts N [--strategy frequency|uniform|front-loading]\n"
+                        "              [--output placement.json]",
+                        "Runs the model's routers on recorded MoE inputs and places the N most used routed experts on the\n"
+                        "GPU (kt-kernel's gpu_experts_mask; --kt-num-gpu-experts counts over all layers), the others on the\n"
+                        "CPU. Prints per layer the GPU experts and the share of expert choices they serve."},
+                       {"threads", "num_calibration_samples", "max_sequence_length"}))
         return 0;
-    }
     if (input.empty()) throw_usage_error("plan needs --model_id", {.hint = "moequant plan --help"});
     if (activations.empty()) throw_usage_error("plan needs --activations (recorded MoE inputs)");
     if (gpu_experts < 0) throw_usage_error("plan needs --num-gpu-experts N (N >= 0)");

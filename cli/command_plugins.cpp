@@ -2,6 +2,7 @@
 // rejected and why.
 
 #include "command.hpp"
+#include "command_line.hpp"
 #include "global_options.hpp"
 
 #include <moequant/error.hpp>
@@ -114,21 +115,16 @@ void print_table(const Registry& registry, bool all) {
 }  // namespace
 
 int run_plugins_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    bool all = false, as_json = false, help = false;
+    bool all = false, as_json = false;
     po::options_description options("Options");
     options.add_options()
         ("all", po::bool_switch(&all), "also list every rejected candidate module and the reason")
-        ("json", po::bool_switch(&as_json), "print JSON instead of a table")
-        ("help,h", po::bool_switch(&help), "show this help");
-    options.add(global_option_group(globals));
-    parse_command_line(args, options, {});
-    if (help) {
-        print_command_help("moequant plugins [--all] [--json]",
-                           "Lists the plugin modules that loaded (id, kind, version, file) and the adapters,\n"
-                           "quantizers and output formats each one provides.",
-                           options);
+        ("json", po::bool_switch(&as_json), "print JSON instead of a table");
+    if (!parse_command(args, options, globals,
+                       {"moequant plugins [--all] [--json]",
+                        "Lists the plugin modules that loaded (id, kind, version, file) and the adapters,\n"
+                        "quantizers and output formats each one provides."}))
         return 0;
-    }
     Registry registry;
     load_plugins(registry, globals, /*fail_on_explicit=*/false);
     if (as_json) print_json(registry, all);

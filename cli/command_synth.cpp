@@ -3,6 +3,7 @@
 // when complete.
 
 #include "command.hpp"
+#include "command_line.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
@@ -107,7 +108,7 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
     std::string family, preset = "tiny", dtype = "bf16", layout, out, statistics = "iid";
     std::string activations;
     std::int64_t seed = 42, samples = 8, sample_tokens = 64;
-    bool overwrite = false, help = false;
+    bool overwrite = false;
     po::options_description options("Options");
     options.add_options()
         ("family", po::value(&family)->value_name("F"), "family adapter id or model_type (e.g. deepseek_v3, kimi_k2, mixtral)")
@@ -131,20 +132,15 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
         ("samples", po::value(&samples)->default_value(8), "calibration samples in --activations")
         ("sample-tokens", po::value(&sample_tokens)->default_value(64), "tokens per calibration sample")
         ("overwrite", po::bool_switch(&overwrite),
-         "replace an existing output folder (only what synth or a conversion writes) and --activations file")
-        ("help,h", po::bool_switch(&help), "show this help");
-    options.add(global_option_group(globals));
-    parse_command_line(args, options, {});
-    if (help) {
-        print_command_help("moequant synth --family F [--preset tiny|small] [--dtype D] [--seed N] --out DIR",
-                           "Writes a random checkpoint in the family's exact on-disk conventions: config.json\n"
-                           "with the real field names, shards named as the real model names them, an index,\n"
-                           "FP8 block scales (edge blocks included, one scale in another shard than its\n"
-                           "weight), MTP layers, buffers, dense and shared-expert layers, a working\n"
-                           "tokenizer.json. Sizes are small but meet the AMX and GPU kernels' rules.",
-                           options);
+         "replace an existing output folder (only what synth or a conversion writes) and --activations file");
+    if (!parse_command(args, options, globals,
+                       {"moequant synth --family F [--preset tiny|small] [--dtype D] [--seed N] --out DIR",
+                        "Writes a random checkpoint in the family's exact on-disk conventions: config.json\n"
+                        "with the real field names, shards named as the real model names them, an index,\n"
+                        "FP8 block scales (edge blocks included, one scale in another shard than its\n"
+                        "weight), MTP layers, buffers, dense and shared-expert layers, a working\n"
+                        "tokenizer.json. Sizes are small but meet the AMX and GPU kernels' rules."}))
         return 0;
-    }
     if (family.empty()) throw_usage_error("synth needs --family", {.hint = "moequant synth --help"});
     if (out.empty()) throw_usage_error("synth needs --out DIR");
     if (samples < 1 || sample_tokens < 1) throw_usage_error("--samples and --sample-tokens must be at least 1");

@@ -137,23 +137,22 @@ void print_plan_text(std::ostream& out, const PlanReport& report, bool full) {
 
 json::object plan_json(const PlanReport& report, bool full) {
     const ModelPlan& p = report.plan;
-    json::object o;
-    o["family"] = p.family;
-    o["chosen_with_family_option"] = report.overridden;
-    o["model_type"] = p.model_type;
-    o["num_hidden_layers"] = p.num_hidden_layers;
-    o["hidden_size"] = p.hidden_size;
-    o["expert_intermediate_size"] = p.expert_intermediate_size;
-    o["num_experts"] = p.num_experts;
-    o["experts_per_token"] = p.experts_per_token;
-    o["layout"] = std::string(expert_layout_name(p.layout));
-    o["router"] = json::object{{"scoring", router_scoring_name(p.router.scoring)},
-                               {"top_k", p.router.top_k},
-                               {"normalize", p.router.normalize},
-                               {"scaling", p.router.scaling},
-                               {"groups", p.router.groups},
-                               {"groups_kept", p.router.groups_kept},
-                               {"bias", p.router.uses_bias}};
+    json::object o{{"family", p.family},
+                   {"chosen_with_family_option", report.overridden},
+                   {"model_type", p.model_type},
+                   {"num_hidden_layers", p.num_hidden_layers},
+                   {"hidden_size", p.hidden_size},
+                   {"expert_intermediate_size", p.expert_intermediate_size},
+                   {"num_experts", p.num_experts},
+                   {"experts_per_token", p.experts_per_token},
+                   {"layout", expert_layout_name(p.layout)},
+                   {"router", json::object{{"scoring", router_scoring_name(p.router.scoring)},
+                                           {"top_k", p.router.top_k},
+                                           {"normalize", p.router.normalize},
+                                           {"scaling", p.router.scaling},
+                                           {"groups", p.router.groups},
+                                           {"groups_kept", p.router.groups_kept},
+                                           {"bias", p.router.uses_bias}}}};
     json::array layers;
     for (auto l : moe_layer_indices(p)) layers.push_back(l);
     o["moe_layers"] = std::move(layers);

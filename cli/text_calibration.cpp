@@ -1,6 +1,6 @@
 #include "text_calibration.hpp"
+#include "command_line.hpp"
 #include "hub_dataset.hpp"
-#include "option_values.hpp"
 
 #include <moequant/decoder_forward.hpp>
 #include <moequant/engine/tokenizer.hpp>
@@ -65,18 +65,14 @@ std::optional<RunOptions> parse_text_run_command(const std::vector<std::string>&
                                                  GlobalOptions& globals, const char* usage, const char* summary) {
     namespace po = boost::program_options;
     RunOptions run;
-    bool help = false;
     description.add_options()
         ("family", po::value(&run.family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
         ("threads", po::value(&run.threads), "worker threads (default: all cores)")
-        ("quiet,q", po::bool_switch(&run.quiet), "no progress output")
-        ("help,h", po::bool_switch(&help), "show this help");
-    description.add(global_option_group(globals));
-    require_positive(parse_command_line(args, description, {}),
-                     {"threads", "num_calibration_samples", "max_sequence_length", "max-memory"});
-    if (!help) return run;
-    print_command_help(usage, summary, description);
-    return std::nullopt;
+        ("quiet,q", po::bool_switch(&run.quiet), "no progress output");
+    if (!parse_command(args, description, globals, {usage, summary},
+                       {"threads", "num_calibration_samples", "max_sequence_length", "max-memory"}))
+        return std::nullopt;
+    return run;
 }
 
 std::vector<fs::path> dataset_files(const std::string& dataset) {
