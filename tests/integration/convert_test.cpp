@@ -307,6 +307,20 @@ BOOST_AUTO_TEST_CASE(bytes_do_not_depend_on_threads_and_reruns_continue_exactly)
     BOOST_TEST((file_hashes(dir / "resumed") == clean));
 }
 
+// Only the test build of the host (moequant-fault-host) reads the fault variables: the release
+// host converts as if they were unset, though each would make this run fail.
+BOOST_AUTO_TEST_CASE(the_release_host_ignores_the_fault_variables) {
+    TempDir dir;
+    synth(dir / "src", {"glm4_moe", "fp8", "per-expert"});
+    const std::vector<std::string> faults = {"MOEQUANT_TEST_ENOSPC_AFTER_BYTES=1000", "MOEQUANT_TEST_FREE_BYTES=1000",
+                                             "MOEQUANT_TEST_KILL_RANK=0:1"};
+    auto r = run_command({host_executable().string(), "convert", "-i", (dir / "src").string(), "-o", (dir / "out").string(),
+                          "--quant-method", "int8", "--quiet"},
+                         faults);
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    BOOST_TEST(fs::exists(dir / "out/model.safetensors.index.json"));
+}
+
 BOOST_AUTO_TEST_CASE(refusals) {
     TempDir dir;
     synth(dir / "src", {"deepseek_v3", "fp8", "per-expert"});

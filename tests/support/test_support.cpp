@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <csignal>
@@ -25,7 +26,10 @@ namespace moequant::test {
 fs::path shared_dir() { return fs::path(MOEQUANT_SHARED_DIR); }
 fs::path fixtures_dir() { return shared_dir() / "fixtures" / "third_party"; }
 fs::path golden_dir() { return shared_dir() / "golden"; }
-fs::path host_executable() { return fs::path(MOEQUANT_HOST_EXE); }
+fs::path host_executable(const std::vector<std::string>& env) {
+    const bool injects_faults = std::ranges::any_of(env, [](const std::string& e) { return e.starts_with("MOEQUANT_TEST_"); });
+    return fs::path(injects_faults ? MOEQUANT_FAULT_HOST_EXE : MOEQUANT_HOST_EXE);
+}
 
 TempDir::TempDir() {
     std::random_device rd;
@@ -198,7 +202,7 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::vecto
 }
 
 CommandResult run_moequant(std::vector<std::string> args, const std::vector<std::string>& env, const ChildLimits& limits) {
-    args.insert(args.begin(), host_executable().string());
+    args.insert(args.begin(), host_executable(env).string());
     return run_command(args, env, limits);
 }
 

@@ -87,10 +87,12 @@ private:
 CommandResult run_command(const std::vector<std::string>& argv,
                           const std::vector<std::string>& env = {}, const ChildLimits& limits = {});
 
-// The moequant host of this build.
-fs::path host_executable();
+// The moequant host of this build. When `env` sets a fault variable (MOEQUANT_TEST_*), the test
+// build of the host that reads them (moequant-fault-host); the release host ignores them.
+fs::path host_executable(const std::vector<std::string>& env = {});
 
-// Runs the host with `args` (and extra environment entries, child limits).
+// Runs the host (as host_executable(env) picks it) with `args` (and extra environment entries,
+// child limits).
 CommandResult run_moequant(std::vector<std::string> args, const std::vector<std::string>& env = {},
                            const ChildLimits& limits = {});
 
