@@ -54,6 +54,8 @@ TempDir::~TempDir() {
     fs::remove_all(path_, ec);
 }
 
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 std::vector<std::uint8_t> read_bytes(const fs::path& file) {
     std::ifstream in(file, std::ios::binary);
     if (!in) throw std::runtime_error("cannot read " + file.string());
@@ -205,6 +207,9 @@ CommandResult run_moequant(std::vector<std::string> args, const std::vector<std:
     args.insert(args.begin(), host_executable(env).string());
     return run_command(args, env, limits);
 }
+
+const std::vector<std::string> small_calibration_dataset = {"--dataset", "embedded", "--num_calibration_samples", "4",
+                                                             "--max_sequence_length", "48"};
 
 std::string sha256_file(const fs::path& file) {
     auto r = run_command({"/usr/bin/sha256sum", file.string()});
