@@ -7,10 +7,11 @@
 // - the bytes do not depend on the thread count.
 
 #include "amx_layout.hpp"
+#include "built_plugin.hpp"
+#include "tensor_bytes.hpp"
 #include "test_support.hpp"
 
 #include <moequant/engine/hessian.hpp>
-#include <moequant/engine/plugin_registry.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
 
@@ -26,23 +27,6 @@ using namespace moequant::test;
 namespace json = boost::json;
 
 namespace {
-
-struct Loaded {
-    Registry registry;
-    Loaded() {
-        registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / "moequant-quantizer-amx.so", PluginOrigin::explicit_file);
-        BOOST_REQUIRE_MESSAGE(registry.rejections().empty(), registry.rejections().front().reason);
-    }
-    const Quantizer& get(const char* id) const {
-        const Quantizer* q = registry.quantizer(id);
-        BOOST_REQUIRE_MESSAGE(q, id);
-        return *q;
-    }
-};
-
-std::vector<std::uint8_t> bytes_of(const Tensor& t) {
-    return {reinterpret_cast<const std::uint8_t*>(t.data()), reinterpret_cast<const std::uint8_t*>(t.data()) + t.size_bytes()};
-}
 
 std::uint16_t bf16_of(float x) {
     const std::uint32_t b = std::bit_cast<std::uint32_t>(x);
@@ -97,7 +81,7 @@ struct Problem {
 BOOST_AUTO_TEST_SUITE(amx_calibrated)
 
 BOOST_AUTO_TEST_CASE(the_packer_lays_kt_kernels_codes_out_as_kt_kernel_does) {
-    Loaded plugin;
+    const BuiltPlugin plugin("moequant-quantizer-amx");
     const fs::path golden = golden_dir() / "kt-amx";
     const auto manifest = json::parse(read_text(golden / "manifest.json")).as_object();
     std::size_t compared = 0;
@@ -118,7 +102,7 @@ BOOST_AUTO_TEST_CASE(the_packer_lays_kt_kernels_codes_out_as_kt_kernel_does) {
                 stored.parts.emplace_back("weight", std::move(w));
                 stored.parts.emplace_back("scale", std::move(s));
                 // Decode kt-kernel's bytes to integer codes (value / step), then pack them again.
-                const Tensor decoded = plugin.get(id).dequantize(stored, {n, k});
+                const Tensor decoded = plugin.quantizer(id).dequantize(stored, {n, k});
                 const float* d = stored.part("scale")->data_as<float>();
                 std::vector<std::int8_t> q(static_cast<std::size_t>(n * k), 0);  // an all-zero row (d = 0) keeps codes 0
                 for (std::int64_t r = 0; r < n; ++r) {
@@ -138,13 +122,13 @@ BOOST_AUTO_TEST_CASE(the_packer_lays_kt_kernels_codes_out_as_kt_kernel_does) {
 }
 
 BOOST_AUTO_TEST_CASE(calibrated_codes_cut_the_output_error_and_keep_the_scale_rule) {
-    Loaded plugin;
+    const BuiltPlugin plugin("moequant-quantizer-amx");
     const Problem problem(7);
     for (const auto& [plain_id, calibrated_id, bound] :
          {std::tuple{"amx-int4", "amx-int4-gptq", 0.6}, std::tuple{"amx-int8", "amx-int8-gptq", 0.9}}) {
         BOOST_TEST_CONTEXT(calibrated_id) {
-            const Quantizer& plain = plugin.get(plain_id);
-            const Quantizer& calibrated = plugin.get(calibrated_id);
+            const Quantizer& plain = plugin.quantizer(plain_id);
+            const Quantizer& calibrated = plugin.quantizer(calibrated_id);
             BOOST_REQUIRE(calibrated.calibration());
             BOOST_TEST(calibrated.facts().get_string("kt.method", "") == plain.facts().get_string("kt.method", ""));
             BOOST_TEST(calibrated.facts().get_string("verify.reference", "") == plain_id);
@@ -168,9 +152,9 @@ BOOST_AUTO_TEST_CASE(calibrated_codes_cut_the_output_error_and_keep_the_scale_ru
 }
 
 BOOST_AUTO_TEST_CASE(the_bytes_do_not_depend_on_the_thread_count) {
-    Loaded plugin;
+    const BuiltPlugin plugin("moequant-quantizer-amx");
     const Problem problem(11);
-    const Quantizer& q = plugin.get("amx-int4-gptq");
+    const Quantizer& q = plugin.quantizer("amx-int4-gptq");
     const auto prepared = q.calibration()->prepare_calibration(problem.hessian);
     const std::size_t before = max_threads();
     set_max_threads(1);

@@ -3,11 +3,12 @@
 // inputs are also regenerated from the README's generator, so the cases double as a check of
 // the generator description.
 
+#include "built_plugin.hpp"
 #include "isa_limit_restorer.hpp"
+#include "tensor_bytes.hpp"
 #include "test_support.hpp"
 
 #include <moequant/error.hpp>
-#include <moequant/engine/plugin_registry.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/splitmix64.hpp>
 
@@ -57,21 +58,10 @@ void overwrite_edge_rows(std::vector<std::uint16_t>& m, std::int64_t k) {
 }
 
 struct Loaded {
-    Registry registry;
-    const Quantizer* int8 = nullptr;
-    const Quantizer* int4 = nullptr;
-    Loaded() {
-        registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / "moequant-quantizer-amx.so", PluginOrigin::explicit_file);
-        BOOST_REQUIRE_MESSAGE(registry.rejections().empty(), registry.rejections().front().reason);
-        int8 = registry.quantizer("amx-int8");
-        int4 = registry.quantizer("amx-int4");
-        BOOST_REQUIRE(int8 && int4);
-    }
+    BuiltPlugin amx{"moequant-quantizer-amx"};
+    const Quantizer* int8 = &amx.quantizer("amx-int8");
+    const Quantizer* int4 = &amx.quantizer("amx-int4");
 };
-
-std::vector<std::uint8_t> bytes_of(const Tensor& t) {
-    return {reinterpret_cast<const std::uint8_t*>(t.data()), reinterpret_cast<const std::uint8_t*>(t.data()) + t.size_bytes()};
-}
 
 }  // namespace
 

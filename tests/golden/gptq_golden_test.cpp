@@ -13,13 +13,14 @@
 #include "integer_mapping.hpp"
 #include "inverse_hessian.hpp"
 #include "packed_codes.hpp"
+#include "built_plugin.hpp"
 #include "reference_numerics.hpp"
+#include "tensor_bytes.hpp"
 #include "test_support.hpp"
 
 #include <moequant/error.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
-#include <moequant/engine/plugin_registry.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
@@ -62,6 +63,11 @@ struct Case {
     }
     std::vector<std::uint8_t> file(const std::string& f) const { return read_bytes(golden / name / f); }
     TensorView weight() const { return {DType::BF16, {n, k}, std::as_bytes(std::span<const std::uint8_t>(w))}; }
+    std::vector<float> weight_f32() const {
+        std::vector<float> out(static_cast<std::size_t>(n * k));
+        convert_bf16_to_f32(w.data(), out.data(), out.size());
+        return out;
+    }
     Tensor oracle_hessian() const {
         Tensor t(DType::F32, {k, k});
         std::memcpy(t.data(), h.data(), h.size());
@@ -90,8 +96,14 @@ std::vector<std::string> cases() {
     return out;
 }
 
-std::vector<std::uint8_t> bytes_of(const Tensor& t) {
-    return {reinterpret_cast<const std::uint8_t*>(t.data()), reinterpret_cast<const std::uint8_t*>(t.data()) + t.size_bytes()};
+// Runs check(c) on every golden case, each under its name.
+template <class Check> void for_each_case(Check check) {
+    for (const auto& name : cases()) {
+        BOOST_TEST_CONTEXT("case " << name) {
+            const Case c(name);
+            check(c);
+        }
+    }
 }
 
 std::vector<int> unpack(const Tensor& packed, std::int64_t n, std::int64_t k, int bits) {
@@ -102,23 +114,28 @@ std::vector<int> unpack(const Tensor& packed, std::int64_t n, std::int64_t k, in
     return codes;
 }
 
+// Checks a calibrated result's scales are the reference's bytes; |code - the reference's code|
+// (codes.i8.bin) for each element.
+std::vector<int> code_differences(const Case& c, const QuantizedTensor& q) {
+    BOOST_TEST(bytes_of(*q.part("weight_scale")) == c.file("weight_scale.bf16.bin"));
+    const auto ours = unpack(*q.part("weight_packed"), c.n, c.k, c.bits);
+    const auto want = c.file("codes.i8.bin");
+    std::vector<int> diff(ours.size());
+    for (std::size_t i = 0; i < ours.size(); ++i) diff[i] = std::abs(ours[i] - static_cast<std::int8_t>(want[i]));
+    return diff;
+}
+
 struct Loaded {
-    Registry registry;
-    const Quantizer* gptq = nullptr;
-    const Quantizer* rtn = nullptr;
-    Loaded() {
-        registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / "moequant-quantizer-gptq.so", PluginOrigin::explicit_file);
-        BOOST_REQUIRE_MESSAGE(registry.rejections().empty(), registry.rejections().front().reason);
-        gptq = registry.quantizer("gptq");
-        rtn = registry.quantizer("rtn");
-        BOOST_REQUIRE(gptq && rtn);
-    }
+    BuiltPlugin module{"moequant-quantizer-gptq"};
+    const Quantizer* gptq = &module.quantizer("gptq");
+    const Quantizer* rtn = &module.quantizer("rtn");
 };
 
-// The calibration facet of a configured gptq.
-const QuantizerCalibration& calibration_of(const Quantizer& gptq) {
+// A configured gptq's result for `weight` calibrated on `hessian`.
+QuantizedTensor quantize_calibrated(const Quantizer& gptq, const TensorView& weight, const Tensor& hessian) {
     BOOST_REQUIRE(gptq.calibration());
-    return *gptq.calibration();
+    const QuantizerCalibration& calibrated = *gptq.calibration();
+    return calibrated.quantize_calibrated(weight, *calibrated.prepare_calibration(hessian));
 }
 
 }  // namespace
@@ -127,176 +144,139 @@ BOOST_AUTO_TEST_SUITE(gptq_golden)
 
 BOOST_AUTO_TEST_CASE(rtn_codes_and_scales_are_byte_exact) {
     Loaded plugin;
-    for (const auto& name : cases()) {
-        BOOST_TEST_CONTEXT("case " << name) {
-            Case c(name);
-            Options options = c.options;
-            auto rtn = plugin.rtn->configure(options);
-            QuantizedTensor q = rtn->quantize(c.weight());
-            BOOST_TEST(q.method == (c.bits == 4 ? "W4A16" : "W8A16"));
-            BOOST_TEST(bytes_of(*q.part("weight_packed")) == c.file("rtn_weight_packed.i32.bin"));
-            BOOST_TEST(bytes_of(*q.part("weight_scale")) == c.file("rtn_weight_scale.bf16.bin"));
-            BOOST_TEST(q.part("weight_shape")->data_as<std::int64_t>()[0] == c.n);
-            BOOST_TEST(q.part("weight_shape")->data_as<std::int64_t>()[1] == c.k);
-            BOOST_TEST(!q.part("weight_g_idx"));
-            // Every element is within the bound error_bounds() promises.
-            Tensor back = rtn->dequantize(q, {c.n, c.k});
-            auto bounds = rtn->error_bounds(q, {c.n, c.k});
-            BOOST_REQUIRE(bounds.has_value());
-            const std::int64_t groups = bounds->shape()[1];
-            const auto* w = reinterpret_cast<const std::uint16_t*>(c.w.data());
-            double worst_use = 0;
-            for (std::int64_t r = 0; r < c.n; ++r)
-                for (std::int64_t col = 0; col < c.k; ++col) {
-                    const double err = std::fabs(back.data_as<float>()[r * c.k + col] - bf16_to_f32(w[r * c.k + col]));
-                    const double bound = bounds->data_as<float>()[r * groups + col / (c.k / groups)];
-                    worst_use = std::max(worst_use, err / bound);
-                }
-            BOOST_TEST(worst_use <= 1.0);
-            BOOST_TEST(worst_use > 0.5);  // the bound is not vacuous
-        }
-    }
+    for_each_case([&](const Case& c) {
+        Options options = c.options;
+        auto rtn = plugin.rtn->configure(options);
+        QuantizedTensor q = rtn->quantize(c.weight());
+        BOOST_TEST(q.method == (c.bits == 4 ? "W4A16" : "W8A16"));
+        BOOST_TEST(bytes_of(*q.part("weight_packed")) == c.file("rtn_weight_packed.i32.bin"));
+        BOOST_TEST(bytes_of(*q.part("weight_scale")) == c.file("rtn_weight_scale.bf16.bin"));
+        BOOST_TEST(q.part("weight_shape")->data_as<std::int64_t>()[0] == c.n);
+        BOOST_TEST(q.part("weight_shape")->data_as<std::int64_t>()[1] == c.k);
+        BOOST_TEST(!q.part("weight_g_idx"));
+        // Every element is within the bound error_bounds() promises.
+        Tensor back = rtn->dequantize(q, {c.n, c.k});
+        auto bounds = rtn->error_bounds(q, {c.n, c.k});
+        BOOST_REQUIRE(bounds.has_value());
+        const std::int64_t groups = bounds->shape()[1];
+        const auto* w = reinterpret_cast<const std::uint16_t*>(c.w.data());
+        double worst_use = 0;
+        for (std::int64_t r = 0; r < c.n; ++r)
+            for (std::int64_t col = 0; col < c.k; ++col) {
+                const double err = std::fabs(back.data_as<float>()[r * c.k + col] - bf16_to_f32(w[r * c.k + col]));
+                const double bound = bounds->data_as<float>()[r * groups + col / (c.k / groups)];
+                worst_use = std::max(worst_use, err / bound);
+            }
+        BOOST_TEST(worst_use <= 1.0);
+        BOOST_TEST(worst_use > 0.5);  // the bound is not vacuous
+    });
 }
 
 BOOST_AUTO_TEST_CASE(our_hessian_matches_the_oracle_to_float_rounding) {
-    for (const auto& name : cases()) {
-        BOOST_TEST_CONTEXT("case " << name) {
-            Case c(name);
-            Tensor ours = c.own_hessian();
-            const auto* want = reinterpret_cast<const float*>(c.h.data());
-            double max_diag = 0, worst = 0;
-            for (std::int64_t i = 0; i < c.k; ++i) max_diag = std::max<double>(max_diag, want[i * c.k + i]);
-            for (std::int64_t i = 0; i < c.k * c.k; ++i)
-                worst = std::max(worst, std::fabs(double(ours.data_as<float>()[i]) - want[i]));
-            BOOST_TEST(worst <= 1e-5 * max_diag);
-        }
-    }
+    for_each_case([&](const Case& c) {
+        Tensor ours = c.own_hessian();
+        const auto* want = reinterpret_cast<const float*>(c.h.data());
+        double max_diag = 0, worst = 0;
+        for (std::int64_t i = 0; i < c.k; ++i) max_diag = std::max<double>(max_diag, want[i * c.k + i]);
+        for (std::int64_t i = 0; i < c.k * c.k; ++i)
+            worst = std::max(worst, std::fabs(double(ours.data_as<float>()[i]) - want[i]));
+        BOOST_TEST(worst <= 1e-5 * max_diag);
+    });
 }
 
 BOOST_AUTO_TEST_CASE(gptq_from_the_oracle_hessian_matches_every_code) {
     Loaded plugin;
-    for (const auto& name : cases()) {
-        BOOST_TEST_CONTEXT("case " << name) {
-            Case c(name);
-            auto gptq = plugin.gptq->configure(c.options);
-            const QuantizerCalibration& calibrated = calibration_of(*gptq);
-            auto prepared = calibrated.prepare_calibration(c.oracle_hessian());
-            QuantizedTensor q = calibrated.quantize_calibrated(c.weight(), *prepared);
-            BOOST_TEST(bytes_of(*q.part("weight_scale")) == c.file("weight_scale.bf16.bin"));
-            const auto ours = unpack(*q.part("weight_packed"), c.n, c.k, c.bits);
-            const auto want = c.file("codes.i8.bin");
-            std::int64_t differ = 0;
-            for (std::size_t i = 0; i < ours.size(); ++i) differ += ours[i] != static_cast<std::int8_t>(want[i]);
-            BOOST_TEST(differ == 0);
-            BOOST_TEST(bytes_of(*q.part("weight_packed")) == c.file("weight_packed.i32.bin"));
-            const bool group_order = c.params.at("actorder").is_string() && c.params.at("actorder").as_string() == "group";
-            BOOST_TEST(static_cast<bool>(q.part("weight_g_idx")) == group_order);
-            if (group_order) BOOST_TEST(bytes_of(*q.part("weight_g_idx")) == c.file("weight_g_idx.i32.bin"));
-            // compressed-tensors' decompression, bf16(code * scale).
-            Tensor back = gptq->dequantize(q, {c.n, c.k});
-            const auto dequant = c.file("dequant.bf16.bin");
-            const auto* d = reinterpret_cast<const std::uint16_t*>(dequant.data());
-            std::int64_t wrong = 0;
-            for (std::int64_t i = 0; i < c.n * c.k; ++i) wrong += f32_to_bf16(back.data_as<float>()[i]) != d[i];
-            BOOST_TEST(wrong == 0);
-        }
-    }
+    for_each_case([&](const Case& c) {
+        auto gptq = plugin.gptq->configure(c.options);
+        QuantizedTensor q = quantize_calibrated(*gptq, c.weight(), c.oracle_hessian());
+        const std::vector<int> diff = code_differences(c, q);
+        BOOST_TEST(std::ranges::count(diff, 0) == std::ssize(diff));
+        BOOST_TEST(bytes_of(*q.part("weight_packed")) == c.file("weight_packed.i32.bin"));
+        const bool group_order = c.params.at("actorder").is_string() && c.params.at("actorder").as_string() == "group";
+        BOOST_TEST(static_cast<bool>(q.part("weight_g_idx")) == group_order);
+        if (group_order) BOOST_TEST(bytes_of(*q.part("weight_g_idx")) == c.file("weight_g_idx.i32.bin"));
+        // compressed-tensors' decompression, bf16(code * scale).
+        Tensor back = gptq->dequantize(q, {c.n, c.k});
+        const auto dequant = c.file("dequant.bf16.bin");
+        const auto* d = reinterpret_cast<const std::uint16_t*>(dequant.data());
+        std::int64_t wrong = 0;
+        for (std::int64_t i = 0; i < c.n * c.k; ++i) wrong += f32_to_bf16(back.data_as<float>()[i]) != d[i];
+        BOOST_TEST(wrong == 0);
+    });
 }
 
 // The loop itself, below the plugin interface: the codes GPTQ chooses before the save-time
 // requantization (which moves about 1% of the W8 codes, never W4's), its weight and its loss.
 BOOST_AUTO_TEST_CASE(gptq_loop_codes_weight_and_loss_match) {
-    for (const auto& name : cases()) {
-        BOOST_TEST_CONTEXT("case " << name) {
-            Case c(name);
-            const gptq::Scheme scheme = gptq::parse_scheme(c.options, true);
-            if (scheme.actorder == gptq::ActOrder::group) continue;  // scales by position: covered through the plugin above
-            const gptq::InverseHessian prepared = gptq::prepare_inverse_hessian(c.oracle_hessian(), scheme);
-            const auto* wb = reinterpret_cast<const std::uint16_t*>(c.w.data());
-            std::vector<float> w(static_cast<std::size_t>(c.n * c.k));
-            for (std::size_t i = 0; i < w.size(); ++i) w[i] = bf16_to_f32(wb[i]);
-            const auto scale_bytes = c.file("weight_scale.bf16.bin");
-            const std::int64_t groups = static_cast<std::int64_t>(scale_bytes.size() / 2) / c.n;
-            std::vector<float> scales(scale_bytes.size() / 2);
-            convert_bf16_to_f32(scale_bytes.data(), scales.data(), scales.size());
-            std::vector<std::int32_t> group_of(c.k);
-            for (std::int64_t j = 0; j < c.k; ++j) group_of[j] = static_cast<std::int32_t>(prepared.order[j] / (c.k / groups));
-            const gptq::GptqResult result = gptq::run_gptq(w.data(), c.n, prepared, scheme, scales, groups, group_of);
+    for_each_case([&](const Case& c) {
+        const gptq::Scheme scheme = gptq::parse_scheme(c.options, true);
+        if (scheme.actorder == gptq::ActOrder::group) return;  // scales by position: covered through the plugin above
+        const gptq::InverseHessian prepared = gptq::prepare_inverse_hessian(c.oracle_hessian(), scheme);
+        const auto* wb = reinterpret_cast<const std::uint16_t*>(c.w.data());
+        std::vector<float> w(static_cast<std::size_t>(c.n * c.k));
+        for (std::size_t i = 0; i < w.size(); ++i) w[i] = bf16_to_f32(wb[i]);
+        const auto scale_bytes = c.file("weight_scale.bf16.bin");
+        const std::int64_t groups = static_cast<std::int64_t>(scale_bytes.size() / 2) / c.n;
+        std::vector<float> scales(scale_bytes.size() / 2);
+        convert_bf16_to_f32(scale_bytes.data(), scales.data(), scales.size());
+        std::vector<std::int32_t> group_of(c.k);
+        for (std::int64_t j = 0; j < c.k; ++j) group_of[j] = static_cast<std::int32_t>(prepared.order[j] / (c.k / groups));
+        const gptq::GptqResult result = gptq::run_gptq(w.data(), c.n, prepared, scheme, scales, groups, group_of);
 
-            const auto want_weight = c.file("gptq_weight.bf16.bin");
-            const auto want_codes = c.file("gptq_codes.i8.bin");
-            const auto* ww = reinterpret_cast<const std::uint16_t*>(want_weight.data());
-            std::int64_t weight_differs = 0, code_differs = 0, requantized = 0;
-            for (std::int64_t r = 0; r < c.n; ++r)
-                for (std::int64_t col = 0; col < c.k; ++col) {
-                    const std::int64_t i = r * c.k + col;
-                    weight_differs += f32_to_bf16(result.weight[i]) != ww[i];
-                    const float s = scales[r * groups + col / (c.k / groups)];
-                    code_differs += gptq::loop_code(result.weight[i], s, scheme) != static_cast<std::int8_t>(want_codes[i]);
-                    requantized += gptq::saved_code(result.weight[i], s, scheme) != gptq::loop_code(result.weight[i], s, scheme);
-                }
-            BOOST_TEST(weight_differs == 0);
-            BOOST_TEST(code_differs == 0);
-            const auto manifest = json::parse(read_text(golden / name / "manifest.json")).as_object();
-            const auto& results = manifest.at("results").as_object();
-            BOOST_TEST(requantized == results.at("codes_requantized_differently").to_number<std::int64_t>());
-            const double want_loss = results.at("gptq_loss").to_number<double>();
-            BOOST_TEST(std::fabs(result.loss - want_loss) <= 1e-4 * std::fabs(want_loss));
-        }
-    }
+        const auto want_weight = c.file("gptq_weight.bf16.bin");
+        const auto want_codes = c.file("gptq_codes.i8.bin");
+        const auto* ww = reinterpret_cast<const std::uint16_t*>(want_weight.data());
+        std::int64_t weight_differs = 0, code_differs = 0, requantized = 0;
+        for (std::int64_t r = 0; r < c.n; ++r)
+            for (std::int64_t col = 0; col < c.k; ++col) {
+                const std::int64_t i = r * c.k + col;
+                weight_differs += f32_to_bf16(result.weight[i]) != ww[i];
+                const float s = scales[r * groups + col / (c.k / groups)];
+                code_differs += gptq::loop_code(result.weight[i], s, scheme) != static_cast<std::int8_t>(want_codes[i]);
+                requantized += gptq::saved_code(result.weight[i], s, scheme) != gptq::loop_code(result.weight[i], s, scheme);
+            }
+        BOOST_TEST(weight_differs == 0);
+        BOOST_TEST(code_differs == 0);
+        const auto manifest = json::parse(read_text(golden / c.name / "manifest.json")).as_object();
+        const auto& results = manifest.at("results").as_object();
+        BOOST_TEST(requantized == results.at("codes_requantized_differently").to_number<std::int64_t>());
+        const double want_loss = results.at("gptq_loss").to_number<double>();
+        BOOST_TEST(std::fabs(result.loss - want_loss) <= 1e-4 * std::fabs(want_loss));
+    });
 }
 
 BOOST_AUTO_TEST_CASE(gptq_from_our_hessian_meets_the_readme_acceptance) {
     Loaded plugin;
-    for (const auto& name : cases()) {
-        BOOST_TEST_CONTEXT("case " << name) {
-            Case c(name);
-            auto gptq = plugin.gptq->configure(c.options);
-            Tensor h = c.own_hessian();
-            const QuantizerCalibration& calibrated = calibration_of(*gptq);
-            QuantizedTensor q = calibrated.quantize_calibrated(c.weight(), *calibrated.prepare_calibration(h));
-            BOOST_TEST(bytes_of(*q.part("weight_scale")) == c.file("weight_scale.bf16.bin"));
-            const auto ours = unpack(*q.part("weight_packed"), c.n, c.k, c.bits);
-            const auto want = c.file("codes.i8.bin");
-            std::int64_t equal = 0;
-            int worst = 0;
-            for (std::size_t i = 0; i < ours.size(); ++i) {
-                const int diff = std::abs(ours[i] - static_cast<std::int8_t>(want[i]));
-                equal += diff == 0;
-                worst = std::max(worst, diff);
-            }
-            BOOST_TEST(double(equal) >= 0.999 * double(ours.size()));
-            BOOST_TEST(worst <= (c.bits == 4 ? 1 : 2));
-            // Output error ||X (Wq - W)^T||^2 on the oracle's Hessian, ours against the reference's.
-            Tensor back = gptq->dequantize(q, {c.n, c.k});
-            const auto dq = c.file("dequant.bf16.bin");
-            std::vector<float> source(static_cast<std::size_t>(c.n * c.k)), reference(source.size());
-            convert_bf16_to_f32(c.w.data(), source.data(), source.size());
-            convert_bf16_to_f32(dq.data(), reference.data(), reference.size());
-            const Tensor oracle = c.oracle_hessian();
-            const double ours_err = output_error(oracle, back.data_as<float>(), source.data(), c.n);
-            const double ref_err = output_error(oracle, reference.data(), source.data(), c.n);
-            BOOST_TEST(std::fabs(ours_err - ref_err) <= 1e-3 * ref_err);
-        }
-    }
+    for_each_case([&](const Case& c) {
+        auto gptq = plugin.gptq->configure(c.options);
+        QuantizedTensor q = quantize_calibrated(*gptq, c.weight(), c.own_hessian());
+        const std::vector<int> diff = code_differences(c, q);
+        BOOST_TEST(double(std::ranges::count(diff, 0)) >= 0.999 * double(diff.size()));
+        BOOST_TEST(std::ranges::max(diff) <= (c.bits == 4 ? 1 : 2));
+        // Output error ||X (Wq - W)^T||^2 on the oracle's Hessian, ours against the reference's.
+        Tensor back = gptq->dequantize(q, {c.n, c.k});
+        const auto dq = c.file("dequant.bf16.bin");
+        const std::vector<float> source = c.weight_f32();
+        std::vector<float> reference(source.size());
+        convert_bf16_to_f32(dq.data(), reference.data(), reference.size());
+        const Tensor oracle = c.oracle_hessian();
+        const double ours_err = output_error(oracle, back.data_as<float>(), source.data(), c.n);
+        const double ref_err = output_error(oracle, reference.data(), source.data(), c.n);
+        BOOST_TEST(std::fabs(ours_err - ref_err) <= 1e-3 * ref_err);
+    });
 }
 
 BOOST_AUTO_TEST_CASE(gptq_beats_rtn_on_its_calibration_data) {
     Loaded plugin;
-    for (const auto& name : cases()) {
-        BOOST_TEST_CONTEXT("case " << name) {
-            Case c(name);
-            auto gptq = plugin.gptq->configure(c.options);
-            auto rtn = plugin.rtn->configure(c.options);
-            const Tensor h = c.own_hessian();
-            std::vector<float> source(static_cast<std::size_t>(c.n * c.k));
-            convert_bf16_to_f32(c.w.data(), source.data(), source.size());
-            const QuantizerCalibration& calibrated = calibration_of(*gptq);
-            Tensor g = gptq->dequantize(calibrated.quantize_calibrated(c.weight(), *calibrated.prepare_calibration(h)), {c.n, c.k});
-            Tensor r = rtn->dequantize(rtn->quantize(c.weight()), {c.n, c.k});
-            BOOST_TEST(output_error(h, g.data_as<float>(), source.data(), c.n) < output_error(h, r.data_as<float>(), source.data(), c.n));
-        }
-    }
+    for_each_case([&](const Case& c) {
+        auto gptq = plugin.gptq->configure(c.options);
+        auto rtn = plugin.rtn->configure(c.options);
+        const Tensor h = c.own_hessian();
+        const std::vector<float> source = c.weight_f32();
+        Tensor g = gptq->dequantize(quantize_calibrated(*gptq, c.weight(), h), {c.n, c.k});
+        Tensor r = rtn->dequantize(rtn->quantize(c.weight()), {c.n, c.k});
+        BOOST_TEST(output_error(h, g.data_as<float>(), source.data(), c.n) < output_error(h, r.data_as<float>(), source.data(), c.n));
+    });
 }
 
 // Group sizes 32 and 64 (gptq --group_size; kt-kernel's RAWINT4 default backend needs 32):
@@ -330,15 +310,13 @@ BOOST_AUTO_TEST_CASE(group_sizes_match_the_torch_reference) {
             BOOST_TEST(rtn->settings().get_string("group_size", "") == std::to_string(group));
 
             auto gptq = plugin.gptq->configure(options);
-            const QuantizerCalibration& calibrated = calibration_of(*gptq);
-            const QuantizedTensor g = calibrated.quantize_calibrated(c.weight(), *calibrated.prepare_calibration(c.oracle_hessian()));
+            const QuantizedTensor g = quantize_calibrated(*gptq, c.weight(), c.oracle_hessian());
             BOOST_TEST(bytes_of(*g.part("weight_scale")) == want("weight_scale.bf16.bin"));
             BOOST_TEST(bytes_of(*g.part("weight_packed")) == want("weight_packed.i32.bin"));
             BOOST_TEST(!g.part("weight_g_idx"));
 
             const Tensor h = c.own_hessian();
-            std::vector<float> source(static_cast<std::size_t>(c.n * c.k));
-            convert_bf16_to_f32(c.w.data(), source.data(), source.size());
+            const std::vector<float> source = c.weight_f32();
             const Tensor gd = gptq->dequantize(g, {c.n, c.k}), rd = rtn->dequantize(r, {c.n, c.k});
             const double gptq_error = output_error(h, gd.data_as<float>(), source.data(), c.n);
             const double rtn_error = output_error(h, rd.data_as<float>(), source.data(), c.n);
@@ -426,8 +404,7 @@ BOOST_AUTO_TEST_CASE(ragged_groups_match_the_reference_rule) {
                 for (std::int64_t i = 0; i < k; ++i)
                     std::memcpy(h.data_as<float>() + i * k, full_h.data_as<float>() + i * c.k, static_cast<std::size_t>(k) * 4);
                 auto gptq = plugin.gptq->configure(c.options);
-                const QuantizerCalibration& calibrated = calibration_of(*gptq);
-                const QuantizedTensor gq = calibrated.quantize_calibrated(weight, *calibrated.prepare_calibration(h));
+                const QuantizedTensor gq = quantize_calibrated(*gptq, weight, h);
                 if (!gq.part("weight_g_idx"))  // actorder "group" observes the permuted weight
                     BOOST_TEST(bytes_of(*gq.part("weight_scale")) == bytes_of(scale));
                 std::vector<float> source(static_cast<std::size_t>(n * k));

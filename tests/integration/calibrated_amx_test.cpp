@@ -5,6 +5,7 @@
 // output error is at most plain AMX's; the bytes do not depend on the thread count; misuse
 // fails with the usage exit code before any work.
 
+#include "synth_checkpoint.hpp"
 #include "test_support.hpp"
 
 #include <moequant/safetensors_reader.hpp>
@@ -18,18 +19,6 @@ namespace json = boost::json;
 
 namespace {
 
-const std::vector<std::string> small_dataset = {"--dataset", "embedded", "--num_calibration_samples", "4",
-                                                "--max_sequence_length", "48"};
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-fs::path synth(const TempDir& dir, const std::string& family, const std::string& dtype) {
-    const fs::path out = dir / (family + "-" + dtype);
-    auto r = run_moequant({"synth", "--family", family, "--dtype", dtype, "--out", out.string()});
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    return out;
-}
-
 CommandResult convert(const fs::path& model, const fs::path& out, std::vector<std::string> extra) {
     std::vector<std::string> args = {"convert", "-i", model.string(), "-o", out.string(), "--quiet"};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -38,7 +27,7 @@ CommandResult convert(const fs::path& model, const fs::path& out, std::vector<st
 
 fs::path calibrated(const fs::path& model, const fs::path& out, std::vector<std::string> extra = {}) {
     extra.insert(extra.begin(), "--calibrate");
-    extra.insert(extra.end(), small_dataset.begin(), small_dataset.end());
+    extra.insert(extra.end(), small_calibration_dataset.begin(), small_calibration_dataset.end());
     auto r = convert(model, out, extra);
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     return out;
@@ -46,7 +35,7 @@ fs::path calibrated(const fs::path& model, const fs::path& out, std::vector<std:
 
 double eval_kl(const fs::path& model, const fs::path& cpu_weights) {
     std::vector<std::string> args = {"eval", "--model_id", model.string(), "--cpu-weights", cpu_weights.string(), "--json", "-q"};
-    args.insert(args.end(), small_dataset.begin(), small_dataset.end());
+    args.insert(args.end(), small_calibration_dataset.begin(), small_calibration_dataset.end());
     auto r = run_moequant(args);
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     return json::parse(r.out).as_object().at("kl_mean").to_number<double>();
@@ -62,7 +51,7 @@ BOOST_AUTO_TEST_CASE(calibrated_int4_costs_less_kl_than_plain_int4_and_passes_ve
     for (const auto& [family, dtype] : families) {
         BOOST_TEST_CONTEXT(family) {
             TempDir dir;
-            const fs::path model = synth(dir, family, dtype);
+            const fs::path model = synth_checkpoint_in(dir, family, dtype);
             auto plain = convert(model, dir / "plain", {"--quant-method", "int4"});
             BOOST_REQUIRE_MESSAGE(plain.exit_code == 0, plain.err);
             const fs::path cal = calibrated(model, dir / "cal");
@@ -79,7 +68,7 @@ BOOST_AUTO_TEST_CASE(calibrated_int4_costs_less_kl_than_plain_int4_and_passes_ve
 
 BOOST_AUTO_TEST_CASE(the_output_records_its_method_quantizer_and_data) {
     TempDir dir;
-    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const fs::path model = synth_checkpoint_in(dir, "qwen3_moe", "bf16");
     const fs::path cal = calibrated(model, dir / "cal", {"--quant-method", "int8"});
     bool found = false;
     for (const auto& entry : fs::directory_iterator(cal)) {
@@ -105,7 +94,7 @@ BOOST_AUTO_TEST_CASE(the_output_records_its_method_quantizer_and_data) {
 // verify then measures each part's output error on those inputs against plain AMXINT4's.
 BOOST_AUTO_TEST_CASE(each_part_of_a_multi_part_tree_has_at_most_plain_amx_output_error) {
     TempDir dir;
-    const fs::path model = synth(dir, "deepseek_v3", "fp8");
+    const fs::path model = synth_checkpoint_in(dir, "deepseek_v3", "fp8");
     const fs::path activations = dir / "inputs.safetensors";
     calibrated(model, dir / "tree", {"--no-merge-safetensor", "--threadpool-count", "2", "--save-activations", activations.string()});
     auto v = run_moequant({"verify", "--source", model.string(), "--converted", (dir / "tree").string(), "--calibration-activations",
@@ -130,7 +119,7 @@ BOOST_AUTO_TEST_CASE(each_part_of_a_multi_part_tree_has_at_most_plain_amx_output
 
 BOOST_AUTO_TEST_CASE(the_bytes_do_not_depend_on_the_thread_count) {
     TempDir dir;
-    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const fs::path model = synth_checkpoint_in(dir, "qwen3_moe", "bf16");
     calibrated(model, dir / "one", {"--threads", "1"});
     calibrated(model, dir / "four", {"--threads", "4"});
     BOOST_TEST(file_hashes(dir / "one") == file_hashes(dir / "four"));
@@ -138,7 +127,7 @@ BOOST_AUTO_TEST_CASE(the_bytes_do_not_depend_on_the_thread_count) {
 
 BOOST_AUTO_TEST_CASE(misuse_fails_with_the_usage_code_before_any_work) {
     TempDir dir;
-    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const fs::path model = synth_checkpoint_in(dir, "qwen3_moe", "bf16");
     auto refused = [&](std::vector<std::string> extra, const std::string& reason) {
         auto r = convert(model, dir / "out", extra);
         BOOST_TEST(r.exit_code == 2);
@@ -146,12 +135,12 @@ BOOST_AUTO_TEST_CASE(misuse_fails_with_the_usage_code_before_any_work) {
         BOOST_TEST(!fs::exists(dir / "out"));
     };
     refused({"--calibrate"}, "--calibrate needs calibration data");
-    refused(small_dataset, "calibration data is used only with --calibrate");
+    refused(small_calibration_dataset, "calibration data is used only with --calibrate");
     std::vector<std::string> plain_quantizer = {"--calibrate", "--quantizer", "amx-int4"};
-    plain_quantizer.insert(plain_quantizer.end(), small_dataset.begin(), small_dataset.end());
+    plain_quantizer.insert(plain_quantizer.end(), small_calibration_dataset.begin(), small_calibration_dataset.end());
     refused(plain_quantizer, "does not calibrate");
     std::vector<std::string> no_quantizer = {"--calibrate", "--format", "bf16-safetensors"};
-    no_quantizer.insert(no_quantizer.end(), small_dataset.begin(), small_dataset.end());
+    no_quantizer.insert(no_quantizer.end(), small_calibration_dataset.begin(), small_calibration_dataset.end());
     refused(no_quantizer, "nothing to calibrate");
     refused({"--quantizer", "amx-int4-gptq"}, "chooses its codes on calibration data");
     refused({"--calibrate", "--dataset", "embedded", "--calibration-activations", "x.safetensors"}, "not both");

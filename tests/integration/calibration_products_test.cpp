@@ -12,12 +12,6 @@
 using namespace moequant;
 using namespace moequant::test;
 
-namespace {
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-}  // namespace
-
 BOOST_AUTO_TEST_SUITE(calibration_products)
 
 BOOST_AUTO_TEST_CASE(gptq_through_bf16_and_f32_products_verifies_below_rtn, *boost::unit_test::precondition(test::bf16_products_here)) {

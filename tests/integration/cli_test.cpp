@@ -19,8 +19,6 @@ std::string fixture_plugin(const std::string& variant) {
     return (fs::path(MOEQUANT_TEST_PLUGIN_DIR) / ("moequant-quantizer-fixture_" + variant + ".so")).string();
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 std::size_t line_count(const std::string& text) { return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')); }
 
 // A failing run: the expected code, exactly one line on stderr that starts with

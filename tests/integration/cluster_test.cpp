@@ -42,7 +42,7 @@ Args mpirun_prefix(const std::vector<std::string>& env) {
 
 CommandResult mpirun(int ranks, const Args& args, const std::vector<std::string>& env = {}) {
     Args argv = mpirun_prefix(env);
-    argv.insert(argv.end(), {"-np", std::to_string(ranks), host_executable().string()});
+    argv.insert(argv.end(), {"-np", std::to_string(ranks), host_executable(env).string()});
     argv.insert(argv.end(), args.begin(), args.end());
     return run_command(argv, env);
 }

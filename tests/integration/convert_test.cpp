@@ -5,6 +5,8 @@
 // codes computed per element, and placed with the §4.4 index formula.
 
 #include "reference_numerics.hpp"
+#include "synth_checkpoint.hpp"
+#include "tensor_bytes.hpp"
 #include "test_support.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -32,13 +34,6 @@ struct Family {
     std::array<std::string, 3> projections = {"gate_proj", "up_proj", "down_proj"};
 };
 
-template <class T>
-T at(const TensorView& v, std::size_t i) {
-    T x;
-    std::memcpy(&x, v.data() + i * sizeof(T), sizeof(T));
-    return x;
-}
-
 // BF16 bits of expert `e`, projection p (0 gate, 1 up, 2 down) of layer `layer`: [rows, cols].
 std::vector<std::uint16_t> source_matrix(const Checkpoint& c, const Family& f, std::int64_t layer, std::int64_t e, int p,
                                          std::int64_t I, std::int64_t H) {
@@ -54,7 +49,7 @@ std::vector<std::uint16_t> source_matrix(const Checkpoint& c, const Family& f, s
                 // Layout A stores [out, in] (gate rows then up rows); B stores [in, out] (gate columns then up).
                 std::int64_t sr = b ? col : r, sc = b ? r : col;
                 if (p == 1) (b ? sc : sr) += I;
-                out[static_cast<std::size_t>(r * cols + col)] = at<std::uint16_t>(t, static_cast<std::size_t>((e * a + sr) * w + sc));
+                out[static_cast<std::size_t>(r * cols + col)] = element<std::uint16_t>(t, static_cast<std::size_t>((e * a + sr) * w + sc));
             }
         return out;
     }
@@ -67,8 +62,8 @@ std::vector<std::uint16_t> source_matrix(const Checkpoint& c, const Family& f, s
     TensorView s = c.view(name + "_scale_inv");
     for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t col = 0; col < cols; ++col) {
-            const float scale = at<float>(s, static_cast<std::size_t>((r / 128) * s.shape[1] + col / 128));
-            out[static_cast<std::size_t>(r * cols + col)] = bf16_round(e4m3(at<std::uint8_t>(t, static_cast<std::size_t>(r * cols + col))) * scale);
+            const float scale = element<float>(s, static_cast<std::size_t>((r / 128) * s.shape[1] + col / 128));
+            out[static_cast<std::size_t>(r * cols + col)] = bf16_round(e4m3(element<std::uint8_t>(t, static_cast<std::size_t>(r * cols + col))) * scale);
         }
     return out;
 }
@@ -131,14 +126,7 @@ std::vector<std::uint16_t> part_of(const std::vector<std::uint16_t>& m, std::int
     return out;
 }
 
-std::vector<std::uint8_t> bytes_of(const TensorView& v) {
-    return {reinterpret_cast<const std::uint8_t*>(v.data()), reinterpret_cast<const std::uint8_t*>(v.data()) + v.size_bytes()};
-}
-
-void synth(const fs::path& out, const Family& f) {
-    auto r = run_moequant({"synth", "--family", f.name, "--dtype", f.dtype, "--layout", f.layout, "--out", out.string()});
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-}
+void synth(const fs::path& out, const Family& f) { synth_checkpoint(out, {f.name, f.dtype, f.layout}); }
 
 void run_convert(const fs::path& in, const fs::path& out, const std::string& method, int parts, bool tree,
              std::vector<std::string> extra = {}) {
@@ -307,6 +295,20 @@ BOOST_AUTO_TEST_CASE(bytes_do_not_depend_on_threads_and_reruns_continue_exactly)
     BOOST_TEST((file_hashes(dir / "resumed") == clean));
 }
 
+// Only the test build of the host (moequant-fault-host) reads the fault variables: the release
+// host converts as if they were unset, though each would make this run fail.
+BOOST_AUTO_TEST_CASE(the_release_host_ignores_the_fault_variables) {
+    TempDir dir;
+    synth(dir / "src", {"glm4_moe", "fp8", "per-expert"});
+    const std::vector<std::string> faults = {"MOEQUANT_TEST_ENOSPC_AFTER_BYTES=1000", "MOEQUANT_TEST_FREE_BYTES=1000",
+                                             "MOEQUANT_TEST_KILL_RANK=0:1"};
+    auto r = run_command({host_executable().string(), "convert", "-i", (dir / "src").string(), "-o", (dir / "out").string(),
+                          "--quant-method", "int8", "--quiet"},
+                         faults);
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    BOOST_TEST(fs::exists(dir / "out/model.safetensors.index.json"));
+}
+
 BOOST_AUTO_TEST_CASE(refusals) {
     TempDir dir;
     synth(dir / "src", {"deepseek_v3", "fp8", "per-expert"});
@@ -396,8 +398,8 @@ BOOST_AUTO_TEST_CASE(bf16_export_dequantizes_fp8_and_drops_scales) {
         for (std::int64_t i = 0; i < s.shape[0]; ++i)
             for (std::int64_t j = 0; j < s.shape[1]; ++j) {
                 const auto k = static_cast<std::size_t>(i * s.shape[1] + j);
-                const float sc = at<float>(scale, static_cast<std::size_t>((i / 128) * scale.shape[1] + j / 128));
-                if (at<std::uint16_t>(o, k) != bf16_round(e4m3(at<std::uint8_t>(s, k)) * sc)) BOOST_FAIL(name << " differs at " << k);
+                const float sc = element<float>(scale, static_cast<std::size_t>((i / 128) * scale.shape[1] + j / 128));
+                if (element<std::uint16_t>(o, k) != bf16_round(e4m3(element<std::uint8_t>(s, k)) * sc)) BOOST_FAIL(name << " differs at " << k);
             }
         ++converted;
     }

@@ -13,8 +13,6 @@ using namespace moequant::test;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 // name -> bytes of the file lines of a dry run's listing ("  NAME   1,234 bytes[  note]").
 std::map<std::string, std::uint64_t> listed_files(const std::string& out) {
     std::map<std::string, std::uint64_t> files;

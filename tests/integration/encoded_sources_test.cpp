@@ -5,6 +5,7 @@
 
 #include "checkpoint_rewrite.hpp"
 #include "reference_numerics.hpp"
+#include "tensor_bytes.hpp"
 #include "test_support.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -31,19 +32,12 @@ struct EncodedCase {
     bool forward = true;   // the family has a calibration forward (else GPTQ runs as RTN)
 };
 
-template <class T>
-T at(const TensorView& v, std::size_t i) {
-    T x;
-    std::memcpy(&x, v.data() + i * sizeof(T), sizeof(T));
-    return x;
-}
-
 float stored_float(const TensorView& v, std::size_t i) {
     switch (v.dtype) {
-        case DType::BF16: return bf16_value(at<std::uint16_t>(v, i));
-        case DType::F16: return f16_value(at<std::uint16_t>(v, i));
-        case DType::F8_E8M0: return e8m0(at<std::uint8_t>(v, i));
-        case DType::F32: return at<float>(v, i);
+        case DType::BF16: return bf16_value(element<std::uint16_t>(v, i));
+        case DType::F16: return f16_value(element<std::uint16_t>(v, i));
+        case DType::F8_E8M0: return e8m0(element<std::uint8_t>(v, i));
+        case DType::F32: return element<float>(v, i);
         default: BOOST_FAIL("unexpected scale dtype " << dtype_name(v.dtype)); return 0;
     }
 }
@@ -60,7 +54,7 @@ std::vector<std::uint16_t> reference_fp8(const TensorView& w, const TensorView& 
             if (scales == static_cast<std::uint64_t>(rows)) si = static_cast<std::size_t>(r);
             else if (scales > 1) si = static_cast<std::size_t>((r / 128) * ((cols + 127) / 128) + c / 128);
             const auto i = static_cast<std::size_t>(r * cols + c);
-            out[i] = bf16_round(e4m3(at<std::uint8_t>(w, i)) * stored_float(s, si));
+            out[i] = bf16_round(e4m3(element<std::uint8_t>(w, i)) * stored_float(s, si));
         }
     return out;
 }
@@ -71,7 +65,7 @@ std::vector<std::uint16_t> reference_int4(const TensorView& packed, const Tensor
     std::vector<std::uint16_t> out(static_cast<std::size_t>(rows * cols));
     for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t c = 0; c < cols; ++c) {
-            const auto byte = at<std::uint8_t>(packed, static_cast<std::size_t>((r * cols + c) / 2));
+            const auto byte = element<std::uint8_t>(packed, static_cast<std::size_t>((r * cols + c) / 2));
             const int code = (c % 2 == 0 ? byte & 0xF : byte >> 4) - 8;
             const float scale = stored_float(s, static_cast<std::size_t>(r * groups + c * groups / cols));
             out[static_cast<std::size_t>(r * cols + c)] = bf16_round(static_cast<float>(code) * scale);
@@ -87,8 +81,8 @@ std::vector<std::uint16_t> reference_mxfp4(const TensorView& packed, const Tenso
     std::vector<std::uint16_t> out(static_cast<std::size_t>(rows * cols));
     for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t c = 0; c < cols; ++c) {
-            const auto byte = at<std::uint8_t>(packed, static_cast<std::size_t>((r * cols + c) / 2));
-            const float scale = e8m0(at<std::uint8_t>(s, static_cast<std::size_t>(r * (cols / 32) + c / 32)));
+            const auto byte = element<std::uint8_t>(packed, static_cast<std::size_t>((r * cols + c) / 2));
+            const float scale = e8m0(element<std::uint8_t>(s, static_cast<std::size_t>(r * (cols / 32) + c / 32)));
             out[static_cast<std::size_t>(r * cols + c)] = bf16_round(e2m1[c % 2 == 0 ? byte & 0xF : byte >> 4] * scale);
         }
     return out;
@@ -101,9 +95,9 @@ std::vector<std::uint16_t> reference_gptq(const TensorView& qweight, const Tenso
     std::vector<std::uint16_t> out(static_cast<std::size_t>(n * k));
     for (std::int64_t row = 0; row < n; ++row)
         for (std::int64_t col = 0; col < k; ++col) {
-            const auto g = at<std::int32_t>(g_idx, static_cast<std::size_t>(col));
-            const auto word = at<std::uint32_t>(qweight, static_cast<std::size_t>((col / 8) * n + row));
-            const auto zeros = at<std::uint32_t>(qzeros, static_cast<std::size_t>(g * (n / 8) + row / 8));
+            const auto g = element<std::int32_t>(g_idx, static_cast<std::size_t>(col));
+            const auto word = element<std::uint32_t>(qweight, static_cast<std::size_t>((col / 8) * n + row));
+            const auto zeros = element<std::uint32_t>(qzeros, static_cast<std::size_t>(g * (n / 8) + row / 8));
             const int q = static_cast<int>((word >> (4 * (col % 8))) & 0xF);
             const int z = static_cast<int>((zeros >> (4 * (row % 8))) & 0xF) + 1;
             const float s = stored_float(scales, static_cast<std::size_t>(g * n + row));

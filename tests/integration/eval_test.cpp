@@ -4,6 +4,7 @@
 // same numbers; bad inputs fail with one line and the usage, input or plugin exit code before
 // any forward work (no progress line).
 
+#include "synth_checkpoint.hpp"
 #include "test_support.hpp"
 
 #include <boost/json.hpp>
@@ -18,17 +19,6 @@ using namespace moequant::test;
 namespace json = boost::json;
 
 namespace {
-
-// Few short samples: the suite stays at a few seconds.
-const std::vector<std::string> small_dataset = {"--dataset", "embedded", "--num_calibration_samples", "4",
-                                                "--max_sequence_length", "48"};
-
-fs::path synth(const TempDir& dir, const std::string& family, const std::string& dtype) {
-    const fs::path out = dir / (family + "-" + dtype);
-    auto r = run_moequant({"synth", "--family", family, "--dtype", dtype, "--out", out.string()});
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    return out;
-}
 
 fs::path convert(const fs::path& model, const fs::path& out, const std::string& method) {
     auto r = run_moequant({"convert", "-i", model.string(), "-o", out.string(), "--quant-method", method, "--quiet"});
@@ -45,7 +35,7 @@ fs::path rtn(const fs::path& model, const fs::path& out, const std::string& type
 
 CommandResult run_eval(const fs::path& model, std::vector<std::string> extra) {
     std::vector<std::string> args = {"eval", "--model_id", model.string()};
-    args.insert(args.end(), small_dataset.begin(), small_dataset.end());
+    args.insert(args.end(), small_calibration_dataset.begin(), small_calibration_dataset.end());
     args.insert(args.end(), extra.begin(), extra.end());
     return run_moequant(args);
 }
@@ -58,8 +48,6 @@ json::object eval_json(const fs::path& model, std::vector<std::string> extra = {
 }
 
 double number(const json::object& o, const char* key) { return o.at(key).to_number<double>(); }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // One error line with the exit code and reason, and no forward work started (no progress).
 void check_refused(const CommandResult& r, int code, const std::string& reason) {
@@ -76,7 +64,7 @@ BOOST_AUTO_TEST_SUITE(eval)
 
 BOOST_AUTO_TEST_CASE(the_source_against_itself_has_kl_zero_and_equal_perplexities) {
     TempDir dir;
-    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const fs::path model = synth_checkpoint_in(dir, "qwen3_moe", "bf16");
     const json::object r = eval_json(model);
     BOOST_TEST(number(r, "kl_mean") == 0.0);
     BOOST_TEST(number(r, "kl_p99") == 0.0);
@@ -94,7 +82,7 @@ BOOST_AUTO_TEST_CASE(eight_bit_outputs_cost_less_kl_than_four_bit_ones) {
     for (const auto& [family, dtype] : families) {
         BOOST_TEST_CONTEXT(family) {
             TempDir dir;
-            const fs::path model = synth(dir, family, dtype);
+            const fs::path model = synth_checkpoint_in(dir, family, dtype);
             auto kl = [&](const char* flag, const fs::path& out) { return number(eval_json(model, {flag, out.string()}), "kl_mean"); };
             const double int4 = kl("--cpu-weights", convert(model, dir / "int4", "int4"));
             const double int8 = kl("--cpu-weights", convert(model, dir / "int8", "int8"));
@@ -110,7 +98,7 @@ BOOST_AUTO_TEST_CASE(eight_bit_outputs_cost_less_kl_than_four_bit_ones) {
 
 BOOST_AUTO_TEST_CASE(json_has_exactly_the_documented_fields) {
     TempDir dir;
-    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const fs::path model = synth_checkpoint_in(dir, "qwen3_moe", "bf16");
     const json::object r = eval_json(model, {"--cpu-weights", convert(model, dir / "int4", "int4").string()});
     std::set<std::string> keys;
     for (const auto& kv : r) keys.insert(std::string(kv.key()));
@@ -146,7 +134,7 @@ BOOST_AUTO_TEST_CASE(json_has_exactly_the_documented_fields) {
 // stderr, as unmeasured.
 BOOST_AUTO_TEST_CASE(experts_no_eval_token_reached_are_named) {
     TempDir dir;
-    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const fs::path model = synth_checkpoint_in(dir, "qwen3_moe", "bf16");
     const std::string out = convert(model, dir / "int4", "int4").string();
     auto r = run_moequant({"eval", "--model_id", model.string(), "--dataset", "embedded", "--num_calibration_samples", "1",
                            "--max_sequence_length", "3", "--cpu-weights", out, "--json", "-q"});
@@ -170,7 +158,7 @@ BOOST_AUTO_TEST_CASE(experts_no_eval_token_reached_are_named) {
 // Batches of one sample and mapped hidden states: the same numbers (up to BLAS rounding).
 BOOST_AUTO_TEST_CASE(a_memory_bound_gives_the_same_numbers) {
     TempDir dir;
-    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const fs::path model = synth_checkpoint_in(dir, "qwen3_moe", "bf16");
     const std::string out = convert(model, dir / "int4", "int4").string();
     const json::object free = eval_json(model, {"--cpu-weights", out});
     const json::object bound = eval_json(model, {"--cpu-weights", out, "--max-memory", "0.0001"});
@@ -180,10 +168,10 @@ BOOST_AUTO_TEST_CASE(a_memory_bound_gives_the_same_numbers) {
 
 BOOST_AUTO_TEST_CASE(bad_inputs_are_refused_before_any_forward_work) {
     TempDir dir;
-    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const fs::path model = synth_checkpoint_in(dir, "qwen3_moe", "bf16");
     const fs::path int4 = convert(model, dir / "int4", "int4");
     // Another model's output.
-    const fs::path other = synth(dir, "mixtral", "bf16");
+    const fs::path other = synth_checkpoint_in(dir, "mixtral", "bf16");
     check_refused(run_eval(model, {"--cpu-weights", convert(other, dir / "other", "int4").string()}), 3, "(OtherModel)");
     // An output missing an expert (a kt tree, one file removed).
     auto tree = run_moequant({"convert", "-i", model.string(), "-o", (dir / "tree").string(), "--no-merge-safetensor", "--quiet"});
@@ -209,15 +197,15 @@ BOOST_AUTO_TEST_CASE(bad_inputs_are_refused_before_any_forward_work) {
     write_text(dir / "placement.json", R"({"layers": []})");
     check_refused(run_eval(model, {"--cpu-weights", int4.string(), "--placement", (dir / "placement.json").string()}), 2,
                   "--placement needs both");
-    check_refused(run_eval(synth(dir, "deepseek_v4", "mxfp4"), {}), 4, "(NoForward)");
-    check_refused(run_eval(synth(dir, "gpt_oss", "mxfp4"), {}), 4, "(NoForward)");
+    check_refused(run_eval(synth_checkpoint_in(dir, "deepseek_v4", "mxfp4"), {}), 4, "(NoForward)");
+    check_refused(run_eval(synth_checkpoint_in(dir, "gpt_oss", "mxfp4"), {}), 4, "(NoForward)");
 }
 
 // The hybrid model: with no expert on the GPU it is the CPU output's model, with every expert
 // there the GPU output's, and a placement that does not fit the model is refused up front.
 BOOST_AUTO_TEST_CASE(hybrid_eval_follows_the_placement) {
     TempDir dir;
-    const fs::path model = synth(dir, "qwen3_moe", "bf16");
+    const fs::path model = synth_checkpoint_in(dir, "qwen3_moe", "bf16");
     const std::string cpu = convert(model, dir / "int4", "int4").string(), gpu = rtn(model, dir / "w8", "W8A16").string();
     const json::object inspected = json::parse(run_moequant({"inspect", "--json", model.string()}).out).at("plan").as_object();
     const json::array& moe_layers = inspected.at("moe_layers").as_array();

@@ -23,8 +23,6 @@ namespace json = boost::json;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 struct Model {
     TempDir dir;
     fs::path src = dir / "src", activations = dir / "act.safetensors";

@@ -6,6 +6,7 @@
 // written; bad calibration input and unsupported requests fail with one clear line.
 
 #include "checkpoint_rewrite.hpp"
+#include "synth_checkpoint.hpp"
 #include "test_support.hpp"
 
 #include <moequant/dtype_convert.hpp>
@@ -25,11 +26,7 @@ namespace json = boost::json;
 
 namespace {
 
-struct Source {
-    std::string family, dtype, layout;
-};
-
-const std::vector<Source> sources = {
+const std::vector<SynthSource> sources = {
     {"deepseek_v3", "fp8", "per-expert"}, {"kimi_k2", "fp8", "per-expert"}, {"qwen3_next", "bf16", "per-expert"},
     {"glm4_moe", "fp8", "per-expert"},    {"qwen3_moe", "bf16", "fused-bmm"}, {"mixtral", "bf16", "fused-linear"},
     {"mixtral", "bf16", "per-expert"},    {"minimax_m2", "fp8", "per-expert"},
@@ -38,10 +35,9 @@ const std::vector<Source> sources = {
     {"glm_moe_dsa", "fp8", "per-expert"},  // --sample-tokens 48 is within its index_topk (64)
 };
 
-void synth(const fs::path& out, const Source& s, const fs::path& activations) {
-    auto r = run_moequant({"synth", "--family", s.family, "--dtype", s.dtype, "--layout", s.layout, "--out", out.string(),
-                           "--activations", activations.string(), "--samples", "6", "--sample-tokens", "48"});
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+// With calibration activations: 6 samples of 48 tokens.
+void synth(const fs::path& out, const SynthSource& s, const fs::path& activations) {
+    synth_checkpoint(out, s, {"--activations", activations.string(), "--samples", "6", "--sample-tokens", "48"});
 }
 
 CommandResult run_gptq(const fs::path& in, const fs::path& out, std::vector<std::string> extra) {
@@ -49,8 +45,6 @@ CommandResult run_gptq(const fs::path& in, const fs::path& out, std::vector<std:
     args.insert(args.end(), extra.begin(), extra.end());
     return run_moequant(args);
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // §7's quantization_config for these settings, with the given ignore list.
 json::value expected_config(int bits, const json::value& actorder, const json::array& ignore) {
@@ -310,7 +304,7 @@ BOOST_AUTO_TEST_CASE(seed_defaults_and_hub_ids_calibrate_offline) {
 // the router never picks (here: a bias of -100) is calibrated on all tokens, not zeroed. The
 // mode is part of the job: an all-tokens run cannot continue into a routed-only folder.
 BOOST_AUTO_TEST_CASE(routed_only_calibration_follows_each_familys_router) {
-    for (const Source& s : {Source{"deepseek_v3", "bf16", "per-expert"}, Source{"mixtral", "bf16", "per-expert"}}) {
+    for (const SynthSource& s : {SynthSource{"deepseek_v3", "bf16", "per-expert"}, SynthSource{"mixtral", "bf16", "per-expert"}}) {
         BOOST_TEST_CONTEXT(s.family) {
             TempDir dir;
             const fs::path activations = dir / "act.safetensors";

@@ -354,11 +354,12 @@ BOOST_AUTO_TEST_CASE(a_shard_truncated_while_mapped_is_an_input_error_not_a_sign
     // once layer 0's output is written, while it is mapped.
     const fs::path victim = c.model / "model-00001-of-00004.safetensors";
     BOOST_REQUIRE(fs::exists(victim));
-    auto args = c.convert();
-    args.insert(args.begin(), host_executable().string());
-    args.insert(args.end(), {"--threads", "1"});
     // Each layer pauses once committed, so the cut always lands mid-run.
-    Child child(args, {"MOEQUANT_TEST_PAUSE_AFTER_LAYER_MS=300"});
+    const std::vector<std::string> slow_layers = {"MOEQUANT_TEST_PAUSE_AFTER_LAYER_MS=300"};
+    auto args = c.convert();
+    args.insert(args.begin(), host_executable(slow_layers).string());
+    args.insert(args.end(), {"--threads", "1"});
+    Child child(args, slow_layers);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (child.running() && !fs::exists(c.out / "model-00001-of-00005.safetensors") &&
            std::chrono::steady_clock::now() < deadline)

@@ -92,13 +92,14 @@ bool wait_until(Child& child, const std::function<bool()>& reached) {
     return child.running() && reached();
 }
 
-std::vector<std::string> host(std::vector<std::string> args) {
-    args.insert(args.begin(), host_executable().string());
-    return args;
-}
-
 // Each committed layer waits this long, so a second run can be started or a kill land mid-way.
 const std::vector<std::string> slow_layers = {"MOEQUANT_TEST_PAUSE_AFTER_LAYER_MS=400"};
+
+// The host's command line for `args`, run with slow_layers.
+std::vector<std::string> slow_host(std::vector<std::string> args) {
+    args.insert(args.begin(), host_executable(slow_layers).string());
+    return args;
+}
 
 }  // namespace
 
@@ -210,7 +211,7 @@ BOOST_AUTO_TEST_CASE(synth_overwrite_respects_a_conversion_in_its_folder) {
     const fs::path src = copy_model(dir / "m");
     const fs::path out = dir / "out";
     // A live conversion into --out: synth stops, the conversion finishes and verifies.
-    Child converting(host(convert_args(src, out)), slow_layers);
+    Child converting(slow_host(convert_args(src, out)), slow_layers);
     BOOST_REQUIRE(wait_until(converting, [&] { return recorded_layers(out) >= 1; }));
     expect_refused(run_moequant({"synth", "--family", "qwen3_moe", "--out", out.string(), "--overwrite"}), 5, "OutputLocked");
     BOOST_TEST(converting.wait().exit_code == 0);
@@ -218,7 +219,7 @@ BOOST_AUTO_TEST_CASE(synth_overwrite_respects_a_conversion_in_its_folder) {
     // A conversion killed in --out (its lock file stays): its files are not synth's to remove.
     fs::remove_all(out);
     {
-        Child killed(host(convert_args(src, out)), slow_layers);
+        Child killed(slow_host(convert_args(src, out)), slow_layers);
         BOOST_REQUIRE(wait_until(killed, [&] { return recorded_layers(out) >= 1; }));
         killed.kill(SIGKILL);
         killed.wait();
@@ -279,7 +280,7 @@ BOOST_AUTO_TEST_CASE(one_writer_per_folder) {
             const std::string& moment = point.first;  // no structured binding: clang 14 cannot capture one
             const auto& reached = point.second;
             const fs::path out = dir / ("out-" + std::to_string(second_started_mid_run++));
-            Child first(host(convert_args(src, out)), slow_layers);
+            Child first(slow_host(convert_args(src, out)), slow_layers);
             // The pause after each layer makes every moment reachable; missing one is a failure.
             BOOST_REQUIRE_MESSAGE(wait_until(first, [&] { return reached(out); }), "the first run ended before '" << moment << "'");
             auto second = run_moequant(convert_args(src, out) + std::vector<std::string>{"--quant-method", method});
@@ -300,7 +301,7 @@ BOOST_AUTO_TEST_CASE(a_killed_run_leaves_no_lock_that_blocks_the_rerun) {
     for (std::size_t layers : {0u, 1u}) {
         const fs::path out = dir / ("killed-" + std::to_string(layers));
         {
-            Child first(host(convert_args(src, out)), slow_layers);
+            Child first(slow_host(convert_args(src, out)), slow_layers);
             const bool mid = wait_until(first, [&] { return fs::exists(out / ".moequant.lock") && recorded_layers(out) >= layers; });
             first.kill(SIGKILL);
             first.wait();

@@ -24,8 +24,6 @@ namespace json = boost::json;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 // The lines of `text` that contain `part`.
 std::size_t lines_with(const std::string& text, const std::string& part) {
     std::size_t n = 0, at = 0;

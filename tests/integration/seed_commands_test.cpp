@@ -154,8 +154,6 @@ void make_hub_cache(const fs::path& hub) {
     dataset("tatsu-lab--alpaca", "train-00000-of-00001.jsonl", instructions);
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(seed_commands)

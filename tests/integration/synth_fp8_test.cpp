@@ -2,6 +2,7 @@
 // for bit, for every FP8 tensor (routed experts with whole 128x128 blocks, attention and dense
 // MLP weights with edge blocks).
 
+#include "tensor_bytes.hpp"
 #include "test_support.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -33,13 +34,6 @@ std::uint16_t bf16_round(float f) {
     std::uint32_t upper = u >> 16, lower = u & 0xFFFF;
     if (lower > 0x8000 || (lower == 0x8000 && (upper & 1))) ++upper;
     return static_cast<std::uint16_t>(upper);
-}
-
-template <class T>
-T element(const TensorView& v, std::size_t i) {
-    T x;
-    std::memcpy(&x, v.data() + i * sizeof(T), sizeof(T));
-    return x;
 }
 
 }  // namespace

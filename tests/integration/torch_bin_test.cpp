@@ -47,8 +47,6 @@ Listing inspect_tensors(const fs::path& path) {
     return out;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 void expect_refused(const fs::path& path, const std::vector<std::string>& parts) {
     const CommandResult r = run_moequant({"inspect", path.string()});
     BOOST_TEST(r.exit_code == 3, path << ": exit " << r.exit_code << ", stderr: " << r.err);

@@ -3,6 +3,7 @@
 // tensor is dropped, a shard or file is truncated, or the output is unfinished; two outputs
 // compare byte for byte whatever their formats, and outputs that cannot match are refused.
 
+#include "synth_checkpoint.hpp"
 #include "test_support.hpp"
 
 #include <moequant/safetensors_reader.hpp>
@@ -19,15 +20,6 @@ namespace json = boost::json;
 
 namespace {
 
-struct Source {
-    std::string family, dtype, layout;
-};
-
-void synth(const fs::path& out, const Source& s) {
-    auto r = run_moequant({"synth", "--family", s.family, "--dtype", s.dtype, "--layout", s.layout, "--out", out.string()});
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-}
-
 void convert(const fs::path& in, const fs::path& out, const std::string& method, bool tree, int parts = 2) {
     std::vector<std::string> args = {"convert", "-i", in.string(), "-o", out.string(), "--quant-method", method,
                                       "--threadpool-count", std::to_string(parts), "--quiet"};
@@ -42,7 +34,20 @@ CommandResult run_verify(const fs::path& source, const fs::path& converted, std:
     return run_moequant(args);
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+// The checkpoint of `source` synthesized into <dir>/src, converted with `method` into <dir>/m
+// (merged) and <dir>/t (tree).
+void convert_merged_and_tree(const TempDir& dir, const SynthSource& source, const std::string& method) {
+    synth_checkpoint(dir / "src", source);
+    convert(dir / "src", dir / "m", method, false);
+    convert(dir / "src", dir / "t", method, true);
+}
+
+// Verifying `converted` against `source` finds a mismatch (exit 6), its report naming every one of `parts`.
+void expect_mismatch(const fs::path& source, const fs::path& converted, std::initializer_list<std::string> parts) {
+    const CommandResult r = run_verify(source, converted);
+    BOOST_TEST(r.exit_code == 6, r.out << r.err);
+    for (const std::string& part : parts) BOOST_TEST(contains(r.out, part), r.out);
+}
 
 // Flips every bit of the byte at `offset` of a file.
 void flip_byte(const fs::path& file, std::uint64_t offset) {
@@ -81,7 +86,7 @@ fs::path first_file(const fs::path& dir, const std::string& fragment) {
 BOOST_AUTO_TEST_SUITE(verify)
 
 BOOST_AUTO_TEST_CASE(passes_on_every_family_method_and_format) {
-    const std::vector<Source> sources = {
+    const std::vector<SynthSource> sources = {
         {"deepseek_v3", "fp8", "per-expert"}, {"kimi_k2", "fp8", "per-expert"},    {"qwen3_next", "bf16", "per-expert"},
         {"glm4_moe", "fp8", "per-expert"},    {"qwen3_moe", "bf16", "fused-bmm"},  {"mixtral", "bf16", "fused-linear"},
         {"mixtral", "bf16", "per-expert"},    {"kimi_k25", "bf16", "per-expert"},
@@ -89,7 +94,7 @@ BOOST_AUTO_TEST_CASE(passes_on_every_family_method_and_format) {
     };
     for (const auto& s : sources) {
         TempDir dir;
-        synth(dir / "src", s);
+        synth_checkpoint(dir / "src", s);
         for (const std::string method : {"int4", "int8"})
             for (bool tree : {false, true}) {
                 BOOST_TEST_CONTEXT(s.family << " " << s.dtype << " " << s.layout << " " << method << (tree ? " tree" : " merged")) {
@@ -121,18 +126,11 @@ BOOST_AUTO_TEST_CASE(passes_on_every_family_method_and_format) {
 
 BOOST_AUTO_TEST_CASE(a_flipped_weight_byte_fails_and_is_named) {
     TempDir dir;
-    synth(dir / "src", {"deepseek_v3", "fp8", "per-expert"});
-    convert(dir / "src", dir / "m", "int8", false);
-    convert(dir / "src", dir / "t", "int8", true);
+    convert_merged_and_tree(dir, {"deepseek_v3", "fp8", "per-expert"}, "int8");
     const std::string tensor = "blk.1.ffn_down_exps.3.numa.0.weight";
     auto [shard, offset] = tensor_location(dir / "m", tensor);
     flip_byte(shard, offset + 1000);
-    auto r = run_verify(dir / "src", dir / "m");
-    BOOST_TEST(r.exit_code == 6, r.out << r.err);
-    BOOST_TEST(contains(r.out, "blk.1 expert 3 down part 0"), r.out);
-    BOOST_TEST(contains(r.out, tensor), r.out);
-    BOOST_TEST(contains(r.out, "beyond the error bound"), r.out);
-    BOOST_TEST(contains(r.out, "FAILED"), r.out);
+    expect_mismatch(dir / "src", dir / "m", {"blk.1 expert 3 down part 0", tensor, "beyond the error bound", "FAILED"});
 
     // The comparison of the two outputs finds the same byte.
     auto cmp = run_moequant({"verify", (dir / "m").string(), (dir / "t").string(), "--json"});
@@ -148,16 +146,14 @@ BOOST_AUTO_TEST_CASE(a_flipped_weight_byte_fails_and_is_named) {
     // A flipped scale byte in the tree is found too.
     flip_byte(first_file(dir / "t", "INT8_gate_2_"), 0);
     flip_byte(first_file(dir / "t/_layer_2", "INT8_up_1_512Byte_scale"), 2);
-    auto t = run_verify(dir / "src", dir / "t");
-    BOOST_TEST(t.exit_code == 6, t.out << t.err);
-    BOOST_TEST(contains(t.out, "INT8_up_1_512Byte_scale_.kt"), t.out);
+    expect_mismatch(dir / "src", dir / "t", {"INT8_up_1_512Byte_scale_.kt"});
 }
 
 BOOST_AUTO_TEST_CASE(a_code_kt_multiplies_wrongly_fails_whoever_wrote_it) {
     // kt-kernel's integer products get the sign of INT8 -128 and INT4 -8 wrong, and its
     // quantizer never writes them (docs/kt-arithmetic.md): one such code fails the part.
     TempDir dir;
-    synth(dir / "src", {"qwen3_moe", "bf16", "per-expert"});
+    synth_checkpoint(dir / "src", {"qwen3_moe", "bf16", "per-expert"});
     convert(dir / "src", dir / "int8", "int8", false);
     auto cal = run_moequant({"convert", "-i", (dir / "src").string(), "-o", (dir / "cal").string(), "--quant-method", "int4",
                              "--calibrate", "--dataset", "embedded", "--num_calibration_samples", "4", "--max_sequence_length", "48",
@@ -174,47 +170,34 @@ BOOST_AUTO_TEST_CASE(a_code_kt_multiplies_wrongly_fails_whoever_wrote_it) {
             const char byte = static_cast<char>(lowest);
             f.write(&byte, 1);
             f.close();
-            auto r = run_verify(dir / "src", dir / folder);
-            BOOST_TEST(r.exit_code == 6, r.out << r.err);
-            BOOST_TEST(contains(r.out, "blk.1 expert 2 up part 0"), r.out);
-            BOOST_TEST(contains(r.out, message), r.out);
-            BOOST_TEST(contains(r.out, "outside kt-kernel's range"), r.out);
+            expect_mismatch(dir / "src", dir / folder, {"blk.1 expert 2 up part 0", message, "outside kt-kernel's range"});
         }
     }
 }
 
 BOOST_AUTO_TEST_CASE(dropped_and_unexpected_tensors_fail) {
     TempDir dir;
-    synth(dir / "src", {"qwen3_next", "bf16", "per-expert"});
-    convert(dir / "src", dir / "m", "int4", false);
-    convert(dir / "src", dir / "t", "int4", true);
+    convert_merged_and_tree(dir, {"qwen3_next", "bf16", "per-expert"}, "int4");
 
     // Merged: a tensor left out of the index is missing.
     auto index = json::parse(read_text(dir / "m/model.safetensors.index.json")).as_object();
     index.at("weight_map").as_object().erase("blk.1.ffn_up_exps.2.numa.1.scale");
     write_text(dir / "m/model.safetensors.index.json", json::serialize(index));
-    auto r = run_verify(dir / "src", dir / "m");
-    BOOST_TEST(r.exit_code == 6, r.out << r.err);
-    BOOST_TEST(contains(r.out, "blk.1 expert 2 up part 1"), r.out);
-    BOOST_TEST(contains(r.out, "missing tensor 'scale'"), r.out);
+    expect_mismatch(dir / "src", dir / "m", {"blk.1 expert 2 up part 1", "missing tensor 'scale'"});
 
     // Tree: a whole part gone, and a part the source does not have.
     fs::remove(first_file(dir / "t/_layer_1/_numa_0", "INT4_down_0_"));
     fs::remove(first_file(dir / "t/_layer_1/_numa_0", "INT4_down_0_"));
     fs::copy_file(first_file(dir / "t/_layer_1/_numa_0", "INT4_gate_1_"),
                   dir / "t/_layer_1/_numa_0" / first_file(dir / "t/_layer_1/_numa_0", "INT4_gate_1_").filename().string().replace(10, 1, "9"));
-    auto t = run_verify(dir / "src", dir / "t");
-    BOOST_TEST(t.exit_code == 6, t.out << t.err);
-    BOOST_TEST(contains(t.out, "blk.1 expert 0 down part 0"), t.out);
-    BOOST_TEST(contains(t.out, "missing from the output"), t.out);
-    BOOST_TEST(contains(t.out, "unexpected part in the output: layer 1 expert 9 gate part 0"), t.out);
+    expect_mismatch(dir / "src", dir / "t",
+                    {"blk.1 expert 0 down part 0", "missing from the output",
+                     "unexpected part in the output: layer 1 expert 9 gate part 0"});
 }
 
 BOOST_AUTO_TEST_CASE(truncated_and_unfinished_outputs_fail_clearly) {
     TempDir dir;
-    synth(dir / "src", {"mixtral", "bf16", "per-expert"});
-    convert(dir / "src", dir / "m", "int4", false);
-    convert(dir / "src", dir / "t", "int4", true);
+    convert_merged_and_tree(dir, {"mixtral", "bf16", "per-expert"}, "int4");
 
     // A truncated shard: the safetensors reader names the file.
     const fs::path shard = dir / "m/model-00001-of-00003.safetensors";
@@ -226,10 +209,7 @@ BOOST_AUTO_TEST_CASE(truncated_and_unfinished_outputs_fail_clearly) {
     // A truncated .kt file: that part fails, named by its file.
     const fs::path file = first_file(dir / "t/_layer_0/_numa_1", "INT4_up_3_");
     fs::resize_file(file, fs::file_size(file) - 1);
-    auto t = run_verify(dir / "src", dir / "t");
-    BOOST_TEST(t.exit_code == 6, t.out << t.err);
-    BOOST_TEST(contains(t.out, file.filename().string()), t.out);
-    BOOST_TEST(contains(t.out, "bytes but its name says"), t.out);
+    expect_mismatch(dir / "src", dir / "t", {file.filename().string(), "bytes but its name says"});
 
     // No index: the conversion did not finish.
     fs::remove(dir / "m/model.safetensors.index.json");
@@ -245,7 +225,7 @@ BOOST_AUTO_TEST_CASE(truncated_and_unfinished_outputs_fail_clearly) {
 
 BOOST_AUTO_TEST_CASE(outputs_that_cannot_match_are_refused) {
     TempDir dir;
-    synth(dir / "src", {"glm4_moe", "bf16", "per-expert"});
+    synth_checkpoint(dir / "src", {"glm4_moe", "bf16", "per-expert"});
     convert(dir / "src", dir / "int4", "int4", false);
     convert(dir / "src", dir / "int8", "int8", true);
     convert(dir / "src", dir / "int4_t1", "int4", true, 1);

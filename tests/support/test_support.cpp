@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <csignal>
@@ -25,7 +26,10 @@ namespace moequant::test {
 fs::path shared_dir() { return fs::path(MOEQUANT_SHARED_DIR); }
 fs::path fixtures_dir() { return shared_dir() / "fixtures" / "third_party"; }
 fs::path golden_dir() { return shared_dir() / "golden"; }
-fs::path host_executable() { return fs::path(MOEQUANT_HOST_EXE); }
+fs::path host_executable(const std::vector<std::string>& env) {
+    const bool injects_faults = std::ranges::any_of(env, [](const std::string& e) { return e.starts_with("MOEQUANT_TEST_"); });
+    return fs::path(injects_faults ? MOEQUANT_FAULT_HOST_EXE : MOEQUANT_HOST_EXE);
+}
 
 TempDir::TempDir() {
     std::random_device rd;
@@ -49,6 +53,8 @@ TempDir::~TempDir() {
     fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
     fs::remove_all(path_, ec);
 }
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 std::vector<std::uint8_t> read_bytes(const fs::path& file) {
     std::ifstream in(file, std::ios::binary);
@@ -198,9 +204,12 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::vecto
 }
 
 CommandResult run_moequant(std::vector<std::string> args, const std::vector<std::string>& env, const ChildLimits& limits) {
-    args.insert(args.begin(), host_executable().string());
+    args.insert(args.begin(), host_executable(env).string());
     return run_command(args, env, limits);
 }
+
+const std::vector<std::string> small_calibration_dataset = {"--dataset", "embedded", "--num_calibration_samples", "4",
+                                                             "--max_sequence_length", "48"};
 
 std::string sha256_file(const fs::path& file) {
     auto r = run_command({"/usr/bin/sha256sum", file.string()});

@@ -34,6 +34,9 @@ private:
     fs::path path_;
 };
 
+// True when `part` occurs in `text` (an output, an error line).
+bool contains(const std::string& text, const std::string& part);
+
 std::vector<std::uint8_t> read_bytes(const fs::path& file);
 std::string read_text(const fs::path& file);
 void write_bytes(const fs::path& file, const std::vector<std::uint8_t>& bytes);
@@ -87,12 +90,18 @@ private:
 CommandResult run_command(const std::vector<std::string>& argv,
                           const std::vector<std::string>& env = {}, const ChildLimits& limits = {});
 
-// The moequant host of this build.
-fs::path host_executable();
+// The moequant host of this build. When `env` sets a fault variable (MOEQUANT_TEST_*), the test
+// build of the host that reads them (moequant-fault-host); the release host ignores them.
+fs::path host_executable(const std::vector<std::string>& env = {});
 
-// Runs the host with `args` (and extra environment entries, child limits).
+// Runs the host (as host_executable(env) picks it) with `args` (and extra environment entries,
+// child limits).
 CommandResult run_moequant(std::vector<std::string> args, const std::vector<std::string>& env = {},
                            const ChildLimits& limits = {});
+
+// --dataset arguments of few short samples of the embedded text: a suite that calibrates stays
+// at a few seconds.
+extern const std::vector<std::string> small_calibration_dataset;
 
 // SHA-256 of a file, lowercase hex.
 std::string sha256_file(const fs::path& file);

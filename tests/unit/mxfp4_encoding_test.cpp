@@ -97,8 +97,6 @@ void check_against_formula(const Checkpoint& c, const EncodedWeight& w, const Mx
         }
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(mxfp4_encoding)

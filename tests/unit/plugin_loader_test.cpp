@@ -30,8 +30,6 @@ std::string rejection_of(const fs::path& file) {
     return r.rejections().front().reason;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(plugin_loader)

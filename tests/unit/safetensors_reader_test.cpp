@@ -5,10 +5,12 @@
 #include <moequant/error.hpp>
 #include <moequant/safetensors_reader.hpp>
 
+#include "tensor_bytes.hpp"
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
 
+#include <array>
 #include <cstring>
 
 using namespace moequant;
@@ -53,11 +55,16 @@ SafetensorsFile open_bytes(const TempDir& dir, const Bytes& bytes, const std::st
 // 16 zero bytes behind a one-tensor F32 [2,2] header.
 const std::string one_tensor_header = R"({"weight":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})";
 
-template <class T>
-T element(const TensorView& v, std::size_t i) {
-    T out;
-    std::memcpy(&out, v.data() + i * sizeof(T), sizeof(T));
-    return out;
+// Tensor `name` of `f` has `dtype` and holds `codes`, which `decode` turns into `values`.
+template <class Code>
+void expect_decoded(const SafetensorsFile& f, const std::string& name, DType dtype, const std::array<Code, 3>& codes,
+                    const std::array<float, 3>& values, float (*decode)(Code) noexcept) {
+    const TensorView view = f.view(name);
+    BOOST_TEST((view.dtype == dtype));
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+        BOOST_TEST(element<Code>(view, i) == codes[i]);
+        BOOST_TEST(decode(codes[i]) == values[i]);
+    }
 }
 
 }  // namespace
@@ -136,30 +143,12 @@ BOOST_AUTO_TEST_CASE(jl_torch_file_decodes_fp8_and_bf16_values_of_source_md) {
     BOOST_TEST(f.tensors().size() == 36u);
     BOOST_TEST(f.header().data_size == 4305u);
 
-    TensorView e4m3 = f.view("float8_e4m3fn_3");
-    BOOST_TEST((e4m3.dtype == DType::F8_E4M3));
-    const std::uint8_t e4m3_bytes[] = {0xae, 0xa9, 0xb8};
-    const float e4m3_values[] = {-0.4375f, -0.28125f, -1.0f};
-    for (int i = 0; i < 3; ++i) {
-        BOOST_TEST(element<std::uint8_t>(e4m3, i) == e4m3_bytes[i]);
-        BOOST_TEST(f8_e4m3_to_f32(e4m3_bytes[i]) == e4m3_values[i]);
-    }
-    TensorView e5m2 = f.view("float8_e5m2_3");
-    BOOST_TEST((e5m2.dtype == DType::F8_E5M2));
-    const std::uint8_t e5m2_bytes[] = {0xba, 0xb2, 0xba};
-    const float e5m2_values[] = {-0.75f, -0.1875f, -0.75f};
-    for (int i = 0; i < 3; ++i) {
-        BOOST_TEST(element<std::uint8_t>(e5m2, i) == e5m2_bytes[i]);
-        BOOST_TEST(f8_e5m2_to_f32(e5m2_bytes[i]) == e5m2_values[i]);
-    }
-    TensorView bf16 = f.view("bfloat16_3");
-    BOOST_TEST((bf16.dtype == DType::BF16));
-    const std::uint16_t bf16_bits[] = {0xbf53, 0xbebf, 0x3f58};
-    const float bf16_values[] = {-0.82421875f, -0.373046875f, 0.84375f};
-    for (int i = 0; i < 3; ++i) {
-        BOOST_TEST(element<std::uint16_t>(bf16, i) == bf16_bits[i]);
-        BOOST_TEST(bf16_to_f32(bf16_bits[i]) == bf16_values[i]);
-    }
+    expect_decoded<std::uint8_t>(f, "float8_e4m3fn_3", DType::F8_E4M3, {0xae, 0xa9, 0xb8}, {-0.4375f, -0.28125f, -1.0f},
+                                 f8_e4m3_to_f32);
+    expect_decoded<std::uint8_t>(f, "float8_e5m2_3", DType::F8_E5M2, {0xba, 0xb2, 0xba}, {-0.75f, -0.1875f, -0.75f},
+                                 f8_e5m2_to_f32);
+    expect_decoded<std::uint16_t>(f, "bfloat16_3", DType::BF16, {0xbf53, 0xbebf, 0x3f58},
+                                  {-0.82421875f, -0.373046875f, 0.84375f}, bf16_to_f32);
 }
 
 BOOST_AUTO_TEST_CASE(jl_metadata_file_exposes_metadata_in_file_order) {

@@ -105,19 +105,10 @@ std::uint32_t code_point(std::string_view character) {
     return value;
 }
 
+// UTF-8 of a code point below U+0800 (GPT-2's byte symbols go up to U+0143): one or two bytes.
 std::string utf8_of(std::uint32_t value) {
-    std::string out;
-    if (value < 0x80) {
-        out += static_cast<char>(value);
-    } else if (value < 0x800) {
-        out += static_cast<char>(0xC0 | (value >> 6));
-        out += static_cast<char>(0x80 | (value & 0x3F));
-    } else {
-        out += static_cast<char>(0xE0 | (value >> 12));
-        out += static_cast<char>(0x80 | ((value >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (value & 0x3F));
-    }
-    return out;
+    if (value < 0x80) return std::string(1, static_cast<char>(value));
+    return {static_cast<char>(0xC0 | (value >> 6)), static_cast<char>(0x80 | (value & 0x3F))};
 }
 
 // GPT-2's bytes_to_unicode, written out from its definition.

@@ -2,6 +2,7 @@
 #include "conversion/job_record.hpp"
 #include "conversion/job_validation.hpp"
 #include "cluster/wire.hpp"
+#include "seams/engine_faults.hpp"
 
 #include <moequant/digest.hpp>
 #include <moequant/engine/conversion.hpp>
@@ -22,7 +23,6 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -178,23 +178,15 @@ void resume_from(const ConversionJob& job, std::int64_t resume_layer, RunManifes
     std::erase_if(manifest.completed_layers, [&](const ManifestLayer& l) { return l.layer >= resume_layer; });
 }
 
-// Test hooks, after each layer a rank converted. MOEQUANT_TEST_PAUSE_AFTER_LAYER_MS=N sleeps N ms,
-// so the concurrency tests can start or kill a second run while the first one is mid-way.
-// MOEQUANT_TEST_KILL_RANK=R:N kills rank R (SIGKILL, as the OOM killer would) after its Nth
-// layer, so the cluster tests can lose a rank mid-run.
-void test_hooks_after_layer(const Cluster& cluster) {
-    static const long ms = [] {
-        const char* v = std::getenv("MOEQUANT_TEST_PAUSE_AFTER_LAYER_MS");
-        return v ? std::strtol(v, nullptr, 10) : 0L;
-    }();
-    if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+// The engine's fault seams after each layer a rank converted: a pause, so the concurrency tests
+// can start or kill a second run mid-way, and a rank's death, for the cluster tests.
+void injected_faults_after_layer(const Cluster& cluster) {
+    const seams::EngineFaults& faults = seams::engine_faults();
+    if (faults.pause_after_layer.count() > 0) std::this_thread::sleep_for(faults.pause_after_layer);
     static long layers = 0;
     ++layers;
-    if (const char* v = std::getenv("MOEQUANT_TEST_KILL_RANK")) {
-        char* rest = nullptr;
-        const long rank = std::strtol(v, &rest, 10);
-        if (rest && *rest == ':' && rank == cluster.rank() && layers >= std::strtol(rest + 1, nullptr, 10)) ::raise(SIGKILL);
-    }
+    if (faults.kill_rank && faults.kill_rank->rank == cluster.rank() && layers >= faults.kill_rank->after_layers)
+        ::raise(SIGKILL);
 }
 
 // Rank 0's list of layer indices, on every rank.
@@ -326,7 +318,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
                 detail::write_layer_record(w, layer);
                 w.u64(bytes);
                 mine = w.take();
-                test_hooks_after_layer(cluster);
+                injected_faults_after_layer(cluster);
             }
             // Before rank 0 records any layer of the round: every rank made its layer of the
             // bytes rank 0's copy holds (a mismatch ends the job; the round's layers stay unrecorded).
@@ -351,7 +343,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
             // all of it read as rank 0 read it, before the layer is recorded.
             const auto [layer, bytes] = convert(job.plan->moe_layers[i], read, [&] { forward_reads.through_layer(index, read); });
             if (cluster.root()) record(layer, bytes);
-            test_hooks_after_layer(cluster);
+            injected_faults_after_layer(cluster);
         }
     }
     if (cluster.root()) {

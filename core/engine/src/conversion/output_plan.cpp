@@ -1,5 +1,6 @@
 #include "conversion/job_record.hpp"
 #include "conversion/job_validation.hpp"
+#include "seams/engine_faults.hpp"
 
 #include <moequant/digest.hpp>
 #include <moequant/engine/output_plan.hpp>
@@ -9,7 +10,6 @@
 
 #include <sys/statvfs.h>
 
-#include <cstdlib>
 #include <string>
 
 namespace moequant {
@@ -74,7 +74,7 @@ std::optional<OutputPlan> plan_checked_output(const ConversionJob& job, const Ch
 }
 
 std::uint64_t free_bytes_at(const fs::path& output) {
-    if (const char* fake = std::getenv("MOEQUANT_TEST_FREE_BYTES"); fake && *fake) return std::strtoull(fake, nullptr, 10);
+    if (const auto injected = seams::engine_faults().free_bytes) return *injected;
     std::error_code ec;
     fs::path at = fs::absolute(output, ec);
     while (!at.empty() && !fs::is_directory(at, ec) && at != at.parent_path()) at = at.parent_path();

@@ -13,9 +13,6 @@
 // file, with code "DiskFull" (ENOSPC), "FileTooLarge" (EFBIG: RLIMIT_FSIZE or a filesystem
 // limit; the host ignores SIGXFSZ so this is reported instead of killing the process) or
 // "WriteFailed".
-//
-// Test hook: if the environment variable MOEQUANT_TEST_ENOSPC_AFTER_BYTES=N is set, every
-// write after N bytes in total (across all OutputFiles of the process) fails with ENOSPC.
 #pragma once
 
 #include <moequant/error.hpp>

@@ -5,6 +5,7 @@
 #include <moequant/output_file.hpp>
 
 #include "mapped_ranges.hpp"
+#include "seams/write_budget.hpp"
 
 #include <fcntl.h>
 #include <stdio.h>  // renameat2
@@ -12,37 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 
 namespace moequant {
 namespace {
-
-// MOEQUANT_TEST_ENOSPC_AFTER_BYTES: simulate a full disk (see output_file.hpp).
-struct InjectedDiskFull {
-    std::uint64_t limit = UINT64_MAX;
-    std::atomic<std::uint64_t> written{0};
-    InjectedDiskFull() {
-        if (const char* v = std::getenv("MOEQUANT_TEST_ENOSPC_AFTER_BYTES")) limit = std::strtoull(v, nullptr, 10);
-    }
-    // False (with errno = ENOSPC) when this write would pass the limit.
-    bool allow(std::size_t n) {
-        if (limit == UINT64_MAX) return true;
-        if (written.fetch_add(n) + n > limit) {
-            errno = ENOSPC;
-            return false;
-        }
-        return true;
-    }
-};
-
-InjectedDiskFull& injected_disk_full() {
-    static InjectedDiskFull instance;
-    return instance;
-}
 
 // Removes a partial file found where a new one is to be created, unless a live run holds its lock.
 // Returns false when one does. A non-regular entry (a planted symlink, a FIFO) loses only its
@@ -173,7 +149,7 @@ void OutputFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes
     std::size_t left = bytes.size();
     while (left > 0) {
         std::size_t chunk = std::min<std::size_t>(left, 1u << 30);
-        if (!injected_disk_full().allow(chunk)) fail(errno, "cannot write");
+        if (!seams::output_write_allowed(chunk)) fail(errno, "cannot write");
         ssize_t n = ::pwrite(fd_, p, chunk, static_cast<off_t>(offset));
         if (n < 0) {
             if (errno == EINTR) continue;

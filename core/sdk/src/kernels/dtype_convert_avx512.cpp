@@ -28,32 +28,6 @@ template <class Encode> void f32_to_u16(const float* src, std::byte* dst, std::s
 
 }  // namespace
 
-void bf16_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept {
-    u16_to_f32(src, dst, n, [](__m256i v) { return lanes::bf16_to_f32(v); });
-}
-
-void f32_to_bf16(const float* src, std::byte* dst, std::size_t n) noexcept {
-    f32_to_u16(src, dst, n, [](__m512 v) { return lanes::f32_to_bf16(v); });
-}
-
-void f16_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept {
-    u16_to_f32(src, dst, n, [](__m256i v) { return lanes::f16_to_f32(v); });
-}
-
-void f32_to_f16(const float* src, std::byte* dst, std::size_t n) noexcept {
-    f32_to_u16(src, dst, n, [](__m512 v) { return lanes::f32_to_f16(v); });
-}
-
-void f8_e4m3_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept {
-    bytes_to_f32(src, dst, n, [](__m128i v) { return lanes::f8_e4m3_to_f32(v); });
-}
-
-void f8_e5m2_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept {
-    bytes_to_f32(src, dst, n, [](__m128i v) { return lanes::f8_e5m2_to_f32(v); });
-}
-
-void f8_e8m0_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept {
-    bytes_to_f32(src, dst, n, [](__m128i v) { return lanes::f8_e8m0_to_f32(v); });
-}
+#include "kernels/dtype_convert_entries.inc"
 
 }  // namespace moequant::kernels::MOEQUANT_AVX512_KERNELS

@@ -22,14 +22,6 @@ void scaled_to_bf16(const std::byte* src, const float* column_scale, std::uint16
 
 }  // namespace
 
-void f8_e4m3_scaled_to_bf16(const std::byte* src, const float* column_scale, std::uint16_t* dst,
-                            std::size_t n) noexcept {
-    scaled_to_bf16(src, column_scale, dst, n, [](__m128i v) { return lanes::f8_e4m3_to_f32(v); });
-}
-
-void f8_e5m2_scaled_to_bf16(const std::byte* src, const float* column_scale, std::uint16_t* dst,
-                            std::size_t n) noexcept {
-    scaled_to_bf16(src, column_scale, dst, n, [](__m128i v) { return lanes::f8_e5m2_to_f32(v); });
-}
+#include "kernels/fp8_dequant_entries.inc"
 
 }  // namespace moequant::kernels::MOEQUANT_AVX512_KERNELS

@@ -12,20 +12,7 @@
 namespace moequant::kernels {
 
 namespace avx2 {
-void bf16_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept;
-void f32_to_bf16(const float* src, std::byte* dst, std::size_t n) noexcept;
-void f16_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept;
-void f32_to_f16(const float* src, std::byte* dst, std::size_t n) noexcept;
-void f8_e4m3_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept;
-void f8_e5m2_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept;
-void f8_e8m0_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept;
-
-// dst[j] = f32_to_bf16(decode(src[j]) * column_scale[j]): one row of FP8 block dequantization
-// with the block scales already spread over the columns.
-void f8_e4m3_scaled_to_bf16(const std::byte* src, const float* column_scale, std::uint16_t* dst,
-                            std::size_t n) noexcept;
-void f8_e5m2_scaled_to_bf16(const std::byte* src, const float* column_scale, std::uint16_t* dst,
-                            std::size_t n) noexcept;
+#include "kernels/kernel_entries.inc"
 }  // namespace avx2
 
 // The tests compile the AVX-512 files a second time over an emulation (tests/emulation), under
@@ -35,18 +22,7 @@ void f8_e5m2_scaled_to_bf16(const std::byte* src, const float* column_scale, std
 #endif
 
 namespace MOEQUANT_AVX512_KERNELS {
-void bf16_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept;
-void f32_to_bf16(const float* src, std::byte* dst, std::size_t n) noexcept;
-void f16_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept;
-void f32_to_f16(const float* src, std::byte* dst, std::size_t n) noexcept;
-void f8_e4m3_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept;
-void f8_e5m2_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept;
-void f8_e8m0_to_f32(const std::byte* src, float* dst, std::size_t n) noexcept;
-
-void f8_e4m3_scaled_to_bf16(const std::byte* src, const float* column_scale, std::uint16_t* dst,
-                            std::size_t n) noexcept;
-void f8_e5m2_scaled_to_bf16(const std::byte* src, const float* column_scale, std::uint16_t* dst,
-                            std::size_t n) noexcept;
+#include "kernels/kernel_entries.inc"
 }  // namespace MOEQUANT_AVX512_KERNELS
 
 }  // namespace moequant::kernels

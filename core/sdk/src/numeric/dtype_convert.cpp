@@ -47,20 +47,18 @@ template <class T> void store(void* base, std::size_t index, T value) noexcept {
     std::memcpy(static_cast<std::byte*>(base) + index * sizeof(T), &value, sizeof(T));
 }
 
-template <class Decode> void scalar_u8_to_f32(const void* src, float* dst, std::size_t n, Decode decode) noexcept {
-    for (std::size_t i = 0; i < n; ++i) store(dst, i, decode(load<std::uint8_t>(src, i)));
+// One bulk conversion: the kernel of the active ISA tier, or on a CPU with neither the scalar
+// reference `one` (From -> To) over unaligned elements.
+template <class From, class To, class Src, class Dst>
+void convert_bulk(void (*avx512)(Src, Dst, std::size_t) noexcept, void (*avx2)(Src, Dst, std::size_t) noexcept,
+                  To (*one)(From) noexcept, const void* src, void* dst, std::size_t n) noexcept {
+    switch (active_isa()) {
+        case Isa::avx512: return avx512(static_cast<Src>(src), static_cast<Dst>(dst), n);
+        case Isa::avx2: return avx2(static_cast<Src>(src), static_cast<Dst>(dst), n);
+        case Isa::scalar: break;
+    }
+    for (std::size_t i = 0; i < n; ++i) store(dst, i, one(load<From>(src, i)));
 }
-
-template <class Decode> void scalar_u16_to_f32(const void* src, float* dst, std::size_t n, Decode decode) noexcept {
-    for (std::size_t i = 0; i < n; ++i) store(dst, i, decode(load<std::uint16_t>(src, i)));
-}
-
-template <class Encode> void scalar_f32_to_u16(const float* src, void* dst, std::size_t n, Encode encode) noexcept {
-    for (std::size_t i = 0; i < n; ++i) store(dst, i, encode(load<float>(src, i)));
-}
-
-const std::byte* as_bytes(const void* p) noexcept { return static_cast<const std::byte*>(p); }
-std::byte* as_bytes(void* p) noexcept { return static_cast<std::byte*>(p); }
 
 }  // namespace
 
@@ -164,66 +162,31 @@ float f8_e5m2fnuz_to_f32(std::uint8_t bits) noexcept {
 // ---- bulk ----
 
 void convert_bf16_to_f32(const void* src, float* dst, std::size_t n) noexcept {
-    switch (active_isa()) {
-        case Isa::avx512: return kernels::avx512::bf16_to_f32(as_bytes(src), dst, n);
-        case Isa::avx2: return kernels::avx2::bf16_to_f32(as_bytes(src), dst, n);
-        case Isa::scalar: break;
-    }
-    scalar_u16_to_f32(src, dst, n, bf16_to_f32);
+    convert_bulk(kernels::avx512::bf16_to_f32, kernels::avx2::bf16_to_f32, bf16_to_f32, src, dst, n);
 }
 
 void convert_f32_to_bf16(const float* src, void* dst, std::size_t n) noexcept {
-    switch (active_isa()) {
-        case Isa::avx512: return kernels::avx512::f32_to_bf16(src, as_bytes(dst), n);
-        case Isa::avx2: return kernels::avx2::f32_to_bf16(src, as_bytes(dst), n);
-        case Isa::scalar: break;
-    }
-    scalar_f32_to_u16(src, dst, n, f32_to_bf16);
+    convert_bulk(kernels::avx512::f32_to_bf16, kernels::avx2::f32_to_bf16, f32_to_bf16, src, dst, n);
 }
 
 void convert_f16_to_f32(const void* src, float* dst, std::size_t n) noexcept {
-    switch (active_isa()) {
-        case Isa::avx512: return kernels::avx512::f16_to_f32(as_bytes(src), dst, n);
-        case Isa::avx2: return kernels::avx2::f16_to_f32(as_bytes(src), dst, n);
-        case Isa::scalar: break;
-    }
-    scalar_u16_to_f32(src, dst, n, f16_to_f32);
+    convert_bulk(kernels::avx512::f16_to_f32, kernels::avx2::f16_to_f32, f16_to_f32, src, dst, n);
 }
 
 void convert_f32_to_f16(const float* src, void* dst, std::size_t n) noexcept {
-    switch (active_isa()) {
-        case Isa::avx512: return kernels::avx512::f32_to_f16(src, as_bytes(dst), n);
-        case Isa::avx2: return kernels::avx2::f32_to_f16(src, as_bytes(dst), n);
-        case Isa::scalar: break;
-    }
-    scalar_f32_to_u16(src, dst, n, f32_to_f16);
+    convert_bulk(kernels::avx512::f32_to_f16, kernels::avx2::f32_to_f16, f32_to_f16, src, dst, n);
 }
 
 void convert_f8_e4m3_to_f32(const void* src, float* dst, std::size_t n) noexcept {
-    switch (active_isa()) {
-        case Isa::avx512: return kernels::avx512::f8_e4m3_to_f32(as_bytes(src), dst, n);
-        case Isa::avx2: return kernels::avx2::f8_e4m3_to_f32(as_bytes(src), dst, n);
-        case Isa::scalar: break;
-    }
-    scalar_u8_to_f32(src, dst, n, f8_e4m3_to_f32);
+    convert_bulk(kernels::avx512::f8_e4m3_to_f32, kernels::avx2::f8_e4m3_to_f32, f8_e4m3_to_f32, src, dst, n);
 }
 
 void convert_f8_e5m2_to_f32(const void* src, float* dst, std::size_t n) noexcept {
-    switch (active_isa()) {
-        case Isa::avx512: return kernels::avx512::f8_e5m2_to_f32(as_bytes(src), dst, n);
-        case Isa::avx2: return kernels::avx2::f8_e5m2_to_f32(as_bytes(src), dst, n);
-        case Isa::scalar: break;
-    }
-    scalar_u8_to_f32(src, dst, n, f8_e5m2_to_f32);
+    convert_bulk(kernels::avx512::f8_e5m2_to_f32, kernels::avx2::f8_e5m2_to_f32, f8_e5m2_to_f32, src, dst, n);
 }
 
 void convert_f8_e8m0_to_f32(const void* src, float* dst, std::size_t n) noexcept {
-    switch (active_isa()) {
-        case Isa::avx512: return kernels::avx512::f8_e8m0_to_f32(as_bytes(src), dst, n);
-        case Isa::avx2: return kernels::avx2::f8_e8m0_to_f32(as_bytes(src), dst, n);
-        case Isa::scalar: break;
-    }
-    scalar_u8_to_f32(src, dst, n, f8_e8m0_to_f32);
+    convert_bulk(kernels::avx512::f8_e8m0_to_f32, kernels::avx2::f8_e8m0_to_f32, f8_e8m0_to_f32, src, dst, n);
 }
 
 // ---- whole views ----

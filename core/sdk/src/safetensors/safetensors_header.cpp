@@ -95,15 +95,10 @@ public:
         return true;
     }
 
-    bool on_key_part(json::string_view s, std::size_t, json::error_code&) {
-        part_.append(s.data(), s.size());
-        return true;
-    }
+    bool on_key_part(json::string_view s, std::size_t, json::error_code&) { return add_part(s); }
 
     bool on_key(json::string_view s, std::size_t, json::error_code& ec) {
-        part_.append(s.data(), s.size());
-        std::string key = std::move(part_);
-        part_.clear();
+        std::string key = whole_text(s);
         if (depth_ == 1) {
             // Duplicate tensor names are found after parsing, without a copy of every name.
             if (key == "__metadata__") {
@@ -132,15 +127,10 @@ public:
         return true;
     }
 
-    bool on_string_part(json::string_view s, std::size_t, json::error_code&) {
-        part_.append(s.data(), s.size());
-        return true;
-    }
+    bool on_string_part(json::string_view s, std::size_t, json::error_code&) { return add_part(s); }
 
     bool on_string(json::string_view s, std::size_t, json::error_code& ec) {
-        part_.append(s.data(), s.size());
-        std::string value = std::move(part_);
-        part_.clear();
+        std::string value = whole_text(s);
         if (depth_ == 0) return fail(ec, "the header is a JSON string, not an object");
         if (depth_ == 1) {
             if (key_ == "__metadata__") return fail(ec, "__metadata__ is not an object");
@@ -213,6 +203,19 @@ private:
         else if (offsets_seen_ == 1) entry_.info.end = v;
         ++offsets_seen_;
         return true;
+    }
+
+    // A key or string arrives in parts where escapes split it: collected in part_.
+    bool add_part(json::string_view s) {
+        part_.append(s.data(), s.size());
+        return true;
+    }
+
+    std::string whole_text(json::string_view last) {
+        add_part(last);
+        std::string text = std::move(part_);
+        part_.clear();
+        return text;
     }
 
     bool finish_entry(json::error_code& ec) {

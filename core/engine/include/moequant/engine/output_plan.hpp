@@ -25,7 +25,7 @@ struct OutputPlan {
 std::optional<OutputPlan> plan_output(const ConversionJob& job);
 
 // Bytes an unprivileged writer may still use on the file system of `output` (or of its nearest
-// existing parent folder). The test hook MOEQUANT_TEST_FREE_BYTES=N stands in for the answer.
+// existing parent folder), or the answer a test injected (seams/engine_faults.hpp).
 std::uint64_t free_bytes_at(const std::filesystem::path& output);
 
 // What the plan still has to write into `output`: each planned file's size beyond that of a
