@@ -54,13 +54,6 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
     return std::sqrt(diff / norm);
 }
 
-std::vector<float> bf16_file(const fs::path& file) {
-    const std::vector<std::uint8_t> bytes = read_bytes(file);
-    std::vector<float> out(bytes.size() / 2);
-    convert_bf16_to_f32(bytes.data(), out.data(), out.size());
-    return out;
-}
-
 QuantizedTensor amx_parts(const std::vector<std::uint8_t>& codes, const std::vector<std::uint8_t>& scales) {
     QuantizedTensor q;
     Tensor c(DType::I8, {static_cast<std::int64_t>(codes.size())});
