@@ -190,6 +190,7 @@ std::unique_ptr<OutputReader> open_compressed_tensors(const fs::path& directory)
                     {.file = directory.string(), .code = "IncompleteOutput", .hint = "rerun the same command to finish it"});
     // The one config group's weight arguments give the scheme verify configures its quantizer with.
     Options recorded;
+    recorded.set("experts_on", "gpu");  // vLLM/SGLang's GPU experts
     try {
         record_weight_arguments(*q, recorded);
     } catch (const std::exception& e) {

@@ -43,6 +43,7 @@ std::unique_ptr<OutputReader> open_kt_safetensors(const fs::path& directory) {
     if (index.empty()) return nullptr;  // a safetensors checkpoint, but not a kt output
     // moequant's shards record the job in __metadata__; the reference converter's do not.
     Options recorded;
+    recorded.set("experts_on", "cpu");  // kt-kernel's CPU experts
     const SafetensorsFile& shard = checkpoint.shard(checkpoint.shard_of(index.begin()->second.begin()->second));
     if (auto method = shard.metadata("moequant.method")) record_method(recorded, *method);
     record_shard_metadata(recorded, shard);

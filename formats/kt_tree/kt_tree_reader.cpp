@@ -107,6 +107,7 @@ std::unique_ptr<OutputReader> open_kt_tree(const fs::path& directory) {
     if (ec) throw Error(ErrorKind::input, "cannot list the folder: " + ec.message(), {.file = directory.string()});
     if (index.empty()) return nullptr;
     Options recorded;
+    recorded.set("experts_on", "cpu");  // kt-kernel's CPU experts
     record_method(recorded, prefix);
     recorded.set("parts", std::to_string(parts));
     return std::make_unique<KtTreeReader>(directory, std::move(index), std::move(recorded));

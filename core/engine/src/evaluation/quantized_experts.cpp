@@ -50,6 +50,7 @@ QuantizedExperts::QuantizedExperts(const Registry& registry, const fs::path& dir
     quantizer_ = output_quantizer(registry, *output_.reader, "");
     quantizer_id_ = std::string(quantizer_->id());
     const Options recorded = output_.reader->recorded();
+    experts_on_ = recorded.get_string("experts_on", "");
     if (auto e = recorded.get("experts"); e && !plan.moe_layers.empty() && *e != std::to_string(plan.num_experts))
         throw refuse("records " + *e + " experts per layer, the source has " + std::to_string(plan.num_experts), "OtherModel");
 

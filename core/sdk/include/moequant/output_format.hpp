@@ -151,6 +151,8 @@ public:
     virtual ~OutputReader();
     // What the output records about itself, as string key/values: "method" (e.g. AMXINT4),
     // "quantizer" (e.g. amx-int4), "parts", "experts", "source"; absent keys are not recorded.
+    // "experts_on" says which side of a hybrid model the output serves, "cpu" or "gpu" (eval
+    // refuses one passed as the other side); absent when neither.
     // "method_fact_keys" lists, comma-separated, the Quantizer::facts() keys under which a
     // quantizer publishes the method (e.g. "kt.method,kt.file_prefix"): verify takes an output
     // that does not name its quantizer to be the installed plain quantizer's that publishes it.

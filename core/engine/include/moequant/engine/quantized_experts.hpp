@@ -40,17 +40,17 @@ public:
     const std::string& format() const noexcept { return format_; }
     const std::string& quantizer() const noexcept { return quantizer_id_; }
     int parts() const noexcept { return parts_; }
-    // Which side of the hybrid model its format serves: kt-kernel's CPU experts (the kt
-    // formats) or the GPU's (compressed-tensors); neither for another plugin's format.
-    bool holds_cpu_experts() const noexcept { return format_.starts_with("kt-"); }
-    bool holds_gpu_experts() const noexcept { return format_ == "compressed-tensors"; }
+    // Which side of the hybrid model the output serves, as its reader records ("experts_on":
+    // "cpu" for kt-kernel's experts, "gpu" for the GPU's); neither when it does not say.
+    bool holds_cpu_experts() const noexcept { return experts_on_ == "cpu"; }
+    bool holds_gpu_experts() const noexcept { return experts_on_ == "gpu"; }
 
 private:
     std::filesystem::path directory_;
     const ModelPlan& plan_;
     OpenedOutput output_;
     std::shared_ptr<const Quantizer> quantizer_;
-    std::string format_, quantizer_id_;
+    std::string format_, quantizer_id_, experts_on_;
     int parts_ = 0;
 
     Tensor matrix(std::int64_t layer, const ExpertWeightSource& source, std::int64_t expert, Projection projection) const;
