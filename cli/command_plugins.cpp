@@ -11,6 +11,7 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 
@@ -87,15 +88,24 @@ void print_table(const Registry& registry, bool all) {
         std::cout << "No plugins loaded. Searched: --plugin/--plugin-dir arguments, MOEQUANT_PLUGIN_PATH, and "
                   << default_plugin_dir().string() << "\n";
     } else {
-        std::cout << std::left << std::setw(22) << "PLUGIN" << std::setw(20) << "KIND" << std::setw(10) << "VERSION"
-                  << "FILE\n";
+        // Each column as wide as its longest entry (a third-party id may be long) and one space more.
+        std::size_t id_width = 22, kind_width = 20, version_width = 10, object_width = 22;
+        for (const auto& p : registry.plugins()) {
+            id_width = std::max(id_width, printable_name(p.id).size() + 2);
+            kind_width = std::max(kind_width, kinds_text(p.kinds).size() + 2);
+            version_width = std::max(version_width, printable_name(p.version).size() + 2);
+        }
+        for (const auto& o : objects) object_width = std::max(object_width, printable_name(o.id).size() + 2);
+        const auto column = [](std::size_t width) { return std::setw(static_cast<int>(width)); };
+        std::cout << std::left << column(id_width) << "PLUGIN" << column(kind_width) << "KIND" << column(version_width)
+                  << "VERSION" << "FILE\n";
         for (const auto& p : registry.plugins()) {
             // Ids, versions and descriptions come from the modules, file names from the folders searched.
-            std::cout << std::setw(22) << printable_name(p.id) << std::setw(20) << kinds_text(p.kinds) << std::setw(10)
-                      << printable_name(p.version) << printable_name(p.file.string()) << "\n";
+            std::cout << column(id_width) << printable_name(p.id) << column(kind_width) << kinds_text(p.kinds)
+                      << column(version_width) << printable_name(p.version) << printable_name(p.file.string()) << "\n";
             for (const auto& o : objects)
                 if (o.plugin->file == p.file)
-                    std::cout << "    " << std::setw(10) << o.kind << std::setw(22) << printable_name(o.id)
+                    std::cout << "    " << std::setw(10) << o.kind << column(object_width) << printable_name(o.id)
                               << printable_text(o.description) << "\n";
         }
     }

@@ -8,6 +8,23 @@ function(run step)
   set(LAST_OUTPUT "${out}" PARENT_SCOPE)
 endfunction()
 
+# The listing of one plugin folder shows the module's row (id, kind) and its object's row, each
+# column apart from the next however long the id.
+function(expect_listed what dir plugin_id kind object_id)
+  run("list the ${what}" ${host} plugins --no-default-plugins --plugin-dir "${dir}")
+  if(NOT LAST_OUTPUT MATCHES "${plugin_id} +${kind} +[0-9]" OR NOT LAST_OUTPUT MATCHES " ${kind} +${object_id} +[^ ]")
+    message(FATAL_ERROR "sdk test: the host did not list the example ${what}:\n${LAST_OUTPUT}")
+  endif()
+endfunction()
+
+# A run refused with exit code `rc` and an error matching `pattern`.
+function(expect_refused step rc pattern)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE got_rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT got_rc EQUAL rc OR NOT err MATCHES "${pattern}")
+    message(FATAL_ERROR "sdk test: ${step} was not refused (${got_rc}):\n${out}\n${err}")
+  endif()
+endfunction()
+
 function(hash_host out_var)
   file(GLOB sdk_libs "${PREFIX}/lib/libmoequant_sdk.so*")
   set(hashes "")
@@ -90,10 +107,7 @@ endforeach()
 set(host ${CMAKE_COMMAND} -E env --unset=MOEQUANT_PLUGIN_PATH "${PREFIX}/bin/moequant")
 
 # 3. The installed host lists the quantizer from --plugin-dir ...
-run("list with --plugin-dir" ${host} plugins --no-default-plugins --plugin-dir "${quantizer_dir}")
-if(NOT LAST_OUTPUT MATCHES "example_absmax_int8 +quantizer +1\\.0\\.0" OR NOT LAST_OUTPUT MATCHES "example-absmax-int8")
-  message(FATAL_ERROR "sdk test: the host did not list the example plugin:\n${LAST_OUTPUT}")
-endif()
+expect_listed(quantizer "${quantizer_dir}" example_absmax_int8 quantizer example-absmax-int8)
 
 # ... uses the adapter for a checkpoint of its family (synthesized by the adapter itself) ...
 run("synth a toy_moe checkpoint" ${host} --plugin-dir "${adapter_dir}" synth --family toy_moe --out "${WORK_DIR}/toy")
@@ -105,10 +119,7 @@ endif()
 
 # ... reads the example encoding's weights (the example adapter synthesizes them): inspect names
 # the encoding, convert and verify go through it, and without it the weights are refused.
-run("list the encoding" ${host} plugins --no-default-plugins --plugin-dir "${encoding_dir}")
-if(NOT LAST_OUTPUT MATCHES "example_int8_rowwise +encoding" OR NOT LAST_OUTPUT MATCHES "example-int8-rowwise")
-  message(FATAL_ERROR "sdk test: the host did not list the example encoding:\n${LAST_OUTPUT}")
-endif()
+expect_listed(encoding "${encoding_dir}" example_int8_rowwise encoding example-int8-rowwise)
 set(both --plugin-dir "${adapter_dir}" --plugin-dir "${encoding_dir}")
 run("synth an int8-rowwise toy_moe checkpoint" ${host} ${both} synth --family toy_moe --dtype int8-rowwise --out "${WORK_DIR}/toy8")
 run("inspect the int8-rowwise checkpoint" ${host} ${both} inspect "${WORK_DIR}/toy8")
@@ -117,18 +128,12 @@ if(NOT LAST_OUTPUT MATCHES "example-int8-rowwise +INT8, one F32 scale per row" O
 endif()
 run("convert the int8-rowwise checkpoint" ${host} ${both} convert -i "${WORK_DIR}/toy8" -o "${WORK_DIR}/toy8-kt" --quiet)
 run("verify the int8-rowwise conversion" ${host} ${both} verify --source "${WORK_DIR}/toy8" --converted "${WORK_DIR}/toy8-kt")
-execute_process(COMMAND ${host} --plugin-dir "${adapter_dir}" convert -i "${WORK_DIR}/toy8" -o "${WORK_DIR}/toy8-none"
-                RESULT_VARIABLE none_rc OUTPUT_VARIABLE none_out ERROR_VARIABLE none_err)
-if(NOT none_rc EQUAL 3 OR NOT none_err MATCHES "UnsupportedEncoding")
-  message(FATAL_ERROR "sdk test: without the encoding the weights were not refused (${none_rc}):\n${none_out}\n${none_err}")
-endif()
+expect_refused("converting without the encoding" 3 "UnsupportedEncoding"
+               ${host} --plugin-dir "${adapter_dir}" convert -i "${WORK_DIR}/toy8" -o "${WORK_DIR}/toy8-none")
 
 # ... writes a conversion in the example format (planned sizes first), and verify reads it back
 # through the format's own reader; a damaged layer file is refused naming it.
-run("list the format" ${host} plugins --no-default-plugins --plugin-dir "${format_dir}")
-if(NOT LAST_OUTPUT MATCHES "example_layer_safetensors *format" OR NOT LAST_OUTPUT MATCHES "example-layer-safetensors")
-  message(FATAL_ERROR "sdk test: the host did not list the example format:\n${LAST_OUTPUT}")
-endif()
+expect_listed(format "${format_dir}" example_layer_safetensors format example-layer-safetensors)
 set(with_format --plugin-dir "${adapter_dir}" --plugin-dir "${format_dir}")
 run("dry-run the example format" ${host} ${with_format} convert -i "${WORK_DIR}/toy" -o "${WORK_DIR}/toy-layers"
     --format example-layer-safetensors --dry-run)
@@ -147,11 +152,8 @@ if(NOT LAST_OUTPUT MATCHES "example-layer-safetensors output of amx-int4")
   message(FATAL_ERROR "sdk test: verify did not read the example format:\n${LAST_OUTPUT}")
 endif()
 file(WRITE "${WORK_DIR}/toy-layers/experts-1.safetensors" "not a safetensors file")
-execute_process(COMMAND ${host} ${with_format} verify --source "${WORK_DIR}/toy" --converted "${WORK_DIR}/toy-layers"
-                RESULT_VARIABLE bad_rc OUTPUT_VARIABLE bad_out ERROR_VARIABLE bad_err)
-if(NOT bad_rc EQUAL 3 OR NOT bad_err MATCHES "experts-1\\.safetensors")
-  message(FATAL_ERROR "sdk test: a damaged example-format file was not refused (${bad_rc}):\n${bad_out}\n${bad_err}")
-endif()
+expect_refused("verifying a damaged example-format file" 3 "experts-1\\.safetensors"
+               ${host} ${with_format} verify --source "${WORK_DIR}/toy" --converted "${WORK_DIR}/toy-layers")
 
 # 4. ... and, once all four are installed into the prefix, finds them in its own plugin folder.
 foreach(example third_party_quantizer third_party_adapter third_party_encoding third_party_format)
