@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace moequant::formats {
 
@@ -31,6 +32,17 @@ inline std::optional<Projection> projection_from_name(std::string_view name) {
     for (Projection p : expert_projections)
         if (name == projection_name(p)) return p;
     return std::nullopt;
+}
+
+// The fields of a kt name between separators ("blk.3.ffn_up_exps" on '.', a .kt file name on '_').
+inline std::vector<std::string_view> split_fields(std::string_view name, char separator) {
+    std::vector<std::string_view> fields;
+    for (std::size_t start = 0;;) {
+        const std::size_t cut = name.find(separator, start);
+        fields.push_back(name.substr(start, cut == std::string_view::npos ? std::string_view::npos : cut - start));
+        if (cut == std::string_view::npos) return fields;
+        start = cut + 1;
+    }
 }
 
 // A non-negative decimal number without sign or leading zeros (as the writers print them).

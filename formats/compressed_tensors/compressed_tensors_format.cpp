@@ -17,6 +17,7 @@
 #include "layer_shard_plan.hpp"
 #include "model_config_file.hpp"
 #include "quantization_config.hpp"
+#include "writer_format.hpp"
 #include "written_files.hpp"
 
 #include <moequant/error.hpp>
@@ -242,7 +243,7 @@ void CtLayerSink::write(const QuantizedExpert& q) {
 
 std::vector<WrittenFile> CtLayerSink::commit() { return owner_.commit_layer(layer_, writer_); }
 
-class CompressedTensorsFormat final : public OutputFormat {
+class CompressedTensorsFormat final : public WriterFormat<CtWriter> {
 public:
     std::string_view id() const override { return "compressed-tensors"; }
     std::string_view description() const override {
@@ -254,14 +255,6 @@ public:
             throw Error(ErrorKind::usage, "compressed-tensors stores one part per expert matrix, not " + std::to_string(context.parts));
         if (!context.options.get_bool("allow_unaligned", false)) refuse_unaligned(*context.plan, context.quantizer->settings());
         refuse_extra_expert_tensors(context, id());  // per-expert Linears without biases would drop gpt-oss's
-    }
-    std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
-        check(context);
-        return std::make_unique<CtWriter>(context);
-    }
-    std::optional<std::vector<PlannedFile>> planned_files(const OutputContext& context) const override {
-        check(context);
-        return CtWriter(context).planned();
     }
     std::vector<RuntimeCheckInfo> runtime_checks() const override { return {kt_rawint4_check_info()}; }
     std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_compressed_tensors(directory); }

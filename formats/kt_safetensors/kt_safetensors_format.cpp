@@ -7,8 +7,8 @@
 // run never renumbers them. `__metadata__` records the method, part count, expert count and
 // source, which the runtime ignores and `moequant verify` reads.
 
-#include "expert_tensors.hpp"
 #include "kt_naming.hpp"
+#include "kt_output_format.hpp"
 #include "layer_shard_plan.hpp"
 #include "kt_safetensors_reader.hpp"
 #include "written_files.hpp"
@@ -175,29 +175,10 @@ private:
     LayerShardPlan shards_;
 };
 
-class KtSafetensorsFormat final : public OutputFormat {
-public:
-    std::string_view id() const override { return "kt-safetensors"; }
-    std::string_view description() const override {
-        return "kt-kernel merged safetensors: blk.L.ffn_*_exps.E.numa.i.{weight,scale}, one shard per layer";
-    }
-    void check(const OutputContext& context) const override {
-        OutputFormat::check(context);
-        refuse_extra_expert_tensors(context, id());  // gpt-oss's expert biases have no place in kt's format
-    }
-    std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
-        if (!context.quantizer) throw Error(ErrorKind::usage, "kt-safetensors needs a quantizer");
-        return std::make_unique<KtSafetensorsWriter>(context);
-    }
-    std::optional<std::vector<PlannedFile>> planned_files(const OutputContext& context) const override {
-        if (!context.quantizer) throw Error(ErrorKind::usage, "kt-safetensors needs a quantizer");
-        return KtSafetensorsWriter(context).planned();  // the writer touches no file before begin_layer()
-    }
-    std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_kt_safetensors(directory); }
-};
-
 }  // namespace
 
 MOEQUANT_PLUGIN("kt_safetensors", "0.1.0", MOEQUANT_KIND_FORMAT, "kt-kernel merged safetensors output") {
-    registrar.add(std::make_unique<KtSafetensorsFormat>());
+    registrar.add(std::make_unique<KtOutputFormat<KtSafetensorsWriter>>(
+        "kt-safetensors", "kt-kernel merged safetensors: blk.L.ffn_*_exps.E.numa.i.{weight,scale}, one shard per layer",
+        open_kt_safetensors));
 }

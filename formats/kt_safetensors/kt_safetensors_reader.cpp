@@ -14,13 +14,7 @@ namespace fs = std::filesystem;
 
 // "blk.{L}.ffn_{proj}_exps.{E}.numa.{i}.{tensor}" -> key and tensor; nullopt for other names.
 std::optional<std::pair<StoredPartKey, std::string>> parse_kt_tensor_name(std::string_view name) {
-    std::vector<std::string_view> fields;
-    for (std::size_t start = 0;;) {
-        const std::size_t dot = name.find('.', start);
-        fields.push_back(name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
-        if (dot == std::string_view::npos) break;
-        start = dot + 1;
-    }
+    const std::vector<std::string_view> fields = split_fields(name, '.');
     if (fields.size() != 7 || fields[0] != "blk" || fields[4] != "numa") return std::nullopt;
     const std::string_view proj = fields[2];
     if (!proj.starts_with("ffn_") || !proj.ends_with("_exps")) return std::nullopt;

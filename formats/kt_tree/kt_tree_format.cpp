@@ -4,8 +4,8 @@
 // is written into `._layer_{L}.moequant.partial/` and renamed when complete, so a layer folder
 // under its final name is always whole.
 
-#include "expert_tensors.hpp"
 #include "kt_naming.hpp"
+#include "kt_output_format.hpp"
 #include "kt_tree_reader.hpp"
 #include "layer_shard_plan.hpp"
 
@@ -150,6 +150,14 @@ public:
         return files;
     }
 
+    // Every converted layer's .kt files: what the job writes.
+    std::vector<PlannedFile> planned() const {
+        std::vector<PlannedFile> files;
+        for (const auto& layer : c_.plan->moe_layers)
+            for (PlannedFile& f : planned_layer(layer.layer)) files.push_back(std::move(f));
+        return files;
+    }
+
     void adopt_layer(std::int64_t) override {}  // the folder is already in place
 
     std::vector<WrittenFile> finish() override { return {}; }  // kt-kernel's tree has nothing else
@@ -159,33 +167,10 @@ private:
     std::string prefix_;
 };
 
-class KtTreeFormat final : public OutputFormat {
-public:
-    std::string_view id() const override { return "kt-tree"; }
-    std::string_view description() const override {
-        return "kt-kernel .kt file tree: _layer_L/_numa_i/{INT4|INT8}_{proj}_{e}_{bytes}Byte_{quant|scale}_.kt";
-    }
-    void check(const OutputContext& context) const override {
-        OutputFormat::check(context);
-        refuse_extra_expert_tensors(context, id());  // gpt-oss's expert biases have no place in kt's format
-    }
-    std::unique_ptr<OutputWriter> create(const OutputContext& context) const override {
-        if (!context.quantizer) throw Error(ErrorKind::usage, "kt-tree needs a quantizer");
-        return std::make_unique<KtTreeWriter>(context);
-    }
-    std::optional<std::vector<PlannedFile>> planned_files(const OutputContext& context) const override {
-        if (!context.quantizer) throw Error(ErrorKind::usage, "kt-tree needs a quantizer");
-        const KtTreeWriter writer(context);
-        std::vector<PlannedFile> files;
-        for (const auto& layer : context.plan->moe_layers)
-            for (PlannedFile& f : writer.planned_layer(layer.layer)) files.push_back(std::move(f));
-        return files;
-    }
-    std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_kt_tree(directory); }
-};
-
 }  // namespace
 
 MOEQUANT_PLUGIN("kt_tree", "0.1.0", MOEQUANT_KIND_FORMAT, "kt-kernel .kt file tree output (--no-merge-safetensor)") {
-    registrar.add(std::make_unique<KtTreeFormat>());
+    registrar.add(std::make_unique<KtOutputFormat<KtTreeWriter>>(
+        "kt-tree", "kt-kernel .kt file tree: _layer_L/_numa_i/{INT4|INT8}_{proj}_{e}_{bytes}Byte_{quant|scale}_.kt",
+        open_kt_tree));
 }

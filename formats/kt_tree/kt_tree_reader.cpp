@@ -20,13 +20,7 @@ struct ParsedFile {
 
 // "{P}_{proj}_{e}_{B}Byte_{quant|scale}_.kt"; nullopt for any other name.
 std::optional<ParsedFile> parse_kt_file(std::string_view name) {
-    std::vector<std::string_view> fields;
-    for (std::size_t start = 0;;) {
-        const std::size_t cut = name.find('_', start);
-        fields.push_back(name.substr(start, cut == std::string_view::npos ? std::string_view::npos : cut - start));
-        if (cut == std::string_view::npos) break;
-        start = cut + 1;
-    }
+    const std::vector<std::string_view> fields = split_fields(name, '_');
     // INT4, down, 17, 3670016Byte, quant, .kt
     if (fields.size() != 6 || fields[5] != ".kt" || !fields[3].ends_with("Byte")) return std::nullopt;
     if (fields[4] != "quant" && fields[4] != "scale") return std::nullopt;
