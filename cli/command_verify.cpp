@@ -116,23 +116,25 @@ std::vector<const PartCheck*> worst_parts(const VerificationReport& report, std:
     return parts;
 }
 
+// A stored part's key, the first fields of each part's JSON object.
+json::object part_key_json(const StoredPartKey& key) {
+    return {{"layer", key.layer}, {"expert", key.expert}, {"projection", projection_name(key.projection)}, {"part", key.part}};
+}
+
 json::object check_json(const PartCheck& c) {
-    json::object o{{"layer", c.key.layer},
-                   {"expert", c.key.expert},
-                   {"projection", projection_name(c.key.projection)},
-                   {"part", c.key.part},
-                   {"location", c.location},
-                   {"source_tensor", c.source_tensor},
-                   {"rows", c.rows},
-                   {"cols", c.cols},
-                   {"max_abs_error", c.max_abs_error},
-                   {"rel_rms_error", c.rel_rms_error},
-                   {"snr_db", json_number(c.snr_db)},
-                   {"bound_use", c.has_bound ? json_number(c.bound_use) : json::value(nullptr)},
-                   {"beyond_bound", c.beyond_bound},
-                   {"nan", c.nan},
-                   {"inf", c.inf},
-                   {"passed", c.problem.empty()}};
+    json::object o = part_key_json(c.key);
+    o.insert({{"location", c.location},
+              {"source_tensor", c.source_tensor},
+              {"rows", c.rows},
+              {"cols", c.cols},
+              {"max_abs_error", c.max_abs_error},
+              {"rel_rms_error", c.rel_rms_error},
+              {"snr_db", json_number(c.snr_db)},
+              {"bound_use", c.has_bound ? json_number(c.bound_use) : json::value(nullptr)},
+              {"beyond_bound", c.beyond_bound},
+              {"nan", c.nan},
+              {"inf", c.inf},
+              {"passed", c.problem.empty()}});
     if (c.output_error) o["output_error"] = *c.output_error;
     if (c.reference_output_error) o["reference_output_error"] = *c.reference_output_error;
     if (c.gemv_rel_error) {
@@ -294,18 +296,17 @@ int compare_two_outputs(const std::string& a_path, const std::string& b_path, bo
     const ComparisonReport report = compare_outputs(*a.reader, *b.reader);
     if (as_json) {
         json::array differences;
-        for (const auto& d : report.differences)
-            differences.push_back(json::object{{"layer", d.key.layer},
-                                               {"expert", d.key.expert},
-                                               {"projection", projection_name(d.key.projection)},
-                                               {"part", d.key.part},
-                                               {"tensor", d.tensor},
-                                               {"location_a", d.location_a},
-                                               {"location_b", d.location_b},
-                                               {"bytes", d.bytes},
-                                               {"differing_bytes", d.differing_bytes},
-                                               {"first_difference", d.first_difference},
-                                               {"problem", d.problem}});
+        for (const auto& d : report.differences) {
+            json::object o = part_key_json(d.key);
+            o.insert({{"tensor", d.tensor},
+                      {"location_a", d.location_a},
+                      {"location_b", d.location_b},
+                      {"bytes", d.bytes},
+                      {"differing_bytes", d.differing_bytes},
+                      {"first_difference", d.first_difference},
+                      {"problem", d.problem}});
+            differences.push_back(std::move(o));
+        }
         std::cout << json::serialize(json::object{{"identical", report.identical()},
                                                   {"format_a", a.format->id()},
                                                   {"format_b", b.format->id()},

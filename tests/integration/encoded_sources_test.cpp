@@ -282,12 +282,11 @@ BOOST_AUTO_TEST_CASE(refused_encodings_stop_convert_with_one_line) {
         return true;
     });
     expect_refusal(dir / "zero_point", {expert + "weight_zero_point", "UnsupportedEncoding"});
-    rewrite(good, dir / "two_bits", [](const std::string&, auto&) { return true; }, [](json::object& c) {
+    rewrite_config(good, dir / "two_bits", [](json::object& c) {
         c["quantization_config"].as_object()["config_groups"].as_object()["group_0"].as_object()["weights"].as_object()["num_bits"] = 2;
     });
     expect_refusal(dir / "two_bits", {".weight_packed", "num_bits 2", "UnsupportedEncoding"});
-    rewrite(good, dir / "no_config", [](const std::string&, auto&) { return true; },
-            [](json::object& c) { c.erase("quantization_config"); });
+    rewrite_config(good, dir / "no_config", [](json::object& c) { c.erase("quantization_config"); });
     expect_refusal(dir / "no_config", {".weight", "no installed encoding can decode", "weight_packed I32", "UnsupportedEncoding"});
 
     // Data refusals happen where the decode meets them (an MXFP4 NaN scale byte, a GPTQ group

@@ -69,6 +69,19 @@ Inspected inspect(const fs::path& ckpt) {
     return i;
 }
 
+// `family` synthesized with MXFP4 experts into `ckpt`, then inspected.
+Inspected synth_mxfp4(const std::string& family, const fs::path& ckpt) {
+    run_ok({"synth", "--family", family, "--dtype", "mxfp4", "--out", ckpt.string()});
+    return inspect(ckpt);
+}
+
+// The plan's expert counts are the config's.
+void check_expert_counts(const Inspected& i, std::int64_t experts, std::int64_t intermediate, std::int64_t top_k) {
+    BOOST_TEST(get(i.plan, "num_experts") == experts);
+    BOOST_TEST(get(i.plan, "expert_intermediate_size") == intermediate);
+    BOOST_TEST(get(i.plan, "experts_per_token") == top_k);
+}
+
 std::vector<std::string> shard_names(const fs::path& ckpt) {
     std::set<std::string> out;
     const json::value index = json::parse(read_text(ckpt / "model.safetensors.index.json"));
@@ -86,16 +99,13 @@ BOOST_AUTO_TEST_SUITE(families)
 BOOST_AUTO_TEST_CASE(deepseek_v4_plan_follows_its_names_and_config) {
     TempDir dir;
     const fs::path ckpt = dir / "v4";
-    run_ok({"synth", "--family", "deepseek_v4", "--dtype", "mxfp4", "--out", ckpt.string()});
-    const Inspected i = inspect(ckpt);
+    const Inspected i = synth_mxfp4("deepseek_v4", ckpt);
     const auto& cfg = i.config;
     const std::int64_t H = get(cfg, "hidden_size"), I = get(cfg, "moe_intermediate_size"), E = get(cfg, "n_routed_experts"),
                        L = get(cfg, "num_hidden_layers"), hash = get(cfg, "num_hash_layers");
     BOOST_TEST(std::string(cfg.at("expert_dtype").as_string()) == "fp4");
     BOOST_TEST(std::string(i.plan.at("family").as_string()) == "deepseek_v4");
-    BOOST_TEST(get(i.plan, "num_experts") == E);
-    BOOST_TEST(get(i.plan, "expert_intermediate_size") == I);
-    BOOST_TEST(get(i.plan, "experts_per_token") == get(cfg, "num_experts_per_tok"));
+    check_expert_counts(i, E, I, get(cfg, "num_experts_per_tok"));
     BOOST_TEST(std::string(i.plan.at("layout").as_string()) == "per-expert");
     for (const auto& s : shard_names(ckpt)) BOOST_TEST(std::regex_match(s, std::regex(R"(model-\d{5}-of-\d{5}\.safetensors)")), s);
     Shape64 all_layers;
@@ -166,15 +176,12 @@ BOOST_AUTO_TEST_CASE(deepseek_v4_plan_follows_its_names_and_config) {
 BOOST_AUTO_TEST_CASE(gpt_oss_plan_slices_interleaved_gate_up_with_step_2) {
     TempDir dir;
     const fs::path ckpt = dir / "oss";
-    run_ok({"synth", "--family", "gpt_oss", "--dtype", "mxfp4", "--out", ckpt.string()});
-    const Inspected i = inspect(ckpt);
+    const Inspected i = synth_mxfp4("gpt_oss", ckpt);
     const auto& cfg = i.config;
     const std::int64_t H = get(cfg, "hidden_size"), I = get(cfg, "intermediate_size"), E = get(cfg, "num_local_experts"),
                        L = get(cfg, "num_hidden_layers");
     BOOST_TEST(std::string(cfg.at("quantization_config").at("quant_method").as_string()) == "mxfp4");
-    BOOST_TEST(get(i.plan, "num_experts") == E);
-    BOOST_TEST(get(i.plan, "expert_intermediate_size") == I);
-    BOOST_TEST(get(i.plan, "experts_per_token") == get(cfg, "experts_per_token"));
+    check_expert_counts(i, E, I, get(cfg, "experts_per_token"));
     BOOST_TEST(std::string(i.plan.at("layout").as_string()) == "fused-linear");
     BOOST_TEST(std::string(i.plan.at("router").at("scoring").as_string()) == "softmax");
     BOOST_TEST(i.plan.at("router").at("normalize").as_bool());

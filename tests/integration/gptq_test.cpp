@@ -396,11 +396,7 @@ BOOST_AUTO_TEST_CASE(routed_only_without_a_router_is_refused_before_any_file) {
     BOOST_TEST(missing.exit_code == 3, missing.err);
     BOOST_TEST(contains(missing.err, "layer 2 has no e_score_correction_bias"), missing.err);
     BOOST_TEST(!fs::exists(dir / "o1"));
-    rewrite(dir / "src", dir / "narrow", [](const std::string& name, std::optional<Replacement>& r) {
-        if (name != "model.layers.1.mlp.gate.weight") return true;
-        r = Replacement{{name, DType::BF16, {8, 128}}, std::vector<std::uint8_t>(8 * 128 * 2, 0)};
-        return true;
-    });
+    rewrite_as_zeros(dir / "src", dir / "narrow", "model.layers.1.mlp.gate.weight", DType::BF16, {8, 128});
     auto narrow = run_gptq(dir / "narrow", dir / "o2", routed);
     BOOST_TEST(narrow.exit_code == 3, narrow.err);
     BOOST_TEST(contains(narrow.err, "model.layers.1.mlp.gate.weight"), narrow.err);
@@ -456,8 +452,7 @@ BOOST_AUTO_TEST_CASE(glm_moe_dsa_rotate_half_rope_is_refused) {
     TempDir dir;
     auto made = run_moequant({"synth", "--family", "glm_moe_dsa", "--out", (dir / "good").string()});
     BOOST_REQUIRE_MESSAGE(made.exit_code == 0, made.err);
-    rewrite(dir / "good", dir / "src", [](const std::string&, auto&) { return true; },
-            [](json::object& c) { c["rope_interleave"] = false; });
+    rewrite_config(dir / "good", dir / "src", [](json::object& c) { c["rope_interleave"] = false; });
     auto r = run_gptq(dir / "src", dir / "o", {"--dataset", "embedded", "--max_sequence_length", "32"});
     BOOST_TEST(r.exit_code == 3, r.err);
     BOOST_TEST(contains(r.err, "config.json"), r.err);

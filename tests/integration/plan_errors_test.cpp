@@ -51,10 +51,7 @@ BOOST_AUTO_TEST_CASE(missing_scale_tensor) {
 BOOST_AUTO_TEST_CASE(scale_with_the_wrong_shape) {
     TempDir dir;
     synth(dir / "good", "deepseek_v3", "fp8");
-    rewrite(dir / "good", dir / "bad", [](const std::string& name, std::optional<Replacement>& r) {
-        if (name == expert0 + "down_proj.weight_scale_inv") r = Replacement{{name, DType::F32, {1, 2}}, std::vector<std::uint8_t>(8, 0)};
-        return true;
-    });
+    rewrite_as_zeros(dir / "good", dir / "bad", expert0 + "down_proj.weight_scale_inv", DType::F32, {1, 2});
     expect_plan_error(dir / "bad", {expert0 + "down_proj.weight_scale_inv", "[1,2]", "expected [2,2] (block [128,128])",
                                     "ScaleShapeMismatch"});
 }
@@ -69,33 +66,28 @@ BOOST_AUTO_TEST_CASE(missing_expert_tensor) {
 BOOST_AUTO_TEST_CASE(config_missing_required_fields) {
     TempDir dir;
     synth(dir / "good", "deepseek_v3", "bf16");
-    rewrite(dir / "good", dir / "no_experts", [](const std::string&, auto&) { return true; },
-            [](json::object& c) { c.erase("n_routed_experts"); });
+    rewrite_config(dir / "good", dir / "no_experts", [](json::object& c) { c.erase("n_routed_experts"); });
     expect_plan_error(dir / "no_experts", {"config.json", "n_routed_experts", "InvalidConfig"});
-    rewrite(dir / "good", dir / "no_layers", [](const std::string&, auto&) { return true; },
-            [](json::object& c) { c.erase("num_hidden_layers"); });
+    rewrite_config(dir / "good", dir / "no_layers", [](json::object& c) { c.erase("num_hidden_layers"); });
     expect_plan_error(dir / "no_layers", {"num_hidden_layers", "InvalidConfig"});
 }
 
 BOOST_AUTO_TEST_CASE(fp8_without_a_block_size) {
     TempDir dir;
     synth(dir / "good", "qwen3_next", "fp8");
-    rewrite(dir / "good", dir / "bad", [](const std::string&, auto&) { return true; },
-            [](json::object& c) { c.erase("quantization_config"); });
+    rewrite_config(dir / "good", dir / "bad", [](json::object& c) { c.erase("quantization_config"); });
     expect_plan_error(dir / "bad", {"weight_block_size", "MissingBlockSize"});
 }
 
 BOOST_AUTO_TEST_CASE(config_and_tensors_disagree) {
     TempDir dir;
     synth(dir / "good", "deepseek_v3", "bf16");
-    rewrite(dir / "good", dir / "size", [](const std::string&, auto&) { return true; },
-            [](json::object& c) { c["moe_intermediate_size"] = 128; });
+    rewrite_config(dir / "good", dir / "size", [](json::object& c) { c["moe_intermediate_size"] = 128; });
     expect_plan_error(dir / "size", {expert0 + "gate_proj.weight", "[256,256]", "implies [128,256]", "ShapeMismatch"});
-    rewrite(dir / "good", dir / "count", [](const std::string&, auto&) { return true; },
-            [](json::object& c) {
-                c["n_routed_experts"] = 4;
-                c["n_group"] = 1;
-            });
+    rewrite_config(dir / "good", dir / "count", [](json::object& c) {
+        c["n_routed_experts"] = 4;
+        c["n_group"] = 1;
+    });
     expect_plan_error(dir / "count", {"expert index 4", "4 experts", "UnexpectedExpert"});
 }
 
@@ -104,11 +96,7 @@ BOOST_AUTO_TEST_CASE(ambiguous_fused_shapes_are_refused) {
     synth(dir / "good", "qwen3_moe", "bf16", "fused-bmm");
     // A gate_up of [E, H, I] holds only one of the two projections: neither layout fits, and
     // guessing which half is missing would silently mis-split.
-    rewrite(dir / "good", dir / "bad", [](const std::string& name, std::optional<Replacement>& r) {
-        if (name == "model.layers.0.mlp.experts.gate_up_proj")
-            r = Replacement{{name, DType::BF16, {8, 256, 256}}, std::vector<std::uint8_t>(8 * 256 * 256 * 2, 0)};
-        return true;
-    });
+    rewrite_as_zeros(dir / "good", dir / "bad", "model.layers.0.mlp.experts.gate_up_proj", DType::BF16, {8, 256, 256});
     expect_plan_error(dir / "bad", {"model.layers.0.mlp.experts.gate_up_proj", "neither layout A", "AmbiguousFusedLayout"});
 }
 
@@ -116,19 +104,14 @@ BOOST_AUTO_TEST_CASE(fused_expert_bias_of_the_wrong_shape_is_refused) {
     TempDir dir;
     synth(dir / "good", "gpt_oss", "mxfp4", "fused-linear");
     // gpt-oss's gate_up bias has one entry per interleaved row, [E, 2I]: [E, I] is not it.
-    rewrite(dir / "good", dir / "bad", [](const std::string& name, std::optional<Replacement>& r) {
-        if (name == "model.layers.1.mlp.experts.gate_up_proj_bias")
-            r = Replacement{{name, DType::BF16, {4, 256}}, std::vector<std::uint8_t>(4 * 256 * 2, 0)};
-        return true;
-    });
+    rewrite_as_zeros(dir / "good", dir / "bad", "model.layers.1.mlp.experts.gate_up_proj_bias", DType::BF16, {4, 256});
     expect_plan_error(dir / "bad", {"model.layers.1.mlp.experts.gate_up_proj_bias", "[4,256]", "[4,512]", "ShapeMismatch"});
 }
 
 BOOST_AUTO_TEST_CASE(unknown_model_type_lists_the_installed_adapters_and_family_overrides) {
     TempDir dir;
     synth(dir / "good", "deepseek_v3", "bf16");
-    rewrite(dir / "good", dir / "odd", [](const std::string&, auto&) { return true; },
-            [](json::object& c) { c["model_type"] = "deepseek_v9_custom"; });
+    rewrite_config(dir / "good", dir / "odd", [](json::object& c) { c["model_type"] = "deepseek_v9_custom"; });
     expect_plan_error(dir / "odd", {"deepseek_v9_custom", "UnknownFamily", "deepseek_v3 (deepseek_v3, kimi_k2, deepseek_v32, kimi_k25, glm_moe_dsa)",
                                     "mixtral (mixtral)", "--family"});
     auto overridden = run_moequant({"inspect", "--family", "deepseek_v3", (dir / "odd").string()});
@@ -145,10 +128,7 @@ BOOST_AUTO_TEST_CASE(minimax_m2_expert_shape_and_router_bias) {
     TempDir dir;
     synth(dir / "good", "minimax_m2", "bf16");
     const std::string w3 = "model.layers.1.block_sparse_moe.experts.3.w3.weight";
-    rewrite(dir / "good", dir / "shape", [&](const std::string& name, std::optional<Replacement>& r) {
-        if (name == w3) r = Replacement{{name, DType::BF16, {128, 256}}, std::vector<std::uint8_t>(128 * 256 * 2, 0)};
-        return true;
-    });
+    rewrite_as_zeros(dir / "good", dir / "shape", w3, DType::BF16, {128, 256});
     expect_plan_error(dir / "shape", {w3, "[128,256]", "ShapeMismatch"});
     rewrite(dir / "good", dir / "no_bias",
             [](const std::string& name, auto&) { return name != "model.layers.0.block_sparse_moe.e_score_correction_bias"; });
@@ -199,14 +179,10 @@ BOOST_AUTO_TEST_CASE(qwen3_5_moe_fused_shapes_and_text_config) {
     TempDir dir;
     synth(dir / "good", "qwen3_5_moe", "bf16", "fused-linear");
     const std::string down = "model.language_model.layers.2.mlp.experts.down_proj";
-    rewrite(dir / "good", dir / "down", [&](const std::string& name, std::optional<Replacement>& r) {
-        if (name == down) r = Replacement{{name, DType::BF16, {8, 256, 128}}, std::vector<std::uint8_t>(8 * 256 * 128 * 2, 0)};
-        return true;
-    });
+    rewrite_as_zeros(dir / "good", dir / "down", down, DType::BF16, {8, 256, 128});
     expect_plan_error(dir / "down", {"model.language_model.layers.2.mlp.experts.gate_up_proj", "[8,256,128]", "neither layout A",
                                      "AmbiguousFusedLayout"});
-    rewrite(dir / "good", dir / "no_experts", [](const std::string&, auto&) { return true; },
-            [](json::object& c) { c.at("text_config").as_object().erase("num_experts"); });
+    rewrite_config(dir / "good", dir / "no_experts", [](json::object& c) { c.at("text_config").as_object().erase("num_experts"); });
     expect_plan_error(dir / "no_experts", {"config.json", "num_experts", "InvalidConfig"});
     const std::pair<const char*, std::function<void(json::object&)>> edits[] = {
         {"layer_types lists 3 layers", [](json::object& t) { t.at("layer_types").as_array().pop_back(); }},
@@ -214,8 +190,7 @@ BOOST_AUTO_TEST_CASE(qwen3_5_moe_fused_shapes_and_text_config) {
     };
     for (const auto& [message, edit_text_config] : edits) {
         const auto& edit = edit_text_config;  // clang 14 cannot capture a structured binding
-        rewrite(dir / "good", dir / "forward", [](const std::string&, auto&) { return true; },
-                [&edit](json::object& c) { edit(c.at("text_config").as_object()); });
+        rewrite_config(dir / "good", dir / "forward", [&edit](json::object& c) { edit(c.at("text_config").as_object()); });
         auto r = run_moequant({"record", "--model_id", (dir / "forward").string(), "--dataset", "embedded", "--output",
                                (dir / "acts.safetensors").string(), "--quiet"});
         BOOST_TEST(r.exit_code == 3, r.err);
@@ -230,12 +205,10 @@ BOOST_AUTO_TEST_CASE(qwen3_5_moe_fused_shapes_and_text_config) {
 BOOST_AUTO_TEST_CASE(glm_moe_dsa_mlp_layer_types_must_agree_with_first_k_dense_replace) {
     TempDir dir;
     synth(dir / "good", "glm_moe_dsa", "bf16");
-    rewrite(dir / "good", dir / "disagree", [](const std::string&, auto&) { return true; },
-            [](json::object& c) { c["mlp_layer_types"] = json::array{"dense", "dense", "sparse"}; });
+    rewrite_config(dir / "good", dir / "disagree", [](json::object& c) { c["mlp_layer_types"] = json::array{"dense", "dense", "sparse"}; });
     expect_plan_error(dir / "disagree", {"config.json", "'mlp_layer_types' makes layer 1 dense", "first_k_dense_replace (1)",
                                          "InvalidConfig"});
-    rewrite(dir / "good", dir / "short", [](const std::string&, auto&) { return true; },
-            [](json::object& c) { c["mlp_layer_types"] = json::array{"dense", "sparse"}; });
+    rewrite_config(dir / "good", dir / "short", [](json::object& c) { c["mlp_layer_types"] = json::array{"dense", "sparse"}; });
     expect_plan_error(dir / "short", {"config.json", "'mlp_layer_types'", "3 layers (num_hidden_layers)", "InvalidConfig"});
 }
 

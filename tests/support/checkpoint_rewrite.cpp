@@ -61,4 +61,16 @@ void edit_tensor_bytes(const fs::path& dir, const std::string& tensor,
     write_bytes(shard, bytes);
 }
 
+void rewrite_config(const fs::path& from, const fs::path& to, const std::function<void(boost::json::object&)>& config_edit) {
+    rewrite(from, to, [](const std::string&, std::optional<Replacement>&) { return true; }, config_edit);
+}
+
+void rewrite_as_zeros(const fs::path& from, const fs::path& to, const std::string& tensor, DType dtype, const Shape& shape) {
+    const std::size_t bytes = dtype_byte_size(dtype, shape_elements(shape).value()).value();
+    rewrite(from, to, [&](const std::string& name, std::optional<Replacement>& r) {
+        if (name == tensor) r = Replacement{{name, dtype, shape}, std::vector<std::uint8_t>(bytes, 0)};
+        return true;
+    });
+}
+
 }  // namespace moequant::test

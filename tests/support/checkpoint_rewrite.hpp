@@ -27,6 +27,15 @@ void rewrite(const std::filesystem::path& from, const std::filesystem::path& to,
              const std::function<bool(const std::string&, std::optional<Replacement>&)>& edit,
              const std::function<void(boost::json::object&)>& config_edit = {});
 
+// Copies `from` into `to` with only config.json changed by `config_edit`.
+void rewrite_config(const std::filesystem::path& from, const std::filesystem::path& to,
+                    const std::function<void(boost::json::object&)>& config_edit);
+
+// Copies `from` into `to` with `tensor` replaced by zeros of `dtype` and `shape` (a tensor of
+// the wrong shape or type).
+void rewrite_as_zeros(const std::filesystem::path& from, const std::filesystem::path& to, const std::string& tensor,
+                      DType dtype, const Shape& shape);
+
 // Changes the bytes of one tensor of a sharded checkpoint (or converted output) in place, its
 // size and everything else in the files as they are: `edit` gets the tensor's data and size.
 void edit_tensor_bytes(const std::filesystem::path& dir, const std::string& tensor,

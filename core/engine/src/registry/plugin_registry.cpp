@@ -90,18 +90,15 @@ struct Registry::Impl {
 
     std::string owner_of(std::string_view kind, std::string_view id) const {
         auto describe = [&](std::size_t p) { return "'" + plugins[p]->id + "' (" + plugins[p]->file.string() + ")"; };
-        if (kind == "adapter")
-            for (const auto& e : adapters)
+        auto owner_in = [&](const auto& entries) -> std::string {
+            for (const auto& e : entries)
                 if (e.object->id() == id) return describe(e.plugin);
-        if (kind == "quantizer")
-            for (const auto& e : quantizers)
-                if (e.object->id() == id) return describe(e.plugin);
-        if (kind == "format")
-            for (const auto& e : formats)
-                if (e.object->id() == id) return describe(e.plugin);
-        if (kind == "encoding")
-            for (const auto& e : encodings)
-                if (e.object->id() == id) return describe(e.plugin);
+            return {};
+        };
+        if (kind == "adapter") return owner_in(adapters);
+        if (kind == "quantizer") return owner_in(quantizers);
+        if (kind == "format") return owner_in(formats);
+        if (kind == "encoding") return owner_in(encodings);
         return {};
     }
 };

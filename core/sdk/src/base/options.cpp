@@ -11,6 +11,16 @@ namespace {
     throw_usage_error("option '" + std::string(key) + "' must be " + expected + ", got '" + value + "'");
 }
 
+// `value` (of option `key`) read whole as a T, `fallback` when absent.
+template <class T>
+T number_or(std::string_view key, const std::optional<std::string>& value, T fallback, const char* expected) {
+    if (!value) return fallback;
+    T out{};
+    const auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), out);
+    if (ec != std::errc() || end != value->data() + value->size() || value->empty()) bad_value(key, *value, expected);
+    return out;
+}
+
 }  // namespace
 
 Options::Options(std::initializer_list<std::pair<std::string, std::string>> items) {
@@ -43,21 +53,11 @@ std::string Options::get_string(std::string_view key, const std::string& fallbac
 }
 
 std::int64_t Options::get_int(std::string_view key, std::int64_t fallback) const {
-    auto v = get(key);
-    if (!v) return fallback;
-    std::int64_t out = 0;
-    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
-    if (ec != std::errc() || end != v->data() + v->size() || v->empty()) bad_value(key, *v, "an integer");
-    return out;
+    return number_or(key, get(key), fallback, "an integer");
 }
 
 double Options::get_double(std::string_view key, double fallback) const {
-    auto v = get(key);
-    if (!v) return fallback;
-    double out = 0;
-    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
-    if (ec != std::errc() || end != v->data() + v->size() || v->empty()) bad_value(key, *v, "a number");
-    return out;
+    return number_or(key, get(key), fallback, "a number");
 }
 
 bool Options::get_bool(std::string_view key, bool fallback) const {
