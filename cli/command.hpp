@@ -28,7 +28,7 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
 int run_completion_command(const std::vector<std::string>& args, GlobalOptions globals);
 
 // The names of the commands, in the order `moequant --help` lists them (defined with the table
-// in main.cpp).
+// in host_main.cpp).
 std::vector<std::string> command_names();
 
 }  // namespace moequant::cli
