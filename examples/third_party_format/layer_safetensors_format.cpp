@@ -40,7 +40,8 @@ std::vector<TensorSpec> layer_tensors(const OutputContext& c, std::int64_t layer
     for (const ExpertPlan& e : moe_layer(*c.plan, layer).experts)
         for (Projection p : expert_projections)
             for (int part = 0; part < c.parts; ++part)
-                for (TensorSpec spec : c.quantizer->output_layout(part_shape(e.weights[static_cast<int>(p)], p, c.parts))) {
+                for (TensorSpec spec :
+                     c.quantizer->quantizer_for({layer, p}).output_layout(part_shape(e.weights[static_cast<int>(p)], p, c.parts))) {
                     spec.name = part_tensor_prefix(layer, e.expert, p, part) + spec.name;
                     tensors.push_back(std::move(spec));
                 }

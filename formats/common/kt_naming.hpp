@@ -80,7 +80,8 @@ void for_each_quantized_part(const MoeLayerPlan& layer, const Quantizer& quantiz
     for (const auto& e : layer.experts)
         for (Projection p : kt_projection_order)
             for (int i = 0; i < parts; ++i)
-                for (const auto& spec : quantizer.output_layout(part_shape(e.weights[static_cast<int>(p)], p, parts)))
+                for (const auto& spec : quantizer.quantizer_for({layer.layer, p})
+                                            .output_layout(part_shape(e.weights[static_cast<int>(p)], p, parts)))
                     fn(e.expert, p, i, spec);
 }
 

@@ -133,7 +133,8 @@ public:
             for (Projection p : expert_projections) {
                 const ExpertWeightSource& s = e.weights[static_cast<int>(p)];
                 const std::vector<TensorSpec> layout =
-                    kept ? std::vector<TensorSpec>{{"weight", kept_dtype(), {s.rows, s.cols}}} : c_.quantizer->output_layout({s.rows, s.cols});
+                    kept ? std::vector<TensorSpec>{{"weight", kept_dtype(), {s.rows, s.cols}}}
+                         : c_.quantizer->quantizer_for({layer, p}).output_layout({s.rows, s.cols});
                 for (auto spec : layout) {
                     spec.name = module_.at({layer, e.expert, p}) + "." + spec.name;
                     specs.push_back(std::move(spec));

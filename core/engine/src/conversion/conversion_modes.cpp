@@ -182,12 +182,13 @@ public:
 private:
     void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) override {
         for_each_expert_matrix(job_, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
+            const Quantizer& quantizer = quantizer_.quantizer_for({layer.layer, projection});
             for (int part = 0; part < job_.parts; ++part) {
                 Tensor piece = split_expert_part(matrix, projection, part, job_.parts);
-                QuantizedTensor quantized = quantizer_.quantize(piece.view());
+                QuantizedTensor quantized = quantizer.quantize(piece.view());
                 if (job_.saturated_rows)
                     job_.saturated_rows->add(expert.weights[static_cast<int>(projection)].tensor, projection, part, job_.parts,
-                                             piece.shape()[0], quantizer_.saturated_rows(quantized, piece.shape()));
+                                             piece.shape()[0], quantizer.saturated_rows(quantized, piece.shape()));
                 sink.write({expert.expert, projection, part, std::move(quantized)});
             }
         });
@@ -296,7 +297,8 @@ private:
             const int parts = job_.parts;
             const Shape shape = p == Projection::down ? Shape{s.rows, s.cols / parts} : Shape{s.rows / parts, s.cols};
             std::vector<Tensor> pieces;
-            for (int part = 0; part < parts; ++part) pieces.push_back(quantizer_.dequantize(recording.part(expert, p, part), shape));
+            const Quantizer& quantizer = quantizer_.quantizer_for({layer.layer, p});
+            for (int part = 0; part < parts; ++part) pieces.push_back(quantizer.dequantize(recording.part(expert, p, part), shape));
             return join_expert_parts(pieces, p);
         });
     }

@@ -69,7 +69,7 @@ void check_expert_shapes(const ConversionJob& job, const Quantizer& quantizer) {
                         {.tensor = s.tensor, .code = "UnsplittableExpert"});
         const Shape part_shape = p == Projection::down ? Shape{s.rows, s.cols / job.parts} : Shape{s.rows / job.parts, s.cols};
         try {
-            quantizer.output_layout(part_shape);
+            quantizer.quantizer_for({job.plan->moe_layers.front().layer, p}).output_layout(part_shape);
         } catch (const Error& err) {
             throw err.with_context({.tensor = s.tensor, .hint = "each of the " + std::to_string(job.parts) + " parts is " +
                                                                  shape_to_string(part_shape)});

@@ -140,7 +140,7 @@ QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quanti
                     if (!quantizer) continue;
                     for (int part = 0; part < job.parts; ++part) {
                         const Tensor piece = split_expert_part(matrix, p, part, job.parts);
-                        const QuantizedTensor q = quantizer->quantize(piece.view());
+                        const QuantizedTensor q = quantizer->quantizer_for({layer.layer, p}).quantize(piece.view());
                     }
                 }
             });

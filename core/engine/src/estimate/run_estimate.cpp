@@ -48,7 +48,7 @@ std::uint64_t quantized_layer_bytes(const Quantizer& quantizer, const MoeLayerPl
         for (Projection p : expert_projections) {
             const ExpertWeightSource& s = e.weights[static_cast<int>(p)];
             const Shape part = p == Projection::down ? Shape{s.rows, s.cols / parts} : Shape{s.rows / parts, s.cols};
-            for (const TensorSpec& t : quantizer.output_layout(part))
+            for (const TensorSpec& t : quantizer.quantizer_for({layer.layer, p}).output_layout(part))
                 bytes += parts * dtype_byte_size(t.dtype, shape_elements(t.shape).value_or(0)).value_or(0);
         }
     return bytes;

@@ -139,7 +139,7 @@ StoredPart QuantizedExperts::check_layout(const StoredPartKey& key, const Shape&
         if (!w || w->shape() != shape) throw bad("is kept unquantized but is not one weight " + shape_to_string(shape));
         return stored;
     }
-    const std::vector<TensorSpec> layout = quantizer_->output_layout(shape);
+    const std::vector<TensorSpec> layout = quantizer_->quantizer_for({key.layer, key.projection}).output_layout(shape);
     for (const TensorSpec& spec : layout) {
         const Tensor* t = stored.tensor.part(spec.name);
         if (!t) throw bad("has no '" + spec.name + "' (" + quantizer_id_ + " stores one for a " + shape_to_string(shape) + " matrix)");
@@ -153,7 +153,7 @@ StoredPart QuantizedExperts::check_layout(const StoredPartKey& key, const Shape&
 
 Tensor QuantizedExperts::part(const StoredPartKey& key, const Shape& shape) const {
     const StoredPart stored = check_layout(key, shape);
-    if (!stored.tensor.unquantized) return quantizer_->dequantize(stored.tensor, shape);
+    if (!stored.tensor.unquantized) return quantizer_->quantizer_for({key.layer, key.projection}).dequantize(stored.tensor, shape);
     Tensor out(DType::F32, shape);
     decode_to_f32(stored.tensor.part("weight")->view(), std::span(out.data_as<float>(), out.elements()));
     return out;

@@ -143,29 +143,32 @@ void check_part(const VerificationJob& job, const StoredPartKey& key, const Tens
     const Shape shape = source_part.shape();
     check.rows = shape[0];
     check.cols = shape[1];
-    if (auto problem = layout_problem(stored.tensor, job.quantizer->output_layout(shape)); !problem.empty()) {
-        check.problem = problem + recorded_scheme(*job.quantizer, *job.output);
+    const MatrixRole role{key.layer, key.projection};
+    const Quantizer& quantizer = job.quantizer->quantizer_for(role);
+    if (auto problem = layout_problem(stored.tensor, quantizer.output_layout(shape)); !problem.empty()) {
+        check.problem = problem + recorded_scheme(quantizer, *job.output);
         return;
     }
-    const Tensor decoded = job.quantizer->dequantize(stored.tensor, shape);
-    const std::optional<Tensor> bounds = job.quantizer->error_bounds(stored.tensor, shape);
+    const Tensor decoded = quantizer.dequantize(stored.tensor, shape);
+    const std::optional<Tensor> bounds = quantizer.error_bounds(stored.tensor, shape);
     check.has_bound = bounds.has_value();
-    check.saturated_rows = job.quantizer->saturated_rows(stored.tensor, shape);  // their bound covers them
+    check.saturated_rows = quantizer.saturated_rows(stored.tensor, shape);  // their bound covers them
     const std::vector<float> source = source_values(source_part);
     compare_values(source, decoded, bounds, check);
-    if (job.gemv) check_gemv(*job.quantizer, stored.tensor, source, bounds, job.gemv_seed, check);
+    if (job.gemv) check_gemv(quantizer, stored.tensor, source, bounds, job.gemv_seed, check);
 
     std::string problem;
     auto add = [&](const std::string& p) { problem += (problem.empty() ? "" : "; ") + p; };
-    if (auto p = job.quantizer->stored_problem(stored.tensor, source_part.view()); !p.empty()) add(p);
+    if (auto p = quantizer.stored_problem(stored.tensor, source_part.view()); !p.empty()) add(p);
     if (hessian) {
         const std::vector<float> zero(source.size(), 0.0f);
         const double energy = output_error(*hessian, source.data(), zero.data(), check.rows);
         check.output_error = relative_output_error(*hessian, source, decoded.data_as<float>(), check.rows, energy);
         if (job.reference) {
-            const Tensor reference = job.reference->dequantize(job.reference->quantize(source_part.view()), shape);
+            const Quantizer& reference_quantizer = job.reference->quantizer_for(role);
+            const Tensor reference = reference_quantizer.dequantize(reference_quantizer.quantize(source_part.view()), shape);
             check.reference_output_error = relative_output_error(*hessian, source, reference.data_as<float>(), check.rows, energy);
-            if (job.quantizer->calibration() && *check.output_error > *check.reference_output_error)
+            if (quantizer.calibration() && *check.output_error > *check.reference_output_error)
                 add("output error on the calibration data " + std::to_string(*check.output_error) + " exceeds " +
                     std::string(job.reference->id()) + "'s " + std::to_string(*check.reference_output_error));
         }

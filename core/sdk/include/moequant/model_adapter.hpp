@@ -12,6 +12,7 @@
 #include <moequant/export.hpp>
 #include <moequant/model_config.hpp>
 #include <moequant/options.hpp>
+#include <moequant/projection.hpp>
 #include <moequant/router.hpp>
 
 #include <array>
@@ -27,12 +28,6 @@
 namespace moequant {
 
 class DecoderForward;
-
-// The three projections of a SwiGLU expert: down(act(gate(x)) * up(x)).
-enum class Projection : std::uint8_t { gate = 0, up = 1, down = 2 };
-// Every projection of an expert, in index order (ExpertPlan::weights is indexed by it).
-inline constexpr std::array<Projection, 3> expert_projections = {Projection::gate, Projection::up, Projection::down};
-MOEQUANT_API std::string_view projection_name(Projection p) noexcept;
 
 // What a tensor is for. Routed-expert weights are what the quantizers work on.
 enum class TensorRole : std::uint8_t {

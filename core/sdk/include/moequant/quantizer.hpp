@@ -10,6 +10,7 @@
 
 #include <moequant/export.hpp>
 #include <moequant/options.hpp>
+#include <moequant/projection.hpp>
 #include <moequant/tensor.hpp>
 
 #include <memory>
@@ -85,6 +86,17 @@ public:
     // result instead of this object. Throws Error(usage) naming a bad option. Null when the
     // options change nothing this object would not do by itself.
     virtual std::shared_ptr<const Quantizer> configure(const Options& /*options*/) const { return nullptr; }
+
+    // The quantizer that packs the expert matrix `role`, when its layout depends on which
+    // matrix it is (kt-kernel's MOE_INT8 packs gate/up in blocks of 32 rows, down in blocks of
+    // 64); null (the default) when this one packs every matrix alike. The result lives as long
+    // as this object. The host, formats and verify use quantizer_for() for every expert matrix;
+    // a quantizer with a calibration facet (calibration()) packs every matrix alike.
+    virtual const Quantizer* for_matrix(const MatrixRole& /*role*/) const { return nullptr; }
+    const Quantizer& quantizer_for(const MatrixRole& role) const {
+        const Quantizer* specific = for_matrix(role);
+        return specific ? *specific : *this;
+    }
 
     // What this (configured) quantizer does, as key/values a format records in its output
     // (e.g. compressed-tensors' quantization_config: num_bits, strategy, group_size, actorder).
