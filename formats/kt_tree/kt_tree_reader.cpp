@@ -12,22 +12,25 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ParsedFile {
-    std::string prefix;  // INT4 / INT8
+    std::string prefix;  // INT4 / INT8 / MOE_INT8
     Projection projection;
     std::int64_t expert, bytes;
     bool scale;
 };
 
-// "{P}_{proj}_{e}_{B}Byte_{quant|scale}_.kt"; nullopt for any other name.
+// "{P}_{proj}_{e}_{B}Byte_{quant|scale}_.kt", read from the right (the prefix may hold '_':
+// MOE_INT8); nullopt for any other name (e.g. the backward weights' "{P}_{proj}_bwd_...").
 std::optional<ParsedFile> parse_kt_file(std::string_view name) {
     const std::vector<std::string_view> fields = split_fields(name, '_');
-    // INT4, down, 17, 3670016Byte, quant, .kt
-    if (fields.size() != 6 || fields[5] != ".kt" || !fields[3].ends_with("Byte")) return std::nullopt;
-    if (fields[4] != "quant" && fields[4] != "scale") return std::nullopt;
-    auto projection = projection_from_name(fields[1]);
-    auto expert = parse_decimal(fields[2]), bytes = parse_decimal(fields[3].substr(0, fields[3].size() - 4));
-    if (fields[0].empty() || !projection || !expert || !bytes) return std::nullopt;
-    return ParsedFile{std::string(fields[0]), *projection, *expert, *bytes, fields[4] == "scale"};
+    // [MOE, ]INT8, down, 17, 3670016Byte, quant, .kt
+    const std::size_t n = fields.size();
+    if (n < 6 || fields[n - 1] != ".kt" || !fields[n - 3].ends_with("Byte")) return std::nullopt;
+    if (fields[n - 2] != "quant" && fields[n - 2] != "scale") return std::nullopt;
+    auto projection = projection_from_name(fields[n - 5]);
+    auto expert = parse_decimal(fields[n - 4]), bytes = parse_decimal(fields[n - 3].substr(0, fields[n - 3].size() - 4));
+    const std::string_view prefix = name.substr(0, static_cast<std::size_t>(fields[n - 5].data() - name.data()) - 1);
+    if (prefix.empty() || !projection || !expert || !bytes) return std::nullopt;
+    return ParsedFile{std::string(prefix), *projection, *expert, *bytes, fields[n - 2] == "scale"};
 }
 
 // "_layer_{L}" / "_numa_{i}" -> the number.
