@@ -48,10 +48,10 @@ struct ConvertRequest : ConversionRequest {
 };
 
 constexpr CommandHelp convert_help{
-    "moequant convert -i MODEL -o OUT [--quant-method int4|int8] [--threadpool-count T] [--no-merge-safetensor]\n"
+    "moequant convert -i MODEL -o OUT [--quant-method int4|int8|moe_int8] [--threadpool-count T] [--no-merge-safetensor]\n"
     "                 [--calibrate --dataset FILE|embedded | --calibration-activations FILE]",
     "Quantizes the routed experts of a BF16, FP16 or FP8 checkpoint into kt-kernel's AMX INT4/INT8\n"
-    "layout (merged safetensors, or the .kt tree), one layer in flight; FP8 is dequantized on the\n"
+    "or MOE_INT8 layout (merged safetensors, or the .kt tree), one layer in flight; FP8 is dequantized on the\n"
     "CPU with the config's block size. Rerunning the same command continues an interrupted\n"
     "conversion (moequant-run.json) and gives the same bytes as one clean run.\n"
     "--calibrate chooses the codes by GPTQ error feedback on calibration text run through the model\n"
@@ -64,8 +64,9 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
         ("output,o", po::value(&r.output)->value_name("DIR"), "output folder")
         ("input-type", po::value(&r.input_type)->value_name("bf16|fp16|fp32|fp8|int4|int8|mxfp4"),
          "declared dtype of the routed experts; checked against the data (default: taken from the data)")
-        ("quant-method", po::value(&r.quant_method)->value_name("int4|int8")->default_value("int4"),
-         "kt-kernel method: int4 = AMXINT4 (amx-int4), int8 = AMXINT8 (amx-int8)")
+        ("quant-method", po::value(&r.quant_method)->value_name("int4|int8|moe_int8")->default_value("int4"),
+         "kt-kernel method: int4 = AMXINT4 (amx-int4), int8 = AMXINT8 (amx-int8), moe_int8 = MOE_INT8 (moe-int8, "
+         "AOCL kernels for CPUs without AMX)")
         ("quantizer", po::value(&r.quantizer_id)->value_name("ID"), "quantizer object id (overrides --quant-method)")
         ("format", po::value(&r.format_id)->value_name("ID"),
          "output format: kt-safetensors (default), kt-tree, bf16-safetensors, or a plugin's")
@@ -120,12 +121,19 @@ void check_request(ConvertRequest& r) {
     if (r.quantizer_id.empty()) {
         if (r.quant_method == "awq")
             throw_usage_error("--quant-method awq (AWQ checkpoints rewritten column-major) is not supported by moequant");
-        if (r.quant_method == "moe_int4" || r.quant_method == "moe_int8")
-            throw_usage_error("--quant-method " + r.quant_method + " (kt-kernel's MOE_INT4/MOE_INT8 layout for AMD CPUs) is not supported "
-                              "by moequant", {.hint = "int4 and int8 write the AMX layout"});
-        if (r.quant_method != "int4" && r.quant_method != "int8")
-            throw_usage_error("--quant-method must be int4 or int8, got '" + r.quant_method + "'");
-        r.quantizer_id = "amx-" + r.quant_method + (r.calibrate ? "-gptq" : "");
+        if (r.quant_method == "moe_int4")
+            throw_usage_error("--quant-method moe_int4: kt-kernel has no MOE_INT4 on x86 (its Int4_KERNEL_MOE is built only for "
+                              "ARM with KML, and its converter stops with 'backend not available'; docs/kt-moe-int8.md)",
+                              {.hint = "moe_int8 writes kt's MOE_INT8 for CPUs without AMX"});
+        if (r.quant_method == "moe_int8") {
+            if (r.calibrate)
+                throw_usage_error("--calibrate has no MOE_INT8 variant yet", {.hint = "leave --calibrate out, or use --quant-method int8"});
+            r.quantizer_id = "moe-int8";
+        } else {
+            if (r.quant_method != "int4" && r.quant_method != "int8")
+                throw_usage_error("--quant-method must be int4, int8 or moe_int8, got '" + r.quant_method + "'");
+            r.quantizer_id = "amx-" + r.quant_method + (r.calibrate ? "-gptq" : "");
+        }
     }
     if (r.threads == 0) r.threads = r.cpuinfer_threads;
 }

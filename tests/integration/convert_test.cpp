@@ -114,6 +114,36 @@ Packed reference_pack(const std::vector<std::uint16_t>& m, std::int64_t n, std::
     return out;
 }
 
+// kt-kernel's MOE_INT8 from docs/kt-moe-int8.md: per row d = amax * fl32(1/127) and codes round(w / d)
+// half away from zero (a row of zeros: codes 0); blocks of `nb` rows, each [roundup(k,4)/4][nb][4]
+// codes then nb int32 column sums of 128 x the row's codes.
+Packed reference_pack_moe_int8(const std::vector<std::uint16_t>& m, std::int64_t n, std::int64_t k, std::int64_t nb) {
+    const std::int64_t padded = (k + 3) / 4 * 4, block = padded * nb + 4 * nb;
+    Packed out;
+    out.codes.assign(static_cast<std::size_t>(n / nb * block), 0);
+    out.scales.resize(static_cast<std::size_t>(4 * n));
+    for (std::int64_t r = 0; r < n; ++r) {
+        auto value = [&](std::int64_t c) {
+            return std::bit_cast<float>(static_cast<std::uint32_t>(m[static_cast<std::size_t>(r * k + c)]) << 16);
+        };
+        float amax = 0;
+        for (std::int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(value(c)));
+        const float d = amax * std::bit_cast<float>(0x3C010204u);  // amax / 127 as kt's -ffast-math build computes it
+        std::memcpy(out.scales.data() + 4 * r, &d, 4);
+        std::uint8_t* b = out.codes.data() + (r / nb) * block;
+        std::int32_t sum = 0;
+        for (std::int64_t c = 0; c < k; ++c) {
+            const float q = std::round(value(c) / d);
+            const int code = std::isnan(q) ? 0 : static_cast<int>(q);
+            b[(c / 4) * nb * 4 + (r % nb) * 4 + c % 4] = static_cast<std::uint8_t>(static_cast<std::int8_t>(code));
+            sum += code;
+        }
+        const std::int32_t colsum = sum * 128;
+        std::memcpy(b + padded * nb + 4 * (r % nb), &colsum, 4);
+    }
+    return out;
+}
+
 // Part i of T: gate/up rows, down columns (§5).
 std::vector<std::uint16_t> part_of(const std::vector<std::uint16_t>& m, std::int64_t rows, std::int64_t cols, int p, int i, int parts) {
     if (p != 2) {
@@ -150,20 +180,21 @@ void check_family(const Family& f) {
     const std::int64_t H = cfg.at("hidden_size").to_number<std::int64_t>(), I = inspected.at("expert_intermediate_size").to_number<std::int64_t>(),
                        E = inspected.at("num_experts").to_number<std::int64_t>();
     Checkpoint source = Checkpoint::open(dir / "src");
-    for (const std::string method : {"int4", "int8"})
+    for (const std::string method : {"int4", "int8", "moe_int8"})
         for (int parts : {1, 2}) {
             BOOST_TEST_CONTEXT(f.name << " " << f.dtype << " " << f.layout << " " << method << " T=" << parts) {
                 const fs::path merged = dir / (method + std::to_string(parts) + "m"), tree = dir / (method + std::to_string(parts) + "t");
                 run_convert(dir / "src", merged, method, parts, false);
                 run_convert(dir / "src", tree, method, parts, true);
-                // verify reads each layout back (INT4's tree, INT8 merged; the bytes are checked below).
-                const fs::path checked = method == "int4" ? tree : merged;
-                if (parts == (method == "int4" ? 1 : 2)) {
+                // verify reads each layout back (INT4's tree, INT8 merged, MOE_INT8 both; the bytes are checked below).
+                const bool moe = method == "moe_int8";
+                const fs::path checked = method == "int4" || (moe && parts == 1) ? tree : merged;
+                if (moe || parts == (method == "int4" ? 1 : 2)) {
                     auto v = run_moequant({"verify", "--source", (dir / "src").string(), "--converted", checked.string(), "--quiet"});
                     BOOST_TEST(v.exit_code == 0, v.out << v.err);
                 }
                 Checkpoint out = Checkpoint::open(merged);
-                const std::string prefix = method == "int4" ? "INT4" : "INT8";
+                const std::string prefix = moe ? "MOE_INT8" : method == "int4" ? "INT4" : "INT8";
                 for (const auto& l : inspected.at("moe_layers").as_array()) {
                     const std::int64_t layer = l.to_number<std::int64_t>();
                     for (std::int64_t e = 0; e < E; ++e)
@@ -172,7 +203,9 @@ void check_family(const Family& f) {
                             auto matrix = source_matrix(source, f, layer, e, p, I, H);
                             for (int i = 0; i < parts; ++i) {
                                 const std::int64_t n = p == 2 ? rows : rows / parts, k = p == 2 ? cols / parts : cols;
-                                Packed want = reference_pack(part_of(matrix, rows, cols, p, i, parts), n, k, method == "int4");
+                                const std::vector<std::uint16_t> part = part_of(matrix, rows, cols, p, i, parts);
+                                Packed want = moe ? reference_pack_moe_int8(part, n, k, p == 2 ? 64 : 32)
+                                                  : reference_pack(part, n, k, method == "int4");
                                 const std::string key = "blk." + std::to_string(layer) + ".ffn_" + names[p] + "_exps." +
                                                         std::to_string(e) + ".numa." + std::to_string(i);
                                 const TensorView w = out.view(key + ".weight"), s = out.view(key + ".scale");
@@ -362,8 +395,8 @@ BOOST_AUTO_TEST_CASE(seed_cpu_tool_flags_are_accepted_or_refused_by_name) {
         {{"--save-backward-weights"}, "--save-backward-weights (kt-kernel's transposed SFT backward weights) is not written"},
         {{"--profile"}, "--profile writes a torch profiler trace"},
         {{"--quant-method", "awq"}, "--quant-method awq (AWQ checkpoints rewritten column-major) is not supported"},
-        {{"--quant-method", "moe_int4"}, "--quant-method moe_int4 (kt-kernel's MOE_INT4/MOE_INT8 layout for AMD CPUs)"},
-        {{"--quant-method", "moe_int8"}, "--quant-method moe_int8 (kt-kernel's MOE_INT4/MOE_INT8 layout for AMD CPUs)"},
+        {{"--quant-method", "moe_int4"}, "--quant-method moe_int4: kt-kernel has no MOE_INT4 on x86"},
+        {{"--quant-method", "moe_int8", "--calibrate", "--dataset", "embedded"}, "--calibrate has no MOE_INT8 variant yet"},
     };
     for (const auto& [extra, message] : refused) {
         auto r = with(dir / "refused", extra);

@@ -175,6 +175,22 @@ BOOST_AUTO_TEST_CASE(a_code_kt_multiplies_wrongly_fails_whoever_wrote_it) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(a_moe_int8_column_sum_that_does_not_match_its_codes_fails) {
+    // AOCL's int8 GEMM subtracts each row's stored column sum (128 x its codes' sum) from every
+    // product (docs/kt-moe-int8.md): a wrong sum fails the part though every code decodes right.
+    TempDir dir;
+    synth_checkpoint(dir / "src", {"qwen3_moe", "bf16", "per-expert"});
+    convert(dir / "src", dir / "moe", "moe_int8", false);
+    BOOST_TEST(run_verify(dir / "src", dir / "moe").exit_code == 0);
+    const auto config = json::parse(read_text(dir / "src/config.json")).as_object();
+    const std::int64_t hidden = config.at("hidden_size").to_number<std::int64_t>();
+    const std::string tensor = "blk.1.ffn_up_exps.2.numa.0.weight";
+    auto [shard, offset] = tensor_location(dir / "moe", tensor);
+    flip_byte(shard, offset + static_cast<std::uint64_t>((hidden + 3) / 4 * 4 * 32 + 4 * 5));  // block 0, row 5's sum
+    expect_mismatch(dir / "src", dir / "moe", {"blk.1 expert 2 up part 0", "1 row(s) whose stored column sum is not 128 x their codes' sum",
+                                               "first: row 5"});
+}
+
 BOOST_AUTO_TEST_CASE(dropped_and_unexpected_tensors_fail) {
     TempDir dir;
     convert_merged_and_tree(dir, {"qwen3_next", "bf16", "per-expert"}, "int4");
