@@ -92,7 +92,7 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
     seed_options.add_options()
         ("gpu", po::bool_switch(&r.gpu), "no effect: moequant converts on the CPU (the seed script never reads it either)")
         ("save-backward-weights", po::bool_switch(&r.save_backward_weights),
-         "kt-kernel's SFT backward weights: not written by moequant (refused)")
+         "kt-kernel's SFT backward weights: not written by moequant (refused; with moe_int8 skipped, as kt does)")
         ("profile", po::bool_switch(&r.profile), "torch profiler trace: moequant has no torch (refused)");
     options.add(seed_options);
 }
@@ -112,7 +112,8 @@ void check_request(ConvertRequest& r) {
                           {.code = "NeedsCalibration", .hint = "pass --dataset FILE (or --dataset embedded) or --calibration-activations FILE"});
     if (!r.calibrate && r.data.given())
         throw_usage_error("calibration data is used only with --calibrate", {.hint = "add --calibrate, or leave the data out"});
-    if (r.save_backward_weights)
+    // kt's script skips them with a warning for MOE_INT8, which has no SFT method (convert_cpu_weights.py L1064).
+    if (r.save_backward_weights && r.quant_method != "moe_int8")
         throw_usage_error("--save-backward-weights (kt-kernel's transposed SFT backward weights) is not written by moequant",
                           {.hint = "convert with kt-kernel's own script for SFT; moequant writes the inference weights"});
     if (r.profile)
@@ -207,6 +208,8 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
         .calibration = calibration ? &*calibration : nullptr,
         .notes = [&](ProgressSink& sink) {
             if (request.gpu) sink.note("--gpu: no effect, moequant converts on the CPU");
+            if (request.save_backward_weights)
+                sink.note("--save-backward-weights: MOE_INT8 has no SFT method, so there are no backward weights (as kt-kernel's script skips them)");
         },
     });
 }

@@ -391,6 +391,11 @@ BOOST_AUTO_TEST_CASE(seed_cpu_tool_flags_are_accepted_or_refused_by_name) {
     BOOST_REQUIRE_MESSAGE(plain.exit_code == 0 && gpu.exit_code == 0, plain.err << gpu.err);
     BOOST_TEST(gpu.err.find("--gpu: no effect, moequant converts on the CPU") != std::string::npos, gpu.err);
     BOOST_TEST((file_hashes(dir / "gpu") == file_hashes(dir / "plain")));
+    // kt's script skips the backward weights of MOE_INT8 with a warning and writes the rest.
+    auto moe = with(dir / "moe", {"--quant-method", "moe_int8", "--save-backward-weights"});
+    BOOST_TEST(moe.exit_code == 0, moe.err);
+    BOOST_TEST(contains(moe.err, "--save-backward-weights: MOE_INT8 has no SFT method"), moe.err);
+    BOOST_TEST(fs::exists(dir / "moe/model.safetensors.index.json"));
     const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
         {{"--save-backward-weights"}, "--save-backward-weights (kt-kernel's transposed SFT backward weights) is not written"},
         {{"--profile"}, "--profile writes a torch profiler trace"},
