@@ -11,13 +11,6 @@
 namespace moequant::encodings {
 namespace {
 
-// Config problems point at config.json but name the weight they stop.
-[[noreturn]] void refuse_config(const Checkpoint& checkpoint, const ModelConfig* config, const std::string& qweight,
-                                const std::string& message, const std::string& code, const std::string& hint = {}) {
-    const std::string file = config ? config->source() : (checkpoint.directory() / "config.json").string();
-    throw Error(ErrorKind::input, message, {.file = file, .tensor = qweight, .code = code, .hint = hint});
-}
-
 // A whole number, or nullopt when the value is another type or has a fraction.
 std::optional<std::int64_t> whole_number(const ConfigValue& v) {
     if (!v.is_number()) return std::nullopt;
@@ -103,11 +96,6 @@ GptqConfig gptq_config(const Checkpoint& checkpoint, const ModelConfig* config, 
     }
     std::string method = string_member(*q, "quant_method");
     if (method.empty()) method = string_member(*q, "method");  // GPTQModel's newer spelling
-    if (method == "awq")
-        refuse_config(checkpoint, config, qweight,
-                      "is AWQ (quant_method \"awq\"): AWQ packs qweight along the output features in an interleaved "
-                      "order, which this GPTQ decoder does not read",
-                      "UnsupportedEncoding", "use the model's BF16 release or a GPTQ/compressed-tensors export");
     if (method != "gptq")
         refuse_config(checkpoint, config, qweight,
                       "holds GPTQ-style packed words, but quantization_config.quant_method is " +

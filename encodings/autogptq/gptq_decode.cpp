@@ -1,6 +1,7 @@
 #include "gptq_decode.hpp"
 
 #include "encoding_rules.hpp"
+#include "packed_words.hpp"
 
 #include <moequant/dtype_convert.hpp>
 #include <moequant/error.hpp>
@@ -16,23 +17,6 @@ namespace {
 // reads `tile_rows` neighbouring words of each qweight row (one cache line when the rows are
 // consecutive) and writes eight values into each of its rows.
 constexpr std::size_t tile_rows = 16;
-
-std::uint32_t word_at(const TensorView& words, std::size_t index) {
-    std::uint32_t w;  // safetensors data need not be 4-byte aligned
-    std::memcpy(&w, words.data() + index * 4, 4);
-    return w;
-}
-
-float scale_at(const TensorView& scales, std::size_t index) {
-    if (scales.dtype == DType::F32) {
-        float f;
-        std::memcpy(&f, scales.data() + index * 4, 4);
-        return f;
-    }
-    std::uint16_t bits;
-    std::memcpy(&bits, scales.data() + index * 2, 2);
-    return scales.dtype == DType::F16 ? f16_to_f32(bits) : bf16_to_f32(bits);
-}
 
 [[noreturn]] void inconsistent(const EncodedWeight& w, const std::string& what) {
     throw Error(ErrorKind::internal, "GPTQ weight " + shape_to_string(w.shape) + ": " + what, {.tensor = w.name});

@@ -33,6 +33,14 @@ inline std::string string_member(const ConfigValue& object, std::string_view key
     return v && v->is_string() ? v->as_string() : std::string();
 }
 
+// quantization_config's quant_method in lower case ("awq", "gptq", ...), "" when there is none.
+inline std::string quant_method(const ModelConfig* config) {
+    const auto q = quantization_config(config);
+    std::string method = q ? string_member(*q, "quant_method") : std::string();
+    for (char& c : method) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    return method;
+}
+
 // The shard file holding a tensor, for messages.
 inline std::string file_of(const Checkpoint& checkpoint, const std::string& tensor) {
     if (!checkpoint.contains(tensor)) return checkpoint.directory().string();
@@ -43,6 +51,13 @@ inline std::string file_of(const Checkpoint& checkpoint, const std::string& tens
 [[noreturn]] inline void refuse(const Checkpoint& checkpoint, const std::string& tensor, const std::string& message,
                                 const std::string& code, const std::string& hint = {}) {
     throw Error(ErrorKind::input, message, {.file = file_of(checkpoint, tensor), .tensor = tensor, .code = code, .hint = hint});
+}
+
+// A config problem: Error(input) pointing at config.json and naming the weight it stops.
+[[noreturn]] inline void refuse_config(const Checkpoint& checkpoint, const ModelConfig* config, const std::string& tensor,
+                                       const std::string& message, const std::string& code, const std::string& hint = {}) {
+    const std::string file = config ? config->source() : (checkpoint.directory() / "config.json").string();
+    throw Error(ErrorKind::input, message, {.file = file, .tensor = tensor, .code = code, .hint = hint});
 }
 
 // A (row, column) window of a 2-D or 3-D tensor of `element_bytes`-sized elements, as a byte

@@ -13,7 +13,7 @@ namespace moequant::test {
 const Registry& encoding_plugins() {
     static Registry* registry = [] {
         auto* r = new Registry;  // never unloaded: weights keep pointers to its encodings
-        for (const char* id : {"float", "fp8", "ct_pack", "mxfp4", "autogptq"})  // a missing one is only a rejection
+        for (const char* id : {"float", "fp8", "ct_pack", "mxfp4", "autogptq", "awq"})  // a missing one is only a rejection
             r->load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-encoding-" + std::string(id) + ".so"),
                          PluginOrigin::explicit_file);
         return r;
@@ -31,6 +31,15 @@ Checkpoint write_checkpoint(const TempDir& dir, const std::vector<StoredTensor>&
     Checkpoint c = Checkpoint::open(dir.path());
     attach_encodings(c, encoding_plugins());
     return c;
+}
+
+std::vector<StoredTensor> with_replaced(const std::vector<StoredTensor>& tensors, const std::string& name,
+                                        const StoredTensor& replacement) {
+    std::vector<StoredTensor> out;
+    for (const auto& t : tensors)
+        if (t.name != name) out.push_back(t);
+    if (!replacement.name.empty()) out.push_back(replacement);
+    return out;
 }
 
 std::vector<std::uint16_t> bf16_values(const Tensor& t) {

@@ -42,6 +42,11 @@ const Registry& encoding_plugins();
 Checkpoint write_checkpoint(const TempDir& dir, const std::vector<StoredTensor>& tensors,
                                     const std::string& config = "{}");
 
+// `tensors` with the one named `name` replaced by `replacement`, or removed when `replacement`
+// has no name (a replacement for a name not there is added).
+std::vector<StoredTensor> with_replaced(const std::vector<StoredTensor>& tensors, const std::string& name,
+                                        const StoredTensor& replacement);
+
 // The BF16 bits, or the float32 values, of a decoded tensor.
 std::vector<std::uint16_t> bf16_values(const Tensor& t);
 std::vector<float> f32_values(const Tensor& t);
