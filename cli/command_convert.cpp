@@ -62,7 +62,7 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
     options.add_options()
         ("input-path,i", po::value(&r.input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file), or an index file")
         ("output,o", po::value(&r.output)->value_name("DIR"), "output folder")
-        ("input-type", po::value(&r.input_type)->value_name("bf16|fp16|fp32|fp8|int4|int8|mxfp4"),
+        ("input-type", po::value(&r.input_type)->value_name("bf16|fp16|fp32|fp8|int4|int8|mxfp4|awq"),
          "declared dtype of the routed experts; checked against the data (default: taken from the data)")
         ("quant-method", po::value(&r.quant_method)->value_name("int4|int8|moe_int8")->default_value("int4"),
          "kt-kernel method: int4 = AMXINT4 (amx-int4), int8 = AMXINT8 (amx-int8), moe_int8 = MOE_INT8 (moe-int8, "

@@ -36,6 +36,7 @@ public:
                   EncodedWeight& out) const override {
         const auto stem = strip_suffix(name, ".weight");
         if (!stem || !checkpoint.contains(*stem + ".qweight")) return 0;
+        if (quant_method(config) == "awq") return 0;  // AWQ's words share the names; the awq encoding reads them
         const std::string qweight = *stem + ".qweight";
         if (checkpoint.contains(name))
             refuse(checkpoint, std::string(name), "is stored both as a plain tensor and as GPTQ packed words (" + qweight + ")",

@@ -46,7 +46,7 @@ const DType dtypes[] = {DType::BF16, DType::F16, DType::F32, DType::F8_E4M3, DTy
 std::string config_of(Bytes& in) {
     const auto n = [&](int mod) { return std::to_string(static_cast<int>(in.next() % mod) - (mod > 64 ? 1 : 0)); };
     const char* strategies[] = {"channel", "tensor", "group", "block", "x"};
-    switch (in.next() % 7) {
+    switch (in.next() % 8) {
         case 0: return "{}";
         case 1: return R"({"quantization_config": {"quant_method": "fp8", "weight_block_size": [)" + n(8) + "," + n(8) + "]}}";
         case 2:
@@ -64,6 +64,10 @@ std::string config_of(Bytes& in) {
                    R"(, "desc_act": )" + (in.next() % 2 ? "true" : "false") + R"(, "checkpoint_format": ")" +
                    (in.next() % 2 ? "gptq_v2" : "gptq") + R"("}})";
         case 5: return R"({"quantization_config": {"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized"}})";
+        case 6:
+            return R"({"quantization_config": {"quant_method": "awq", "bits": )" + n(9) + R"(, "group_size": )" + n(70) +
+                   R"(, "zero_point": )" + (in.next() % 4 ? "true" : "false") + R"(, "version": ")" + (in.next() % 4 ? "gemm" : "gemv") +
+                   R"("}})";
         default: return R"({"expert_dtype": "fp4", "quantization_config": {"quant_method": "mxfp4"}})";
     }
 }
@@ -71,7 +75,7 @@ std::string config_of(Bytes& in) {
 const Registry& encodings() {
     static Registry* registry = [] {
         auto* r = new Registry;
-        for (const char* id : {"float", "fp8", "ct_pack", "mxfp4", "autogptq"})
+        for (const char* id : {"float", "fp8", "ct_pack", "mxfp4", "autogptq", "awq"})
             r->load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-encoding-" + std::string(id) + ".so"),
                          PluginOrigin::explicit_file);
         return r;

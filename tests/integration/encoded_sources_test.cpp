@@ -106,6 +106,26 @@ std::vector<std::uint16_t> reference_gptq(const TensorView& qweight, const Tenso
     return out;
 }
 
+// AutoAWQ GEMM: w[n][k] = s[k/32][n] x (q[k][n] - z[k/32][n]), q and z packed along N, nibble p of a
+// word holding column 8j + [0,2,4,6,1,3,5,7][p] (the synthesized group is 32).
+std::vector<std::uint16_t> reference_awq(const TensorView& qweight, const TensorView& qzeros, const TensorView& scales) {
+    const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    const std::int64_t k = qweight.shape[0], n = qweight.shape[1] * 8, group = 32;
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(n * k));
+    auto nibble = [&](const TensorView& words, std::int64_t row, std::int64_t col) {
+        const auto word = element<std::uint32_t>(words, static_cast<std::size_t>(row * (n / 8) + col / 8));
+        for (int p = 0; p < 8; ++p)
+            if (order[p] == col % 8) return static_cast<int>((word >> (4 * p)) & 0xF);
+        return -1;
+    };
+    for (std::int64_t row = 0; row < n; ++row)
+        for (std::int64_t col = 0; col < k; ++col) {
+            const float s = stored_float(scales, static_cast<std::size_t>((col / group) * n + row));
+            out[static_cast<std::size_t>(row * k + col)] = bf16_round(s * static_cast<float>(nibble(qweight, col, row) - nibble(qzeros, col / group, row)));
+        }
+    return out;
+}
+
 const Registry& encodings() {
     static Registry* r = [] {
         auto* registry = new Registry;
@@ -133,6 +153,8 @@ void write_bf16_twin(const fs::path& encoded, const fs::path& twin, const std::s
         else if (w->encoding == "gptq")
             values = reference_gptq(source.view(name), source.view(w->tensor("zeros")), source.view(w->tensor("scale")),
                                     source.view(w->tensor("g_idx")));
+        else if (w->encoding == "awq")
+            values = reference_awq(source.view(name), source.view(w->tensor("zeros")), source.view(w->tensor("scale")));
         else BOOST_FAIL("no reference decoder for encoding " << w->encoding);
         r = Replacement{{w->name, DType::BF16, w->shape}, std::vector<std::uint8_t>(values.size() * 2)};
         std::memcpy(r->bytes.data(), values.data(), r->bytes.size());
@@ -193,6 +215,7 @@ BOOST_AUTO_TEST_CASE(encoded_checkpoints_convert_like_their_reference_decoded_bf
         {"deepseek_v32", "fp8", "fp8", "48"},
         {"deepseek_v3", "mxfp4", "mxfp4"},
         {"qwen3_moe", "gptq", "gptq"},
+        {"qwen3_moe", "awq", "awq"},
         {"deepseek_v4", "mxfp4", "mxfp4", {}, false},
         {"qwen3_5_moe", "fp8", "fp8"},
         {"glm_moe_dsa", "fp8", "fp8", "48"},

@@ -308,13 +308,7 @@ BOOST_AUTO_TEST_CASE(refusals_name_the_tensor_and_the_rule) {
     const auto good = gptq_tensors(l, Zeros::v2, DType::F16, scales, true);
     const std::string config = gptq_config(32, false, Zeros::v2);
     // The tensors with one of them replaced (or removed when `replacement` has no name).
-    auto with = [&](const std::string& name, const StoredTensor& replacement) {
-        std::vector<StoredTensor> t;
-        for (const auto& s : good)
-            if (s.name != name) t.push_back(s);
-        if (!replacement.name.empty()) t.push_back(replacement);
-        return t;
-    };
+    auto with = [&](const std::string& name, const StoredTensor& replacement) { return with_replaced(good, name, replacement); };
     auto refusal = [&](const std::vector<StoredTensor>& tensors, const std::string& cfg,
                        const std::function<void(TempDir&)>& prepare = {}) {
         TempDir dir;
@@ -359,8 +353,9 @@ BOOST_AUTO_TEST_CASE(refusals_name_the_tensor_and_the_rule) {
            "AmbiguousEncoding", P + ".weight");
 
     // AWQ keeps qweight/qzeros/scales too, packed along N in another order: never read as GPTQ.
+    // The awq encoding takes them, and these GPTQ shapes do not fit its layout.
     expect(refusal(good, R"({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 32, "version": "gemm"}})"),
-           "UnsupportedEncoding", qweight);
+           "ScaleShapeMismatch", P + ".scales");
     {
         const Refusal r = refusal(good, "{}");
         expect(r, "MissingConfig", qweight);

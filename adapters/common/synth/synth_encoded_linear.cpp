@@ -1,5 +1,6 @@
 #include "synth_encoded_linear.hpp"
 
+#include "synth_awq.hpp"
 #include "synth_gptq.hpp"
 #include "synth_int4.hpp"
 #include "synth_mxfp4.hpp"
@@ -20,6 +21,7 @@ namespace json = boost::json;
 
 constexpr std::int64_t int4_group = 32;
 constexpr std::int64_t gptq_group = 32;  // Qwen ships 128; synth sizes are multiples of 32
+constexpr std::int64_t awq_group = 32;   // AWQ releases ship 128
 
 // Kimi-K2 and DeepSeek-V4 encode only their routed experts (the rest stays BF16 / FP8).
 bool is_routed_expert(const std::string& name) { return name.find(".experts.") != std::string::npos; }
@@ -100,6 +102,10 @@ std::vector<TensorSpec> encoded_linear_specs(SynthEncoding encoding, BlockSize f
                     {sibling(name, ".qzeros"), DType::I32, {k / gptq_group, n / 8}},
                     {sibling(name, ".scales"), DType::F16, {k / gptq_group, n}},
                     {sibling(name, ".g_idx"), DType::I32, {k}}};
+        case SynthEncoding::awq:
+            return {{sibling(name, ".qweight"), DType::I32, {k, n / 8}},
+                    {sibling(name, ".qzeros"), DType::I32, {k / awq_group, n / 8}},
+                    {sibling(name, ".scales"), DType::F16, {k / awq_group, n}}};
     }
     return {};
 }
@@ -138,6 +144,12 @@ std::vector<std::uint8_t> encoded_linear_bytes(SynthEncoding encoding, BlockSize
             if (name.ends_with(".scales")) return std::move(packed.scales);
             return std::move(packed.g_idx);
         }
+        case SynthEncoding::awq: {
+            PackedAwq packed = pack_awq(values, shape, awq_group);
+            if (name.ends_with(".qweight")) return std::move(packed.qweight);
+            if (name.ends_with(".qzeros")) return std::move(packed.qzeros);
+            return std::move(packed.scales);
+        }
     }
     return {};
 }
@@ -168,6 +180,9 @@ json::value quantization_config(SynthEncoding encoding) {
             return json::object{{"quant_method", "gptq"},     {"bits", 4},          {"group_size", gptq_group},
                                 {"desc_act", false},          {"sym", true},        {"damp_percent", 0.01},
                                 {"true_sequential", true},    {"static_groups", false}, {"checkpoint_format", "gptq"}};
+        case SynthEncoding::awq:  // as transformers' AwqConfig writes it
+            return json::object{{"quant_method", "awq"}, {"bits", 4}, {"group_size", awq_group},
+                                {"zero_point", true},    {"version", "gemm"}, {"modules_to_not_convert", nullptr}};
     }
     return nullptr;
 }

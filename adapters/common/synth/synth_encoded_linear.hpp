@@ -28,6 +28,8 @@ enum class SynthEncoding {
                   // F8_E8M0 `<stem>.scale` [N, K/32], `expert_dtype: fp4`); the rest BF16
     gptq,         // Qwen GPTQ-Int4 style: every marked linear AutoGPTQ INT4 (qweight, qzeros v1,
                   // F16 scales, g_idx), group 32, symmetric, no act-order
+    awq,          // AutoAWQ style: every marked linear AWQ INT4 in the GEMM packing (qweight,
+                  // qzeros, F16 scales), group 32, zero points
 };
 
 // The tensors a marked linear `name` ([N, K]) is stored as, the primary one first.
