@@ -118,7 +118,8 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
          "compressed-tensors FP8 with per-channel BF16 scales (weight_scale) and input_scale; int4-ct: routed "
          "experts compressed-tensors pack-quantized INT4, group 32 (Kimi-K2-Thinking); mxfp4: routed experts "
          "MXFP4 as DeepSeek-V4-Flash stores them (.weight I8 + .scale E8M0); gptq: every quantizable linear "
-         "AutoGPTQ INT4 (qweight, qzeros, scales, g_idx), group 32")
+         "AutoGPTQ INT4 (qweight, qzeros, scales, g_idx), group 32; awq: every quantizable linear AutoAWQ INT4 "
+         "in the GEMM packing (qweight, qzeros, scales), group 32, zero points")
         ("layout", po::value(&layout)->value_name("L"),
          "expert layout where the family has variants: per-expert (default), fused-linear, fused-bmm, mistral-native")
         ("seed", po::value(&seed)->default_value(42), "random seed (the output is deterministic for a seed)")
