@@ -67,6 +67,15 @@ void expect_decoded(const SafetensorsFile& f, const std::string& name, DType dty
     }
 }
 
+// The header facts the jl test data's SOURCE.md gives for a file.
+void check_header_facts(const SafetensorsFile& f, std::uint64_t file_size, std::uint64_t header_length, std::size_t tensors,
+                        std::uint64_t data_size) {
+    BOOST_TEST(f.file_size() == file_size);
+    BOOST_TEST(f.header_length() == header_length);
+    BOOST_TEST(f.tensors().size() == tensors);
+    BOOST_TEST(f.header().data_size == data_size);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(safetensors_reader)
@@ -115,10 +124,7 @@ BOOST_AUTO_TEST_CASE(safetensors_cpp_abuse_file_is_rejected_before_parsing) {
 
 BOOST_AUTO_TEST_CASE(jl_numpy_file_matches_source_md) {
     auto f = SafetensorsFile::open(fixtures_dir() / "safetensors_jl_testdata/non_sharded/model.numpy.safetensors");
-    BOOST_TEST(f.file_size() == 5661u);
-    BOOST_TEST(f.header_length() == 1840u);
-    BOOST_TEST(f.tensors().size() == 27u);
-    BOOST_TEST(f.header().data_size == 3813u);
+    check_header_facts(f, 5661, 1840, 27, 3813);
     BOOST_TEST(!f.header().has_metadata);
     // Values are arange over the shape; BOOL is arange mod 2.
     TensorView i64 = f.view("int64_357");
@@ -138,10 +144,7 @@ BOOST_AUTO_TEST_CASE(jl_numpy_file_matches_source_md) {
 
 BOOST_AUTO_TEST_CASE(jl_torch_file_decodes_fp8_and_bf16_values_of_source_md) {
     auto f = SafetensorsFile::open(fixtures_dir() / "safetensors_jl_testdata/non_sharded/model.safetensors");
-    BOOST_TEST(f.file_size() == 6841u);
-    BOOST_TEST(f.header_length() == 2528u);
-    BOOST_TEST(f.tensors().size() == 36u);
-    BOOST_TEST(f.header().data_size == 4305u);
+    check_header_facts(f, 6841, 2528, 36, 4305);
 
     expect_decoded<std::uint8_t>(f, "float8_e4m3fn_3", DType::F8_E4M3, {0xae, 0xa9, 0xb8}, {-0.4375f, -0.28125f, -1.0f},
                                  f8_e4m3_to_f32);
