@@ -7,27 +7,12 @@
 namespace moequant::encodings {
 namespace {
 
-std::string describe(const Checkpoint& checkpoint, const std::string& tensor) {
-    const TensorInfo& info = checkpoint.info(tensor);
-    return tensor + " " + std::string(dtype_name(info.dtype)) + " " + shape_to_string(info.shape);
-}
-
 // A tensor GPTQ needs beside qweight; its absence is refused with `code`.
 const TensorInfo& required(const Checkpoint& checkpoint, const std::string& qweight, const std::string& tensor,
                            const std::string& what, const std::string& code) {
     if (!checkpoint.contains(tensor))
         refuse(checkpoint, qweight, "is GPTQ packed words, but its " + what + " tensor " + tensor + " is missing", code);
     return checkpoint.info(tensor);
-}
-
-void expect_shape(const Checkpoint& checkpoint, const std::string& tensor, const Shape& expected, const std::string& qweight,
-                  const std::string& why) {
-    const TensorInfo& info = checkpoint.info(tensor);
-    if (info.shape == expected) return;
-    refuse(checkpoint, tensor,
-           "has shape " + shape_to_string(info.shape) + ", but " + describe(checkpoint, qweight) + " needs " +
-               shape_to_string(expected) + " (" + why + ")",
-           "ScaleShapeMismatch");
 }
 
 }  // namespace

@@ -4,8 +4,6 @@
 
 #include <moequant/error.hpp>
 
-#include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <optional>
 
@@ -26,11 +24,6 @@ std::optional<std::int64_t> whole_member(const Checkpoint& checkpoint, const Mod
         return v->as_int();
     }
     return std::nullopt;
-}
-
-std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return s;
 }
 
 }  // namespace
@@ -57,7 +50,7 @@ AwqConfig awq_config(const Checkpoint& checkpoint, const ModelConfig* config, co
         refuse_config(checkpoint, config, qweight,
                       "is AWQ without zero points ('" + zero_point->path() + "' false); moequant reads zero-point AWQ",
                       "UnsupportedEncoding");
-    const std::string version = lower(string_member(*q, "version"));
+    const std::string version = lower_case(string_member(*q, "version"));
     if (!version.empty() && version != "gemm")
         refuse_config(checkpoint, config, qweight,
                       "is AWQ in the '" + version + "' packing (quantization_config.version); moequant reads the GEMM packing",

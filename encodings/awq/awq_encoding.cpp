@@ -13,16 +13,6 @@
 namespace moequant::encodings {
 namespace {
 
-void expect_shape(const Checkpoint& checkpoint, const std::string& tensor, const Shape& expected, const std::string& qweight,
-                  const std::string& why) {
-    const TensorInfo& info = checkpoint.info(tensor);
-    if (info.shape == expected) return;
-    refuse(checkpoint, tensor,
-           "has shape " + shape_to_string(info.shape) + ", but " + qweight + " " + shape_to_string(checkpoint.info(qweight).shape) +
-               " needs " + shape_to_string(expected) + " (" + why + ")",
-           "ScaleShapeMismatch");
-}
-
 class AwqEncoding final : public SourceEncoding {
 public:
     std::string_view id() const override { return "awq"; }

@@ -33,12 +33,16 @@ inline std::string string_member(const ConfigValue& object, std::string_view key
     return v && v->is_string() ? v->as_string() : std::string();
 }
 
+// ASCII letters made lower case (config spellings such as "GEMM" and "gemm" are one).
+inline std::string lower_case(std::string text) {
+    for (char& c : text) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    return text;
+}
+
 // quantization_config's quant_method in lower case ("awq", "gptq", ...), "" when there is none.
 inline std::string quant_method(const ModelConfig* config) {
     const auto q = quantization_config(config);
-    std::string method = q ? string_member(*q, "quant_method") : std::string();
-    for (char& c : method) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    return method;
+    return lower_case(q ? string_member(*q, "quant_method") : std::string());
 }
 
 // The shard file holding a tensor, for messages.
@@ -51,6 +55,24 @@ inline std::string file_of(const Checkpoint& checkpoint, const std::string& tens
 [[noreturn]] inline void refuse(const Checkpoint& checkpoint, const std::string& tensor, const std::string& message,
                                 const std::string& code, const std::string& hint = {}) {
     throw Error(ErrorKind::input, message, {.file = file_of(checkpoint, tensor), .tensor = tensor, .code = code, .hint = hint});
+}
+
+// "<name> <dtype> <shape>" of a tensor, for messages.
+inline std::string describe(const Checkpoint& checkpoint, const std::string& tensor) {
+    const TensorInfo& info = checkpoint.info(tensor);
+    return tensor + " " + std::string(dtype_name(info.dtype)) + " " + shape_to_string(info.shape);
+}
+
+// Error(input, "ScaleShapeMismatch") naming `tensor` unless it has the shape `primary` (the
+// packed words it belongs to) needs, and why.
+inline void expect_shape(const Checkpoint& checkpoint, const std::string& tensor, const Shape& expected, const std::string& primary,
+                         const std::string& why) {
+    const TensorInfo& info = checkpoint.info(tensor);
+    if (info.shape == expected) return;
+    refuse(checkpoint, tensor,
+           "has shape " + shape_to_string(info.shape) + ", but " + describe(checkpoint, primary) + " needs " +
+               shape_to_string(expected) + " (" + why + ")",
+           "ScaleShapeMismatch");
 }
 
 // A config problem: Error(input) pointing at config.json and naming the weight it stops.

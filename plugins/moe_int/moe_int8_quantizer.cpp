@@ -77,8 +77,14 @@ std::vector<TensorSpec> MoeInt8Quantizer::output_layout(const Shape& matrix) con
 QuantizedTensor MoeInt8Quantizer::quantize(const TensorView& weight) const {
     output_layout(weight.shape);  // checks the shape rules
     const std::int64_t n = weight.shape[0], k = weight.shape[1], nb = block_rows_;
-    std::vector<std::uint16_t> bf16(static_cast<std::size_t>(n * k));
-    decode_to_bf16(weight, bf16);
+    // BF16 input is read in place; other float types are rounded to BF16 first, as kt's converter loads them.
+    std::vector<std::uint16_t> converted;
+    const std::byte* source = weight.data();
+    if (weight.dtype != DType::BF16) {
+        converted.resize(static_cast<std::size_t>(n * k));
+        decode_to_bf16(weight, converted);
+        source = reinterpret_cast<const std::byte*>(converted.data());
+    }
 
     QuantizedTensor out;
     out.method = "MOE_INT8";
@@ -92,11 +98,9 @@ QuantizedTensor MoeInt8Quantizer::quantize(const TensorView& weight) const {
             std::uint8_t* block = code_ptr + b * aocl_block_bytes(nb, k);
             for (std::int64_t i = 0; i < nb; ++i) {
                 const std::int64_t r = b * nb + i;
+                convert_bf16_to_f32(source + 2 * r * k, row.data(), row.size());
                 float amax = 0;
-                for (std::int64_t c = 0; c < k; ++c) {
-                    row[static_cast<std::size_t>(c)] = bf16_to_f32(bf16[static_cast<std::size_t>(r * k + c)]);
-                    amax = std::max(amax, std::fabs(row[static_cast<std::size_t>(c)]));
-                }
+                for (const float v : row) amax = std::max(amax, std::fabs(v));
                 const float d = amax * std::bit_cast<float>(one_over_127_bits);
                 scale_ptr[r] = d;
                 std::uint32_t sum = 0;  // wraps like the int32 AOCL keeps
