@@ -33,21 +33,28 @@ inline std::string model_config_text(const std::filesystem::path& source_dir, st
                                      const std::optional<std::string>& torch_dtype = std::nullopt) {
     boost::json::value config = read_json_file(source_dir / "config.json");
     if (auto* o = config.if_object()) {
+        // text_config, then the top level: erasing a key of the top level moves its other
+        // members (boost::json::object fills the hole with its last one), so no pointer into it
+        // outlives a change to it.
+        auto each_level = [o](auto&& change) {
+            if (auto* text = o->if_contains("text_config"); text && text->is_object()) change(text->as_object(), false);
+            change(*o, true);
+        };
         // DeepSeek-V4's `expert_dtype: fp4` announces MXFP4 experts, which no output holds.
-        for (auto* c : {o, o->if_contains("text_config") ? o->at("text_config").if_object() : nullptr})
-            if (c) {
-                c->erase("quantization_config");
-                c->erase("expert_dtype");
-            }
+        each_level([](boost::json::object& c, bool) {
+            c.erase("quantization_config");
+            c.erase("expert_dtype");
+        });
         if (quantization_config) (*o)["quantization_config"] = std::move(*quantization_config);
         if (torch_dtype) {
             bool named = false;
-            for (auto* c : {o, o->if_contains("text_config") ? o->at("text_config").if_object() : nullptr})
+            each_level([&](boost::json::object& c, bool top) {
                 for (const char* key : {"torch_dtype", "dtype"})
-                    if (c && c->contains(key)) {
-                        (*c)[key] = *torch_dtype;
-                        named = named || c == o;
+                    if (auto* v = c.if_contains(key)) {
+                        *v = *torch_dtype;
+                        named = named || top;
                     }
+            });
             if (!named) (*o)["torch_dtype"] = *torch_dtype;
         }
     }
