@@ -4,6 +4,7 @@
 // scaling run through the SDK's block kernel as blocks of [1, K] and [N, K].
 #include "encoding_rules.hpp"
 #include "fp8_scales.hpp"
+#include "mx_block_scale.hpp"
 
 #include <moequant/dtype_convert.hpp>
 #include <moequant/fp8_dequant.hpp>
@@ -48,6 +49,7 @@ public:
         const TensorInfo& info = checkpoint.info(name);
         if (info.dtype != DType::F8_E4M3 && info.dtype != DType::F8_E5M2) return 0;
         const std::string weight(name);
+        if (mx_block_scale(checkpoint, weight) || announces_mxfp8(config)) return 0;  // MXFP8: the mxfp8 encoding's
         const Fp8Scaling scaling = fp8_scaling(checkpoint, config, weight, info);
         const TensorInfo& scale = checkpoint.info(scaling.scale_tensor);
         out.shape = info.shape;

@@ -68,6 +68,9 @@ std::string config_of(Bytes& in) {
             return R"({"quantization_config": {"quant_method": "awq", "bits": )" + n(9) + R"(, "group_size": )" + n(70) +
                    R"(, "zero_point": )" + (in.next() % 4 ? "true" : "false") + R"(, "version": ")" + (in.next() % 4 ? "gemm" : "gemv") +
                    R"("}})";
+        case 7:
+            if (in.next() % 2) return R"({"quantization_config": {"quant_method": "mxfp8", "weight_block_size": [1, 32]}})";
+            [[fallthrough]];
         default: return R"({"expert_dtype": "fp4", "quantization_config": {"quant_method": "mxfp4"}})";
     }
 }
@@ -75,7 +78,7 @@ std::string config_of(Bytes& in) {
 const Registry& encodings() {
     static Registry* registry = [] {
         auto* r = new Registry;
-        for (const char* id : {"float", "fp8", "ct_pack", "mxfp4", "autogptq", "awq"})
+        for (const char* id : {"float", "fp8", "ct_pack", "mxfp4", "mxfp8", "autogptq", "awq"})
             r->load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-encoding-" + std::string(id) + ".so"),
                          PluginOrigin::explicit_file);
         return r;

@@ -13,7 +13,7 @@ namespace moequant::test {
 const Registry& encoding_plugins() {
     static Registry* registry = [] {
         auto* r = new Registry;  // never unloaded: weights keep pointers to its encodings
-        for (const char* id : {"float", "fp8", "ct_pack", "mxfp4", "autogptq", "awq"})  // a missing one is only a rejection
+        for (const char* id : {"float", "fp8", "ct_pack", "mxfp4", "mxfp8", "autogptq", "awq"})  // a missing one is only a rejection
             r->load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-encoding-" + std::string(id) + ".so"),
                          PluginOrigin::explicit_file);
         return r;
