@@ -91,6 +91,8 @@ void print_plan_text(std::ostream& out, const PlanReport& report, bool full) {
         << expert_layout_name(p.layout) << ", hidden_size " << p.hidden_size << ", expert intermediate size "
         << p.expert_intermediate_size << "\n";
     out << "  router: " << describe_router(p.router) << "\n";
+    if (p.expert_activation.kind != GatedActivationKind::silu)
+        out << "  expert activation: " << describe_activation(p.expert_activation) << "\n";
     auto encodings = expert_encodings(report);
     for (Projection proj : expert_projections) {
         const auto& first = p.moe_layers.front().experts.front().weights[static_cast<int>(proj)];
@@ -146,6 +148,7 @@ json::object plan_json(const PlanReport& report, bool full) {
                    {"num_experts", p.num_experts},
                    {"experts_per_token", p.experts_per_token},
                    {"layout", expert_layout_name(p.layout)},
+                   {"expert_activation", describe_activation(p.expert_activation)},
                    {"router", json::object{{"scoring", router_scoring_name(p.router.scoring)},
                                            {"top_k", p.router.top_k},
                                            {"normalize", p.router.normalize},

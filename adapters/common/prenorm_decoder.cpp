@@ -153,7 +153,7 @@ void PreNormDecoderLayer::mlp(const std::vector<float>& in, std::vector<float>& 
     const std::int64_t h = spec_.hidden, t = static_cast<std::int64_t>(in.size()) / h;
     auto swiglu_at = [&](const std::string& m, std::int64_t i) {
         return swiglu_mlp(in, t, h, weight(m + "gate_proj.weight", {i, h}), weight(m + "up_proj.weight", {i, h}),
-                          weight(m + "down_proj.weight", {h, i}), i);
+                          weight(m + "down_proj.weight", {h, i}), i, spec_.mlp_activation);
     };
     if (!moe_) {
         add(x, swiglu_at(spec_.dense_mlp, spec_.dense_intermediate));
@@ -175,7 +175,7 @@ void PreNormDecoderLayer::mlp(const std::vector<float>& in, std::vector<float>& 
         };
         return ExpertWeightsF32{matrix(Projection::gate), matrix(Projection::up), matrix(Projection::down),
                                 plan_.expert_intermediate_size};
-    }, y);
+    }, y, plan_.expert_activation);
     if (!spec_.shared_experts.empty()) {
         std::vector<float> shared = swiglu_at(spec_.shared_experts, spec_.shared_intermediate);
         if (!spec_.shared_expert_gate.empty()) {  // one sigmoid scalar per token

@@ -32,6 +32,7 @@ struct DecoderSpec {
     std::string shared_experts;      // e.g. "mlp.shared_experts." (empty: none)
     std::int64_t shared_intermediate = 0;
     std::string shared_expert_gate;  // e.g. "mlp.shared_expert_gate.weight" [1, hidden] (empty: none)
+    GatedActivation mlp_activation;  // of the dense and shared MLPs (the routed experts': the plan's)
 };
 
 // hidden_size, rms_norm_eps, intermediate_size, and the layer prefix found in the checkpoint.

@@ -32,17 +32,15 @@ RowMajor to_f32(const Tensor& bf16_matrix) {
     return m;
 }
 
-float round_bf16(float v) noexcept { return bf16_to_f32(f32_to_bf16(v)); }
-
 }  // namespace
 
-// down_proj's input for every token, act(gate x) * up x, in the BF16 steps of a BF16 model:
-// each Linear's output, SiLU's and the product are rounded to BF16. With compute dtype bf16 the
+// down_proj's input for every token, act(gate x, up x), in the BF16 steps of a BF16 model:
+// each Linear's output and every step of the activation are rounded to BF16. With compute dtype bf16 the
 // two products of BF16-exact inputs and BF16 weights run as BF16 products (exact operands, FP32
 // accumulation: the FP32 path's values up to summation order, before the BF16 roundings);
 // otherwise in FP32.
 Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
-                         const Tensor& gate, const Tensor& up) {
+                         const Tensor& gate, const Tensor& up, const GatedActivation& activation) {
     const bool bf16_weights = compute_dtype() == ComputeDtype::bf16 && gate.dtype() == DType::BF16 && up.dtype() == DType::BF16;
     std::optional<RowMajor> wg, wu;  // FP32 copies, made when a chunk needs them
     const std::int64_t inter = gate.shape()[0], hidden = gate.shape()[1];
@@ -60,11 +58,7 @@ Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t
             g.noalias() = rows * wg->transpose();
             u.noalias() = rows * wu->transpose();
         }
-        for (Eigen::Index i = 0; i < g.size(); ++i) {
-            const float gi = round_bf16(g.data()[i]);
-            const float act = round_bf16(gi / (1.0f + std::exp(-gi)));
-            g.data()[i] = round_bf16(act * round_bf16(u.data()[i]));
-        }
+        for (Eigen::Index i = 0; i < g.size(); ++i) g.data()[i] = gated_activation_bf16(activation, g.data()[i], u.data()[i]);
         h.add(g.data(), g.rows());
     });
     return h.finish(calibration.samples());
@@ -138,7 +132,8 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
                 quantize(Projection::up, up, part, *gate_up);
             }
             const Tensor down = job.load(source(Projection::down));
-            const Tensor down_hessian = down_proj_hessian(*job.calibration, layer.layer, tokens[e], gate, up);
+            const Tensor down_hessian =
+                down_proj_hessian(*job.calibration, layer.layer, tokens[e], gate, up, job.plan->expert_activation);
             for (int part = 0; part < job.parts; ++part) {
                 const auto calibration = job.parts == 1 ? q.prepare_calibration(down_hessian)
                                                         : q.prepare_calibration(down_part_hessian(down_hessian, part, job.parts));

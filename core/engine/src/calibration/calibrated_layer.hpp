@@ -44,9 +44,9 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
 // The Hessian of the inputs an expert's gate and up projections see.
 Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens);
 
-// The Hessian of one expert's down_proj inputs act(gate x) * up x over its tokens x.
+// The Hessian of one expert's down_proj inputs act(gate x, up x) over its tokens x.
 Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
-                         const Tensor& gate, const Tensor& up);
+                         const Tensor& gate, const Tensor& up, const GatedActivation& activation);
 
 // The Hessian of part `part` of `parts` of a down_proj whose whole Hessian is `down_hessian`.
 Tensor down_part_hessian(const Tensor& down_hessian, int part, int parts);

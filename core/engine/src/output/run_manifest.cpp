@@ -182,6 +182,8 @@ std::string plan_digest(const ModelPlan& plan, const Checkpoint& source) {
         std::to_string(plan.hidden_size) + "|" + std::to_string(plan.expert_intermediate_size) + "|" +
         std::to_string(plan.num_experts) + "|" + std::string(expert_layout_name(plan.layout)));
     add("router " + describe_router(plan.router) + (plan.router.bf16_logits ? " bf16" : " f32"));
+    // Only where it is not silu, so the plans of every earlier family keep their digest.
+    if (plan.expert_activation.kind != GatedActivationKind::silu) add("activation " + describe_activation(plan.expert_activation));
     for (const auto& layer : plan.moe_layers) add(std::to_string(layer.layer) + "|" + layer.router_weight + "|" + layer.router_bias);
     for (const auto& layer : plan.moe_layers)
         for (const auto& e : layer.experts)

@@ -349,7 +349,8 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
                             const ExpertPlan& expert = layer.experts[t / 3];
                             own_hessian = down_proj_hessian(*job.calibration, layer.layer, seen,
                                                             load_expert_matrix(*job.source, expert.weights[0]),
-                                                            load_expert_matrix(*job.source, expert.weights[1]));
+                                                            load_expert_matrix(*job.source, expert.weights[1]),
+                                                            job.plan->expert_activation);
                         } else if (!seen.all) {
                             own_hessian = expert_input_hessian(*job.calibration, layer.layer, seen);
                         }

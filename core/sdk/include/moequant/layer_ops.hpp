@@ -8,6 +8,7 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/export.hpp>
+#include <moequant/gated_activation.hpp>
 #include <moequant/router.hpp>
 #include <moequant/tensor.hpp>
 
@@ -71,13 +72,15 @@ MOEQUANT_API std::vector<float> load_f32(const Checkpoint& checkpoint, const std
 MOEQUANT_API std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight,
                                        std::int64_t out, std::int64_t in, const std::vector<float>* bias = nullptr);
 
-// down(silu(gate x) * up x) for x [rows, hidden]; the weights F32 [inter, hidden] and [hidden, inter].
+// down(act(gate x, up x)) for x [rows, hidden]; the weights F32 [inter, hidden] and [hidden,
+// inter]; act is silu(g) * u unless `activation` says otherwise.
 MOEQUANT_API std::vector<float> swiglu_mlp(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden,
                                            const std::vector<float>& gate, const std::vector<float>& up,
-                                           const std::vector<float>& down, std::int64_t intermediate);
+                                           const std::vector<float>& down, std::int64_t intermediate,
+                                           const GatedActivation& activation = {});
 
 // A MoE block's routed part: logits = x W_router^T (F32), route_tokens (spec), and for each
-// token the weighted sum of its experts' SwiGLU outputs, added into y [rows, hidden].
+// token the weighted sum of its experts' gated-MLP outputs (`activation`), added into y [rows, hidden].
 // `expert(e)` gives expert e's gate, up, down (F32, [inter, hidden], [inter, hidden],
 // [hidden, inter]). Experts run in parallel. Returns the routing.
 struct ExpertWeightsF32 {
@@ -87,6 +90,7 @@ struct ExpertWeightsF32 {
 MOEQUANT_API Routing add_routed_experts(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden,
                                         const RouterSpec& spec, const std::vector<float>& router_weight,
                                         const std::vector<float>& router_bias, std::int64_t experts,
-                                        const std::function<ExpertWeightsF32(std::int64_t)>& expert, std::vector<float>& y);
+                                        const std::function<ExpertWeightsF32(std::int64_t)>& expert, std::vector<float>& y,
+                                        const GatedActivation& activation = {});
 
 }  // namespace moequant

@@ -10,6 +10,7 @@
 #include <moequant/chat_template.hpp>
 #include <moequant/checkpoint.hpp>
 #include <moequant/export.hpp>
+#include <moequant/gated_activation.hpp>
 #include <moequant/model_config.hpp>
 #include <moequant/options.hpp>
 #include <moequant/projection.hpp>
@@ -102,6 +103,7 @@ struct ModelPlan {
     std::int64_t experts_per_token = 0;
     ExpertLayout layout = ExpertLayout::per_expert;
     RouterSpec router;                    // how each MoE layer routes its tokens
+    GatedActivation expert_activation;    // what the routed experts' down_proj multiplies
     std::vector<MoeLayerPlan> moe_layers; // ascending layer index
     std::vector<std::pair<std::string, TensorRole>> roles;  // every tensor of the checkpoint
     std::vector<std::string> warnings;    // things a user should know (unrecognised tensors, ...)

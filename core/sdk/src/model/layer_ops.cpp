@@ -216,9 +216,7 @@ void causal_attention(const float* q, const float* k, const float* v, std::int64
     });
 }
 
-void swiglu(float* gate, const float* up, std::int64_t n) {
-    for (std::int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-}
+void swiglu(float* gate, const float* up, std::int64_t n) { apply_gated_activation({}, gate, up, n); }
 
 }  // namespace moequant
 
@@ -321,17 +319,18 @@ std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const 
 }
 
 std::vector<float> swiglu_mlp(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden, const std::vector<float>& gate,
-                              const std::vector<float>& up, const std::vector<float>& down, std::int64_t intermediate) {
+                              const std::vector<float>& up, const std::vector<float>& down, std::int64_t intermediate,
+                              const GatedActivation& activation) {
     std::vector<float> g = linear(x, rows, gate, intermediate, hidden);
     const std::vector<float> u = linear(x, rows, up, intermediate, hidden);
-    swiglu(g.data(), u.data(), static_cast<std::int64_t>(g.size()));
+    apply_gated_activation(activation, g.data(), u.data(), static_cast<std::int64_t>(g.size()));
     return linear(g, rows, down, hidden, intermediate);
 }
 
 Routing add_routed_experts(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden, const RouterSpec& spec,
                            const std::vector<float>& router_weight, const std::vector<float>& router_bias,
                            std::int64_t experts, const std::function<ExpertWeightsF32(std::int64_t)>& expert,
-                           std::vector<float>& y) {
+                           std::vector<float>& y, const GatedActivation& activation) {
     // The router in FP32 whatever the compute dtype: the reference's routers compute their logits
     // in float32, and the engine routes the recorded tokens the same way (expert_tokens).
     std::vector<float> logits(static_cast<std::size_t>(rows * experts));
@@ -351,7 +350,7 @@ Routing add_routed_experts(const std::vector<float>& x, std::int64_t rows, std::
             std::vector<float> in(static_cast<std::size_t>(n * hidden));
             for (std::int64_t i = 0; i < n; ++i)
                 std::copy_n(x.data() + assigned[e][i].first * hidden, hidden, in.data() + i * hidden);
-            outputs[e] = swiglu_mlp(in, n, hidden, w.gate, w.up, w.down, w.intermediate);
+            outputs[e] = swiglu_mlp(in, n, hidden, w.gate, w.up, w.down, w.intermediate, activation);
         }
     });
     // Summed per token in rank order (best expert first), as the reference's loop adds them.
