@@ -12,10 +12,12 @@ namespace {
 class GqaLayer final : public PreNormDecoderLayer {
 public:
     GqaLayer(const DecoderSpec& spec, const GqaAttentionSpec& a, const Checkpoint& ckpt, const ModelPlan& plan, std::int64_t index)
-        : PreNormDecoderLayer(spec, ckpt, plan, index), a_(a), hidden_(spec.hidden), eps_(spec.eps) {}
+        : PreNormDecoderLayer(spec, ckpt, plan, index), a_(a), hidden_(spec.hidden), eps_(spec.eps),
+          zero_centred_(spec.zero_centred_norms) {}
 
 private:
     std::vector<float> mix(const std::vector<float>& normed, std::span<const std::int64_t> lengths) const override {
+        check_dense_attention_window(a_.sparse, lengths);
         const std::int64_t t = std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
         const std::int64_t h = hidden_, hq = a_.heads, hk = a_.kv_heads, d = a_.head_dim;
         auto project = [&](const char* name, std::int64_t out) {
@@ -24,8 +26,8 @@ private:
         };
         std::vector<float> q = project("q_proj", hq * d), k = project("k_proj", hk * d), v = project("v_proj", hk * d);
         if (a_.qk_norm) {
-            rms_norm(q.data(), t * hq, d, weight(a_.prefix + "q_norm.weight", {d}).data(), eps_, false, q.data());
-            rms_norm(k.data(), t * hk, d, weight(a_.prefix + "k_norm.weight", {d}).data(), eps_, false, k.data());
+            rms_norm(q.data(), t * hq, d, weight(a_.prefix + "q_norm.weight", {d}).data(), eps_, zero_centred_, q.data());
+            rms_norm(k.data(), t * hk, d, weight(a_.prefix + "k_norm.weight", {d}).data(), eps_, zero_centred_, k.data());
         }
         if (a_.qk_norm_whole) {
             rms_norm(q.data(), t, hq * d, weight(a_.prefix + "q_norm.weight", {hq * d}).data(), eps_, false, q.data());
@@ -43,6 +45,7 @@ private:
     const GqaAttentionSpec& a_;
     std::int64_t hidden_;
     float eps_;
+    bool zero_centred_;  // q/k norms as every other norm of the model (MiniMax-M3's Gemma norms)
 };
 
 }  // namespace

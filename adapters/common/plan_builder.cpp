@@ -356,7 +356,9 @@ int match_family(const FamilyRules& rules, const ModelConfig& config) {
     std::string root_type;
     if (auto v = config.root().get("model_type"); v && v->is_string()) root_type = v->as_string();
     if (!owns(rules, config.model_type()) && !owns(rules, root_type)) return 0;
-    int score = 100;
+    // A VLM's top-level model_type names the release; its text_config may name another family's
+    // (MiniMax-M3's says minimax_m2): the family owning the top level wins.
+    int score = owns(rules, root_type) ? 105 : 100;
     for (const auto& a : config.architectures())
         if (std::find(rules.architectures.begin(), rules.architectures.end(), a) != rules.architectures.end()) score += 10;
     return score;

@@ -63,6 +63,7 @@ TensorRole classify_tensor(std::string_view name, const RoleContext& context) {
             global.remove_prefix(p.size());
             break;
         }
+    if (global.starts_with("mtp.")) return TensorRole::skipped_mtp;  // MiniMax-M3: language_model.model.mtp.
     if (global.starts_with("embed_tokens.") || global.starts_with("tok_embeddings.") || global == "embed.weight")
         return TensorRole::embedding;
     if (global.starts_with("lm_head.") || global == "output.weight" || global == "head.weight") return TensorRole::lm_head;

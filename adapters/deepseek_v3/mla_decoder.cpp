@@ -1,6 +1,7 @@
 #include "mla_decoder.hpp"
 
 #include "config_counts.hpp"
+#include "dense_attention_window.hpp"
 #include "rope_settings.hpp"
 
 #include <moequant/error.hpp>
@@ -18,10 +19,8 @@ struct MlaSpec {
     std::int64_t heads = 0, q_lora = 0, kv_lora = 0, nope = 0, rope = 0, v_head = 0;
     std::vector<float> inv_freq;  // over the rope dims
     float scale = 1.0f;           // softmax scale
-    // DeepSeek-V3.2 / GLM-5: each query attends to its index_topk best-scored keys only; 0 = dense.
-    std::int64_t index_topk = 0;
-    std::string family;  // named in the index_topk refusal
-    std::string config_file;
+    // DeepSeek-V3.2 / GLM-5: each query attends to its index_topk best-scored keys only.
+    DenseAttentionWindow sparse;
 };
 
 [[noreturn]] void invalid_config(const ModelConfig& config, const std::string& message) {
@@ -52,13 +51,14 @@ MlaSpec mla_from_config(const ModelConfig& config) {
     m.rope = config.require_int("qk_rope_head_dim");
     m.v_head = positive_int(config, "v_head_dim");
     if (const char* family = sparse_attention_family(config.model_type())) {
-        m.family = family;
-        m.index_topk = positive_int_or(config, "index_topk", 2048);
+        m.sparse.family = family;
+        m.sparse.tokens = positive_int_or(config, "index_topk", 2048);
     } else if (config.find("index_topk")) {
-        m.family = "this model";
-        m.index_topk = positive_int(config, "index_topk");
+        m.sparse.family = "this model";
+        m.sparse.tokens = positive_int(config, "index_topk");
     }
-    m.config_file = config.source();
+    m.sparse.setting = "index_topk";
+    m.sparse.config_file = config.source();
     // Only interleaved rotary pairs are implemented: transformers' DeepSeek-V3.2 and GLM-5
     // attention interleave whatever the key says, so a false one is refused, not followed.
     if (auto v = config.find("rope_interleave"); v && !v->is_null() && !v->as_bool())
@@ -105,7 +105,7 @@ public:
 
 private:
     std::vector<float> mix(const std::vector<float>& x, std::span<const std::int64_t> lengths) const override {
-        check_sparse_attention_is_dense(lengths);
+        check_dense_attention_window(m_.sparse, lengths);
         const std::int64_t t = std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
         const std::int64_t h = hidden_, heads = m_.heads, qk = m_.nope + m_.rope;
         std::vector<float> q;
@@ -147,23 +147,6 @@ private:
         std::vector<float> attended(static_cast<std::size_t>(t * heads * m_.v_head));
         causal_attention(q.data(), k.data(), v.data(), heads, heads, qk, m_.v_head, lengths, m_.scale, attended.data());
         return linear(attended, t, weight("self_attn.o_proj.weight", {h, heads * m_.v_head}), h, heads * m_.v_head);
-    }
-
-    // DeepSeek-V3.2's and GLM-5's sparse attention keeps every visible key while a sample has at
-    // most index_topk tokens (the indexer's top-k then selects all of them), so this dense MLA is
-    // exactly their forward there and not beyond (model-families-2026.md §3.1, §3.4): longer
-    // samples are refused rather than calibrated on a forward the model does not compute.
-    void check_sparse_attention_is_dense(std::span<const std::int64_t> lengths) const {
-        if (m_.index_topk <= 0) return;
-        for (std::int64_t n : lengths)
-            if (n > m_.index_topk)
-                throw Error(ErrorKind::input,
-                            "a calibration sample has " + std::to_string(n) + " tokens, more than index_topk (" +
-                                std::to_string(m_.index_topk) +
-                                "): beyond it " + m_.family +
-                                "'s sparse attention differs from the dense forward used for calibration",
-                            {.file = m_.config_file, .code = "SequenceTooLong",
-                             .hint = "pass --max_sequence_length " + std::to_string(m_.index_topk) + " or less"});
     }
 
     const MlaSpec& m_;

@@ -7,6 +7,7 @@
 // rotary_dim of each head; MTP modules at layer indices num_hidden_layers + i (skipped).
 
 #include "gqa_family_adapter.hpp"
+#include "minimax_rules.hpp"
 #include "synth/family_checkpoint.hpp"
 #include "synth/synth_blocks.hpp"
 
@@ -18,39 +19,9 @@
 namespace moequant::adapters {
 namespace {
 
-bool flag(const ModelConfig& config, const char* key, bool fallback) {
-    auto v = config.find(key);
-    return v && !v->is_null() ? v->as_bool() : fallback;
-}
-
-// The MiniMax-M2 router: no norm_topk_prob, routed_scaling_factor or expert groups exist in
-// its config; the top-k scores are always renormalized.
-RouterSpec minimax_router(const ModelConfig& config, std::int64_t top_k) {
-    const std::string scoring = config.string_or("scoring_func", "sigmoid");
-    if (scoring != "sigmoid")
-        throw Error(ErrorKind::input, "scoring_func '" + scoring + "' is not supported for minimax_m2 (sigmoid)",
-                    {.file = config.source(), .code = "InvalidConfig"});
-    RouterSpec r = biased_sigmoid_router(top_k);  // the gate weight is F32 and x is cast to F32
-    r.uses_bias = flag(config, "use_routing_bias", true);
-    return r;
-}
-
 FamilyRules minimax_m2_rules() {
-    FamilyRules r = family_rules("MiniMax-M2/M2.1/M2.5: block_sparse_moe w1/w3/w2 experts, F32 sigmoid router, MTP layers",
-                                 {"minimax_m2"}, {"MiniMaxM2ForCausalLM"}, mixtral_expert_keys());
-    r.router = &minimax_router;
-    r.router_weights = {"block_sparse_moe.gate.weight"};
-    r.router_bias = "block_sparse_moe.e_score_correction_bias";
-    // The release's chat template for plain turns: "]~!b[" once, then "]~b]<role>\n" content
-    // "[e~[\n" per turn, the assistant's role named "ai" (checked against MiniMax's published
-    // format description and three independent renderings, docs/families.md). Not modelled: the
-    // default system prompt the template inserts when there is none, tools, <think> handling.
-    r.chat = [](const ModelConfig&) {
-        return ChatTemplate{.begin = "]~!b[", .system = {"]~b]system\n", "[e~[\n"}, .user = {"]~b]user\n", "[e~[\n"},
-                            .assistant = {"]~b]ai\n", "[e~[\n"}};
-    };
-    r.namings = {{"block_sparse_moe.experts", {"w1", "w3", "w2"}}};
-    return r;
+    return minimax_family_rules("MiniMax-M2/M2.1/M2.5: block_sparse_moe w1/w3/w2 experts, F32 sigmoid router, MTP layers",
+                                {"minimax_m2"}, {"MiniMaxM2ForCausalLM"});
 }
 
 struct Preset : SynthSizes {
@@ -66,21 +37,14 @@ public:
     MiniMaxM2Adapter() : GqaFamilyAdapter(minimax_m2_rules()) {}
 
     void adjust_attention(const ModelConfig& config, GqaAttentionSpec& attention) const override {
-        if (flag(config, "use_qk_norm", true)) {
+        if (config_flag(config, "use_qk_norm", true)) {
             const std::string type = config.string_or("qk_norm_type", "per_layer");
             if (type != "per_layer")
                 throw Error(ErrorKind::input, "qk_norm_type '" + type + "' is not supported for minimax_m2 (per_layer)",
                             {.file = config.source(), .code = "InvalidConfig"});
             attention.qk_norm_whole = true;
         }
-        if (auto v = config.find("rotary_dim"); v && !v->is_null()) attention.rotary_dim = v->as_int();
-        else if (auto f = config.find("partial_rotary_factor"); f && !f->is_null())
-            attention.rotary_dim = static_cast<std::int64_t>(static_cast<double>(attention.head_dim) * f->as_double());
-        if (attention.rotary_dim <= 0 || attention.rotary_dim > attention.head_dim || attention.rotary_dim % 2 != 0)
-            throw Error(ErrorKind::input,
-                        "rotary_dim " + std::to_string(attention.rotary_dim) + " does not fit head_dim " +
-                            std::to_string(attention.head_dim) + " (even, 1..head_dim)",
-                        {.file = config.source(), .code = "InvalidConfig"});
+        attention.rotary_dim = partial_rotary_dim(config, attention.head_dim);
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
