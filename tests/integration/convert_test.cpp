@@ -257,6 +257,11 @@ BOOST_AUTO_TEST_CASE(every_family_matches_an_independent_quantization) {
     qwen3_5.prefix = "model.language_model.layers.";
     families.push_back(qwen3_5);
     families.push_back({"glm_moe_dsa", "fp8", "per-expert"});  // GLM-5-FP8's block-128 experts
+    Family m3{"minimax_m3", "bf16", "per-expert"};  // a VLM with M2's expert names, dense first layer
+    m3.prefix = "language_model.model.layers.";
+    m3.experts = "block_sparse_moe.experts";
+    m3.projections = {"w1", "w3", "w2"};
+    families.push_back(m3);
     for (const auto& f : families) check_family(f);
 }
 

@@ -160,6 +160,9 @@ BOOST_AUTO_TEST_CASE(deepseek_v32_layers_match_the_reference) { check_family("de
 // MiniMax-M2: q/k RMSNorm over the whole projection, rotary on rotary_dim of head_dim, the F32
 // sigmoid router with its bias beside the gate, FP8 weights as released.
 BOOST_AUTO_TEST_CASE(minimax_m2_fp8_layers_match_the_reference) { check_family("minimax_m2", "fp8"); }
+// Gemma norms, per-head q/k norms, swigluoai in the experts, shared expert and dense layer,
+// the routed output scaled by 2, moe_layer_freq; its language model under language_model.
+BOOST_AUTO_TEST_CASE(minimax_m3_layers_match_the_reference) { check_family("minimax_m3"); }
 
 // Qwen3.5-MoE: Qwen3-Next's layers with the split in_proj_qkv / z / b / a projections, rope from
 // rope_parameters, the always-renormalized router, experts fused in layout A (synth's BF16 default).

@@ -88,6 +88,18 @@ std::vector<std::uint16_t> reference_mxfp4(const TensorView& packed, const Tenso
     return out;
 }
 
+// MXFP8 as MiniMax-M3 stores it: E4M3 code x 2^(e - 127) of its block of 32 along K.
+std::vector<std::uint16_t> reference_mxfp8(const TensorView& codes, const TensorView& s) {
+    const std::int64_t rows = codes.shape[0], cols = codes.shape[1];
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) {
+            const float scale = e8m0(element<std::uint8_t>(s, static_cast<std::size_t>(r * (cols / 32) + c / 32)));
+            out[static_cast<std::size_t>(r * cols + c)] = bf16_round(e4m3(element<std::uint8_t>(codes, static_cast<std::size_t>(r * cols + c))) * scale);
+        }
+    return out;
+}
+
 // AutoGPTQ v1: w[n][k] = s[g(k)][n] x (q[k][n] - (z[g(k)][n] + 1)), q packed along K, z along N.
 std::vector<std::uint16_t> reference_gptq(const TensorView& qweight, const TensorView& qzeros, const TensorView& scales,
                                           const TensorView& g_idx) {
@@ -150,6 +162,7 @@ void write_bf16_twin(const fs::path& encoded, const fs::path& twin, const std::s
         if (w->encoding == "fp8") values = reference_fp8(source.view(name), source.view(w->tensor("scale")));
         else if (w->encoding == "ct-pack") values = reference_int4(source.view(name), source.view(w->tensor("scale")));
         else if (w->encoding == "mxfp4") values = reference_mxfp4(source.view(name), source.view(w->tensor("scale")));
+        else if (w->encoding == "mxfp8") values = reference_mxfp8(source.view(name), source.view(w->tensor("scale")));
         else if (w->encoding == "gptq")
             values = reference_gptq(source.view(name), source.view(w->tensor("zeros")), source.view(w->tensor("scale")),
                                     source.view(w->tensor("g_idx")));
@@ -219,6 +232,7 @@ BOOST_AUTO_TEST_CASE(encoded_checkpoints_convert_like_their_reference_decoded_bf
         {"deepseek_v4", "mxfp4", "mxfp4", {}, false},
         {"qwen3_5_moe", "fp8", "fp8"},
         {"glm_moe_dsa", "fp8", "fp8", "48"},
+        {"minimax_m3", "mxfp8", "mxfp8"},
     };
     for (const auto& c : cases) {
         BOOST_TEST_CONTEXT(c.family << " " << c.dtype) {

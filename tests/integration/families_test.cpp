@@ -52,6 +52,9 @@ Naming naming_for(const Case& c) {
         return {"model.layers.", "block_sparse_moe.experts", {"w1", "w3", "w2"}, "block_sparse_moe.gate.weight"};
     if (c.family == "kimi_k25")
         return {"language_model.model.layers.", "mlp.experts", {"gate_proj", "up_proj", "down_proj"}, "mlp.gate.weight"};
+    if (c.family == "minimax_m3")  // model-families: a VLM around M2's expert naming
+        return {"language_model.model.layers.", "block_sparse_moe.experts", {"w1", "w3", "w2"}, "block_sparse_moe.gate.weight",
+                "block_sparse_moe.e_score_correction_bias"};
     if (c.family == "minimax_m2")
         return {"model.layers.", "block_sparse_moe.experts", {"w1", "w3", "w2"}, "block_sparse_moe.gate.weight",
                 "block_sparse_moe.e_score_correction_bias"};
@@ -78,6 +81,8 @@ std::vector<std::int64_t> expected_moe_layers(const std::string& family, const j
         // GLM-5 (GlmMoeDsaConfig): mlp_layer_types decides where present.
         if (family == "glm_moe_dsa" && cfg.contains("mlp_layer_types"))
             moe = cfg.at("mlp_layer_types").as_array().at(static_cast<std::size_t>(l)).as_string() == "sparse";
+        // MiniMax-M3: moe_layer_freq lists 0 (dense) or 1 (MoE) per layer.
+        if (family == "minimax_m3") moe = cfg.at("moe_layer_freq").as_array().at(static_cast<std::size_t>(l)).to_number<std::int64_t>() != 0;
         if (family == "qwen3_next" || family == "qwen3_moe" || family == "qwen3_vl_moe") {
             for (const auto& v : cfg.at("mlp_only_layers").as_array())
                 if (v.to_number<std::int64_t>() == l) moe = false;
@@ -89,14 +94,15 @@ std::vector<std::int64_t> expected_moe_layers(const std::string& family, const j
 }
 
 std::int64_t expected_experts(const std::string& family, const json::object& cfg) {
-    if (family == "mixtral" || family == "minimax_m2") return get(cfg, "num_local_experts");
+    if (family == "mixtral" || family == "minimax_m2" || family == "minimax_m3") return get(cfg, "num_local_experts");
     if (family == "qwen3_next" || family == "qwen3_moe" || family == "qwen3_vl_moe" || family == "qwen3_5_moe")
         return get(cfg, "num_experts");
     return get(cfg, "n_routed_experts");
 }
 
 std::int64_t expected_expert_size(const std::string& family, const json::object& cfg) {
-    return family == "mixtral" || family == "minimax_m2" ? get(cfg, "intermediate_size") : get(cfg, "moe_intermediate_size");
+    return family == "mixtral" || family == "minimax_m2" || family == "minimax_m3" ? get(cfg, "intermediate_size")
+                                                                                   : get(cfg, "moe_intermediate_size");
 }
 
 std::int64_t vocabulary_of(const fs::path& tokenizer_json) {
@@ -130,6 +136,7 @@ void check_family(const Case& c) {
     // GLM-4.5/4.6/4.7-FP8 (model-families-2026.md §2.3, §3.3): compressed-tensors float-quantized,
     // one scale per output channel ([N, 1]) and a static input_scale that is never read.
     const bool channel = c.dtype == "fp8-channel";
+    const bool mx = c.dtype == "mxfp8";  // MiniMax-M3-MXFP8: E4M3 with a U8 (E8M0) scale per 32 of a row
     const Naming naming = naming_for(c);
     const std::int64_t H = get(cfg, "hidden_size"), I = expected_expert_size(c.family, cfg),
                        E = expected_experts(c.family, cfg), layers = get(cfg, "num_hidden_layers");
@@ -167,7 +174,9 @@ void check_family(const Case& c) {
     const auto& router = plan.at("router").as_object();
     // MiniMax-M2 (model-families-2026.md §3.5): sigmoid + bias, always renormalized, no groups or
     // scaling keys in its config.
-    const bool minimax = c.family == "minimax_m2";
+    // MiniMax-M3 routes as M2 does, its routed output scaled by routed_scaling_factor.
+    const bool m3 = c.family == "minimax_m3";
+    const bool minimax = c.family == "minimax_m2" || m3;
     // Qwen3.5-MoE (model-families-2026.md §3.6): every layer MoE, always renormalized, and its text
     // config has none of the keys that would say otherwise.
     const bool qwen3_5 = c.family == "qwen3_5_moe";
@@ -180,7 +189,8 @@ void check_family(const Case& c) {
                (c.family == "mixtral" || minimax || qwen3_5 || cfg.at("norm_topk_prob").as_bool()));
     BOOST_TEST(get(router, "groups") == (grouped_sigmoid ? get(cfg, "n_group") : 1));
     BOOST_TEST(get(router, "groups_kept") == (grouped_sigmoid ? get(cfg, "topk_group") : 1));
-    BOOST_TEST(router.at("scaling").to_number<double>() == (grouped_sigmoid ? cfg.at("routed_scaling_factor").to_number<double>() : 1.0));
+    BOOST_TEST(router.at("scaling").to_number<double>() ==
+               (grouped_sigmoid || m3 ? cfg.at("routed_scaling_factor").to_number<double>() : 1.0));
     const auto& planned = plan.at("layers").as_array();
     BOOST_REQUIRE(planned.size() == moe_layers.size());
     std::size_t layer_index = 0;
@@ -236,7 +246,14 @@ void check_family(const Case& c) {
                 } else {
                     BOOST_TEST(tensor == lp + naming.experts + "." + std::to_string(e) + "." + naming.projections[p] + ".weight");
                     BOOST_TEST(shape(tensor) == matrix, boost::test_tools::per_element());
-                    BOOST_TEST(dtype(tensor) == (fp8 || channel ? "F8_E4M3" : "BF16"));
+                    BOOST_TEST(dtype(tensor) == (fp8 || channel || mx ? "F8_E4M3" : "BF16"));
+                    if (mx) {
+                        BOOST_TEST(std::string(src.at("encoding").at("tensors").at("scale").as_string()) == tensor + "_scale_inv");
+                        BOOST_TEST(dtype(tensor + "_scale_inv") == "U8");
+                        BOOST_TEST(shape(tensor + "_scale_inv") == std::vector<std::int64_t>({matrix[0], matrix[1] / 32}),
+                                   boost::test_tools::per_element());
+                        BOOST_TEST(role(tensor + "_scale_inv") == "routed_expert_scale");
+                    }
                     if (channel) {
                         const std::string stem = tensor.substr(0, tensor.size() - std::string(".weight").size());
                         BOOST_TEST(std::string(src.at("encoding").at("tensors").at("scale").as_string()) == tensor + "_scale");
@@ -320,10 +337,22 @@ void check_family(const Case& c) {
             BOOST_TEST(role(x + "k_norm.bias") == "norm");
             BOOST_TEST(get(cfg, "index_topk") > 0);
         }
-        if (minimax) {  // F32 router and bias; q/k norms over the whole projection
+        if (m3) {  // per-head q/k norms; the indexer and the shared expert in MoE layers
+            BOOST_TEST(shape(lp + "self_attn.q_norm.weight") == std::vector<std::int64_t>({get(cfg, "head_dim")}),
+                       boost::test_tools::per_element());
+            if (moe) {
+                BOOST_TEST(role(lp + "block_sparse_moe.shared_experts.down_proj.weight") == "shared_expert");
+                BOOST_TEST(role(lp + "self_attn.index_q_proj.weight") == "attention");
+                BOOST_TEST(role(lp + "self_attn.index_k_norm.weight") == "norm");
+                BOOST_TEST(dtype(lp + "self_attn.index_k_proj.weight") == (mx ? "F8_E4M3" : "BF16"));
+            }
+        }
+        if (minimax && moe) {  // F32 router and bias
             BOOST_TEST(role(lp + naming.router_bias) == "router_bias");
             BOOST_TEST(dtype(lp + naming.router_bias) == "F32");
             BOOST_TEST(dtype(lp + naming.router) == "F32");
+        }
+        if (c.family == "minimax_m2") {  // q/k norms over the whole projection
             BOOST_TEST(shape(lp + "self_attn.q_norm.weight") ==
                            std::vector<std::int64_t>({get(cfg, "num_attention_heads") * get(cfg, "head_dim")}),
                        boost::test_tools::per_element());
@@ -386,6 +415,20 @@ void check_family(const Case& c) {
             BOOST_TEST(role(t) == (std::string(t).ends_with("lm_head.weight") ? "lm_head" : "embedding"));
         BOOST_TEST(role("language_model.model.norm.weight") == "norm");
     }
+    if (m3) {  // a VLM whose text_config names minimax_m2; the MXFP8 release's quantization_config on top
+        BOOST_TEST(config_doc.at("model_type").as_string() == "minimax_m3_vl");
+        BOOST_TEST(cfg.at("model_type").as_string() == "minimax_m2");
+        BOOST_TEST(std::string(plan.at("model_type").as_string()) == "minimax_m3_vl");
+        BOOST_TEST(std::string(plan.at("family").as_string()) == "minimax_m3");
+        BOOST_TEST(config_doc.contains("quantization_config") == mx);
+        if (mx) {
+            BOOST_TEST(config_doc.at("quantization_config").at("quant_method").as_string() == "mxfp8");
+            BOOST_TEST(shape_of(config_doc.at("quantization_config").at("weight_block_size")) == std::vector<std::int64_t>({1, 32}),
+                       boost::test_tools::per_element());
+        }
+        BOOST_TEST(role("language_model.model.embed_tokens.weight") == "embedding");
+        BOOST_TEST(role("language_model.lm_head.weight") == "lm_head");
+    }
     if (qwen3_5) {  // model-families-2026.md §3.6: a VLM around Qwen3-Next's language model
         BOOST_TEST(config_doc.at("model_type").as_string() == "qwen3_5_moe");
         BOOST_TEST(cfg.at("model_type").as_string() == "qwen3_5_moe_text");
@@ -404,24 +447,25 @@ void check_family(const Case& c) {
     std::size_t mtp = 0;
     for (const auto& [name, r] : roles) {
         const bool deepseek_mtp = name.rfind(naming.layer_prefix + std::to_string(layers) + ".", 0) == 0;
-        const bool qwen_mtp = name.rfind("mtp.", 0) == 0;
+        const bool qwen_mtp = name.rfind("mtp.", 0) == 0 || name.rfind("language_model.model.mtp.", 0) == 0;  // and M3's
         if (deepseek_mtp || qwen_mtp) {
             BOOST_TEST(r == "skipped_mtp", name);
             ++mtp;
         }
         // Vision towers are copied unchanged (role other): a GPU output must still load as the VLM.
-        const bool vision_part =
-            name.rfind("vision_tower.", 0) == 0 || name.rfind("mm_projector.", 0) == 0 || name.rfind("model.visual.", 0) == 0;
+        const bool vision_part = name.rfind("vision_tower.", 0) == 0 || name.rfind("mm_projector.", 0) == 0 ||
+                                 name.rfind("model.visual.", 0) == 0 || name.rfind("multi_modal_projector.", 0) == 0 ||
+                                 name.rfind("patch_merge_mlp.", 0) == 0;
         if (vision_part) {
             BOOST_TEST(r == "other", name);
             ++vision;
         }
         if (!vision_part) BOOST_TEST(r != "other", name);
     }
-    BOOST_TEST((vision > 0) == (c.family == "kimi_k25" || c.family == "qwen3_vl_moe" || qwen3_5));
+    BOOST_TEST((vision > 0) == (c.family == "kimi_k25" || c.family == "qwen3_vl_moe" || qwen3_5 || m3));
     const bool has_mtp = c.family == "deepseek_v3" || c.family == "deepseek_v32" || c.family == "glm4_moe" ||
                          c.family == "qwen3_next" || (minimax && get(cfg, "num_mtp_modules") > 0) || qwen3_5 ||
-                         c.family == "glm_moe_dsa";
+                         c.family == "glm_moe_dsa" || m3;
     BOOST_TEST((mtp > 0) == has_mtp);
     BOOST_TEST(report.at("plan").at("role_counts").as_object().contains("skipped_mtp") == has_mtp);
 
@@ -472,6 +516,8 @@ const std::vector<Case> cases = {
     {"glm4_moe", "fp8-channel", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"minimax_m2", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"minimax_m2", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"minimax_m3", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"minimax_m3", "mxfp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_5_moe", "bf16", "fused-linear", R"(model\.safetensors-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_5_moe", "fp8", "per-expert", R"(model\.safetensors-\d{5}-of-\d{5}\.safetensors)"},
     {"glm_moe_dsa", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},

@@ -33,6 +33,7 @@ const std::vector<SynthSource> sources = {
     {"deepseek_v32", "fp8", "per-expert"}, {"kimi_k25", "int4-ct", "per-expert"},
     {"qwen3_5_moe", "bf16", "fused-linear"},
     {"glm_moe_dsa", "fp8", "per-expert"},  // --sample-tokens 48 is within its index_topk (64)
+    {"minimax_m3", "mxfp8", "per-expert"},  // 48 tokens are within its sparse attention's dense window
 };
 
 // With calibration activations: 6 samples of 48 tokens.

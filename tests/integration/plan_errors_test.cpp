@@ -166,6 +166,30 @@ BOOST_AUTO_TEST_CASE(new_families_name_the_broken_tensor_or_key) {
     expect_plan_error(dir / "k25_config", {"config.json", "n_routed_experts"});
 }
 
+// MiniMax-M3: moe_layer_freq must list every layer, an activation it does not know is refused,
+// and a calibration sample longer than its sparse attention keeps whole is refused before
+// an output looks complete.
+BOOST_AUTO_TEST_CASE(minimax_m3_layer_list_activation_and_sparse_window) {
+    TempDir dir;
+    synth(dir / "good", "minimax_m3", "bf16");
+    rewrite_config(dir / "good", dir / "freq", [](json::object& c) { c.at("text_config").as_object()["moe_layer_freq"] = json::array{0, 1}; });
+    expect_plan_error(dir / "freq", {"config.json", "moe_layer_freq", "3 layers", "InvalidConfig"});
+    rewrite_config(dir / "good", dir / "act", [](json::object& c) { c.at("text_config").as_object()["hidden_act"] = "gelu"; });
+    expect_plan_error(dir / "act", {"config.json", "hidden_act 'gelu'", "InvalidConfig"});
+    rewrite_config(dir / "good", dir / "window", [](json::object& c) {
+        c.at("text_config").as_object().at("sparse_attention_config").as_object()["sparse_topk_blocks"] = 2;  // 64 tokens
+    });
+    auto r = run_moequant({"gptq", "--model_id", (dir / "window").string(), "--output_dir", (dir / "out").string(), "--dataset",
+                           "embedded", "--quiet"});
+    BOOST_TEST(r.exit_code == 3, r.err);
+    BOOST_TEST(r.err.find("SequenceTooLong") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("--max_sequence_length 64") != std::string::npos, r.err);
+    BOOST_TEST(!fs::exists(dir / "out" / "config.json"));  // nothing that looks complete
+    auto fits = run_moequant({"gptq", "--model_id", (dir / "window").string(), "--output_dir", (dir / "out").string(), "--dataset",
+                              "embedded", "--max_sequence_length", "64", "--quiet"});
+    BOOST_TEST(fits.exit_code == 0, fits.err);
+}
+
 BOOST_AUTO_TEST_CASE(checkpoints_without_config_are_summarised_without_a_plan) {
     auto r = run_moequant({"inspect", (fixtures_dir() / "safetensors_jl_testdata/sharded").string()});
     BOOST_TEST(r.exit_code == 0, r.err);

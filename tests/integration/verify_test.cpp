@@ -90,7 +90,7 @@ BOOST_AUTO_TEST_CASE(passes_on_every_family_method_and_format) {
         {"deepseek_v3", "fp8", "per-expert"}, {"kimi_k2", "fp8", "per-expert"},    {"qwen3_next", "bf16", "per-expert"},
         {"glm4_moe", "fp8", "per-expert"},    {"qwen3_moe", "bf16", "fused-bmm"},  {"mixtral", "bf16", "fused-linear"},
         {"mixtral", "bf16", "per-expert"},    {"kimi_k25", "bf16", "per-expert"},
-        {"minimax_m2", "fp8", "per-expert"},
+        {"minimax_m2", "fp8", "per-expert"},  {"minimax_m3", "mxfp8", "per-expert"},
     };
     for (const auto& s : sources) {
         TempDir dir;

@@ -22,6 +22,7 @@ namespace json = boost::json;
 constexpr std::int64_t int4_group = 32;
 constexpr std::int64_t gptq_group = 32;  // Qwen ships 128; synth sizes are multiples of 32
 constexpr std::int64_t awq_group = 32;   // AWQ releases ship 128
+constexpr std::int64_t mx_block = 32;    // MXFP8: one E8M0 scale per 32 elements of a row
 
 // Kimi-K2 and DeepSeek-V4 encode only their routed experts (the rest stays BF16 / FP8).
 bool is_routed_expert(const std::string& name) { return name.find(".experts.") != std::string::npos; }
@@ -89,6 +90,8 @@ std::vector<TensorSpec> encoded_linear_specs(SynthEncoding encoding, BlockSize f
             if (name.ends_with(".weight")) out.push_back({sibling(name, ".input_scale"), DType::F32, {1}});
             return out;
         }
+        case SynthEncoding::mxfp8:
+            return {{name, DType::F8_E4M3, shape}, {name + "_scale_inv", DType::U8, {n, k / mx_block}}};
         case SynthEncoding::int4_ct:
             if (!is_routed_expert(name)) return {{name, DType::BF16, shape}};
             return {{sibling(name, ".weight_packed"), DType::I32, {n, k / 8}},
@@ -124,6 +127,13 @@ std::vector<std::uint8_t> encoded_linear_bytes(SynthEncoding encoding, BlockSize
             auto [codes, scales] = quantize_fp8(values, shape, block, power_of_two_scales);
             if (spec.dtype == DType::F8_E4M3) return codes;
             return spec.dtype == DType::BF16 ? bf16_bytes(scales) : f32_bytes(scales);
+        }
+        case SynthEncoding::mxfp8: {
+            auto [codes, scales] = quantize_fp8(values, shape, {1, mx_block}, /*power_of_two=*/true);
+            if (spec.dtype == DType::F8_E4M3) return codes;
+            std::vector<std::uint8_t> bytes(scales.size());  // 2^(e - 127) as its exponent byte e
+            for (std::size_t i = 0; i < scales.size(); ++i) bytes[i] = static_cast<std::uint8_t>(std::ilogb(scales[i]) + 127);
+            return bytes;
         }
         case SynthEncoding::int4_ct: {
             if (name.ends_with(".weight_shape")) {
@@ -163,6 +173,9 @@ json::value quantization_config(SynthEncoding encoding) {
                                 {"fmt", "e4m3"},
                                 {"quant_method", "fp8"},
                                 {"weight_block_size", json::array{128, 128}}};
+        case SynthEncoding::mxfp8:  // the adapter adds the release's ignored_layers
+            return json::object{{"activation_scheme", "dynamic"}, {"quant_method", "mxfp8"},
+                                {"weight_block_size", json::array{1, mx_block}}};
         case SynthEncoding::fp8_channel:
             return compressed_tensors_config(
                 json::object{{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "channel"},

@@ -28,6 +28,8 @@ enum class SynthEncoding {
                   // F8_E8M0 `<stem>.scale` [N, K/32], `expert_dtype: fp4`); the rest BF16
     gptq,         // Qwen GPTQ-Int4 style: every marked linear AutoGPTQ INT4 (qweight, qzeros v1,
                   // F16 scales, g_idx), group 32, symmetric, no act-order
+    mxfp8,        // MiniMax-M3-MXFP8 style: every marked linear E4M3 with a U8 (E8M0) scale per 32
+                  // elements of a row, `<w>_scale_inv` [N, K/32], powers of two; quant_method mxfp8
     awq,          // AutoAWQ style: every marked linear AWQ INT4 in the GEMM packing (qweight,
                   // qzeros, F16 scales), group 32, zero points
 };

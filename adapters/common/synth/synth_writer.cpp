@@ -202,12 +202,13 @@ SynthSettings read_synth_settings(const Options& options, const std::vector<std:
     one_of("--preset", preset, {"tiny", "small"});
     s.small = preset == "small";
     std::string dtype = options.get_string("dtype", "bf16");
-    one_of("--dtype", dtype, {"bf16", "fp16", "fp8", "fp8-channel", "int4-ct", "mxfp4", "gptq", "awq"});
+    one_of("--dtype", dtype, {"bf16", "fp16", "fp8", "fp8-channel", "int4-ct", "mxfp4", "mxfp8", "gptq", "awq"});
     s.float16 = dtype == "fp16";
     s.encoding = dtype == "fp8"           ? SynthEncoding::fp8_block
                  : dtype == "fp8-channel" ? SynthEncoding::fp8_channel
                  : dtype == "int4-ct"     ? SynthEncoding::int4_ct
                  : dtype == "mxfp4"       ? SynthEncoding::mxfp4
+                 : dtype == "mxfp8"       ? SynthEncoding::mxfp8
                  : dtype == "gptq"        ? SynthEncoding::gptq
                  : dtype == "awq"         ? SynthEncoding::awq
                                           : SynthEncoding::bf16;

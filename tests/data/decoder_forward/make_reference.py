@@ -8,7 +8,8 @@ with torch, on a checkpoint `moequant synth` makes:
 
 (and likewise mixtral, glm4_moe, qwen3_next with --dtype bf16; glm4_moe also with --preset small,
 GLM-4.7's settings, into glm4_moe_small.safetensors; deepseek_v3, kimi_k2, kimi_k25 and
-deepseek_v32 (family key deepseek_v3) and minimax_m2 with --dtype fp8: DeepSeek-V3.2's indexer keeps
+deepseek_v32 (family key deepseek_v3) and minimax_m2 with --dtype fp8; minimax_m3 with --dtype bf16
+(its language model under language_model., samples within its sparse attention's dense window): DeepSeek-V3.2's indexer keeps
 every key of samples no longer than index_topk, as these are, so its forward is V3's dense MLA and the
 indexer is unread; Kimi-K2.5's language model is Kimi-K2's, read from text_config and the
 language_model. tensors, the vision tower unread; qwen3_5_moe with --dtype bf16, whose experts synth
@@ -74,6 +75,14 @@ FAMILIES = {
                    "router_bias": "block_sparse_moe.e_score_correction_bias", "expert": "block_sparse_moe.experts.{e}.",
                    "projections": ("w1", "w3", "w2"), "experts": "num_local_experts", "sigmoid": True,
                    "always_normalize": True},
+    # MiniMax-M3 (MiniMaxM3VL text model, docs/families.md): Gemma norms (1 + w) everywhere, the
+    # per-head q/k norms included; rotary on the first rotary_dim; M2's router scaled by
+    # routed_scaling_factor; swigluoai in every MLP; a shared expert; moe_layer_freq's dense layers.
+    "minimax_m3": {"qk_norm": True, "rotary_dim": True, "router": "block_sparse_moe.gate.weight",
+                   "router_bias": "block_sparse_moe.e_score_correction_bias", "expert": "block_sparse_moe.experts.{e}.",
+                   "projections": ("w1", "w3", "w2"), "experts": "num_local_experts", "sigmoid": True,
+                   "always_normalize": True, "shared": "block_sparse_moe.shared_experts.", "gemma": True,
+                   "activation": "swigluoai"},
     "glm4_moe": {"qk_norm": "use_qk_norm", "router": "mlp.gate.weight", "expert": "mlp.experts.{e}.",
                  "projections": ("gate_proj", "up_proj", "down_proj"), "experts": "n_routed_experts",
                  "sigmoid": True, "bias": True, "shared": "mlp.shared_experts."},
@@ -257,8 +266,9 @@ def attention(f, c, w, p, x):  # one sample, x [n, hidden]
 
     q, k, v = proj("q_proj", hq), proj("k_proj", hk), proj("v_proj", hk)
     if f["qk_norm"] is True or (f["qk_norm"] == "use_qk_norm" and c.get("use_qk_norm")):
-        q = rms_norm(q, w[p + "self_attn.q_norm.weight"], c["rms_norm_eps"])
-        k = rms_norm(k, w[p + "self_attn.k_norm.weight"], c["rms_norm_eps"])
+        qk_norm = rms_norm_zero_centred if f.get("gemma") else rms_norm
+        q = qk_norm(q, w[p + "self_attn.q_norm.weight"], c["rms_norm_eps"])
+        k = qk_norm(k, w[p + "self_attn.k_norm.weight"], c["rms_norm_eps"])
     r = c["rotary_dim"] if f.get("rotary_dim") else int(d * c.get("partial_rotary_factor", 1.0))
     inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, r, 2, dtype=torch.int64).float() / r))
     freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
@@ -376,18 +386,26 @@ def moe(f, c, w, p, x):  # Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
             continue
         q = p + f["expert"].format(e=e)
         xe = x[rows]
-        h = torch.nn.functional.silu(xe @ w[q + gate + ".weight"].T) * (xe @ w[q + up + ".weight"].T)
+        h = act(f, c, xe @ w[q + gate + ".weight"].T, xe @ w[q + up + ".weight"].T)
         y.index_add_(0, rows, (h @ w[q + down + ".weight"].T) * weights[rows, slot, None])
     if f.get("shared"):
-        shared = swiglu(w, p + f["shared"], x)
+        shared = swiglu(w, p + f["shared"], x, f, c)
         if f.get("shared_gate"):
             shared = (x @ w[p + f["shared_gate"]].T).sigmoid() * shared
         y = y + shared
     return y, experts, weights
 
 
-def swiglu(w, prefix, x):
-    h = torch.nn.functional.silu(x @ w[prefix + "gate_proj.weight"].T) * (x @ w[prefix + "up_proj.weight"].T)
+def act(f, c, gate, up):  # silu(gate) * up, or MiniMax-M3's swigluoai
+    if f.get("activation") != "swigluoai":
+        return torch.nn.functional.silu(gate) * up
+    limit, alpha = c["swiglu_limit"], c["swiglu_alpha"]
+    gate, up = gate.clamp(max=limit), up.clamp(-limit, limit)
+    return (up + 1) * (gate * torch.sigmoid(gate * alpha))
+
+
+def swiglu(w, prefix, x, f=None, c=None):
+    h = act(f or {}, c, x @ w[prefix + "gate_proj.weight"].T, x @ w[prefix + "up_proj.weight"].T)
     return h @ w[prefix + "down_proj.weight"].T
 
 
@@ -408,7 +426,7 @@ def main(family, model_dir, output):
     eps = c["rms_norm_eps"]
     out = {"ids": torch.tensor(sum(SAMPLES, []), dtype=torch.int32), "sample_lengths": torch.tensor([len(s) for s in SAMPLES], dtype=torch.int32)}
     x = torch.cat([w["model.embed_tokens.weight"][torch.tensor(s)] for s in SAMPLES])
-    norm = rms_norm_zero_centred if f.get("next") else rms_norm
+    norm = rms_norm_zero_centred if f.get("next") or f.get("gemma") else rms_norm
     for layer in range(min(f.get("layers", 3), c["num_hidden_layers"])):
         p = f"model.layers.{layer}."
         normed = norm(x, w[p + "input_layernorm.weight"], eps)
@@ -426,8 +444,10 @@ def main(family, model_dir, output):
         mlp_input = norm(h, w[p + "post_attention_layernorm.weight"], eps)
         types = c.get("mlp_layer_types")  # GLM-5: the list decides; elsewhere first_k_dense_replace
         dense = types[layer] == "dense" if types else layer < c.get("first_k_dense_replace", 0)
+        if isinstance(c.get("moe_layer_freq"), list):  # MiniMax-M3: 0 dense, 1 MoE
+            dense = c["moe_layer_freq"][layer] == 0
         if dense:
-            x = h + swiglu(w, p + "mlp.", mlp_input)
+            x = h + swiglu(w, p + "mlp.", mlp_input, f, c)
         else:
             y, experts, weights = moe(f, c, w, p, mlp_input)
             x = h + y
