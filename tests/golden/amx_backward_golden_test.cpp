@@ -15,11 +15,8 @@
 
 using namespace moequant;
 using namespace moequant::test;
-namespace json = boost::json;
 
 namespace {
-
-const fs::path vectors = fs::path(MOEQUANT_SOURCE_DIR) / "tests/golden/data/kt-amx-backward";
 
 // make_vectors.py's inputs: gate [E, I, H], up [E, I, H], down [E, H, I] as BF16 bits, drawn in
 // that order, then the gate's zero column.
@@ -28,7 +25,7 @@ struct Layer {
     std::vector<std::uint16_t> gate, up, down;
 };
 
-Layer drawn_layer(const json::object& doc) {
+Layer drawn_layer(const boost::json::object& doc) {
     Layer l{doc.at("experts").to_number<std::int64_t>(), doc.at("hidden_size").to_number<std::int64_t>(),
             doc.at("intermediate_size").to_number<std::int64_t>(), {}, {}, {}};
     SplitMix64 rng(doc.at("seed").to_number<std::uint64_t>());
@@ -64,8 +61,9 @@ std::vector<std::uint16_t> part_of(const Layer& l, Projection p, std::int64_t e,
 BOOST_AUTO_TEST_SUITE(amx_backward_golden)
 
 BOOST_AUTO_TEST_CASE(every_backward_file_matches_kt_kernel_byte_for_byte) {
+    const fs::path vectors = fs::path(MOEQUANT_SOURCE_DIR) / "tests/golden/data/kt-amx-backward";
     BuiltPlugin plugin("moequant-quantizer-amx");
-    const auto doc = json::parse(read_text(vectors / "cases.json")).as_object();
+    const auto doc = boost::json::parse(read_text(vectors / "cases.json")).as_object();
     const Layer layer = drawn_layer(doc);
     const int parts = static_cast<int>(doc.at("parts").to_number<std::int64_t>());
     std::size_t matched = 0;

@@ -170,6 +170,23 @@ void run_convert(const fs::path& in, const fs::path& out, const std::string& met
 
 const char* names[3] = {"gate", "up", "down"};
 
+// One part's stored bytes equal `want`: the merged tensors blk.L.ffn_{proj}_exps.E.numa.i.* and
+// the tree's {prefix}_{proj}_{E}_* files (proj: gate, up, down, or gate_bwd ... for backward weights).
+void expect_stored(const Checkpoint& merged, const fs::path& tree, const std::string& prefix, std::int64_t layer, std::int64_t e,
+                   const std::string& proj, int i, const Packed& want) {
+    const std::string key = "blk." + std::to_string(layer) + ".ffn_" + proj + "_exps." + std::to_string(e) + ".numa." + std::to_string(i);
+    const TensorView w = merged.view(key + ".weight"), s = merged.view(key + ".scale");
+    BOOST_REQUIRE((w.dtype == DType::I8));
+    BOOST_REQUIRE((s.dtype == DType::F32));
+    BOOST_REQUIRE_MESSAGE(bytes_of(w) == want.codes, key << ".weight differs from the reference");
+    BOOST_REQUIRE_MESSAGE(bytes_of(s) == want.scales, key << ".scale differs from the reference");
+    // The tree holds the same bytes under kt-kernel's file names.
+    const fs::path folder = tree / ("_layer_" + std::to_string(layer)) / ("_numa_" + std::to_string(i));
+    const std::string stem = prefix + "_" + proj + "_" + std::to_string(e) + "_";
+    BOOST_REQUIRE(read_bytes(folder / (stem + std::to_string(want.codes.size()) + "Byte_quant_.kt")) == want.codes);
+    BOOST_REQUIRE(read_bytes(folder / (stem + std::to_string(want.scales.size()) + "Byte_scale_.kt")) == want.scales);
+}
+
 // Every expert of every MoE layer, in both formats, against the reference.
 void check_family(const Family& f) {
     TempDir dir;
@@ -206,18 +223,7 @@ void check_family(const Family& f) {
                                 const std::vector<std::uint16_t> part = part_of(matrix, rows, cols, p, i, parts);
                                 Packed want = moe ? reference_pack_moe_int8(part, n, k, p == 2 ? 64 : 32)
                                                   : reference_pack(part, n, k, method == "int4");
-                                const std::string key = "blk." + std::to_string(layer) + ".ffn_" + names[p] + "_exps." +
-                                                        std::to_string(e) + ".numa." + std::to_string(i);
-                                const TensorView w = out.view(key + ".weight"), s = out.view(key + ".scale");
-                                BOOST_REQUIRE((w.dtype == DType::I8));
-                                BOOST_REQUIRE((s.dtype == DType::F32));
-                                BOOST_REQUIRE_MESSAGE(bytes_of(w) == want.codes, key << ".weight differs from the reference");
-                                BOOST_REQUIRE_MESSAGE(bytes_of(s) == want.scales, key << ".scale differs from the reference");
-                                // The tree holds the same bytes under kt-kernel's file names.
-                                const fs::path folder = tree / ("_layer_" + std::to_string(layer)) / ("_numa_" + std::to_string(i));
-                                const std::string stem = prefix + "_" + names[p] + "_" + std::to_string(e) + "_";
-                                BOOST_REQUIRE(read_bytes(folder / (stem + std::to_string(want.codes.size()) + "Byte_quant_.kt")) == want.codes);
-                                BOOST_REQUIRE(read_bytes(folder / (stem + std::to_string(want.scales.size()) + "Byte_scale_.kt")) == want.scales);
+                                expect_stored(out, tree, prefix, layer, e, names[p], i, want);
                             }
                         }
                 }
@@ -278,16 +284,7 @@ BOOST_AUTO_TEST_CASE(backward_weights_are_each_part_transposed_and_packed) {
                         for (int i = 0; i < parts; ++i) {
                             const std::int64_t n = p == 2 ? rows : rows / parts, k = p == 2 ? cols / parts : cols;
                             const Packed want = reference_pack(transposed(part_of(matrix, rows, cols, p, i, parts), n, k), k, n, method == "int4");
-                            const std::string key = "blk." + std::to_string(layer) + ".ffn_" + names[p] + "_bwd_exps." + std::to_string(e) +
-                                                    ".numa." + std::to_string(i);
-                            const TensorView w = with.view(key + ".weight"), s = with.view(key + ".scale");
-                            BOOST_REQUIRE((w.dtype == DType::I8 && s.dtype == DType::F32 && s.shape == Shape{k}));
-                            BOOST_REQUIRE_MESSAGE(bytes_of(w) == want.codes, key << ".weight differs from the reference");
-                            BOOST_REQUIRE_MESSAGE(bytes_of(s) == want.scales, key << ".scale differs from the reference");
-                            const fs::path folder = tree / ("_layer_" + std::to_string(layer)) / ("_numa_" + std::to_string(i));
-                            const std::string stem = prefix + "_" + names[p] + "_bwd_" + std::to_string(e) + "_";
-                            BOOST_REQUIRE(read_bytes(folder / (stem + std::to_string(want.codes.size()) + "Byte_quant_.kt")) == want.codes);
-                            BOOST_REQUIRE(read_bytes(folder / (stem + std::to_string(want.scales.size()) + "Byte_scale_.kt")) == want.scales);
+                            expect_stored(with, tree, prefix, layer, e, std::string(names[p]) + "_bwd", i, want);
                         }
                     }
         }
