@@ -19,7 +19,7 @@ namespace moequant::formats {
 // kt-kernel's backward (SFT) weights of a part, convert --save-backward-weights: the quantizer
 // returns them as parts "backward.weight" / "backward.scale" (the part transposed and packed
 // alike), which kt names like the forward ones with "_bwd" after the projection:
-// ffn_gate_bwd_exps, INT8_gate_bwd_0_...Byte_quant_.kt (kt-cpu-format.md §7.1).
+// ffn_gate_bwd_exps, INT8_gate_bwd_0_...Byte_quant_.kt (docs/kt-backward-weights.md).
 inline constexpr std::string_view kt_backward_part_prefix = "backward.";
 
 // A quantizer part's kt tensor ("weight" / "scale") and whether it is a backward weight.
