@@ -8,6 +8,7 @@
 #include "tensor_bytes.hpp"
 #include "test_support.hpp"
 
+#include <moequant/error.hpp>
 #include <moequant/splitmix64.hpp>
 
 #include <boost/json.hpp>
@@ -103,6 +104,37 @@ BOOST_AUTO_TEST_CASE(every_backward_file_matches_kt_kernel_byte_for_byte) {
         BOOST_TEST((made[0].empty() && made[1].empty()), "the quantizer makes files kt does not write");
     }
     BOOST_TEST(matched == 24u);  // INT8 and INT4, two parts, gate/up/down, quant and scale
+}
+
+// The option's layout: two more parts of the transposed shape, only when asked for; a part whose
+// transpose the method cannot pack and a non-boolean value are refused by name.
+BOOST_AUTO_TEST_CASE(the_option_adds_the_transposed_parts_or_names_what_stops_them) {
+    BuiltPlugin plugin("moequant-quantizer-amx");
+    const Quantizer& int4 = plugin.quantizer("amx-int4");
+    BOOST_TEST(int4.output_layout({256, 128}).size() == 2u);
+    const auto backward = int4.configure(Options{{"backward_weights", "true"}});
+    BOOST_REQUIRE(backward);
+    const auto layout = backward->output_layout({256, 128});
+    BOOST_REQUIRE(layout.size() == 4u);
+    BOOST_TEST(layout[2].name == "backward.weight");
+    BOOST_TEST((layout[2].shape == Shape{128 * 256 / 2}));
+    BOOST_TEST(layout[3].name == "backward.scale");
+    BOOST_TEST((layout[3].shape == Shape{128}));
+    BOOST_TEST(!int4.configure(Options{{"backward_weights", "false"}}));  // nothing to change
+    try {
+        backward->output_layout({32, 128});  // INT4 packs [32, 128], not its transpose [128, 32]
+        BOOST_ERROR("the untransposable shape was not refused");
+    } catch (const Error& e) {
+        BOOST_TEST(e.code() == "UnpackableShape");
+        BOOST_TEST(contains(e.what(), "the backward weights (the part transposed, [128, 32]) cannot be packed"), e.what());
+    }
+    try {
+        int4.configure(Options{{"backward_weights", "maybe"}});
+        BOOST_ERROR("a non-boolean value was taken");
+    } catch (const Error& e) {
+        BOOST_TEST((e.kind() == ErrorKind::usage), e.what());
+        BOOST_TEST(contains(e.what(), "backward_weights"), e.what());
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
