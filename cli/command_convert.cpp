@@ -45,6 +45,7 @@ struct ConvertRequest : ConversionRequest {
     std::size_t cpuinfer_threads = 0;
     bool no_merge = false, calibrate = false;
     bool gpu = false, save_backward_weights = false, profile = false;  // kt-kernel's convert_cpu_weights.py
+    bool backward_weights = false;  // --save-backward-weights asks the quantizer and format for them (not for moe_int8)
 };
 
 constexpr CommandHelp convert_help{
@@ -56,7 +57,9 @@ constexpr CommandHelp convert_help{
     "conversion (moequant-run.json) and gives the same bytes as one clean run.\n"
     "--calibrate chooses the codes by GPTQ error feedback on calibration text run through the model\n"
     "layer by layer (--dataset) or on recorded MoE inputs, each row's scale searched on the same\n"
-    "data: the bytes stay in kt-kernel's layout, which its runtime loads unchanged."};
+    "data: the bytes stay in kt-kernel's layout, which its runtime loads unchanged.\n"
+    "--save-backward-weights adds kt-kernel's SFT backward weights (each part transposed, packed\n"
+    "alike) to either layout, byte for byte as its converter writes them."};
 
 void add_convert_options(po::options_description& options, ConvertRequest& r) {
     options.add_options()
@@ -92,7 +95,9 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
     seed_options.add_options()
         ("gpu", po::bool_switch(&r.gpu), "no effect: moequant converts on the CPU (the seed script never reads it either)")
         ("save-backward-weights", po::bool_switch(&r.save_backward_weights),
-         "kt-kernel's SFT backward weights: not written by moequant (refused; with moe_int8 skipped, as kt does)")
+         "also write kt-kernel's SFT backward weights (int4, int8): each part transposed and packed alike, "
+         "as blk.L.ffn_PROJ_bwd_exps tensors (the tree: PREFIX_PROJ_bwd_E_* files); moe_int8: skipped with a "
+         "note, as kt does")
         ("profile", po::bool_switch(&r.profile), "torch profiler trace: moequant has no torch (refused)");
     options.add(seed_options);
 }
@@ -113,9 +118,11 @@ void check_request(ConvertRequest& r) {
     if (!r.calibrate && r.data.given())
         throw_usage_error("calibration data is used only with --calibrate", {.hint = "add --calibrate, or leave the data out"});
     // kt's script skips them with a warning for MOE_INT8, which has no SFT method (convert_cpu_weights.py L1064).
-    if (r.save_backward_weights && r.quant_method != "moe_int8")
-        throw_usage_error("--save-backward-weights (kt-kernel's transposed SFT backward weights) is not written by moequant",
-                          {.hint = "convert with kt-kernel's own script for SFT; moequant writes the inference weights"});
+    r.backward_weights = r.save_backward_weights && !(r.quantizer_id.empty() && r.quant_method == "moe_int8");
+    if (r.backward_weights && r.calibrate)
+        throw_usage_error("--save-backward-weights has no --calibrate variant: kt-kernel packs the backward weights from "
+                          "the source by plain rounding, whatever chose the forward codes",
+                          {.hint = "leave out one of them"});
     if (r.profile)
         throw_usage_error("--profile writes a torch profiler trace, and moequant has no torch",
                           {.hint = "the progress lines give each layer's time; bench/ measures the stages"});
@@ -156,6 +163,10 @@ ConvertPlugins chosen_plugins(const Registry& registry, const ConvertRequest& r)
         if (!chosen.quantizer)
             throw Error(ErrorKind::plugin, "no installed quantizer '" + r.quantizer_id + "'", {.hint = "see 'moequant plugins'"});
     }
+    // The backward weights are parts the quantizer makes: a format without one has none to hold.
+    if (r.backward_weights && !chosen.quantizer)
+        throw_usage_error("format '" + r.format_id + "' writes no quantized experts; --save-backward-weights has nothing to transpose",
+                          {.hint = "use --format kt-safetensors or kt-tree"});
     // Whether a quantizer calibrates is its own to say: --calibrate and it must agree.
     const bool calibrating = chosen.quantizer && chosen.quantizer->calibration();
     if (r.calibrate && !calibrating)
@@ -172,6 +183,10 @@ ConversionJob convert_job(const ConvertRequest& r, const ConvertPlugins& plugins
     job.parts = r.parts;
     job.input_type = plugins.input_type;
     if (r.calibrate) job.quantizer_options.set("dampening_frac", std::to_string(r.dampening));
+    if (r.backward_weights) {  // the quantizer makes them, the format stores them (or refuses the job)
+        job.quantizer_options.set("backward_weights", "true");
+        job.format_options.set("backward_weights", "true");
+    }
     return job;
 }
 
@@ -208,7 +223,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
         .calibration = calibration ? &*calibration : nullptr,
         .notes = [&](ProgressSink& sink) {
             if (request.gpu) sink.note("--gpu: no effect, moequant converts on the CPU");
-            if (request.save_backward_weights)
+            if (request.save_backward_weights && !request.backward_weights)
                 sink.note("--save-backward-weights: MOE_INT8 has no SFT method, so there are no backward weights (as kt-kernel's script skips them)");
         },
     });

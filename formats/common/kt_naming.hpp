@@ -5,6 +5,7 @@
 #pragma once
 
 #include <moequant/model_adapter.hpp>
+#include <moequant/output_format.hpp>
 #include <moequant/quantizer.hpp>
 
 #include <charconv>
@@ -15,8 +16,41 @@
 
 namespace moequant::formats {
 
-// ffn_gate_exps / ffn_up_exps / ffn_down_exps
-inline std::string kt_projection_name(Projection p) { return "ffn_" + std::string(projection_name(p)) + "_exps"; }
+// kt-kernel's backward (SFT) weights of a part, convert --save-backward-weights: the quantizer
+// returns them as parts "backward.weight" / "backward.scale" (the part transposed and packed
+// alike), which kt names like the forward ones with "_bwd" after the projection:
+// ffn_gate_bwd_exps, INT8_gate_bwd_0_...Byte_quant_.kt (docs/kt-backward-weights.md).
+inline constexpr std::string_view kt_backward_part_prefix = "backward.";
+
+// A quantizer part's kt tensor ("weight" / "scale") and whether it is a backward weight.
+struct KtPartName {
+    std::string tensor;
+    bool backward = false;
+};
+inline KtPartName kt_part_name(std::string_view part) {
+    if (part.starts_with(kt_backward_part_prefix)) return {std::string(part.substr(kt_backward_part_prefix.size())), true};
+    return {std::string(part), false};
+}
+// The quantizer part a kt tensor of a forward or backward projection is.
+inline std::string quantizer_part_name(std::string_view tensor, bool backward) {
+    return backward ? std::string(kt_backward_part_prefix) + std::string(tensor) : std::string(tensor);
+}
+
+// gate / gate_bwd, as the kt names spell the projection.
+inline std::string kt_projection_field(Projection p, bool backward) {
+    return std::string(projection_name(p)) + (backward ? "_bwd" : "");
+}
+
+// ffn_gate_exps / ffn_up_exps / ffn_down_exps (and ffn_gate_bwd_exps ... for backward weights)
+inline std::string kt_projection_name(Projection p, bool backward = false) {
+    return "ffn_" + kt_projection_field(p, backward) + "_exps";
+}
+
+// The job asks for backward weights (format option backward_weights, convert
+// --save-backward-weights): its quantizer must make them for every part.
+inline bool backward_weights_requested(const OutputContext& context) {
+    return context.options.get_bool("backward_weights", false);
+}
 
 // The method a kt method or `.kt` file prefix names, in kt-kernel's method spelling: its AMX
 // methods name their files INT4 / INT8 (the kernel's name()) for AMXINT4 / AMXINT8, so a tree
@@ -54,16 +88,20 @@ inline std::optional<std::int64_t> parse_decimal(std::string_view text) {
     return v;
 }
 
-// "blk.{L}.ffn_{proj}_exps.{E}.numa.{i}." (kt-cpu-format.md §7.1); "weight" / "scale" follow.
-inline std::string kt_tensor_base(std::int64_t layer, Projection p, std::int64_t expert, int part) {
-    return "blk." + std::to_string(layer) + "." + kt_projection_name(p) + "." + std::to_string(expert) + ".numa." +
-           std::to_string(part) + ".";
+// "blk.{L}.ffn_{proj}_exps.{E}.numa.{i}.{tensor}" for a quantizer part (kt-cpu-format.md §7.1).
+inline std::string kt_tensor_name(std::int64_t layer, Projection p, std::int64_t expert, int part, std::string_view quantizer_part) {
+    const KtPartName name = kt_part_name(quantizer_part);
+    return "blk." + std::to_string(layer) + "." + kt_projection_name(p, name.backward) + "." + std::to_string(expert) +
+           ".numa." + std::to_string(part) + "." + name.tensor;
 }
 
-// "{P}_{proj}_{e}_{bytes}Byte_{quant|scale}_.kt" (kt-cpu-format.md §6).
-inline std::string kt_file(const std::string& prefix, Projection p, std::int64_t expert, std::uint64_t bytes, bool scale) {
-    return prefix + "_" + std::string(projection_name(p)) + "_" + std::to_string(expert) + "_" + std::to_string(bytes) +
-           "Byte_" + (scale ? "scale" : "quant") + "_.kt";
+// "{P}_{proj}_{e}_{bytes}Byte_{quant|scale}_.kt" (kt-cpu-format.md §6) for a quantizer part:
+// its "scale" goes to the scale file, its codes to the quant file.
+inline std::string kt_file(const std::string& prefix, Projection p, std::int64_t expert, std::uint64_t bytes,
+                           std::string_view quantizer_part) {
+    const KtPartName name = kt_part_name(quantizer_part);
+    return prefix + "_" + kt_projection_field(p, name.backward) + "_" + std::to_string(expert) + "_" +
+           std::to_string(bytes) + "Byte_" + (name.tensor == "scale" ? "scale" : "quant") + "_.kt";
 }
 
 // The [rows, cols] matrix of one threadpool part: gate/up split by rows, down by columns.

@@ -48,6 +48,14 @@ inline void record_method(Options& recorded, const std::string& method) {
     recorded.set("method_fact_keys", "kt.method,kt.file_prefix");
 }
 
+// An output holding kt's backward weights (any part with a "backward." tensor) records
+// backward_weights, which binds the quantizer verify reads it with to expect them everywhere.
+inline void record_backward_weights(Options& recorded, const StoredPartIndex& index) {
+    for (const auto& [key, tensors] : index)
+        for (const auto& [tensor, where] : tensors)
+            if (kt_part_name(tensor).backward) return recorded.set("backward_weights", "true");
+}
+
 // What moequant's shards record about the job in __metadata__ (the reference converter's record
 // nothing): quantizer, parts, experts, source, and for a calibrated output its data.
 inline void record_shard_metadata(Options& recorded, const SafetensorsFile& shard) {

@@ -255,6 +255,9 @@ public:
         if (context.parts != 1)
             throw Error(ErrorKind::usage, "compressed-tensors stores one part per expert matrix, not " + std::to_string(context.parts));
         if (!context.options.get_bool("allow_unaligned", false)) refuse_unaligned(*context.plan, context.quantizer->settings());
+        if (context.options.get_bool("backward_weights", false))
+            throw Error(ErrorKind::usage, "compressed-tensors has no place for kt-kernel's SFT backward weights",
+                        {.hint = "they are written by the kt formats (kt-safetensors, kt-tree)"});
         refuse_extra_expert_tensors(context, id());  // per-expert Linears without biases would drop gpt-oss's
     }
     std::vector<RuntimeCheckInfo> runtime_checks() const override { return {kt_rawint4_check_info()}; }

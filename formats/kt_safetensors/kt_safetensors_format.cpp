@@ -1,7 +1,9 @@
 // `kt-safetensors`: the merged safetensors output kt-kernel's CPU runtime loads
 // (kt-cpu-format.md §7). One shard per converted MoE layer holding
 // `blk.{L}.ffn_{gate,up,down}_exps.{E}.numa.{i}.{weight,scale}` (1-D I8 codes and F32 row
-// scales, the bytes of the `.kt` files), then one shard with every non-expert tensor renamed
+// scales, the bytes of the `.kt` files), with --save-backward-weights also
+// `blk.{L}.ffn_{gate,up,down}_bwd_exps.{E}.numa.{i}.{weight,scale}` (the backward weights, as
+// kt's converter merges them), then one shard with every non-expert tensor renamed
 // as §7.3 (MTP layers and rotary buffers are never copied), config and tokenizer files, and
 // model.safetensors.index.json last. Shard names are fixed by the plan up front, so a resumed
 // run never renumbers them. `__metadata__` records the method, part count, expert count and
@@ -56,8 +58,8 @@ public:
         : writer_(std::move(writer)), layer_(layer), dir_(std::move(dir)), file_(std::move(file)) {}
 
     void write(const QuantizedExpert& q) override {
-        const std::string base = kt_tensor_base(layer_, q.projection, q.expert, q.part);
-        for (const auto& [part, tensor] : q.tensor.parts) writer_.write(base + part, tensor.view());
+        for (const auto& [part, tensor] : q.tensor.parts)
+            writer_.write(kt_tensor_name(layer_, q.projection, q.expert, q.part, part), tensor.view());
     }
 
     std::vector<WrittenFile> commit() override {
@@ -124,7 +126,7 @@ private:
         std::vector<TensorSpec> specs;
         for_each_quantized_part(planned_moe_layer(*c_.plan, layer), *c_.quantizer, c_.parts,
                                 [&](std::int64_t expert, Projection p, int part, TensorSpec spec) {
-                                    spec.name = kt_tensor_base(layer, p, expert, part) + spec.name;
+                                    spec.name = kt_tensor_name(layer, p, expert, part, spec.name);
                                     specs.push_back(std::move(spec));
                                 });
         return specs;

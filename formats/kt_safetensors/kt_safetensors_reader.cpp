@@ -12,16 +12,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// "blk.{L}.ffn_{proj}_exps.{E}.numa.{i}.{tensor}" -> key and tensor; nullopt for other names.
+// "blk.{L}.ffn_{proj}_exps.{E}.numa.{i}.{tensor}" -> key and the quantizer part it holds
+// ("backward.{tensor}" for ffn_{proj}_bwd_exps); nullopt for other names.
 std::optional<std::pair<StoredPartKey, std::string>> parse_kt_tensor_name(std::string_view name) {
     const std::vector<std::string_view> fields = split_fields(name, '.');
     if (fields.size() != 7 || fields[0] != "blk" || fields[4] != "numa") return std::nullopt;
-    const std::string_view proj = fields[2];
+    std::string_view proj = fields[2];
     if (!proj.starts_with("ffn_") || !proj.ends_with("_exps")) return std::nullopt;
-    auto projection = projection_from_name(proj.substr(4, proj.size() - 9));
+    proj = proj.substr(4, proj.size() - 9);
+    const bool backward = proj.ends_with("_bwd");
+    if (backward) proj.remove_suffix(4);
+    auto projection = projection_from_name(proj);
     auto layer = parse_decimal(fields[1]), expert = parse_decimal(fields[3]), part = parse_decimal(fields[5]);
     if (!projection || !layer || !expert || !part || *part > 1'000'000) return std::nullopt;
-    return std::pair{StoredPartKey{*layer, *expert, *projection, static_cast<int>(*part)}, std::string(fields[6])};
+    return std::pair{StoredPartKey{*layer, *expert, *projection, static_cast<int>(*part)}, quantizer_part_name(fields[6], backward)};
 }
 
 }  // namespace
@@ -38,6 +42,7 @@ std::unique_ptr<OutputReader> open_kt_safetensors(const fs::path& directory) {
     // moequant's shards record the job in __metadata__; the reference converter's do not.
     Options recorded;
     recorded.set("experts_on", "cpu");  // kt-kernel's CPU experts
+    record_backward_weights(recorded, index);
     const SafetensorsFile& shard = checkpoint.shard(checkpoint.shard_of(index.begin()->second.begin()->second));
     if (auto method = shard.metadata("moequant.method")) record_method(recorded, *method);
     record_shard_metadata(recorded, shard);

@@ -1,6 +1,8 @@
 // `kt-tree` (`--no-merge-safetensor`): kt-kernel's `.kt` file tree (kt-cpu-format.md §6):
 // `_layer_{L}/_numa_{i}/{P}_{proj}_{e}_{B}Byte_quant_.kt` (the code bytes) and
-// `..._{S}Byte_scale_.kt` (the float32 row scales), P = INT4 / INT8, and nothing else. A layer
+// `..._{S}Byte_scale_.kt` (the float32 row scales), P = INT4 / INT8, and with
+// --save-backward-weights the same pair for the backward weights (`{P}_{proj}_bwd_{e}_...`, as
+// kt's SFT code saves them), and nothing else. A layer
 // is written into `._layer_{L}.moequant.partial/` and renamed when complete, so a layer folder
 // under its final name is always whole.
 
@@ -64,14 +66,11 @@ public:
     }
 
     void write(const QuantizedExpert& q) override {
-        const Tensor* codes = q.tensor.part("weight");
-        const Tensor* scales = q.tensor.part("scale");
-        if (!codes || !scales) throw Error(ErrorKind::plugin, "kt-tree needs quantizers that produce 'weight' and 'scale' parts");
+        if (!q.tensor.part("weight") || !q.tensor.part("scale"))
+            throw Error(ErrorKind::plugin, "kt-tree needs quantizers that produce 'weight' and 'scale' parts");
         const std::string numa = "_numa_" + std::to_string(q.part);
-        for (const auto& [tensor, is_scale] : {std::pair{codes, false}, std::pair{scales, true}}) {
-            const std::string name = kt_file(prefix_, q.projection, q.expert, tensor->size_bytes(), is_scale);
-            write_file(numa + "/" + name, tensor->bytes());
-        }
+        for (const auto& [part, tensor] : q.tensor.parts)  // the backward weights' parts too, when there are any
+            write_file(numa + "/" + kt_file(prefix_, q.projection, q.expert, tensor.size_bytes(), part), tensor.bytes());
     }
 
     std::vector<WrittenFile> commit() override {
@@ -143,7 +142,7 @@ public:
                                     const std::uint64_t bytes =
                                         dtype_byte_size(spec.dtype, shape_elements(spec.shape).value_or(0)).value_or(0);
                                     files.push_back({layer_folder(layer) + "/_numa_" + std::to_string(part) + "/" +
-                                                         kt_file(prefix_, p, expert, bytes, spec.name == "scale"),
+                                                         kt_file(prefix_, p, expert, bytes, spec.name),
                                                      bytes});
                                 });
         std::sort(files.begin(), files.end(), [](const PlannedFile& a, const PlannedFile& b) { return a.name < b.name; });

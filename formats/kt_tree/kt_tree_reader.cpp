@@ -14,23 +14,28 @@ namespace fs = std::filesystem;
 struct ParsedFile {
     std::string prefix;  // INT4 / INT8 / MOE_INT8
     Projection projection;
+    bool backward;  // the backward weights' "{P}_{proj}_bwd_..."
     std::int64_t expert, bytes;
     bool scale;
+    std::string part() const { return quantizer_part_name(scale ? "scale" : "weight", backward); }
 };
 
-// "{P}_{proj}_{e}_{B}Byte_{quant|scale}_.kt", read from the right (the prefix may hold '_':
-// MOE_INT8); nullopt for any other name (e.g. the backward weights' "{P}_{proj}_bwd_...").
+// "{P}_{proj}[_bwd]_{e}_{B}Byte_{quant|scale}_.kt", read from the right (the prefix may hold
+// '_': MOE_INT8); nullopt for any other name.
 std::optional<ParsedFile> parse_kt_file(std::string_view name) {
     const std::vector<std::string_view> fields = split_fields(name, '_');
-    // [MOE, ]INT8, down, 17, 3670016Byte, quant, .kt
+    // [MOE, ]INT8, down, [bwd, ]17, 3670016Byte, quant, .kt
     const std::size_t n = fields.size();
     if (n < 6 || fields[n - 1] != ".kt" || !fields[n - 3].ends_with("Byte")) return std::nullopt;
     if (fields[n - 2] != "quant" && fields[n - 2] != "scale") return std::nullopt;
-    auto projection = projection_from_name(fields[n - 5]);
+    const bool backward = fields[n - 5] == "bwd";
+    if (backward && n < 7) return std::nullopt;
+    const std::string_view proj = fields[n - 5 - (backward ? 1 : 0)];
+    auto projection = projection_from_name(proj);
     auto expert = parse_decimal(fields[n - 4]), bytes = parse_decimal(fields[n - 3].substr(0, fields[n - 3].size() - 4));
-    const std::string_view prefix = name.substr(0, static_cast<std::size_t>(fields[n - 5].data() - name.data()) - 1);
+    const std::string_view prefix = name.substr(0, static_cast<std::size_t>(proj.data() - name.data()) - 1);
     if (prefix.empty() || !projection || !expert || !bytes) return std::nullopt;
-    return ParsedFile{std::string(prefix), *projection, *expert, *bytes, fields[n - 2] == "scale"};
+    return ParsedFile{std::string(prefix), *projection, backward, *expert, *bytes, fields[n - 2] == "scale"};
 }
 
 // "_layer_{L}" / "_numa_{i}" -> the number.
@@ -65,7 +70,7 @@ public:
     StoredPart read(const StoredPartKey& key) const override {
         return read_stored_part(index_, key, recorded_, [&](const std::string& tensor, const std::string& relative) {
             const auto parsed = parse_kt_file(fs::path(relative).filename().string());  // named it when listed
-            return std::pair{relative, read_file(directory_ / relative, tensor == "scale" ? DType::F32 : DType::I8, parsed->bytes)};
+            return std::pair{relative, read_file(directory_ / relative, parsed->scale ? DType::F32 : DType::I8, parsed->bytes)};
         });
     }
 
@@ -97,7 +102,7 @@ std::unique_ptr<OutputReader> open_kt_tree(const fs::path& directory) {
                     throw Error(ErrorKind::input, "mixes " + prefix + " and " + parsed->prefix + " files",
                                 {.file = directory.string(), .code = "MixedMethods"});
                 const StoredPartKey key{*layer, parsed->expert, parsed->projection, static_cast<int>(*part)};
-                index[key][parsed->scale ? "scale" : "weight"] = fs::relative(file.path(), directory).string();
+                index[key][parsed->part()] = fs::relative(file.path(), directory).string();
             }
         }
     }
@@ -105,6 +110,7 @@ std::unique_ptr<OutputReader> open_kt_tree(const fs::path& directory) {
     if (index.empty()) return nullptr;
     Options recorded;
     recorded.set("experts_on", "cpu");  // kt-kernel's CPU experts
+    record_backward_weights(recorded, index);
     record_method(recorded, prefix);
     recorded.set("parts", std::to_string(parts));
     return std::make_unique<KtTreeReader>(directory, std::move(index), std::move(recorded));

@@ -1,5 +1,6 @@
 #include "amx_quantizer.hpp"
 
+#include "amx_backward_weights.hpp"
 #include "row_kernels.hpp"
 
 #include <moequant/dtype_convert.hpp>
@@ -40,12 +41,27 @@ Options AmxQuantizer::facts() const {
 
 std::string AmxQuantizer::kt_method_name() const { return method_ == Method::int8 ? "AMXINT8" : "AMXINT4"; }
 
+std::shared_ptr<const Quantizer> AmxQuantizer::configure(const Options& options) const {
+    const bool backward = options.get_bool("backward_weights", false);  // Error(usage) for a non-boolean value
+    if (backward == backward_) return nullptr;
+    return std::make_shared<AmxQuantizer>(method_, backward);
+}
+
 std::vector<TensorSpec> AmxQuantizer::output_layout(const Shape& matrix) const {
     if (matrix.size() != 2)
         throw Error(ErrorKind::input, "expected a 2-D weight, got shape " + shape_to_string(matrix), {.code = "ShapeMismatch"});
-    if (auto problem = shape_problem(method_, matrix[0], matrix[1]); !problem.empty())
+    const std::int64_t n = matrix[0], k = matrix[1];
+    if (auto problem = shape_problem(method_, n, k); !problem.empty())
         throw Error(ErrorKind::input, problem, {.code = "UnpackableShape"});
-    return {{"weight", DType::I8, {code_bytes(method_, matrix[0], matrix[1])}}, {"scale", DType::F32, {matrix[0]}}};
+    std::vector<TensorSpec> layout{{"weight", DType::I8, {code_bytes(method_, n, k)}}, {"scale", DType::F32, {n}}};
+    if (!backward_) return layout;
+    if (auto problem = shape_problem(method_, k, n); !problem.empty())
+        throw Error(ErrorKind::input, "the backward weights (the part transposed, [" + std::to_string(k) + ", " +
+                                          std::to_string(n) + "]) cannot be packed: " + problem,
+                    {.code = "UnpackableShape"});
+    layout.push_back({std::string(backward_weight_part), DType::I8, {code_bytes(method_, k, n)}});
+    layout.push_back({std::string(backward_scale_part), DType::F32, {k}});
+    return layout;
 }
 
 QuantizedTensor AmxQuantizer::quantize(const TensorView& weight) const {
@@ -54,15 +70,29 @@ QuantizedTensor AmxQuantizer::quantize(const TensorView& weight) const {
 
     // BF16 input is used in place; other float types are rounded to BF16 first.
     std::vector<std::uint16_t> converted;
-    const std::byte* source = weight.data();
+    const auto* source = reinterpret_cast<const std::uint16_t*>(weight.data());
     if (weight.dtype != DType::BF16) {
         converted.resize(static_cast<std::size_t>(n * k));
         decode_to_bf16(weight, converted);
-        source = reinterpret_cast<const std::byte*>(converted.data());
+        source = converted.data();
     }
 
     QuantizedTensor out;
     out.method = kt_method_name();
+    auto [codes, scales] = pack(source, n, k);
+    out.parts.emplace_back("weight", std::move(codes));
+    out.parts.emplace_back("scale", std::move(scales));
+    if (backward_) {
+        // kt-kernel packs the BF16 part transposed, from the source values (not the codes above).
+        auto [backward_codes, backward_scales] = pack(transposed_bf16(source, n, k).data(), k, n);
+        out.parts.emplace_back(std::string(backward_weight_part), std::move(backward_codes));
+        out.parts.emplace_back(std::string(backward_scale_part), std::move(backward_scales));
+    }
+    return out;
+}
+
+std::pair<Tensor, Tensor> AmxQuantizer::pack(const std::uint16_t* bf16, std::int64_t n, std::int64_t k) const {
+    const auto* source = reinterpret_cast<const std::byte*>(bf16);
     Tensor codes = Tensor::uninitialized(DType::I8, {code_bytes(method_, n, k)});  // every byte is written below
     Tensor scales(DType::F32, {n});
     const RowKernels& kernels = row_kernels(active_isa());
@@ -97,9 +127,7 @@ QuantizedTensor AmxQuantizer::quantize(const TensorView& weight) const {
         }
         kernels.finish_panels();
     });
-    out.parts.emplace_back("weight", std::move(codes));
-    out.parts.emplace_back("scale", std::move(scales));
-    return out;
+    return {std::move(codes), std::move(scales)};
 }
 
 AmxQuantizer::PackedParts AmxQuantizer::packed_parts(const QuantizedTensor& quantized, const Shape& shape) const {
@@ -165,7 +193,27 @@ std::optional<Tensor> AmxQuantizer::error_bounds(const QuantizedTensor& quantize
 }
 
 std::string AmxQuantizer::stored_problem(const QuantizedTensor& stored, const TensorView& source) const {
-    return kt_range_problem(stored, source.shape);
+    std::string problem = kt_range_problem(stored, source.shape);
+    if (!backward_) return problem;
+    if (std::string b = backward_problem(stored, source); !b.empty()) problem += (problem.empty() ? "" : "; ") + b;
+    return problem;
+}
+
+std::string AmxQuantizer::backward_problem(const QuantizedTensor& stored, const TensorView& source) const {
+    const Tensor* codes = stored.part(backward_weight_part);
+    const Tensor* scales = stored.part(backward_scale_part);
+    if (!codes || !scales) return "the backward weights are missing";
+    const std::int64_t n = source.shape[0], k = source.shape[1];
+    const Shape transposed{k, n};
+    QuantizedTensor backward;  // the backward parts under the names the forward decoder reads
+    backward.parts.emplace_back("weight", Tensor::copy_of(codes->view()));
+    backward.parts.emplace_back("scale", Tensor::copy_of(scales->view()));
+    std::vector<float> values(static_cast<std::size_t>(n * k));
+    decode_to_f32(source, values);
+    std::string problem = backward_bound_problem(dequantize(backward, transposed), *error_bounds(backward, transposed), values, n, k);
+    if (std::string range = kt_range_problem(backward, transposed); !range.empty())
+        problem += (problem.empty() ? "" : "; ") + range;
+    return problem.empty() ? problem : "backward weights: " + problem;
 }
 
 std::string AmxQuantizer::kt_range_problem(const QuantizedTensor& quantized, const Shape& shape) const {

@@ -14,14 +14,21 @@ float kt_row_scale(Method m, float amax) noexcept;
 
 class AmxQuantizer final : public Quantizer {
 public:
-    explicit AmxQuantizer(Method method) : method_(method) {}
+    // backward: also pack kt-kernel's backward (SFT) weights of every part (amx_backward_weights.hpp).
+    explicit AmxQuantizer(Method method, bool backward = false) : method_(method), backward_(backward) {}
 
     std::string_view id() const override;
     std::string_view description() const override;
     // kt-kernel's AMXINT4 / AMXINT8, in files prefixed INT4 / INT8.
     Options facts() const override;
 
-    // "weight" I8 [code bytes], "scale" F32 [n].
+    // Option backward_weights (true/false, default false): whether every part also gets its
+    // backward weights (convert --save-backward-weights; verify passes what an output holds).
+    // Other keys are not this quantizer's and are left alone.
+    std::shared_ptr<const Quantizer> configure(const Options& options) const override;
+
+    // "weight" I8 [code bytes], "scale" F32 [n]; with backward weights also "backward.weight"
+    // I8 and "backward.scale" F32 [k] of the transposed [k, n] matrix.
     std::vector<TensorSpec> output_layout(const Shape& matrix) const override;
 
     // weight: [n, k] BF16 (F16 and F32 are first rounded to BF16, as the reference converter
@@ -45,8 +52,8 @@ public:
     // and the codes saturate; error_bounds() gives them 256 d.
     std::vector<std::int64_t> saturated_rows(const QuantizedTensor& quantized, const Shape& shape) const override;
 
-    // The codes kt-kernel's runtime multiplies right (kt_range_problem()); nothing is read from
-    // the source.
+    // The codes kt-kernel's runtime multiplies right (kt_range_problem()); with backward
+    // weights also theirs, decoded against the source transposed within their rows' bounds.
     std::string stored_problem(const QuantizedTensor& stored, const TensorView& source) const override;
 
     // Codes of -128 (INT8) or -8 (INT4), whoever wrote them: kt-kernel's quantizer never does,
@@ -58,6 +65,11 @@ public:
 private:
     std::string kt_method_name() const;  // AMXINT4 / AMXINT8
 
+    // Codes and row scales of a BF16 [n, k] matrix in kt-kernel's layout.
+    std::pair<Tensor, Tensor> pack(const std::uint16_t* bf16, std::int64_t n, std::int64_t k) const;
+    // What the backward parts of `stored` get wrong for the [n, k] source; empty when nothing.
+    std::string backward_problem(const QuantizedTensor& stored, const TensorView& source) const;
+
     struct PackedParts {
         const std::uint8_t* codes;
         const float* scales;
@@ -67,6 +79,7 @@ private:
     PackedParts packed_parts(const QuantizedTensor& quantized, const Shape& shape) const;
 
     Method method_;
+    bool backward_ = false;
 };
 
 }  // namespace moequant::amx

@@ -170,6 +170,23 @@ void run_convert(const fs::path& in, const fs::path& out, const std::string& met
 
 const char* names[3] = {"gate", "up", "down"};
 
+// One part's stored bytes equal `want`: the merged tensors blk.L.ffn_{proj}_exps.E.numa.i.* and
+// the tree's {prefix}_{proj}_{E}_* files (proj: gate, up, down, or gate_bwd ... for backward weights).
+void expect_stored(const Checkpoint& merged, const fs::path& tree, const std::string& prefix, std::int64_t layer, std::int64_t e,
+                   const std::string& proj, int i, const Packed& want) {
+    const std::string key = "blk." + std::to_string(layer) + ".ffn_" + proj + "_exps." + std::to_string(e) + ".numa." + std::to_string(i);
+    const TensorView w = merged.view(key + ".weight"), s = merged.view(key + ".scale");
+    BOOST_REQUIRE((w.dtype == DType::I8));
+    BOOST_REQUIRE((s.dtype == DType::F32));
+    BOOST_REQUIRE_MESSAGE(bytes_of(w) == want.codes, key << ".weight differs from the reference");
+    BOOST_REQUIRE_MESSAGE(bytes_of(s) == want.scales, key << ".scale differs from the reference");
+    // The tree holds the same bytes under kt-kernel's file names.
+    const fs::path folder = tree / ("_layer_" + std::to_string(layer)) / ("_numa_" + std::to_string(i));
+    const std::string stem = prefix + "_" + proj + "_" + std::to_string(e) + "_";
+    BOOST_REQUIRE(read_bytes(folder / (stem + std::to_string(want.codes.size()) + "Byte_quant_.kt")) == want.codes);
+    BOOST_REQUIRE(read_bytes(folder / (stem + std::to_string(want.scales.size()) + "Byte_scale_.kt")) == want.scales);
+}
+
 // Every expert of every MoE layer, in both formats, against the reference.
 void check_family(const Family& f) {
     TempDir dir;
@@ -206,18 +223,7 @@ void check_family(const Family& f) {
                                 const std::vector<std::uint16_t> part = part_of(matrix, rows, cols, p, i, parts);
                                 Packed want = moe ? reference_pack_moe_int8(part, n, k, p == 2 ? 64 : 32)
                                                   : reference_pack(part, n, k, method == "int4");
-                                const std::string key = "blk." + std::to_string(layer) + ".ffn_" + names[p] + "_exps." +
-                                                        std::to_string(e) + ".numa." + std::to_string(i);
-                                const TensorView w = out.view(key + ".weight"), s = out.view(key + ".scale");
-                                BOOST_REQUIRE((w.dtype == DType::I8));
-                                BOOST_REQUIRE((s.dtype == DType::F32));
-                                BOOST_REQUIRE_MESSAGE(bytes_of(w) == want.codes, key << ".weight differs from the reference");
-                                BOOST_REQUIRE_MESSAGE(bytes_of(s) == want.scales, key << ".scale differs from the reference");
-                                // The tree holds the same bytes under kt-kernel's file names.
-                                const fs::path folder = tree / ("_layer_" + std::to_string(layer)) / ("_numa_" + std::to_string(i));
-                                const std::string stem = prefix + "_" + names[p] + "_" + std::to_string(e) + "_";
-                                BOOST_REQUIRE(read_bytes(folder / (stem + std::to_string(want.codes.size()) + "Byte_quant_.kt")) == want.codes);
-                                BOOST_REQUIRE(read_bytes(folder / (stem + std::to_string(want.scales.size()) + "Byte_scale_.kt")) == want.scales);
+                                expect_stored(out, tree, prefix, layer, e, names[p], i, want);
                             }
                         }
                 }
@@ -225,9 +231,65 @@ void check_family(const Family& f) {
         }
 }
 
+// A [rows, cols] matrix as [cols, rows].
+std::vector<std::uint16_t> transposed(const std::vector<std::uint16_t>& m, std::int64_t rows, std::int64_t cols) {
+    std::vector<std::uint16_t> out(m.size());
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) out[static_cast<std::size_t>(c * rows + r)] = m[static_cast<std::size_t>(r * cols + c)];
+    return out;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(convert)
+
+// --save-backward-weights: each part's backward weights are the part transposed, packed as a
+// forward matrix (kt-kernel's SFT prepare_backward_weights), under kt's _bwd names, merged and
+// in the tree; the forward tensors stay those of a run without the flag.
+BOOST_AUTO_TEST_CASE(backward_weights_are_each_part_transposed_and_packed) {
+    TempDir dir;
+    const Family f{"qwen3_moe", "bf16", "per-expert"};
+    synth(dir / "src", f);
+    const auto cfg = json::parse(read_text(dir / "src/config.json")).as_object();
+    auto inspected = json::parse(run_moequant({"inspect", "--json", (dir / "src").string()}).out).at("plan").as_object();
+    const std::int64_t H = cfg.at("hidden_size").to_number<std::int64_t>(), I = inspected.at("expert_intermediate_size").to_number<std::int64_t>(),
+                       E = inspected.at("num_experts").to_number<std::int64_t>();
+    std::vector<std::int64_t> layers;
+    for (const auto& l : inspected.at("moe_layers").as_array()) layers.push_back(l.to_number<std::int64_t>());
+    Checkpoint source = Checkpoint::open(dir / "src");
+    const int parts = 2;
+    for (const std::string method : {"int4", "int8"}) {
+        BOOST_TEST_CONTEXT(method) {
+            const fs::path plain = dir / (method + "p"), merged = dir / (method + "m"), tree = dir / (method + "t");
+            run_convert(dir / "src", plain, method, parts, false);
+            run_convert(dir / "src", merged, method, parts, false, {"--save-backward-weights"});
+            run_convert(dir / "src", tree, method, parts, true, {"--save-backward-weights"});
+            Checkpoint with = Checkpoint::open(merged), without = Checkpoint::open(plain);
+            std::size_t backward = 0;
+            for (const auto& name : with.tensor_names()) {
+                if (name.find("_bwd_exps.") != std::string::npos) {
+                    ++backward;
+                    continue;
+                }
+                BOOST_REQUIRE_MESSAGE(without.contains(name), name);
+                BOOST_TEST(bytes_of(with.view(name)) == bytes_of(without.view(name)), name);
+            }
+            BOOST_TEST(backward == layers.size() * static_cast<std::size_t>(E) * 3 * parts * 2);  // weight and scale of each part
+            const std::string prefix = method == "int4" ? "INT4" : "INT8";
+            for (std::int64_t layer : layers)
+                for (std::int64_t e = 0; e < E; ++e)
+                    for (int p = 0; p < 3; ++p) {
+                        const std::int64_t rows = p == 2 ? H : I, cols = p == 2 ? I : H;
+                        const auto matrix = source_matrix(source, f, layer, e, p, I, H);
+                        for (int i = 0; i < parts; ++i) {
+                            const std::int64_t n = p == 2 ? rows : rows / parts, k = p == 2 ? cols / parts : cols;
+                            const Packed want = reference_pack(transposed(part_of(matrix, rows, cols, p, i, parts), n, k), k, n, method == "int4");
+                            expect_stored(with, tree, prefix, layer, e, std::string(names[p]) + "_bwd", i, want);
+                        }
+                    }
+        }
+    }
+}
 
 // Encoded experts this reference does not decode (compressed-tensors INT4, MXFP4: Kimi-K2-Thinking,
 // Kimi-K2.5, DeepSeek-V4) are covered by encoded_sources_test.cpp: their outputs equal those of a
@@ -402,7 +464,6 @@ BOOST_AUTO_TEST_CASE(seed_cpu_tool_flags_are_accepted_or_refused_by_name) {
     BOOST_TEST(contains(moe.err, "--save-backward-weights: MOE_INT8 has no SFT method"), moe.err);
     BOOST_TEST(fs::exists(dir / "moe/model.safetensors.index.json"));
     const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
-        {{"--save-backward-weights"}, "--save-backward-weights (kt-kernel's transposed SFT backward weights) is not written"},
         {{"--profile"}, "--profile writes a torch profiler trace"},
         {{"--quant-method", "awq"}, "--quant-method awq (AWQ checkpoints rewritten column-major) is not supported"},
         {{"--quant-method", "moe_int4"}, "--quant-method moe_int4: kt-kernel has no MOE_INT4 on x86"},

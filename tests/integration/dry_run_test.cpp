@@ -73,6 +73,8 @@ BOOST_AUTO_TEST_CASE(listed_sizes_are_the_real_runs_for_every_family_and_format)
                 {"gptq", "--model_id", src.string(), "--quant_method", "RTN", "--quant_type", "W4A16", "--torch_dtype", "float16"},
                 {"gptq", "--model_id", src.string(), "--dataset", "embedded", "--num_calibration_samples", "4"},
             };
+            if (s.family == "qwen3_moe")  // kt-kernel's backward weights, one more file pair per part
+                jobs.push_back({"convert", "-i", src.string(), "--quant-method", "int4", "--save-backward-weights", "--no-merge-safetensor"});
             if (s.family == "deepseek_v4") jobs.resize(3);  // its experts' SwiGLU clamp: kt-kernel's AMX and CT refuse it
             int n = 0;
             for (auto args : jobs) {
