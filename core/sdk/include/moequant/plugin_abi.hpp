@@ -11,7 +11,8 @@
 //   12: PyTorch .bin; 13: DecoderForward::logits(); 14: OutputContext::calibration;
 //   15: OutputFormat::planned_files(); 16: compute_dtype.hpp; 17: fault and termination cleanup;
 //   18: open quantizer facts, runtime checks of formats, optional synthesize(), splitmix64.hpp,
-//       plugin_abi.hpp; 19: Quantizer::for_matrix() (MatrixRole), projection.hpp.
+//       plugin_abi.hpp; 19: Quantizer::for_matrix() (MatrixRole), projection.hpp;
+//   20: ModelAdapter::synth_releases() (SynthRelease).
 #pragma once
 
 #include <moequant/version.hpp>
@@ -21,7 +22,7 @@
 
 #define MOEQUANT_PLUGIN_ABI_VERSION MOEQUANT_VERSION_MINOR
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "2e5e1a7266a6effa"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "161664132ef874bd"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u
