@@ -22,10 +22,11 @@ namespace json = boost::json;
 namespace {
 
 struct Case {
-    std::string family;   // --family
+    std::string family;   // --family: the model_type whose rules the plan follows
     std::string dtype;    // bf16 | fp8 | fp8-channel | int4-ct
     std::string layout;   // per-expert | fused-linear | fused-bmm | mistral-native
     std::string shard_pattern;
+    std::string release = {};  // --family instead: a release of that model_type (minimax_m27, kimi_k26)
 };
 
 // The family's naming of routed experts: where projection p of expert e in layer l lives.
@@ -114,10 +115,28 @@ std::vector<std::int64_t> shape_of(const json::value& v) {
     return s;
 }
 
+// What a release's config.json says where it differs from its model_type's (docs/families.md,
+// "Releases"), and the synth marker naming the release.
+void check_release(const Case& c, const fs::path& out, const json::object& cfg, const json::object& plan) {
+    if (!c.release.empty())  // detected as its model_type's family: the release leaves no trace in the files
+        BOOST_TEST(std::string(plan.at("family").as_string()) == (c.family == "minimax_m2" ? "minimax_m2" : "deepseek_v3"));
+    const auto marker = json::parse(read_text(out / ".moequant-synth.json")).as_object();
+    const json::value* release = marker.if_contains("release");
+    BOOST_TEST((release ? std::string(release->as_string()) : std::string()) == c.release);
+    if (c.family == "minimax_m2")  // MiniMax-M2/M2.1/M2.5: 196608; M2.7: 204800
+        BOOST_TEST(get(cfg, "max_position_embeddings") == (c.release == "minimax_m27" ? 204800 : 196608));
+    if (c.family == "kimi_k25") {  // Kimi-K2.6: 256K positions, YaRN factor 64
+        const bool k26 = c.release == "kimi_k26";
+        BOOST_TEST(get(cfg, "max_position_embeddings") == (k26 ? 262144 : 131072));
+        BOOST_TEST(cfg.at("rope_scaling").at("factor").to_number<double>() == (k26 ? 64.0 : 32.0));
+    }
+}
+
 void check_family(const Case& c) {
     TempDir dir;
     const fs::path out = dir / "ckpt";
-    auto synth = run_moequant({"synth", "--family", c.family, "--dtype", c.dtype, "--layout", c.layout, "--out", out.string()});
+    auto synth = run_moequant({"synth", "--family", c.release.empty() ? c.family : c.release, "--dtype", c.dtype, "--layout",
+                               c.layout, "--out", out.string()});
     BOOST_REQUIRE_MESSAGE(synth.exit_code == 0, synth.err);
     auto inspected = run_moequant({"inspect", "--json", "--plan", "--tensors", out.string()});
     BOOST_REQUIRE_MESSAGE(inspected.exit_code == 0, inspected.err);
@@ -125,6 +144,7 @@ void check_family(const Case& c) {
     const auto& plan = report.at("plan").as_object();
     const auto config_doc = json::parse(read_text(out / "config.json")).as_object();
     const auto& cfg = text_config(config_doc);
+    check_release(c, out, cfg, plan);
     const bool fp8 = c.dtype == "fp8";
     const bool int4 = c.dtype == "int4-ct";  // compressed-tensors pack-quantized routed experts
     // GLM-4.5/4.6/4.7-FP8 (model-families-2026.md §2.3, §3.3): compressed-tensors float-quantized,
@@ -459,6 +479,7 @@ const std::vector<Case> cases = {
     {"deepseek_v32", "fp8", "per-expert", R"(model-\d{5}-of-\d{6}\.safetensors)"},
     {"kimi_k25", "bf16", "per-expert", R"(model-[1-9]\d*-of-[1-9]\d*\.safetensors)"},
     {"kimi_k25", "int4-ct", "per-expert", R"(model-[1-9]\d*-of-[1-9]\d*\.safetensors)"},
+    {"kimi_k25", "int4-ct", "per-expert", R"(model-\d{5}-of-\d{6}\.safetensors)", "kimi_k26"},
     {"qwen3_next", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_next", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"mixtral", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
@@ -472,6 +493,7 @@ const std::vector<Case> cases = {
     {"glm4_moe", "fp8-channel", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"minimax_m2", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"minimax_m2", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"minimax_m2", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)", "minimax_m27"},
     {"qwen3_5_moe", "bf16", "fused-linear", R"(model\.safetensors-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_5_moe", "fp8", "per-expert", R"(model\.safetensors-\d{5}-of-\d{5}\.safetensors)"},
     {"glm_moe_dsa", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
@@ -483,7 +505,8 @@ const std::vector<Case> cases = {
 BOOST_AUTO_TEST_SUITE(families)
 
 BOOST_AUTO_TEST_CASE(synth_then_inspect_reports_each_familys_plan) {
-    for (const auto& c : cases) BOOST_TEST_CONTEXT(c.family << " " << c.dtype << " " << c.layout) { check_family(c); }
+    for (const auto& c : cases)
+        BOOST_TEST_CONTEXT(c.family << " " << c.release << " " << c.dtype << " " << c.layout) { check_family(c); }
 }
 
 BOOST_AUTO_TEST_CASE(synth_is_deterministic_per_seed) {
@@ -518,6 +541,7 @@ BOOST_AUTO_TEST_CASE(synth_refuses_bad_options_and_existing_output) {
     auto unknown = run_moequant({"synth", "--family", "llama", "--out", (dir / "x").string()});
     BOOST_TEST(unknown.exit_code == 2);
     BOOST_TEST(unknown.err.find("installed") != std::string::npos);
+    BOOST_TEST(unknown.err.find("minimax_m27 (minimax_m2)") != std::string::npos, unknown.err);  // releases listed too
     auto preset = run_moequant({"synth", "--family", "mixtral", "--preset", "huge", "--out", (dir / "x").string()});
     BOOST_TEST(preset.exit_code == 2);
     BOOST_TEST(preset.err.find("tiny, small") != std::string::npos);
