@@ -26,7 +26,6 @@
 #include <set>
 #include <vector>
 
-#include <algorithm>
 #include <filesystem>
 #include <iostream>
 

@@ -2,9 +2,11 @@
 // checked against the family's rules as model-families.md states them — recomputed here from
 // the written config.json, never taken from the adapter's own output.
 
+#include "error_code_of.hpp"
 #include "test_support.hpp"
 
 #include <moequant/checkpoint.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
@@ -554,6 +556,29 @@ BOOST_AUTO_TEST_CASE(synth_refuses_bad_options_and_existing_output) {
     BOOST_TEST(again.exit_code == 5);
     BOOST_TEST(again.err.find("--overwrite") != std::string::npos);
     BOOST_TEST(run_moequant({"synth", "--family", "mixtral", "--overwrite", "--out", (dir / "x").string()}).exit_code == 0);
+}
+
+// A plugin caller (not synth, which passes a release's own model_type) asking an adapter for a
+// release it does not write, or for one under another model_type, gets a usage error naming both.
+BOOST_AUTO_TEST_CASE(synthesize_refuses_a_release_it_does_not_write) {
+    Registry registry;
+    for (const char* plugin : {"deepseek_v3", "mixtral"})
+        registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-adapter-" + std::string(plugin) + ".so"),
+                           PluginOrigin::explicit_file);
+    const ModelAdapter* deepseek = registry.adapter("deepseek_v3");
+    const ModelAdapter* mixtral = registry.adapter("mixtral");
+    BOOST_REQUIRE(deepseek && mixtral);
+    TempDir dir;
+    auto refusal = [&](const ModelAdapter& adapter, Options options) {
+        return std::string(error_of([&] { adapter.synthesize(dir.path(), options); }, ErrorKind::usage).what());
+    };
+    const std::string other_type = refusal(*deepseek, {{"release", "kimi_k26"}, {"model_type", "kimi_k2"}});
+    BOOST_TEST(other_type.find("release 'kimi_k26' has model_type 'kimi_k25', not 'kimi_k2'") != std::string::npos, other_type);
+    const std::string unknown = refusal(*deepseek, {{"release", "minimax_m27"}});
+    BOOST_TEST(unknown.find("release 'minimax_m27' is not one of: kimi_k26") != std::string::npos, unknown);
+    const std::string none = refusal(*mixtral, {{"release", "kimi_k26"}});
+    BOOST_TEST(none.find("synthesizes no named release") != std::string::npos, none);
+    BOOST_TEST(fs::is_empty(dir.path()));  // refused before any file
 }
 
 BOOST_AUTO_TEST_SUITE_END()
