@@ -132,6 +132,15 @@ void check_release(const Case& c, const fs::path& out, const json::object& cfg, 
         BOOST_TEST(get(cfg, "max_position_embeddings") == (k26 ? 262144 : 131072));
         BOOST_TEST(cfg.at("rope_scaling").at("factor").to_number<double>() == (k26 ? 64.0 : 32.0));
     }
+    if (c.release == "kimi_k26") {  // the vision tower in the last shard, as K2.6's 64th holds it
+        const json::value index = json::parse(read_text(out / "model.safetensors.index.json"));
+        std::set<std::string> shards, vision_shards;
+        for (const auto& kv : index.at("weight_map").as_object()) {
+            shards.insert(std::string(kv.value().as_string()));
+            if (kv.key().starts_with("vision_tower.")) vision_shards.insert(std::string(kv.value().as_string()));
+        }
+        BOOST_TEST((vision_shards == std::set<std::string>{*shards.rbegin()}));
+    }
 }
 
 void check_family(const Case& c) {
