@@ -88,7 +88,7 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
          "replace another run's output in the output folder (removes only what a conversion writes)")
         ("allow-non-finite", po::bool_switch(&r.allow_non_finite),
          "convert expert weights holding NaN or Inf as they are (default: refuse them, naming the tensor)")
-        ("family", po::value(&r.family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
+        ("family", po::value(&r.family)->value_name("NAME"), "use this adapter (id, model_type or synth release) instead of detecting it")
         ("dry-run", po::bool_switch(&r.dry_run), "write nothing: print the plan, every output file with its size, whether it fits, the expected peak memory and time")
         ("quiet,q", po::bool_switch(&r.quiet), "no progress output");
     po::options_description seed_options("Of kt-kernel's convert_cpu_weights.py");

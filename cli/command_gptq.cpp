@@ -204,7 +204,7 @@ void add_gptq_options(po::options_description& options, GptqRequest& r) {
         ("overwrite", po::bool_switch(&r.overwrite),
          "replace another run's output in the output folder (only what a conversion writes) and a --save-activations file")
         ("allow-non-finite", po::bool_switch(&r.allow_non_finite), "quantize expert weights holding NaN or Inf as they are")
-        ("family", po::value(&r.family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
+        ("family", po::value(&r.family)->value_name("NAME"), "use this adapter (id, model_type or synth release) instead of detecting it")
         ("dry-run", po::bool_switch(&r.dry_run), "write nothing: print the plan, every output file with its size, whether it fits, the expected peak memory and time")
         ("quiet,q", po::bool_switch(&r.quiet), "no progress output");
     po::options_description seed_options("Accepted for kt-kernel's convert_gpu_weights.py command lines");

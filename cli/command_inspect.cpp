@@ -271,7 +271,7 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
         ("top", po::value(&top)->value_name("N")->default_value(10), "how many of the largest tensors to list")
         ("tensors", po::bool_switch(&all_tensors), "list every tensor")
         ("family", po::value(&family)->value_name("NAME"),
-         "use this adapter (id or model_type) instead of detecting the family from config.json")
+         "use this adapter (id, model_type or synth release) instead of detecting the family from config.json")
         ("plan", po::bool_switch(&full_plan), "print the whole MoE plan: every expert's source and every tensor's role")
         ("headers-only", po::bool_switch(&headers_only), "only summarise the safetensors headers (no family, no plan)")
         ("json", po::bool_switch(&as_json), "print JSON instead of text");

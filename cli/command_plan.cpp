@@ -100,7 +100,7 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
         ("output,o", po::value(&output)->value_name("FILE"), "write the placement JSON here")
         ("overwrite", po::bool_switch(&overwrite), "replace an existing --output file")
         ("json", po::bool_switch(&as_json), "print the placement JSON instead of the summary")
-        ("family", po::value(&family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
+        ("family", po::value(&family)->value_name("NAME"), "use this adapter (id, model_type or synth release) instead of detecting it")
         ("threads", po::value(&threads), "worker threads (default: all cores)")
         ("quiet,q", po::bool_switch(&quiet), "no progress output");
     if (!parse_command(args, options, globals,

@@ -6,6 +6,7 @@
 #include "global_options.hpp"
 
 #include <moequant/error.hpp>
+#include <moequant/model_adapter.hpp>
 #include <moequant/plugin.hpp>
 #include <moequant/printable.hpp>
 
@@ -37,12 +38,14 @@ std::string kinds_text(std::uint32_t kinds) {
 struct ObjectLine {
     std::string kind, id, description;
     const PluginInfo* plugin;
+    std::vector<SynthRelease> releases;  // an adapter's, for `synth --family`
 };
 
 std::vector<ObjectLine> objects_of(const Registry& registry) {
     std::vector<ObjectLine> out;
     for (const auto& a : registry.adapters())
-        out.push_back({"adapter", std::string(a.object->id()), std::string(a.object->description()), a.plugin});
+        out.push_back({"adapter", std::string(a.object->id()), std::string(a.object->description()), a.plugin,
+                       a.object->synth_releases()});
     for (const auto& q : registry.quantizers())
         out.push_back({"quantizer", std::string(q.object->id()), std::string(q.object->description()), q.plugin});
     for (const auto& f : registry.formats())
@@ -59,8 +62,16 @@ void print_json(const Registry& registry, bool all) {
     for (const auto& p : registry.plugins()) {
         json::array provides;
         for (const auto& o : objects)
-            if (o.plugin->file == p.file)
-                provides.push_back(json::object{{"kind", o.kind}, {"id", o.id}, {"description", o.description}});
+            if (o.plugin->file == p.file) {
+                json::object entry{{"kind", o.kind}, {"id", o.id}, {"description", o.description}};
+                if (!o.releases.empty()) {
+                    json::array releases;
+                    for (const SynthRelease& r : o.releases)
+                        releases.push_back(json::object{{"name", r.name}, {"model_type", r.model_type}, {"description", r.description}});
+                    entry["synth_releases"] = std::move(releases);
+                }
+                provides.push_back(std::move(entry));
+            }
         plugins.push_back(json::object{{"id", p.id},
                                        {"kind", kinds_text(p.kinds)},
                                        {"version", p.version},
@@ -103,10 +114,14 @@ void print_table(const Registry& registry, bool all) {
             // Ids, versions and descriptions come from the modules, file names from the folders searched.
             std::cout << column(id_width) << printable_name(p.id) << column(kind_width) << kinds_text(p.kinds)
                       << column(version_width) << printable_name(p.version) << printable_name(p.file.string()) << "\n";
-            for (const auto& o : objects)
-                if (o.plugin->file == p.file)
-                    std::cout << "    " << std::setw(10) << o.kind << column(object_width) << printable_name(o.id)
-                              << printable_text(o.description) << "\n";
+            for (const auto& o : objects) {
+                if (o.plugin->file != p.file) continue;
+                std::cout << "    " << std::setw(10) << o.kind << column(object_width) << printable_name(o.id)
+                          << printable_text(o.description) << "\n";
+                for (const SynthRelease& r : o.releases)  // what `synth --family` also takes
+                    std::cout << "    " << std::setw(10) << "  release" << column(object_width) << printable_name(r.name)
+                              << printable_text(r.description) << "\n";
+            }
         }
     }
     const auto& rejected = registry.rejections();

@@ -26,7 +26,6 @@
 #include <set>
 #include <vector>
 
-#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -111,7 +110,9 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
     bool overwrite = false;
     po::options_description options("Options");
     options.add_options()
-        ("family", po::value(&family)->value_name("F"), "family adapter id or model_type (e.g. deepseek_v3, kimi_k2, mixtral)")
+        ("family", po::value(&family)->value_name("F"),
+         "family adapter id, model_type or release (e.g. deepseek_v3, kimi_k2, mixtral; releases: minimax_m27 "
+         "MiniMax-M2.7, kimi_k26 Kimi-K2.6; `moequant plugins` lists them)")
         ("preset", po::value(&preset)->value_name("tiny|small")->default_value("tiny"), "model size")
         ("dtype", po::value(&dtype)->value_name("D")->default_value("bf16"),
          "bf16; fp16: the same in F16 (torch_dtype float16); fp8: FP8 E4M3 with 128x128 block scales (weight_scale_inv); fp8-channel: "
@@ -153,13 +154,12 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
 
     Registry registry;
     load_plugins(registry, globals);
-    const ModelAdapter* adapter = find_adapter(registry, family);
-    if (!adapter)
-        throw_usage_error("--family '" + family + "' names no installed adapter; installed: " + installed_adapters(registry));
+    const SynthTarget synth_target = find_synth_target(registry, family);
+    const ModelAdapter* adapter = synth_target.adapter;
 
     Options synth_options;
-    auto types = adapter->model_types();
-    synth_options.set("model_type", std::find(types.begin(), types.end(), family) != types.end() ? family : types.front());
+    synth_options.set("model_type", synth_target.model_type);
+    if (synth_target.release) synth_options.set("release", synth_target.release->name);
     synth_options.set("preset", preset);
     synth_options.set("dtype", dtype);
     synth_options.set("seed", std::to_string(seed));
@@ -207,8 +207,8 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
     Checkpoint written = Checkpoint::open(target);
     std::uint64_t bytes = 0;
     for (const auto& s : written.shard_names()) bytes += written.shard(s).file_size();
-    std::cout << "wrote " << target.string() << ": " << adapter->id() << " (" << synth_options.get("model_type").value_or("")
-              << ", " << preset << ", " << dtype << "), " << written.shard_names().size() << " shards, "
+    std::cout << "wrote " << target.string() << ": " << adapter->id() << " (" << synth_target.model_type
+              << (synth_target.release ? " release " + synth_target.release->name : "") << ", " << preset << ", " << dtype << "), " << written.shard_names().size() << " shards, "
               << with_commas(written.tensor_count()) << " tensors, " << human_bytes(bytes) << "\n";
     if (!activations.empty()) {
         const PlannedSource planned = open_planned_source(registry, target.string(), std::string(adapter->id()));

@@ -3,6 +3,7 @@
 #include <moequant/error.hpp>
 
 #include <algorithm>
+#include <utility>
 
 namespace moequant::cli {
 
@@ -16,13 +17,46 @@ std::string installed_adapters(const Registry& registry) {
     return list.empty() ? "none" : list;
 }
 
+std::string installed_releases(const Registry& registry) {
+    std::string list;
+    for (const auto& a : registry.adapters())
+        for (const SynthRelease& r : a.object->synth_releases())
+            list += (list.empty() ? "" : ", ") + r.name + " (" + std::string(a.object->id()) + ")";
+    return list.empty() ? "none" : list;
+}
+
+namespace {
+
+// The adapter's release named `name`, if it has one.
+std::optional<SynthRelease> release_named(const ModelAdapter& adapter, const std::string& name) {
+    for (SynthRelease& r : adapter.synth_releases())
+        if (r.name == name) return std::move(r);
+    return std::nullopt;
+}
+
+}  // namespace
+
 const ModelAdapter* find_adapter(const Registry& registry, const std::string& family) {
     if (const ModelAdapter* a = registry.adapter(family)) return a;
     for (const auto& a : registry.adapters()) {
         auto types = a.object->model_types();
         if (std::find(types.begin(), types.end(), family) != types.end()) return a.object;
     }
+    for (const auto& a : registry.adapters())
+        if (release_named(*a.object, family)) return a.object;
     return nullptr;
+}
+
+SynthTarget find_synth_target(const Registry& registry, const std::string& family) {
+    const ModelAdapter* adapter = find_adapter(registry, family);
+    if (!adapter)
+        throw_usage_error("--family '" + family + "' names no installed adapter, model type or release; installed: " +
+                          installed_adapters(registry) + "; releases: " + installed_releases(registry));
+    SynthTarget target{.adapter = adapter, .release = release_named(*adapter, family)};
+    const auto types = adapter->model_types();
+    if (target.release) target.model_type = target.release->model_type;
+    else target.model_type = std::find(types.begin(), types.end(), family) != types.end() ? family : types.front();
+    return target;
 }
 
 SelectedAdapter select_adapter(const Registry& registry, const ModelConfig& config, const Checkpoint& checkpoint,

@@ -6,6 +6,7 @@
 #include <moequant/engine/plugin_registry.hpp>
 #include <moequant/model_config.hpp>
 
+#include <optional>
 #include <string>
 
 namespace moequant::cli {
@@ -15,8 +16,19 @@ struct SelectedAdapter {
     bool overridden = false;  // chosen by --family rather than by match()
 };
 
-// An adapter by id or by one of the model types it owns; nullptr if none.
+// An adapter by id, by one of the model types it owns or by one of its synth releases; nullptr
+// if none.
 const ModelAdapter* find_adapter(const Registry& registry, const std::string& family);
+
+// What `synth --family NAME` writes: the adapter, the model_type of its config.json and, when
+// NAME is a release (SynthRelease), that release.
+struct SynthTarget {
+    const ModelAdapter* adapter = nullptr;
+    std::string model_type;
+    std::optional<SynthRelease> release;
+};
+// Throws Error(usage) naming the installed adapters and releases when NAME is none of them.
+SynthTarget find_synth_target(const Registry& registry, const std::string& family);
 
 // Throws Error(usage) for an unknown --family and Error(input, code "UnknownFamily") when no
 // adapter recognises the checkpoint.
@@ -35,5 +47,7 @@ PlannedSource open_planned_source(const Registry& registry, const std::string& p
 
 // "deepseek_v3 (deepseek_v3, kimi_k2), mixtral (mixtral)" or "none".
 std::string installed_adapters(const Registry& registry);
+// "minimax_m27 (minimax_m2), kimi_k26 (deepseek_v3)": each release and its adapter, or "none".
+std::string installed_releases(const Registry& registry);
 
 }  // namespace moequant::cli

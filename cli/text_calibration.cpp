@@ -66,7 +66,7 @@ std::optional<RunOptions> parse_text_run_command(const std::vector<std::string>&
     namespace po = boost::program_options;
     RunOptions run;
     description.add_options()
-        ("family", po::value(&run.family)->value_name("NAME"), "use this adapter (id or model_type) instead of detecting it")
+        ("family", po::value(&run.family)->value_name("NAME"), "use this adapter (id, model_type or synth release) instead of detecting it")
         ("threads", po::value(&run.threads), "worker threads (default: all cores)")
         ("quiet,q", po::bool_switch(&run.quiet), "no progress output");
     if (!parse_command(args, description, globals, {usage, summary},

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <moequant/chat_template.hpp>
+#include <moequant/model_adapter.hpp>
 #include <moequant/model_config.hpp>
 #include <moequant/router.hpp>
 
@@ -81,6 +82,8 @@ struct FamilyRules {
     // Layer prefixes in which the decoder layers may sit (before "<L>.").
     std::vector<std::string> layer_prefixes = {"model.layers.", "model.language_model.layers.",
                                                "language_model.model.layers."};
+    // Releases the family's synthesize() writes by name (ModelAdapter::synth_releases()).
+    std::vector<SynthRelease> releases;
 };
 
 // The rules a family starts from: who it is and where its config sizes its experts; the rest

@@ -15,6 +15,7 @@ public:
     std::string_view id() const override { return rules_.id; }
     std::string_view description() const override { return rules_.description; }
     std::vector<std::string> model_types() const override { return rules_.model_types; }
+    std::vector<SynthRelease> synth_releases() const override { return rules_.releases; }
     int match(const ModelConfig& config, const Checkpoint& checkpoint) const override;
     ModelPlan plan(const ModelConfig& config, const Checkpoint& checkpoint) const override;
     ChatTemplate chat_template(const ModelConfig& config) const override {

@@ -1,4 +1,4 @@
-// DeepSeek-V3 / R1 / V3.1 / V3.2 and Kimi-K2 / K2-Thinking / K2.5 (model-families.md §5.1,
+// DeepSeek-V3 / R1 / V3.1 / V3.2 and Kimi-K2 / K2-Thinking / K2.5 / K2.6 (model-families.md §5.1,
 // model-families-2026.md §3.1, §3.2): FP8 E4M3 experts with 128x128 `weight_scale_inv` blocks
 // (Kimi-K2-Thinking / K2.5: compressed-tensors INT4), dense first layers (first_k_dense_replace),
 // one shared expert, a sigmoid router with e_score_correction_bias, MLA attention, an MTP layer
@@ -10,6 +10,8 @@
 // one forward: V3's dense MLA, exact while no sample exceeds index_topk (mla_decoder.hpp).
 // Kimi-K2.5 (`kimi_k25`) is Kimi-K2 nested in a VLM: text_config, `language_model.` names and
 // vision tensors (vision_tower.*, mm_projector.*) the plan leaves as `other`, copied unchanged.
+// Kimi-K2.6 is K2.5's architecture and model_type; `synth --family kimi_k26` writes its release's
+// config values and shard names (docs/families.md).
 // GLM-5 / 5.1 / 5.2 (`glm_moe_dsa`, model-families-2026.md §3.4) is V3.2's architecture with
 // GLM's sizes, one expert group and chat format; GLM-5.2's "shared" indexer layers (indexer_types)
 // carry no indexer tensors, which the plan does not need.
@@ -56,11 +58,12 @@ bool glm5_moe_layer(const ModelConfig& config, std::int64_t layer) {
 
 FamilyRules deepseek_rules() {
     FamilyRules r = family_rules(
-        "DeepSeek-V3/R1/V3.1/V3.2, Kimi-K2/K2.5 and GLM-5: FP8 block-scaled experts, MLA, shared expert, MTP",
+        "DeepSeek-V3/R1/V3.1/V3.2, Kimi-K2/K2.5/K2.6 and GLM-5: FP8 block-scaled experts, MLA, shared expert, MTP",
         {"deepseek_v3", "kimi_k2", "deepseek_v32", "kimi_k25", "glm_moe_dsa"},
         {"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration", "GlmMoeDsaForCausalLM"},
         deepseek_expert_keys());
     r.expert_count_keys.push_back("num_local_experts");
+    r.releases = {{"kimi_k26", "kimi_k25", "Kimi-K2.6: K2.5's tensors, 262144 positions (YaRN x64), shards 00001-of-0000NN"}};
     r.is_moe_layer = [](const ModelConfig& c, std::int64_t layer) {
         return is_glm5(c) ? glm5_moe_layer(c, layer) : moe_from_first_k_dense(c, layer);
     };
@@ -118,8 +121,9 @@ public:
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
-        const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});
+        const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"}, rules().releases);
         const bool k25 = s.model_type == "kimi_k25";
+        const bool k26 = s.release == "kimi_k26";
         const bool kimi = s.model_type == "kimi_k2" || k25;
         const bool glm5 = s.model_type == "glm_moe_dsa";
         const bool dsa = s.model_type == "deepseek_v32" || glm5;  // a lightning indexer per layer
@@ -199,10 +203,10 @@ public:
                 t.push_back(bf16_tensor("mm_projector.proj.0.weight", {H, 4 * V}));
             };
 
-        // DeepSeek pads the shard number to 5 digits and the total to 6; GLM pads both to 5;
-        // Kimi-K2 pads neither.
+        // DeepSeek and Kimi-K2.6 pad the shard number to 5 digits and the total to 6; GLM pads
+        // both to 5; Kimi-K2 pads neither.
         checkpoint.shard_count = s.small ? 7 : 5;
-        if (kimi) checkpoint.shard_name = &unpadded_shard_name;
+        if (kimi && !k26) checkpoint.shard_name = &unpadded_shard_name;
         else if (!glm5) checkpoint.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 6); };
         write_family_checkpoint(checkpoint, directory, s);
     }
@@ -226,7 +230,9 @@ private:
         c["first_k_dense_replace"] = p.first_dense;
         c["intermediate_size"] = p.dense_intermediate;
         c["kv_lora_rank"] = p.kv_lora;
-        c["max_position_embeddings"] = kimi ? 131072 : 163840;
+        // Kimi-K2.6's 256K context: 262144 positions, YaRN factor 64 over 4096 (docs/families.md).
+        const bool k26 = s.release == "kimi_k26";
+        c["max_position_embeddings"] = k26 ? 262144 : kimi ? 131072 : 163840;
         c["moe_layer_freq"] = 1;
         c["n_group"] = p.groups;
         c["n_shared_experts"] = 1;
@@ -238,7 +244,7 @@ private:
         c["rms_norm_eps"] = 1e-06;
         c["rope_scaling"] = json::object{{"beta_fast", kimi ? 1.0 : 32.0},
                                          {"beta_slow", 1.0},
-                                         {"factor", kimi ? 32.0 : 40.0},
+                                         {"factor", k26 ? 64.0 : kimi ? 32.0 : 40.0},
                                          {"mscale", 1.0},
                                          {"mscale_all_dim", 1.0},
                                          {"original_max_position_embeddings", 4096},
@@ -306,6 +312,6 @@ private:
 }  // namespace moequant::adapters
 
 MOEQUANT_PLUGIN("deepseek_v3", "0.1.0", MOEQUANT_KIND_ADAPTER,
-                "DeepSeek-V3/R1/V3.1/V3.2, Kimi-K2/K2.5 and GLM-5/5.1/5.2 family adapter") {
+                "DeepSeek-V3/R1/V3.1/V3.2, Kimi-K2/K2.5/K2.6 and GLM-5/5.1/5.2 family adapter") {
     registrar.add(std::make_unique<moequant::adapters::DeepseekV3Adapter>());
 }

@@ -1,10 +1,12 @@
-// MiniMax-M2 / M2.1 / M2.5 (model-families-2026.md §3.5): every layer MoE with
+// MiniMax-M2 / M2.1 / M2.5 / M2.7 (model-families-2026.md §3.5): every layer MoE with
 // `block_sparse_moe.experts.E.{w1,w3,w2}` (w1 = gate, w3 = up, w2 = down), `num_local_experts`,
 // `intermediate_size` as the expert size, no shared expert; an F32 router
 // `block_sparse_moe.gate.weight` with an F32 `block_sparse_moe.e_score_correction_bias` (not
 // under gate.); sigmoid scores, top-k by score + bias, weights renormalized, no groups, no
 // scaling; GQA with one RMSNorm over the whole q (and k) projection and rotary on the first
 // rotary_dim of each head; MTP modules at layer indices num_hidden_layers + i (skipped).
+// MiniMax-M2.7 keeps M2's model_type, architecture and tensors; its config.json differs only in
+// max_position_embeddings, which `synth --family minimax_m27` writes (docs/families.md).
 
 #include "gqa_family_adapter.hpp"
 #include "minimax_rules.hpp"
@@ -20,8 +22,10 @@ namespace moequant::adapters {
 namespace {
 
 FamilyRules minimax_m2_rules() {
-    return minimax_family_rules("MiniMax-M2/M2.1/M2.5: block_sparse_moe w1/w3/w2 experts, F32 sigmoid router, MTP layers",
-                                {"minimax_m2"}, {"MiniMaxM2ForCausalLM"});
+    FamilyRules r = minimax_family_rules("MiniMax-M2/M2.1/M2.5/M2.7: block_sparse_moe w1/w3/w2 experts, F32 sigmoid router, MTP layers",
+                                         {"minimax_m2"}, {"MiniMaxM2ForCausalLM"});
+    r.releases = {{"minimax_m27", "minimax_m2", "MiniMax-M2.7: M2's tensors, max_position_embeddings 204800"}};
+    return r;
 }
 
 struct Preset : SynthSizes {
@@ -48,7 +52,7 @@ public:
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
-        const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});
+        const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"}, rules().releases);
         const Preset p = s.small ? small : tiny;
 
         const SynthTokenizer tokenizer = make_synth_tokenizer({.vocab_size = p.vocab,
@@ -85,7 +89,8 @@ private:
         json::array attn_types;
         for (std::int64_t i = 0; i < p.layers; ++i) attn_types.push_back(1);
         c["attn_type_list"] = std::move(attn_types);
-        c["max_position_embeddings"] = 196608;
+        // M2, M2.1 and M2.5 say 196608, M2.7 204800 (docs/families.md, "Releases").
+        c["max_position_embeddings"] = s.release == "minimax_m27" ? 204800 : 196608;
         c["mtp_transformer_layers"] = 1;
         c["num_mtp_modules"] = mtp_modules;
         c["qk_norm_type"] = "per_layer";
@@ -112,6 +117,6 @@ private:
 }  // namespace
 }  // namespace moequant::adapters
 
-MOEQUANT_PLUGIN("minimax_m2", "0.1.0", MOEQUANT_KIND_ADAPTER, "MiniMax-M2 family adapter") {
+MOEQUANT_PLUGIN("minimax_m2", "0.1.0", MOEQUANT_KIND_ADAPTER, "MiniMax-M2/M2.1/M2.5/M2.7 family adapter") {
     registrar.add(std::make_unique<moequant::adapters::MiniMaxM2Adapter>());
 }

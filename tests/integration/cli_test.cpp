@@ -10,6 +10,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <map>
 
 using namespace moequant::test;
 
@@ -227,6 +228,26 @@ BOOST_AUTO_TEST_CASE(plugins_json_lists_objects_and_rejections) {
     BOOST_TEST(plugins[0].as_object().at("origin").as_string() == "--plugin");
     BOOST_TEST(plugins[0].as_object().at("provides").as_array().size() == 2u);
     BOOST_TEST(!doc.at("rejected").as_array().empty());
+}
+
+// Adapters list the releases `synth --family` also takes (docs/families.md, "Releases"), with
+// the model type each one's config.json says.
+BOOST_AUTO_TEST_CASE(plugins_lists_the_releases_adapters_synthesize) {
+    auto table = run_moequant({"plugins"});
+    BOOST_TEST_REQUIRE(table.exit_code == 0, table.err);
+    for (const char* line : {"release minimax_m27", "release kimi_k26"})
+        BOOST_TEST(contains(table.out, line), line << " missing in:\n" << table.out);
+    auto r = run_moequant({"plugins", "--json"});
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+    const boost::json::value doc = boost::json::parse(r.out);
+    std::map<std::string, std::string> releases;  // name -> model_type
+    for (const auto& plugin : doc.at("plugins").as_array())
+        for (const auto& object : plugin.at("provides").as_array())
+            if (const auto* listed = object.as_object().if_contains("synth_releases"))
+                for (const auto& release : listed->as_array())
+                    releases[std::string(release.at("name").as_string())] = release.at("model_type").as_string();
+    BOOST_TEST(releases["minimax_m27"] == "minimax_m2");
+    BOOST_TEST(releases["kimi_k26"] == "kimi_k25");
 }
 
 // An adapter that does not implement synthesize() (the fixture's) refuses `synth` as a usage error.

@@ -315,6 +315,9 @@ BOOST_AUTO_TEST_CASE(every_family_matches_an_independent_quantization) {
     minimax.experts = "block_sparse_moe.experts";
     minimax.projections = {"w1", "w3", "w2"};
     families.push_back(minimax);
+    Family minimax_m27 = minimax;  // MiniMax-M2.7's release: M2's tensors, its own config values
+    minimax_m27.name = "minimax_m27";
+    families.push_back(minimax_m27);
     Family qwen3_5{"qwen3_5_moe", "bf16", "fused-linear"};  // a VLM whose BF16 release is layout A
     qwen3_5.prefix = "model.language_model.layers.";
     families.push_back(qwen3_5);

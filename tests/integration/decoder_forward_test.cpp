@@ -33,10 +33,11 @@ std::vector<T> values(const SafetensorsFile& f, const std::string& name) {
 }
 
 
-// The adapter owning a family id.
+// The adapter owning a family id, model type or release.
 std::string plugin_of(const std::string& family) {
-    const bool deepseek = family == "kimi_k2" || family == "kimi_k25" || family == "deepseek_v32" || family == "glm_moe_dsa";
-    return deepseek ? "deepseek_v3" : family == "qwen3_5_moe" ? "qwen3_next" : family;
+    const bool deepseek = family == "kimi_k2" || family == "kimi_k25" || family == "kimi_k26" || family == "deepseek_v32" ||
+                          family == "glm_moe_dsa";
+    return deepseek ? "deepseek_v3" : family == "qwen3_5_moe" ? "qwen3_next" : family == "minimax_m27" ? "minimax_m2" : family;
 }
 
 // `reference` names the file in tests/data/decoder_forward (default: the family's, with the
@@ -154,6 +155,9 @@ BOOST_AUTO_TEST_CASE(kimi_k2_layers_match_the_reference) { check_family("kimi_k2
 // language_model. tensor names), the vision tower and projector not read.
 BOOST_AUTO_TEST_CASE(kimi_k25_layers_match_the_reference) { check_family("kimi_k25", "fp8"); }
 
+// Kimi-K2.6's release: K2.5's forward with YaRN factor 64 over its 262144 positions.
+BOOST_AUTO_TEST_CASE(kimi_k26_layers_match_the_reference) { check_family("kimi_k26", "fp8"); }
+
 // DeepSeek-V3.2: V3's forward on a checkpoint with indexer tensors, samples within index_topk.
 BOOST_AUTO_TEST_CASE(deepseek_v32_layers_match_the_reference) { check_family("deepseek_v32", "fp8"); }
 
@@ -163,6 +167,10 @@ BOOST_AUTO_TEST_CASE(minimax_m2_fp8_layers_match_the_reference) { check_family("
 // Gemma norms, per-head q/k norms, swigluoai in the experts, shared expert and dense layer,
 // the routed output scaled by 2, moe_layer_freq; its language model under language_model.
 BOOST_AUTO_TEST_CASE(minimax_m3_layers_match_the_reference) { check_family("minimax_m3"); }
+
+// MiniMax-M2.7's release: M2's tensors (the same draws) and forward; its longer
+// max_position_embeddings changes no rotary frequency, so M2's reference holds.
+BOOST_AUTO_TEST_CASE(minimax_m27_layers_match_m2s_reference) { check_family("minimax_m27", "fp8", "tiny", "minimax_m2"); }
 
 // Qwen3.5-MoE: Qwen3-Next's layers with the split in_proj_qkv / z / b / a projections, rope from
 // rope_parameters, the always-renormalized router, experts fused in layout A (synth's BF16 default).

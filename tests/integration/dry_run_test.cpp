@@ -60,7 +60,8 @@ BOOST_AUTO_TEST_CASE(listed_sizes_are_the_real_runs_for_every_family_and_format)
     };
     std::size_t compared = 0;
     for (const Source& s : {Source{"deepseek_v3", "fp8"}, {"kimi_k2", "int4-ct"}, {"qwen3_moe", "bf16"}, {"qwen3_next", "bf16"},
-                            {"mixtral", "bf16"}, {"glm4_moe", "fp8-channel"}, {"minimax_m2", "fp8"}, {"deepseek_v4", "mxfp4"}}) {
+                            {"mixtral", "bf16"}, {"glm4_moe", "fp8-channel"}, {"minimax_m2", "fp8"}, {"deepseek_v4", "mxfp4"},
+                            {"kimi_k26", "int4-ct"}}) {
         BOOST_TEST_CONTEXT(s.family << " " << s.dtype) {
             TempDir dir;
             const fs::path src = dir / "src";

@@ -225,6 +225,8 @@ BOOST_AUTO_TEST_CASE(encoded_checkpoints_convert_like_their_reference_decoded_bf
         {"minimax_m2", "fp8", "fp8"},
         {"kimi_k2", "int4-ct", "ct-pack"},
         {"kimi_k25", "int4-ct", "ct-pack"},
+        {"kimi_k26", "int4-ct", "ct-pack"},  // Kimi-K2.6's release: K2.5's INT4 g32 experts
+        {"minimax_m27", "fp8", "fp8"},       // MiniMax-M2.7's release: M2's FP8 block experts
         {"deepseek_v32", "fp8", "fp8", "48"},
         {"deepseek_v3", "mxfp4", "mxfp4"},
         {"qwen3_moe", "gptq", "gptq"},

@@ -78,7 +78,8 @@ BOOST_AUTO_TEST_CASE(the_source_against_itself_has_kl_zero_and_equal_perplexitie
 BOOST_AUTO_TEST_CASE(eight_bit_outputs_cost_less_kl_than_four_bit_ones) {
     const std::vector<std::pair<std::string, std::string>> families = {
         {"qwen3_moe", "bf16"},  {"deepseek_v3", "fp8"}, {"kimi_k2", "fp8"}, {"qwen3_next", "bf16"},
-        {"minimax_m2", "fp8"}, {"glm4_moe", "bf16"},   {"mixtral", "bf16"}};
+        {"minimax_m2", "fp8"}, {"glm4_moe", "bf16"},   {"mixtral", "bf16"},
+        {"kimi_k26", "int4-ct"}};  // the release by name: a VLM with INT4 experts
     for (const auto& [family, dtype] : families) {
         BOOST_TEST_CONTEXT(family) {
             TempDir dir;

@@ -2,9 +2,11 @@
 // checked against the family's rules as model-families.md states them — recomputed here from
 // the written config.json, never taken from the adapter's own output.
 
+#include "error_code_of.hpp"
 #include "test_support.hpp"
 
 #include <moequant/checkpoint.hpp>
+#include <moequant/engine/plugin_registry.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
@@ -22,10 +24,11 @@ namespace json = boost::json;
 namespace {
 
 struct Case {
-    std::string family;   // --family
+    std::string family;   // --family: the model_type whose rules the plan follows
     std::string dtype;    // bf16 | fp8 | fp8-channel | int4-ct
     std::string layout;   // per-expert | fused-linear | fused-bmm | mistral-native
     std::string shard_pattern;
+    std::string release = {};  // --family instead: a release of that model_type (minimax_m27, kimi_k26)
 };
 
 // The family's naming of routed experts: where projection p of expert e in layer l lives.
@@ -120,10 +123,37 @@ std::vector<std::int64_t> shape_of(const json::value& v) {
     return s;
 }
 
+// What a release's config.json says where it differs from its model_type's (docs/families.md,
+// "Releases"), and the synth marker naming the release.
+void check_release(const Case& c, const fs::path& out, const json::object& cfg, const json::object& plan) {
+    if (!c.release.empty())  // detected as its model_type's family: the release leaves no trace in the files
+        BOOST_TEST(std::string(plan.at("family").as_string()) == (c.family == "minimax_m2" ? "minimax_m2" : "deepseek_v3"));
+    const auto marker = json::parse(read_text(out / ".moequant-synth.json")).as_object();
+    const json::value* release = marker.if_contains("release");
+    BOOST_TEST((release ? std::string(release->as_string()) : std::string()) == c.release);
+    if (c.family == "minimax_m2")  // MiniMax-M2/M2.1/M2.5: 196608; M2.7: 204800
+        BOOST_TEST(get(cfg, "max_position_embeddings") == (c.release == "minimax_m27" ? 204800 : 196608));
+    if (c.family == "kimi_k25") {  // Kimi-K2.6: 256K positions, YaRN factor 64
+        const bool k26 = c.release == "kimi_k26";
+        BOOST_TEST(get(cfg, "max_position_embeddings") == (k26 ? 262144 : 131072));
+        BOOST_TEST(cfg.at("rope_scaling").at("factor").to_number<double>() == (k26 ? 64.0 : 32.0));
+    }
+    if (c.release == "kimi_k26") {  // the vision tower in the last shard, as K2.6's 64th holds it
+        const json::value index = json::parse(read_text(out / "model.safetensors.index.json"));
+        std::set<std::string> shards, vision_shards;
+        for (const auto& kv : index.at("weight_map").as_object()) {
+            shards.insert(std::string(kv.value().as_string()));
+            if (kv.key().starts_with("vision_tower.")) vision_shards.insert(std::string(kv.value().as_string()));
+        }
+        BOOST_TEST((vision_shards == std::set<std::string>{*shards.rbegin()}));
+    }
+}
+
 void check_family(const Case& c) {
     TempDir dir;
     const fs::path out = dir / "ckpt";
-    auto synth = run_moequant({"synth", "--family", c.family, "--dtype", c.dtype, "--layout", c.layout, "--out", out.string()});
+    auto synth = run_moequant({"synth", "--family", c.release.empty() ? c.family : c.release, "--dtype", c.dtype, "--layout",
+                               c.layout, "--out", out.string()});
     BOOST_REQUIRE_MESSAGE(synth.exit_code == 0, synth.err);
     auto inspected = run_moequant({"inspect", "--json", "--plan", "--tensors", out.string()});
     BOOST_REQUIRE_MESSAGE(inspected.exit_code == 0, inspected.err);
@@ -131,6 +161,7 @@ void check_family(const Case& c) {
     const auto& plan = report.at("plan").as_object();
     const auto config_doc = json::parse(read_text(out / "config.json")).as_object();
     const auto& cfg = text_config(config_doc);
+    check_release(c, out, cfg, plan);
     const bool fp8 = c.dtype == "fp8";
     const bool int4 = c.dtype == "int4-ct";  // compressed-tensors pack-quantized routed experts
     // GLM-4.5/4.6/4.7-FP8 (model-families-2026.md §2.3, §3.3): compressed-tensors float-quantized,
@@ -503,6 +534,7 @@ const std::vector<Case> cases = {
     {"deepseek_v32", "fp8", "per-expert", R"(model-\d{5}-of-\d{6}\.safetensors)"},
     {"kimi_k25", "bf16", "per-expert", R"(model-[1-9]\d*-of-[1-9]\d*\.safetensors)"},
     {"kimi_k25", "int4-ct", "per-expert", R"(model-[1-9]\d*-of-[1-9]\d*\.safetensors)"},
+    {"kimi_k25", "int4-ct", "per-expert", R"(model-\d{5}-of-\d{6}\.safetensors)", "kimi_k26"},
     {"qwen3_next", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_next", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"mixtral", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
@@ -516,6 +548,7 @@ const std::vector<Case> cases = {
     {"glm4_moe", "fp8-channel", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"minimax_m2", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"minimax_m2", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
+    {"minimax_m2", "fp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)", "minimax_m27"},
     {"minimax_m3", "bf16", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"minimax_m3", "mxfp8", "per-expert", R"(model-\d{5}-of-\d{5}\.safetensors)"},
     {"qwen3_5_moe", "bf16", "fused-linear", R"(model\.safetensors-\d{5}-of-\d{5}\.safetensors)"},
@@ -529,7 +562,8 @@ const std::vector<Case> cases = {
 BOOST_AUTO_TEST_SUITE(families)
 
 BOOST_AUTO_TEST_CASE(synth_then_inspect_reports_each_familys_plan) {
-    for (const auto& c : cases) BOOST_TEST_CONTEXT(c.family << " " << c.dtype << " " << c.layout) { check_family(c); }
+    for (const auto& c : cases)
+        BOOST_TEST_CONTEXT(c.family << " " << c.release << " " << c.dtype << " " << c.layout) { check_family(c); }
 }
 
 BOOST_AUTO_TEST_CASE(synth_is_deterministic_per_seed) {
@@ -564,6 +598,7 @@ BOOST_AUTO_TEST_CASE(synth_refuses_bad_options_and_existing_output) {
     auto unknown = run_moequant({"synth", "--family", "llama", "--out", (dir / "x").string()});
     BOOST_TEST(unknown.exit_code == 2);
     BOOST_TEST(unknown.err.find("installed") != std::string::npos);
+    BOOST_TEST(unknown.err.find("minimax_m27 (minimax_m2)") != std::string::npos, unknown.err);  // releases listed too
     auto preset = run_moequant({"synth", "--family", "mixtral", "--preset", "huge", "--out", (dir / "x").string()});
     BOOST_TEST(preset.exit_code == 2);
     BOOST_TEST(preset.err.find("tiny, small") != std::string::npos);
@@ -576,6 +611,29 @@ BOOST_AUTO_TEST_CASE(synth_refuses_bad_options_and_existing_output) {
     BOOST_TEST(again.exit_code == 5);
     BOOST_TEST(again.err.find("--overwrite") != std::string::npos);
     BOOST_TEST(run_moequant({"synth", "--family", "mixtral", "--overwrite", "--out", (dir / "x").string()}).exit_code == 0);
+}
+
+// A plugin caller (not synth, which passes a release's own model_type) asking an adapter for a
+// release it does not write, or for one under another model_type, gets a usage error naming both.
+BOOST_AUTO_TEST_CASE(synthesize_refuses_a_release_it_does_not_write) {
+    Registry registry;
+    for (const char* plugin : {"deepseek_v3", "mixtral"})
+        registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / ("moequant-adapter-" + std::string(plugin) + ".so"),
+                           PluginOrigin::explicit_file);
+    const ModelAdapter* deepseek = registry.adapter("deepseek_v3");
+    const ModelAdapter* mixtral = registry.adapter("mixtral");
+    BOOST_REQUIRE(deepseek && mixtral);
+    TempDir dir;
+    auto refusal = [&](const ModelAdapter& adapter, Options options) {
+        return std::string(error_of([&] { adapter.synthesize(dir.path(), options); }, ErrorKind::usage).what());
+    };
+    const std::string other_type = refusal(*deepseek, {{"release", "kimi_k26"}, {"model_type", "kimi_k2"}});
+    BOOST_TEST(other_type.find("release 'kimi_k26' has model_type 'kimi_k25', not 'kimi_k2'") != std::string::npos, other_type);
+    const std::string unknown = refusal(*deepseek, {{"release", "minimax_m27"}});
+    BOOST_TEST(unknown.find("release 'minimax_m27' is not one of: kimi_k26") != std::string::npos, unknown);
+    const std::string none = refusal(*mixtral, {{"release", "kimi_k26"}});
+    BOOST_TEST(none.find("synthesizes no named release") != std::string::npos, none);
+    BOOST_TEST(fs::is_empty(dir.path()));  // refused before any file
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -31,6 +31,7 @@ const std::vector<SynthSource> sources = {
     {"glm4_moe", "fp8", "per-expert"},    {"qwen3_moe", "bf16", "fused-bmm"}, {"mixtral", "bf16", "fused-linear"},
     {"mixtral", "bf16", "per-expert"},    {"minimax_m2", "fp8", "per-expert"},
     {"deepseek_v32", "fp8", "per-expert"}, {"kimi_k25", "int4-ct", "per-expert"},
+    {"kimi_k26", "int4-ct", "per-expert"}, {"minimax_m27", "fp8", "per-expert"},  // releases by name
     {"qwen3_5_moe", "bf16", "fused-linear"},
     {"glm_moe_dsa", "fp8", "per-expert"},  // --sample-tokens 48 is within its index_topk (64)
     {"minimax_m3", "mxfp8", "per-expert"},  // 48 tokens are within its sparse attention's dense window

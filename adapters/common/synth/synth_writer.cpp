@@ -188,7 +188,7 @@ std::string unpadded_shard_name(std::size_t number, std::size_t count) {
 }
 
 SynthSettings read_synth_settings(const Options& options, const std::vector<std::string>& model_types,
-                                  const std::vector<std::string>& layouts) {
+                                  const std::vector<std::string>& layouts, const std::vector<SynthRelease>& releases) {
     auto one_of = [](const std::string& option, const std::string& value, const std::vector<std::string>& allowed) {
         if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
         std::string list;
@@ -196,8 +196,21 @@ SynthSettings read_synth_settings(const Options& options, const std::vector<std:
         throw_usage_error(option + " '" + value + "' is not one of: " + list);
     };
     SynthSettings s;
-    s.model_type = options.get_string("model_type", model_types.front());
+    s.release = options.get_string("release", "");
+    const SynthRelease* release = nullptr;
+    if (!s.release.empty()) {
+        std::vector<std::string> names;
+        for (const SynthRelease& r : releases) {
+            names.push_back(r.name);
+            if (r.name == s.release) release = &r;
+        }
+        if (names.empty()) throw_usage_error("release '" + s.release + "': this family synthesizes no named release");
+        one_of("release", s.release, names);
+    }
+    s.model_type = options.get_string("model_type", release ? release->model_type : model_types.front());
     one_of("model_type", s.model_type, model_types);
+    if (release && release->model_type != s.model_type)
+        throw_usage_error("release '" + s.release + "' has model_type '" + release->model_type + "', not '" + s.model_type + "'");
     std::string preset = options.get_string("preset", "tiny");
     one_of("--preset", preset, {"tiny", "small"});
     s.small = preset == "small";

@@ -9,6 +9,7 @@
 #include "synth_encoded_linear.hpp"
 
 #include <moequant/fp8_dequant.hpp>
+#include <moequant/model_adapter.hpp>
 #include <moequant/options.hpp>
 #include <moequant/tensor.hpp>
 
@@ -74,6 +75,7 @@ inline SynthTensor bf16_tensor(std::string name, Shape shape, double stddev = 0.
 // The synth options every family understands (see ModelAdapter::synthesize).
 struct SynthSettings {
     std::string model_type;          // one of the family's model types (default: the first)
+    std::string release;             // one of the family's releases, or empty (SynthRelease)
     bool small = false;              // preset "small" instead of "tiny"
     bool fp8 = false;                // a quantized dtype: the family marks its linears F8_E4M3
     SynthEncoding encoding = SynthEncoding::bf16;  // --dtype: bf16, fp8 (block), fp8-channel, int4-ct, mxfp4, gptq
@@ -90,9 +92,10 @@ struct SynthSettings {
 // Writes everything into `directory` (which must exist). Deterministic for given settings.
 void write_synth_model(const SynthModel& model, const std::filesystem::path& directory, const SynthSettings& settings);
 
-// Reads and checks the options; Error(usage) naming the option and the allowed values.
+// Reads and checks the options; Error(usage) naming the option and the allowed values. A
+// "release" must be one of `releases` and agree with "model_type" (which it sets when absent).
 SynthSettings read_synth_settings(const Options& options, const std::vector<std::string>& model_types,
-                                  const std::vector<std::string>& layouts);
+                                  const std::vector<std::string>& layouts, const std::vector<SynthRelease>& releases = {});
 
 // "model-00001-of-000163.safetensors": `number_digits` / `count_digits` zero-padded fields.
 std::string padded_shard_name(std::size_t number, std::size_t count, int number_digits, int count_digits);

@@ -12,7 +12,8 @@ deepseek_v32 (family key deepseek_v3) and minimax_m2 with --dtype fp8; minimax_m
 (its language model under language_model., samples within its sparse attention's dense window): DeepSeek-V3.2's indexer keeps
 every key of samples no longer than index_topk, as these are, so its forward is V3's dense MLA and the
 indexer is unread; Kimi-K2.5's language model is Kimi-K2's, read from text_config and the
-language_model. tensors, the vision tower unread; qwen3_5_moe with --dtype bf16, whose experts synth
+language_model. tensors, the vision tower unread (kimi_k26, synth's Kimi-K2.6 release, the same
+with its YaRN factor 64, into kimi_k26.safetensors; minimax_m27 reuses minimax_m2's file); qwen3_5_moe with --dtype bf16, whose experts synth
 stores fused in layout A: Qwen3-Next's layers with separate in_proj_qkv / in_proj_z / in_proj_b /
 in_proj_a, read from text_config and the model.language_model. tensors, rope settings from
 rope_parameters (text-only positions: the three M-RoPE streams are equal, plain RoPE);

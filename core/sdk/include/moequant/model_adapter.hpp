@@ -116,6 +116,15 @@ struct ModelPlan {
     }
 };
 
+// A release that synthesize() writes in its own conventions where they differ from those of
+// its model_type (config values, shard names), e.g. MiniMax-M2.7 under model_type minimax_m2.
+// `moequant synth --family NAME` accepts the name beside adapter ids and model types.
+struct SynthRelease {
+    std::string name;         // e.g. "minimax_m27" ([a-z0-9_]+, no adapter id or model type)
+    std::string model_type;   // the model_type its config.json says: one of model_types()
+    std::string description;  // one line, e.g. "MiniMax-M2.7: max_position_embeddings 204800"
+};
+
 class MOEQUANT_API ModelAdapter {
 public:
     virtual ~ModelAdapter();
@@ -136,9 +145,12 @@ public:
     // Writes a small random checkpoint in the family's exact on-disk conventions into
     // `directory` (which exists and is empty). Options: "model_type" (one of model_types()),
     // "preset" (tiny|small), "dtype" (bf16|fp8|fp8-channel|...), "seed", "layout" (per-expert|fused-linear|
-    // fused-bmm) where the family has fused variants. Deterministic for given options. Optional:
-    // the default refuses with Error(usage, "NoSynthesis").
+    // fused-bmm) where the family has fused variants, "release" (one of synth_releases(), with
+    // its model_type). Deterministic for given options. Optional: the default refuses with
+    // Error(usage, "NoSynthesis").
     virtual void synthesize(const std::filesystem::path& directory, const Options& options) const;
+    // The releases synthesize() writes by name (option "release"); the default has none.
+    virtual std::vector<SynthRelease> synth_releases() const;
 
     // How the family writes a conversation, for calibration "messages" (chat_template.hpp).
     // The default is plain_chat_template().

@@ -12,7 +12,8 @@
 //   15: OutputFormat::planned_files(); 16: compute_dtype.hpp; 17: fault and termination cleanup;
 //   18: open quantizer facts, runtime checks of formats, optional synthesize(), splitmix64.hpp,
 //       plugin_abi.hpp; 19: Quantizer::for_matrix() (MatrixRole), projection.hpp;
-//   20: gated_activation.hpp, ModelPlan::expert_activation, activations in layer_ops.
+//   20: gated_activation.hpp, ModelPlan::expert_activation, activations in layer_ops,
+//       ModelAdapter::synth_releases() (SynthRelease).
 #pragma once
 
 #include <moequant/version.hpp>
@@ -22,7 +23,7 @@
 
 #define MOEQUANT_PLUGIN_ABI_VERSION MOEQUANT_VERSION_MINOR
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "5ac871b8de5d28d9"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "c62abbb94bee34f6"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

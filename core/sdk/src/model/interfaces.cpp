@@ -31,6 +31,8 @@ void ModelAdapter::synthesize(const std::filesystem::path&, const Options&) cons
                 {.code = "NoSynthesis", .hint = "synth a family whose adapter writes synthetic checkpoints"});
 }
 
+std::vector<SynthRelease> ModelAdapter::synth_releases() const { return {}; }
+
 std::unique_ptr<DecoderForward> ModelAdapter::decoder_forward(const ModelConfig&, const Checkpoint&, const ModelPlan&) const {
     throw Error(ErrorKind::plugin, "family '" + std::string(id()) + "' has no calibration forward pass",
                 {.code = "NoForward", .hint = "record the MoE inputs with an inference engine and pass --calibration-activations"});
