@@ -55,10 +55,7 @@ public:
         const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"}, rules().releases);
         const Preset p = s.small ? small : tiny;
 
-        const SynthTokenizer tokenizer = make_synth_tokenizer({.vocab_size = p.vocab,
-                                                               .special_tokens = {"]~!b[", "]~b]", "[e~["},
-                                                               .bos_token = "]~!b[",
-                                                               .eos_token = "[e~["});
+        const SynthTokenizer tokenizer = minimax_style_tokenizer(p.vocab);
         const std::int64_t H = p.hidden;
         FamilyCheckpoint checkpoint{.tokenizer = tokenizer, .config = config(p, s, tokenizer), .hidden = H,
                                     .layers = p.layers + mtp_modules};

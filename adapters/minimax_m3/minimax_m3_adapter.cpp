@@ -129,10 +129,7 @@ public:
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
         const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"});
         const Preset p = s.small ? small : tiny;
-        const SynthTokenizer tokenizer = make_synth_tokenizer({.vocab_size = p.vocab,
-                                                               .special_tokens = {"]~!b[", "]~b]", "[e~["},
-                                                               .bos_token = "]~!b[",
-                                                               .eos_token = "[e~["});
+        const SynthTokenizer tokenizer = minimax_style_tokenizer(p.vocab);
         const std::int64_t H = p.hidden;
         const bool q = s.fp8;  // every linear but the router is quantized in the MXFP8 release
         FamilyCheckpoint checkpoint{.tokenizer = tokenizer, .config = config(p, s, tokenizer), .hidden = H,

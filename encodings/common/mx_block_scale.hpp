@@ -13,6 +13,13 @@ inline constexpr std::int64_t mx_block = 32;
 // encoding's, which refuses scales of another shape.
 inline bool announces_mxfp8(const ModelConfig* config) { return quant_method(config).find("mxfp8") != std::string::npos; }
 
+// The tensor `name` when it is an FP8 (E4M3 or E5M2) weight, else null.
+inline const TensorInfo* fp8_weight(const Checkpoint& checkpoint, std::string_view name) {
+    if (!checkpoint.contains(name)) return nullptr;
+    const TensorInfo& info = checkpoint.info(name);
+    return info.dtype == DType::F8_E4M3 || info.dtype == DType::F8_E5M2 ? &info : nullptr;
+}
+
 // The E8M0 scale tensor of 2-D FP8 weight `weight`, when it has one of the MX shape.
 inline std::optional<std::string> mx_block_scale(const Checkpoint& checkpoint, const std::string& weight) {
     if (!checkpoint.contains(weight)) return std::nullopt;

@@ -45,9 +45,9 @@ public:
 
     int recognise(std::string_view name, const Checkpoint& checkpoint, const ModelConfig* config,
                   EncodedWeight& out) const override {
-        if (!checkpoint.contains(name)) return 0;
-        const TensorInfo& info = checkpoint.info(name);
-        if (info.dtype != DType::F8_E4M3 && info.dtype != DType::F8_E5M2) return 0;
+        const TensorInfo* fp8 = fp8_weight(checkpoint, name);
+        if (!fp8) return 0;
+        const TensorInfo& info = *fp8;
         const std::string weight(name);
         if (mx_block_scale(checkpoint, weight) || announces_mxfp8(config)) return 0;  // MXFP8: the mxfp8 encoding's
         const Fp8Scaling scaling = fp8_scaling(checkpoint, config, weight, info);

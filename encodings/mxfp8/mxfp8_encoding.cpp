@@ -57,9 +57,9 @@ public:
 
     int recognise(std::string_view name, const Checkpoint& checkpoint, const ModelConfig* config,
                   EncodedWeight& out) const override {
-        if (!checkpoint.contains(name)) return 0;
-        const TensorInfo& info = checkpoint.info(name);
-        if (info.dtype != DType::F8_E4M3 && info.dtype != DType::F8_E5M2) return 0;
+        const TensorInfo* fp8 = fp8_weight(checkpoint, name);
+        if (!fp8) return 0;
+        const TensorInfo& info = *fp8;
         const std::string weight(name);
         const auto scale = mx_block_scale(checkpoint, weight);
         if (!scale) {

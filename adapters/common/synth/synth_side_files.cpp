@@ -23,6 +23,11 @@ SynthTokenizer qwen_style_tokenizer(std::int64_t vocab_size) {
     return make_synth_tokenizer(request);
 }
 
+SynthTokenizer minimax_style_tokenizer(std::int64_t vocab_size) {
+    return make_synth_tokenizer(
+        {.vocab_size = vocab_size, .special_tokens = {"]~!b[", "]~b]", "[e~["}, .bos_token = "]~!b[", .eos_token = "[e~["});
+}
+
 SynthTokenizer glm_style_tokenizer(std::int64_t vocab_size) {
     TokenizerRequest request;
     request.vocab_size = vocab_size;

@@ -17,4 +17,7 @@ SynthTokenizer qwen_style_tokenizer(std::int64_t vocab_size);
 // <|user|>, <|assistant|>, no bos token.
 SynthTokenizer glm_style_tokenizer(std::int64_t vocab_size);
 
+// MiniMax's (M2.x and M3): ]~!b[ (the bos), ]~b] (the role marker), [e~[ (the eos).
+SynthTokenizer minimax_style_tokenizer(std::int64_t vocab_size);
+
 }  // namespace moequant::adapters
