@@ -2,8 +2,6 @@
 
 #include "fixed_scale_gptq.hpp"
 
-#include <algorithm>
-
 namespace moequant::amx {
 
 namespace {
@@ -52,15 +50,9 @@ QuantizedTensor AmxCalibratedQuantizer::quantize_calibrated(const TensorView& we
     const gptq::FixedScaleCalibration& prepared = gptq::fixed_scale_calibration(calibration, k, id());
     const gptq::FixedScaleCodes solved = gptq::solve_fixed_scale(gptq::bf16_rounded_values(weight), n, k, prepared,
                                                                  scheme_of(method_, settings_), settings_.scale_search, rule_of(method_));
-    QuantizedTensor out;
-    out.method = plain_.published_name("kt.method");
     Tensor packed = Tensor::uninitialized(DType::I8, {code_bytes(method_, n, k)});  // pack_codes writes every byte
     pack_codes(method_, n, k, solved.codes.data(), packed.data_as<std::uint8_t>());
-    Tensor scales(DType::F32, {n});
-    std::copy(solved.scales.begin(), solved.scales.end(), scales.data_as<float>());
-    out.parts.emplace_back("weight", std::move(packed));
-    out.parts.emplace_back("scale", std::move(scales));
-    return out;
+    return gptq::row_scaled_tensor(plain_.published_name("kt.method"), std::move(packed), solved.scales);
 }
 
 std::string AmxCalibratedQuantizer::stored_problem(const QuantizedTensor& stored, const TensorView& source) const {

@@ -153,6 +153,16 @@ FixedScaleCodes solve_fixed_scale(const std::vector<float>& w, std::int64_t rows
     return out;
 }
 
+QuantizedTensor row_scaled_tensor(std::string method, Tensor packed, const std::vector<float>& scales) {
+    QuantizedTensor out;
+    out.method = std::move(method);
+    Tensor stored_scales(DType::F32, {static_cast<std::int64_t>(scales.size())});
+    std::copy(scales.begin(), scales.end(), stored_scales.data_as<float>());
+    out.parts.emplace_back("weight", std::move(packed));
+    out.parts.emplace_back("scale", std::move(stored_scales));
+    return out;
+}
+
 std::string scale_range_problem(const TensorView& source, const float* d, const RowScaleRule& rule) {
     const std::int64_t n = source.shape[0], k = source.shape[1];
     const std::vector<float> w = bf16_rounded_values(source);

@@ -83,6 +83,10 @@ FixedScaleCodes solve_fixed_scale(const std::vector<float>& w, std::int64_t rows
                                   const FixedScaleCalibration& calibration, const Scheme& scheme, bool scale_search,
                                   const RowScaleRule& rule);
 
+// What a per-row kt layout stores: `method`, the part "weight" (the packed codes) and the part
+// "scale" (`scales` as F32 [rows]).
+QuantizedTensor row_scaled_tensor(std::string method, Tensor packed, const std::vector<float>& scales);
+
 // The rows of `source` whose stored scale d[r] lies outside [fl(search_floor * d_kt), d_kt] (0
 // exactly for an all-zero row) as a sentence naming the first; empty when there are none.
 std::string scale_range_problem(const TensorView& source, const float* d, const RowScaleRule& rule);

@@ -4,8 +4,6 @@
 
 #include <moequant/error.hpp>
 
-#include <algorithm>
-
 namespace moequant::moe_int {
 
 namespace {
@@ -61,16 +59,10 @@ QuantizedTensor MoeInt8GptqQuantizer::quantize_calibrated(const TensorView& weig
     const gptq::FixedScaleCodes solved =
         gptq::solve_fixed_scale(gptq::bf16_rounded_values(weight), n, k, gptq::fixed_scale_calibration(calibration, k, id()),
                                 gptq::fixed_scale_scheme(8, settings_), settings_.scale_search, row_rule);
-    QuantizedTensor out;
-    out.method = layout().published_name("kt.method");
     Tensor codes(DType::I8, {n / nb * aocl_block_bytes(nb, k)});  // zeroed: the K padding stays 0
     for (std::int64_t r = 0; r < n; ++r)
         write_aocl_row(codes.data_as<std::uint8_t>() + (r / nb) * aocl_block_bytes(nb, k), nb, k, r % nb, solved.codes.data() + r * k);
-    Tensor scales(DType::F32, {n});
-    std::copy(solved.scales.begin(), solved.scales.end(), scales.data_as<float>());
-    out.parts.emplace_back("weight", std::move(codes));
-    out.parts.emplace_back("scale", std::move(scales));
-    return out;
+    return gptq::row_scaled_tensor(layout().published_name("kt.method"), std::move(codes), solved.scales);
 }
 
 std::string MoeInt8GptqQuantizer::stored_problem(const QuantizedTensor& stored, const TensorView& source) const {
