@@ -2,8 +2,6 @@
 
 #include "aocl_int8_layout.hpp"
 
-#include <moequant/error.hpp>
-
 namespace moequant::moe_int {
 
 namespace {
@@ -15,6 +13,7 @@ const gptq::RowScaleRule row_rule{moe_int8_row_scale, 1.0f};
 
 MoeInt8GptqQuantizer::MoeInt8GptqQuantizer(gptq::FixedScaleSettings settings)
     : settings_(settings), plain_(std::make_shared<MoeInt8Quantizer>()) {
+    // moe-int8's variants (for_matrix() of the registered plain object, which is a MoeInt8Quantizer).
     auto variant = [&](Projection p) {
         return std::unique_ptr<const MoeInt8GptqQuantizer>(
             new MoeInt8GptqQuantizer(static_cast<const MoeInt8Quantizer&>(plain_->quantizer_for({0, p})), settings));
