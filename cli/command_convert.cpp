@@ -1,7 +1,8 @@
 // `moequant convert`: the checkpoint's routed experts into kt-kernel's CPU format (or another
 // output format), one layer in flight, resumable. The flags mirror kt-kernel's
 // convert_cpu_weights.py so existing command lines work unchanged. With --calibrate the codes
-// are chosen by GPTQ on calibration data (amx-int4-gptq / amx-int8-gptq), in the same layout.
+// are chosen by GPTQ on calibration data (amx-int4-gptq / amx-int8-gptq / moe-int8-gptq),
+// in the same layout.
 
 #include "calibration_inputs.hpp"
 #include "command.hpp"
@@ -77,7 +78,7 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
         ("threadpool-count", po::value(&r.parts)->default_value(2), "threadpool parts T (kt-kernel's NUMA sub-pools)")
         ("calibrate", po::bool_switch(&r.calibrate),
          "choose the codes by GPTQ error feedback on calibration data (--dataset or --calibration-activations): "
-         "amx-int4-gptq / amx-int8-gptq, the same layout and method in the files")
+         "amx-int4-gptq / amx-int8-gptq / moe-int8-gptq, the same layout and method in the files")
         ("dampening_frac", po::value(&r.dampening)->default_value(0.1), "with --calibrate: GPTQ dampening, relative to mean(diag H)");
     add_calibration_options(options, r.data);
     options.add_options()
@@ -134,9 +135,7 @@ void check_request(ConvertRequest& r) {
                               "ARM with KML, and its converter stops with 'backend not available'; docs/kt-moe-int8.md)",
                               {.hint = "moe_int8 writes kt's MOE_INT8 for CPUs without AMX"});
         if (r.quant_method == "moe_int8") {
-            if (r.calibrate)
-                throw_usage_error("--calibrate has no MOE_INT8 variant yet", {.hint = "leave --calibrate out, or use --quant-method int8"});
-            r.quantizer_id = "moe-int8";
+            r.quantizer_id = r.calibrate ? "moe-int8-gptq" : "moe-int8";
         } else {
             if (r.quant_method != "int4" && r.quant_method != "int8")
                 throw_usage_error("--quant-method must be int4, int8 or moe_int8, got '" + r.quant_method + "'");

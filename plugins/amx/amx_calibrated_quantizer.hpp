@@ -6,20 +6,18 @@
 // kt-kernel's own amax rule) with the least diag(H)-weighted rounding error, then held fixed
 // while GPTQ chooses the codes, in kt-kernel's own range (-7..7, -127..127: its integer products
 // get the lowest code's sign wrong, docs/kt-arithmetic.md), clamped inside the loop so that the
-// error feedback sees the clamp.
+// error feedback sees the clamp. The search and the loop are fixed_scale_gptq.hpp's, shared with
+// the calibrated MOE_INT8 quantizer.
 #pragma once
 
 #include "amx_quantizer.hpp"
+#include "fixed_scale_gptq.hpp"
 
 #include <moequant/quantizer.hpp>
 
 namespace moequant::amx {
 
-struct CalibratedSettings {
-    bool actorder = true;          // columns in decreasing diag(H) order ("static"), else "none"
-    double dampening_frac = 0.1;   // GPTQ's dampening, relative to mean(diag H)
-    bool scale_search = true;      // search each row's scale; false keeps kt-kernel's d_kt
-};
+using CalibratedSettings = gptq::FixedScaleSettings;
 
 class AmxCalibratedQuantizer final : public Quantizer, public QuantizerCalibration {
 public:

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace moequant::moe_int {
 
@@ -25,6 +26,19 @@ constexpr std::int64_t aocl_code_offset(std::int64_t rows, std::int64_t row, std
 // Offset within a block of row `row`'s column sum.
 constexpr std::int64_t aocl_colsum_offset(std::int64_t rows, std::int64_t k, std::int64_t row) noexcept {
     return ((k + 3) / 4 * 4) * rows + 4 * row;
+}
+
+// Writes row `row`'s k codes into a block of `rows` rows, and its column sum (computed in
+// uint32 so that it wraps like the int32 AOCL keeps). The padding past k is left as it is (the
+// callers' blocks start zeroed).
+inline void write_aocl_row(std::uint8_t* block, std::int64_t rows, std::int64_t k, std::int64_t row, const std::int8_t* codes) noexcept {
+    std::uint32_t sum = 0;
+    for (std::int64_t c = 0; c < k; ++c) {
+        block[aocl_code_offset(rows, row, c)] = static_cast<std::uint8_t>(codes[c]);
+        sum += static_cast<std::uint32_t>(static_cast<std::int32_t>(codes[c]));
+    }
+    const std::uint32_t colsum = sum * 128u;
+    std::memcpy(block + aocl_colsum_offset(rows, k, row), &colsum, 4);
 }
 
 }  // namespace moequant::moe_int

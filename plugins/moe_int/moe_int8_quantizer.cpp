@@ -14,10 +14,6 @@
 namespace moequant::moe_int {
 namespace {
 
-// fl32(1/127): kt-kernel divides amax by 127 but is built with -ffast-math, which makes the
-// division this multiplication (as for AMXINT8; the golden vectors of kt's own build show it).
-constexpr std::uint32_t one_over_127_bits = 0x3C010204u;
-
 // kt-kernel's N_BLOCK_UP_GATE and N_BLOCK_DOWN (operators/moe_kernel/la/kernel.hpp), the rows
 // of one reordered block.
 constexpr std::int64_t gate_up_block_rows = 32;
@@ -37,6 +33,13 @@ std::int32_t read_i32(const std::uint8_t* p) noexcept {
 }
 
 }  // namespace
+
+float moe_int8_row_scale(float amax) noexcept {
+    // fl32(1/127): kt-kernel divides amax by 127 but is built with -ffast-math, which makes the
+    // division this multiplication (as for AMXINT8; the golden vectors of kt's own build show it).
+    constexpr std::uint32_t one_over_127_bits = 0x3C010204u;
+    return amax * std::bit_cast<float>(one_over_127_bits);
+}
 
 MoeInt8Quantizer::MoeInt8Quantizer()
     : gate_up_(new MoeInt8Quantizer(gate_up_block_rows)), down_(new MoeInt8Quantizer(down_block_rows)) {}
@@ -94,6 +97,7 @@ QuantizedTensor MoeInt8Quantizer::quantize(const TensorView& weight) const {
     auto* scale_ptr = scales.data_as<float>();
     parallel_for(0, static_cast<std::size_t>(n / nb), 1, [&](std::size_t first, std::size_t last) {
         std::vector<float> row(static_cast<std::size_t>(k));
+        std::vector<std::int8_t> q(static_cast<std::size_t>(k));
         for (auto b = static_cast<std::int64_t>(first); b < static_cast<std::int64_t>(last); ++b) {
             std::uint8_t* block = code_ptr + b * aocl_block_bytes(nb, k);
             for (std::int64_t i = 0; i < nb; ++i) {
@@ -101,16 +105,10 @@ QuantizedTensor MoeInt8Quantizer::quantize(const TensorView& weight) const {
                 convert_bf16_to_f32(source + 2 * r * k, row.data(), row.size());
                 float amax = 0;
                 for (const float v : row) amax = std::max(amax, std::fabs(v));
-                const float d = amax * std::bit_cast<float>(one_over_127_bits);
+                const float d = moe_int8_row_scale(amax);
                 scale_ptr[r] = d;
-                std::uint32_t sum = 0;  // wraps like the int32 AOCL keeps
-                for (std::int64_t c = 0; c < k; ++c) {
-                    const std::int8_t q = kt_code(std::round(row[static_cast<std::size_t>(c)] / d));
-                    block[aocl_code_offset(nb, i, c)] = static_cast<std::uint8_t>(q);
-                    sum += static_cast<std::uint32_t>(static_cast<std::int32_t>(q));
-                }
-                const std::uint32_t colsum = sum * 128u;
-                std::memcpy(block + aocl_colsum_offset(nb, k, i), &colsum, 4);
+                for (std::int64_t c = 0; c < k; ++c) q[c] = kt_code(std::round(row[static_cast<std::size_t>(c)] / d));
+                write_aocl_row(block, nb, k, i, q.data());
             }
         }
     });

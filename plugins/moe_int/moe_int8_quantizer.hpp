@@ -11,6 +11,9 @@
 
 namespace moequant::moe_int {
 
+// kt's row scale d of a row whose largest magnitude is `amax`.
+float moe_int8_row_scale(float amax) noexcept;
+
 class MoeInt8Quantizer final : public Quantizer {
 public:
     // The registered quantizer: it packs no matrix itself but hands each to its gate/up or
@@ -36,6 +39,9 @@ public:
     std::string stored_problem(const QuantizedTensor& stored, const TensorView& source) const override;
     // y = d * (codes . x), the blocks read in storage order (K quads, then rows) as the GEMM streams them.
     bool packed_gemv(const QuantizedTensor& quantized, const Shape& shape, const float* x, float* y) const override;
+
+    // NB of a variant: 32 (gate, up) or 64 (down); 0 for the registered object.
+    std::int64_t block_rows() const noexcept { return block_rows_; }
 
 private:
     explicit MoeInt8Quantizer(std::int64_t block_rows) : block_rows_(block_rows) {}

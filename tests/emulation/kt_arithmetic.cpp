@@ -1,6 +1,7 @@
 #include "kt_arithmetic.hpp"
 
 #include "amx_layout.hpp"
+#include "aocl_int8_layout.hpp"
 
 #include <moequant/dtype_convert.hpp>
 #include <moequant/error.hpp>
@@ -207,6 +208,57 @@ std::vector<float> moe_forward(const std::vector<float>& x, std::int64_t tokens,
         for (std::int64_t h = 0; h < hidden; ++h) y[t * hidden + h] = bf16_round(sum[h]);
     }
     return y;
+}
+
+QuantizedActivations moe_int8_activations(const float* x, std::int64_t rows, std::int64_t cols) {
+    QuantizedActivations q;
+    q.rows = rows;
+    q.cols = q.group = cols;
+    q.codes.resize(static_cast<std::size_t>(rows * cols));
+    q.scales.resize(static_cast<std::size_t>(rows));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        float amax = 0;
+        for (std::int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(x[r * cols + c]));
+        const float d = amax * one_over_127;
+        q.scales[r] = d;
+        for (std::int64_t c = 0; c < cols; ++c)
+            q.codes[r * cols + c] = d == 0 ? 0 : static_cast<std::int8_t>(std::round(x[r * cols + c] / d));
+    }
+    return q;
+}
+
+AoclWeights aocl_weights(const QuantizedTensor& stored, std::int64_t rows, std::int64_t cols, std::int64_t block_rows) {
+    const Tensor& codes = part(stored, "weight");
+    const Tensor& scales = part(stored, "scale");
+    if (rows % block_rows != 0 || codes.size_bytes() != static_cast<std::size_t>(rows / block_rows * moe_int::aocl_block_bytes(block_rows, cols)) ||
+        scales.size_bytes() != static_cast<std::size_t>(4 * rows))
+        throw std::invalid_argument("not a MOE_INT8 part of this shape");
+    AoclWeights w{rows, cols, block_rows, {}, {}};
+    w.blocks.assign(codes.data_as<std::uint8_t>(), codes.data_as<std::uint8_t>() + codes.size_bytes());
+    w.scales.assign(scales.data_as<float>(), scales.data_as<float>() + rows);
+    return w;
+}
+
+std::vector<std::int32_t> aocl_integer_product(const QuantizedActivations& a, const AoclWeights& w) {
+    if (a.cols != w.cols) throw std::invalid_argument("activation and weight widths differ");
+    const std::int64_t nb = w.block_rows, padded = (w.cols + 3) / 4 * 4, block = moe_int::aocl_block_bytes(nb, w.cols);
+    std::vector<std::int32_t> out(static_cast<std::size_t>(a.rows * w.rows));
+    for (std::int64_t t = 0; t < a.rows; ++t)
+        for (std::int64_t r = 0; r < w.rows; ++r) {
+            const std::uint8_t* b = w.blocks.data() + (r / nb) * block;
+            std::uint32_t acc = 0;  // int32 arithmetic, wrapping as the register does
+            for (std::int64_t c = 0; c < padded; ++c) {
+                // Past k: whatever AOCL fills the activations with meets a zero weight code.
+                const std::int8_t x = c < a.cols ? a.codes[t * a.cols + c] : 0;
+                const auto unsigned_x = static_cast<std::uint8_t>(x + 128);
+                const auto weight = static_cast<std::int8_t>(b[moe_int::aocl_code_offset(nb, r % nb, c)]);
+                acc += static_cast<std::uint32_t>(static_cast<std::int32_t>(unsigned_x) * weight);
+            }
+            std::int32_t colsum;
+            std::memcpy(&colsum, b + moe_int::aocl_colsum_offset(nb, w.cols, r % nb), 4);
+            out[t * w.rows + r] = static_cast<std::int32_t>(acc - static_cast<std::uint32_t>(colsum));
+        }
+    return out;
 }
 
 }  // namespace moequant::test::kt

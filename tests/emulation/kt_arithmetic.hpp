@@ -1,5 +1,5 @@
-// kt-kernel's CPU MoE arithmetic for the methods moequant writes for it (AMXINT4, AMXINT8 and
-// RAWINT4's amx backend), re-implemented from kt's source (kvcache-ai/ktransformers 95009ea6;
+// kt-kernel's CPU MoE arithmetic for the methods moequant writes for it (AMXINT4, AMXINT8,
+// RAWINT4's amx backend, and MOE_INT8's integer product), re-implemented from kt's source (kvcache-ai/ktransformers 95009ea6;
 // docs/kt-arithmetic.md gives every step with its file and line) so that tests can run kt's
 // integer products on moequant's outputs where kt itself cannot be built (CI has no network).
 // Scalar code: integer sums are exact, so the order kt's vectors add them in does not matter;
@@ -80,5 +80,26 @@ using Linear = std::vector<float> (*)(const std::vector<float>&, std::int64_t, c
 // parts, the result rounded to BF16. `expert(e)` gives expert e.
 std::vector<float> moe_forward(const std::vector<float>& x, std::int64_t tokens, std::int64_t hidden, const Routing& routing,
                                const std::function<const KernelExpert&(std::int64_t)>& expert, Linear linear = kt_linear);
+
+// MOE_INT8 (kt's moe_kernel over AOCL-BLAS's s8s8s32os32 GEMM; docs/kt-moe-int8.md). Its
+// activations, per row as BufferA::from_mat quantizes them: d = amax * fl(1/127), code =
+// int8(round(x / d)) (half away from zero, no saturation: |x / d| <= 127), 0 where d is 0.
+QuantizedActivations moe_int8_activations(const float* x, std::int64_t rows, std::int64_t cols);
+
+// A MOE_INT8 weight part as the GEMM reads it: AOCL's reordered blocks of `block_rows` rows
+// (32 gate/up, 64 down), each codes [ceil(cols / 4)][block_rows][4] then the int32 column sums.
+struct AoclWeights {
+    std::int64_t rows = 0, cols = 0, block_rows = 0;
+    std::vector<std::uint8_t> blocks;
+    std::vector<float> scales;  // [rows]
+};
+AoclWeights aocl_weights(const QuantizedTensor& stored, std::int64_t rows, std::int64_t cols, std::int64_t block_rows);
+
+// The int32 results [a.rows, w.rows] of AOCL's s8s8s32 GEMM: the activations made unsigned by
+// adding 128, multiplied unsigned by signed (vpdpbusd: exact, no saturation) over the stored
+// codes, padding included, then the stored column sum (128 x the row's codes) taken off. With
+// right column sums this is the exact integer dot product for every code -128..127; kt then
+// scales each by d_a * d_w (GemmKernelInt8::apply_scale).
+std::vector<std::int32_t> aocl_integer_product(const QuantizedActivations& a, const AoclWeights& w);
 
 }  // namespace moequant::test::kt

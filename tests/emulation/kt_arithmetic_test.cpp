@@ -7,11 +7,14 @@
 //   arithmetic than plain ones, on every layer of two families; `gptq --for kt-rawint4` is
 //   computed as the GPU computes it by RAWINT4's amx and avxvnni backends, a plain W4A16
 //   group-32 output only by avxvnni, and verify says so.
+// - Calibrated MOE_INT8 codes multiply exactly under AOCL's biased int8 GEMM: its int32 results
+//   are the integer products of the codes dequantize() decodes.
 
 #define BOOST_TEST_MODULE moequant kt-kernel arithmetic
 #include <boost/test/unit_test.hpp>
 
 #include "amx_layout.hpp"
+#include "aocl_int8_layout.hpp"
 #include "kt_arithmetic.hpp"
 #include "test_support.hpp"
 
@@ -330,6 +333,66 @@ BOOST_AUTO_TEST_CASE(calibrated_amx_beats_plain_under_kts_arithmetic_on_every_la
             }
         }
     }
+}
+
+// MOE_INT8's integer product (AOCL's biased s8s8s32 GEMM with the column-sum compensation) is
+// exact for any code, so the runtime computes what dequantize() says the calibrated codes are:
+// on every matrix of two experts, AOCL's int32 results equal the integer products of the
+// activation codes with the codes dequantize() decodes, all in -127..127. A column sum one off
+// moves every product of its row: the emulation reads them.
+BOOST_AUTO_TEST_CASE(calibrated_moe_int8_codes_compute_as_dequantize_says_under_aocls_arithmetic) {
+    const Model m("qwen3_moe", "bf16");
+    const fs::path calibrated = m.convert("cal-moe-int8", {"--quant-method", "moe_int8", "--calibrate", "--dataset", "embedded",
+                                                           "--threadpool-count", "1"});
+    const OpenedOutput output = open_converted_output(plugins(), calibrated);
+    const std::shared_ptr<const Quantizer> quantizer = output_quantizer(plugins(), *output.reader, "");
+    BOOST_REQUIRE(quantizer);
+    BOOST_TEST(quantizer->id() == "moe-int8-gptq");
+    const MoeLayerPlan& layer = m.plan.moe_layers.front();
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::size_t matrices = 0;
+    for (std::int64_t e = 0; e < 2; ++e)
+        for (const Projection p : expert_projections) {
+            BOOST_TEST_CONTEXT("expert " << e << " projection " << static_cast<int>(p)) {
+                const ExpertWeightSource& s = layer.experts[e].weights[static_cast<int>(p)];
+                const QuantizedTensor q = output.reader->read({layer.layer, e, p, 0}).tensor;
+                const Tensor decoded = quantizer->quantizer_for({layer.layer, p}).dequantize(q, {s.rows, s.cols});
+                kt::AoclWeights w = kt::aocl_weights(q, s.rows, s.cols, p == Projection::down ? 64 : 32);
+                const std::int64_t tokens = 4;
+                std::vector<float> x(static_cast<std::size_t>(tokens * s.cols));
+                for (float& v : x) v = bf16_to_f32(f32_to_bf16(normal(rng)));
+                const kt::QuantizedActivations a = kt::moe_int8_activations(x.data(), tokens, s.cols);
+                const std::vector<std::int32_t> sums = kt::aocl_integer_product(a, w);
+                std::int64_t wrong = 0, out_of_range = 0;
+                for (std::int64_t r = 0; r < s.rows; ++r) {
+                    std::vector<std::int64_t> codes(static_cast<std::size_t>(s.cols), 0);
+                    for (std::int64_t c = 0; c < s.cols; ++c)
+                        if (w.scales[r] != 0) {
+                            const float code = decoded.data_as<float>()[r * s.cols + c] / w.scales[r];  // q up to rounding
+                            codes[c] = static_cast<std::int64_t>(std::nearbyint(code));
+                            out_of_range += std::fabs(code - static_cast<float>(codes[c])) > 1e-3f || std::abs(codes[c]) > 127;
+                        }
+                    for (std::int64_t t = 0; t < tokens; ++t) {
+                        std::int64_t exact = 0;
+                        for (std::int64_t c = 0; c < s.cols; ++c) exact += a.codes[t * s.cols + c] * codes[c];
+                        wrong += sums[t * s.rows + r] != exact;
+                    }
+                }
+                BOOST_TEST(out_of_range == 0);
+                BOOST_TEST(wrong == 0);
+                // Row 0's column sum one unit (128) off: each of its products moves by 128.
+                std::uint8_t* colsum = w.blocks.data() + moe_int::aocl_colsum_offset(w.block_rows, s.cols, 0);
+                std::int32_t value;
+                std::memcpy(&value, colsum, 4);
+                value += 128;
+                std::memcpy(colsum, &value, 4);
+                const std::vector<std::int32_t> tampered = kt::aocl_integer_product(a, w);
+                for (std::int64_t t = 0; t < tokens; ++t) BOOST_TEST(tampered[t * s.rows] == sums[t * s.rows] - 128);
+                ++matrices;
+            }
+        }
+    BOOST_TEST(matrices == 6u);
 }
 
 BOOST_AUTO_TEST_CASE(gptq_for_kt_rawint4_computes_as_the_gpu_does_and_plain_group_32_does_not) {

@@ -1,9 +1,10 @@
-// The calibrated AMX quantizers (amx-int4-gptq, amx-int8-gptq), loaded as the host loads them:
+// The calibrated kt quantizers (amx-int4-gptq, amx-int8-gptq, and MOE_INT8's moe-int8-gptq,
+// whose gate/up and down variants pack blocks of 32 and 64 rows), loaded as the host loads them:
 // - the packer they use lays kt-kernel's own codes (shared/golden/kt-amx, decoded) out into
 //   exactly kt-kernel's bytes, so any codes they choose are in the runtime's layout;
 // - on correlated inputs their output error tr(dW H dW^T) is well below plain AMX's, every
 //   row scale lies in [0.5, 1] x kt-kernel's, and stored_problem() accepts their output but
-//   names a tampered scale;
+//   names a tampered scale (MOE_INT8: also a -128 code, and a column sum not of the codes);
 // - the bytes do not depend on the thread count.
 
 #include "amx_layout.hpp"
@@ -146,6 +147,62 @@ BOOST_AUTO_TEST_CASE(calibrated_codes_cut_the_output_error_and_keep_the_scale_ru
             tampered.parts[1].second.data_as<float>()[3] *= 2.5f;  // above d_kt whatever f was
             BOOST_TEST(calibrated.stored_problem(tampered, problem.view()).find("row 3") != std::string::npos);
             // Without calibration data there are no codes to choose.
+            BOOST_CHECK_THROW(calibrated.quantize(problem.view()), Error);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(calibrated_moe_int8_cuts_the_output_error_in_both_block_layouts) {
+    const BuiltPlugin plugin("moequant-quantizer-moe_int");
+    const Problem problem(7);
+    const Quantizer& plain_registered = plugin.quantizer("moe-int8");
+    const Quantizer& registered = plugin.quantizer("moe-int8-gptq");
+    BOOST_REQUIRE(registered.calibration());
+    BOOST_TEST(registered.facts().get_string("kt.method", "") == "MOE_INT8");
+    BOOST_TEST(registered.facts().get_string("kt.file_prefix", "") == "MOE_INT8");
+    BOOST_TEST(registered.facts().get_string("verify.reference", "") == "moe-int8");
+    BOOST_CHECK_THROW(registered.output_layout({problem.n, problem.k}), Error);  // only its variants pack
+    const auto prepared = registered.calibration()->prepare_calibration(problem.hessian);
+    for (const Projection p : {Projection::gate, Projection::down}) {
+        BOOST_TEST_CONTEXT((p == Projection::down ? "down (64-row blocks)" : "gate (32-row blocks)")) {
+            const Quantizer& plain = plain_registered.quantizer_for({0, p});
+            const Quantizer& calibrated = registered.quantizer_for({0, p});
+            BOOST_REQUIRE(calibrated.calibration());
+            BOOST_TEST((calibrated.output_layout({problem.n, problem.k})[0].shape == plain.output_layout({problem.n, problem.k})[0].shape));
+            // The variant takes the registered object's preparation (the host prepares gate/up once).
+            const QuantizedTensor q = calibrated.calibration()->quantize_calibrated(problem.view(), *prepared);
+            BOOST_TEST(q.method == "MOE_INT8");
+            const QuantizedTensor rtn = plain.quantize(problem.view());
+            const double ratio = problem.error(calibrated, q) / problem.error(plain, rtn);
+            BOOST_TEST_MESSAGE("moe-int8-gptq output error / plain: " << ratio);
+            BOOST_TEST(ratio < 0.9);
+            // Plain moe-int8's own checks (column sums, padding) hold too.
+            BOOST_TEST(plain.stored_problem(q, problem.view()).empty(), plain.stored_problem(q, problem.view()));
+            BOOST_TEST(calibrated.stored_problem(q, problem.view()).empty(), calibrated.stored_problem(q, problem.view()));
+            const Tensor decoded = calibrated.dequantize(q, {problem.n, problem.k});
+            const float* d = q.part("scale")->data_as<float>();
+            std::size_t moved_scales = 0;
+            for (std::int64_t r = 0; r < problem.n; ++r) {
+                moved_scales += d[r] != rtn.part("scale")->data_as<float>()[r];
+                for (std::int64_t c = 0; c < problem.k; ++c) {
+                    // q * d / d is q up to the division's rounding.
+                    const float code = decoded.data_as<float>()[r * problem.k + c] / d[r];
+                    BOOST_TEST(std::fabs(code) < 127.5f);
+                    BOOST_TEST(std::fabs(code - std::nearbyint(code)) < 1e-4f);
+                }
+            }
+            BOOST_TEST(moved_scales > 0u);  // the search chose scales below kt's
+            auto tampered = [&](auto edit) {
+                QuantizedTensor t;
+                for (const auto& [name, part] : q.parts) t.parts.emplace_back(name, Tensor::copy_of(part.view()));
+                edit(t);
+                return calibrated.stored_problem(t, problem.view());
+            };
+            BOOST_TEST(contains(tampered([](QuantizedTensor& t) { t.parts[1].second.data_as<float>()[3] *= 2.5f; }), "row 3"));
+            // Row 0's first code set to -128 without its column sum: both are named.
+            const std::string lowest = tampered([](QuantizedTensor& t) { t.parts[0].second.data_as<std::uint8_t>()[0] = 0x80; });
+            BOOST_TEST(contains(lowest, "code(s) -128"), lowest);
+            BOOST_TEST(contains(lowest, "column sum"), lowest);
             BOOST_CHECK_THROW(calibrated.quantize(problem.view()), Error);
         }
     }

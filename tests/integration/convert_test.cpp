@@ -470,7 +470,6 @@ BOOST_AUTO_TEST_CASE(seed_cpu_tool_flags_are_accepted_or_refused_by_name) {
         {{"--profile"}, "--profile writes a torch profiler trace"},
         {{"--quant-method", "awq"}, "--quant-method awq (AWQ checkpoints rewritten column-major) is not supported"},
         {{"--quant-method", "moe_int4"}, "--quant-method moe_int4: kt-kernel has no MOE_INT4 on x86"},
-        {{"--quant-method", "moe_int8", "--calibrate", "--dataset", "embedded"}, "--calibrate has no MOE_INT8 variant yet"},
     };
     for (const auto& [extra, message] : refused) {
         auto r = with(dir / "refused", extra);

@@ -1,7 +1,8 @@
 // --dry-run (issue 18): it writes nothing, and the sizes it lists are the real run's, byte for
 // byte, for every family and every output format (the run manifest, whose calibration counts
 // come only from the run, within 2%); a run that will not fit is refused before its first
-// layer (exit 5), as the dry run says it would be.
+// layer (exit 5), as the dry run says it would be. A calibrated MOE_INT8 run (two block
+// layouts through one quantizer) lists its real sizes too.
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -96,6 +97,29 @@ BOOST_AUTO_TEST_CASE(listed_sizes_are_the_real_runs_for_every_family_and_format)
         }
     }
     BOOST_TEST(compared >= 37u);  // 7 families x 5 jobs, and DeepSeek-V4's BF16 export and more
+}
+
+// The calibrated MOE_INT8 quantizer packs gate/up and down blocks through different variants:
+// the dry run lists what each writes, merged and as the .kt tree.
+BOOST_AUTO_TEST_CASE(a_calibrated_moe_int8_run_lists_its_real_sizes) {
+    TempDir dir;
+    const fs::path src = dir / "src";
+    auto made = run_moequant({"synth", "--family", "qwen3_moe", "--dtype", "bf16", "--out", src.string()});
+    BOOST_REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+    for (const bool tree : {false, true}) {
+        const fs::path out = dir / (tree ? "tree" : "merged");
+        std::vector<std::string> args = {"convert", "-i", src.string(), "--quant-method", "moe_int8", "--calibrate", "-o", out.string(), "-q"};
+        args.insert(args.end(), small_calibration_dataset.begin(), small_calibration_dataset.end());
+        if (tree) args.push_back("--no-merge-safetensor");
+        auto dry_args = args;
+        dry_args.push_back("--dry-run");
+        auto dry = run_moequant(dry_args);
+        BOOST_REQUIRE_MESSAGE(dry.exit_code == 0, dry.err);
+        BOOST_TEST(!fs::exists(out));
+        auto real = run_moequant(args);
+        BOOST_REQUIRE_MESSAGE(real.exit_code == 0, real.err);
+        expect_same_files(out, dry.out, tree ? "calibrated moe_int8 tree" : "calibrated moe_int8 merged");
+    }
 }
 
 BOOST_AUTO_TEST_CASE(an_output_that_does_not_fit_is_refused_before_any_file) {

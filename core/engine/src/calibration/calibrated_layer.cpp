@@ -84,7 +84,15 @@ Tensor down_part_hessian(const Tensor& down_hessian, int part, int parts) {
 }
 
 LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
-    const QuantizerCalibration& q = *job.quantizer;
+    auto facet = [&](Projection p) -> const QuantizerCalibration& {
+        const QuantizerCalibration* c = job.quantizer->quantizer_for({layer.layer, p}).calibration();
+        if (!c) throw Error(ErrorKind::internal, std::string(job.quantizer->id()) + " has no calibration facet for an expert matrix");
+        return *c;
+    };
+    // Gate and up see the same inputs: their prepared Hessian is gate's facet's, which up's
+    // accepts (a quantizer's variants share one preparation).
+    const QuantizerCalibration& gate_up_q = facet(Projection::gate);
+    const QuantizerCalibration& down_q = facet(Projection::down);
     const std::vector<ExpertTokens> tokens = expert_tokens(*job.calibration, *job.plan, layer, *job.source);
     const LayerCoverage coverage = layer_coverage(*job.calibration, layer, tokens);
     // Experts that see all tokens share one prepared gate/up Hessian.
@@ -92,7 +100,7 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
     std::shared_ptr<const PreparedCalibration> shared_gate_up;
     for (std::size_t e = 0; e < tokens.size(); ++e)
         if (const ExpertTokens& t = tokens[e]; t.all && owned(e) && !shared_gate_up)
-            shared_gate_up = q.prepare_calibration(expert_input_hessian(*job.calibration, layer.layer, t));
+            shared_gate_up = gate_up_q.prepare_calibration(expert_input_hessian(*job.calibration, layer.layer, t));
     if (job.progress && job.calibration->routed_only()) {
         std::size_t fewest = SIZE_MAX, most = 0;
         for (const auto& t : tokens) {
@@ -117,7 +125,7 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
                 try {
                     const Tensor piece = job.parts == 1 ? Tensor() : split_expert_part(matrix, p, part, job.parts);
                     const TensorView view = job.parts == 1 ? matrix.view() : piece.view();
-                    sink.write({expert.expert, p, part, q.quantize_calibrated(view, calibration)});
+                    sink.write({expert.expert, p, part, facet(p).quantize_calibrated(view, calibration)});
                 } catch (const Error& err) {
                     throw err.with_context({.tensor = source(p).tensor, .layer = layer.layer});
                 }
@@ -126,7 +134,7 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
             const Tensor up = job.load(source(Projection::up));
             const std::shared_ptr<const PreparedCalibration> gate_up =
                 tokens[e].all ? shared_gate_up
-                              : q.prepare_calibration(expert_input_hessian(*job.calibration, layer.layer, tokens[e]));
+                              : gate_up_q.prepare_calibration(expert_input_hessian(*job.calibration, layer.layer, tokens[e]));
             for (int part = 0; part < job.parts; ++part) {
                 quantize(Projection::gate, gate, part, *gate_up);
                 quantize(Projection::up, up, part, *gate_up);
@@ -135,8 +143,8 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
             const Tensor down_hessian =
                 down_proj_hessian(*job.calibration, layer.layer, tokens[e], gate, up, job.plan->expert_activation);
             for (int part = 0; part < job.parts; ++part) {
-                const auto calibration = job.parts == 1 ? q.prepare_calibration(down_hessian)
-                                                        : q.prepare_calibration(down_part_hessian(down_hessian, part, job.parts));
+                const auto calibration = job.parts == 1 ? down_q.prepare_calibration(down_hessian)
+                                                        : down_q.prepare_calibration(down_part_hessian(down_hessian, part, job.parts));
                 quantize(Projection::down, down, part, *calibration);
             }
             ::malloc_trim(0);  // the expert's buffers back to the kernel, not kept in this thread's arena

@@ -25,7 +25,9 @@
 namespace moequant {
 
 struct CalibratedLayerJob {
-    const QuantizerCalibration* quantizer = nullptr;  // the quantizer's calibration facet
+    // The quantizer: each matrix goes through the calibration facet of quantizer_for(its role)
+    // (MOE_INT8 packs gate/up and down blocks differently).
+    const Quantizer* quantizer = nullptr;
     const CalibrationActivations* calibration = nullptr;
     const ModelPlan* plan = nullptr;
     const Checkpoint* source = nullptr;         // for the router's tensors (routed-only)

@@ -196,18 +196,17 @@ private:
 };
 
 // The modes whose quantizer uses calibration (GPTQ): a layer is quantized through the
-// quantizer's calibration facet on the inputs it saw (calibrated_layer.hpp), each threadpool
-// part on its own.
+// calibration facet of each matrix's quantizer_for() on the inputs it saw
+// (calibrated_layer.hpp), each threadpool part on its own.
 class CalibratedMode : public QuantizingMode {
 public:
-    CalibratedMode(const ConversionJob& job, const Quantizer& quantizer, const QuantizerCalibration& calibration,
-                   ProgressSink& progress)
-        : QuantizingMode(job, quantizer), calibration_(calibration), progress_(progress) {}
+    CalibratedMode(const ConversionJob& job, const Quantizer& quantizer, ProgressSink& progress)
+        : QuantizingMode(job, quantizer), progress_(progress) {}
 
 protected:
     void quantize_on(const CalibrationActivations& inputs, const MoeLayerPlan& layer, LayerSink& sink) {
         CalibratedLayerJob calibrated;
-        calibrated.quantizer = &calibration_;
+        calibrated.quantizer = &quantizer_;
         calibrated.calibration = &inputs;
         calibrated.plan = job_.plan;
         calibrated.source = job_.source;
@@ -230,7 +229,6 @@ protected:
 
 private:
     std::optional<LayerCoverage> coverage_;
-    const QuantizerCalibration& calibration_;
     ProgressSink& progress_;
 };
 
@@ -314,8 +312,8 @@ std::unique_ptr<ConversionMode> conversion_mode(const ConversionJob& job, const 
     if (!job.format->needs_quantizer()) return std::make_unique<ExportMode>(job);
     const QuantizerCalibration* calibration = quantizer->calibration();
     if (!calibration) return std::make_unique<PlainMode>(job, *quantizer);
-    if (job.sequential) return std::make_unique<SequentialCalibrationMode>(job, *quantizer, *calibration, progress);
-    return std::make_unique<RecordedCalibrationMode>(job, *quantizer, *calibration, progress);
+    if (job.sequential) return std::make_unique<SequentialCalibrationMode>(job, *quantizer, progress);
+    return std::make_unique<RecordedCalibrationMode>(job, *quantizer, progress);
 }
 
 }  // namespace moequant

@@ -164,7 +164,7 @@ QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quanti
     auto run = [&](std::int64_t tokens) {
         const CalibrationActivations recorded = CalibrationActivations::open(write_inputs(scratch.path, layer.layer, inputs, h, tokens));
         CalibratedLayerJob calibrated;
-        calibrated.quantizer = calibration;
+        calibrated.quantizer = quantizer;
         calibrated.calibration = &recorded;
         calibrated.plan = job.plan;
         calibrated.source = job.source;

@@ -91,7 +91,8 @@ public:
     // matrix it is (kt-kernel's MOE_INT8 packs gate/up in blocks of 32 rows, down in blocks of
     // 64); null (the default) when this one packs every matrix alike. The result lives as long
     // as this object. The host, formats and verify use quantizer_for() for every expert matrix;
-    // a quantizer with a calibration facet (calibration()) packs every matrix alike.
+    // with a calibration facet (calibration()), each variant has its own, and the host
+    // quantizes each matrix through its variant's.
     virtual const Quantizer* for_matrix(const MatrixRole& /*role*/) const { return nullptr; }
     const Quantizer& quantizer_for(const MatrixRole& role) const {
         const Quantizer* specific = for_matrix(role);
