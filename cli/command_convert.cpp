@@ -99,7 +99,9 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
          "also write kt-kernel's SFT backward weights (int4, int8): each part transposed and packed alike, "
          "as blk.L.ffn_PROJ_bwd_exps tensors (the tree: PREFIX_PROJ_bwd_E_* files); moe_int8: skipped with a "
          "note, as kt does")
-        ("profile", po::bool_switch(&r.profile), "torch profiler trace: moequant has no torch (refused)");
+        ("profile", po::bool_switch(&r.profile),
+         "time the run's steps (decode, quantize, write, calibration) on every thread: two tables, and a Chrome "
+         "trace written to OUTPUT/profile_trace.json");
     options.add(seed_options);
 }
 
@@ -124,9 +126,6 @@ void check_request(ConvertRequest& r) {
         throw_usage_error("--save-backward-weights has no --calibrate variant: kt-kernel packs the backward weights from "
                           "the source by plain rounding, whatever chose the forward codes",
                           {.hint = "leave out one of them"});
-    if (r.profile)
-        throw_usage_error("--profile writes a torch profiler trace, and moequant has no torch",
-                          {.hint = "the progress lines give each layer's time; bench/ measures the stages"});
     if (r.quantizer_id.empty()) {
         if (r.quant_method == "awq")
             throw_usage_error("--quant-method awq (AWQ checkpoints rewritten column-major) is not supported by moequant");
@@ -220,6 +219,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
         .method = plugins.quantizer ? std::string(plugins.quantizer->id()) : std::string("no quantizer"),
         .done = "converted",
         .calibration = calibration ? &*calibration : nullptr,
+        .profile = request.profile,
         .notes = [&](ProgressSink& sink) {
             if (request.gpu) sink.note("--gpu: no effect, moequant converts on the CPU");
             if (request.save_backward_weights && !request.backward_weights)

@@ -6,6 +6,8 @@
 #include "human_format.hpp"
 
 #include <moequant/engine/cluster.hpp>
+#include <moequant/engine/profiler.hpp>
+#include <moequant/output_file.hpp>
 #include <moequant/printable.hpp>
 
 #include <iostream>
@@ -28,6 +30,21 @@ ConversionJob conversion_job(const char* command, const ConversionRequest& reque
     return job;
 }
 
+namespace {
+
+// The tables on stdout (unless --quiet) and the trace into the finished output, by rank 0: the
+// events of this process (each rank profiles its own).
+void write_profile(const std::vector<ProfileEvent>& events, double seconds, const std::filesystem::path& output, bool quiet) {
+    if (!Cluster::world().root()) return;
+    write_file_atomically(output / profile_trace_name, chrome_trace_json(events));
+    if (quiet) return;
+    print_profile_tables(events, seconds, std::cout);
+    std::cout << "profile: " << events.size() << " events written to " << printable_name((output / profile_trace_name).string())
+              << " (Chrome trace: chrome://tracing or ui.perfetto.dev)\n";
+}
+
+}  // namespace
+
 int run_conversion_command(const ConversionRun& run) {
     ConversionJob& job = run.job;
     SaturatedRowLog saturated;
@@ -40,7 +57,9 @@ int run_conversion_command(const ConversionRun& run) {
     run.notes(sink);
     if (run.calibration) run.calibration->describe(sink, *job.plan);
     job.cluster = &Cluster::world();
+    if (run.profile) start_profiling();
     const ConversionResult result = run_conversion(job, sink);
+    if (run.profile) write_profile(stop_profiling(), result.seconds, job.output, run.request.quiet);
     if (run.calibration) run.calibration->finish();  // commits --save-activations
     warn_about_saturated_rows_of_every_rank(saturated);
     note_calibration_coverage(job.output, run.request.quiet);

@@ -38,6 +38,9 @@ struct ConversionRun {
     std::string method;                        // what the dry run and the summary name: "amx-int4", "gptq W4A16 group 128"
     const char* done;                          // the summary's first word: "converted", "quantized"
     CalibrationInputs* calibration = nullptr;  // attached to the job already; null without calibration
+    // convert --profile: the run's steps timed, printed as two tables and written as a Chrome
+    // trace, <output>/profile_trace.json (kt-kernel's converter writes its torch profile there).
+    bool profile = false;
     // The command's own notes and warnings before the run (after the progress sink is chosen).
     std::function<void(ProgressSink&)> notes = [](ProgressSink&) {};
 };

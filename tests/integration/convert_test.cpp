@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 
 using namespace moequant;
 using namespace moequant::test;
@@ -466,8 +467,33 @@ BOOST_AUTO_TEST_CASE(seed_cpu_tool_flags_are_accepted_or_refused_by_name) {
     BOOST_TEST(moe.exit_code == 0, moe.err);
     BOOST_TEST(contains(moe.err, "--save-backward-weights: MOE_INT8 has no SFT method"), moe.err);
     BOOST_TEST(fs::exists(dir / "moe/model.safetensors.index.json"));
+    // --profile: the same files plus a Chrome trace with a "layer" span per layer and the steps
+    // under them; the tables on stdout; --overwrite takes the trace as the output's own.
+    auto profiled = with(dir / "profiled", {"--profile"});
+    BOOST_REQUIRE_MESSAGE(profiled.exit_code == 0, profiled.err);
+    auto hashes = file_hashes(dir / "profiled");
+    BOOST_TEST(hashes.erase("profile_trace.json") == 1u);
+    auto plain_hashes = file_hashes(dir / "plain");
+    BOOST_TEST((hashes == plain_hashes));
+    const auto trace = json::parse(read_text(dir / "profiled/profile_trace.json")).as_object();
+    std::map<std::string, int> spans;
+    std::set<std::string> layers;
+    for (const auto& e : trace.at("traceEvents").as_array()) {
+        BOOST_TEST(e.at("ph").as_string() == "X");
+        BOOST_TEST(e.at("dur").to_number<std::int64_t>() >= 0);
+        ++spans[std::string(e.at("name").as_string())];
+        if (e.at("name").as_string() == "layer") layers.insert(std::string(e.at("args").at("detail").as_string()));
+    }
+    BOOST_TEST((layers == std::set<std::string>{"layer 0", "layer 1"}));
+    BOOST_TEST(spans["decode"] == 8 * 3 * 2);      // every expert matrix of both layers
+    BOOST_TEST(spans["quantize"] == 8 * 3 * 2 * 2);  // in 2 parts each (--threadpool-count's default)
+    BOOST_TEST(spans["finish"] == 1);
+    BOOST_TEST(contains(profiled.out, "profile: time by step"), profiled.out);
+    BOOST_TEST(contains(profiled.out, "profile: layers, slowest first"), profiled.out);
+    auto again = with(dir / "profiled", {"--profile", "--overwrite", "--quiet"});
+    BOOST_TEST(again.exit_code == 0, again.err);
+    BOOST_TEST(!contains(again.out, "profile:"), again.out);
     const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
-        {{"--profile"}, "--profile writes a torch profiler trace"},
         {{"--quant-method", "awq"}, "--quant-method awq (AWQ checkpoints rewritten column-major) is not supported"},
         {{"--quant-method", "moe_int4"}, "--quant-method moe_int4: kt-kernel has no MOE_INT4 on x86"},
     };

@@ -3,6 +3,7 @@
 #include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
+#include <moequant/engine/profiler.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 #include <moequant/parallel.hpp>
@@ -41,6 +42,7 @@ RowMajor to_f32(const Tensor& bf16_matrix) {
 // otherwise in FP32.
 Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
                          const Tensor& gate, const Tensor& up, const GatedActivation& activation) {
+    const ProfileSpan span("hessian (down_proj)");
     const bool bf16_weights = compute_dtype() == ComputeDtype::bf16 && gate.dtype() == DType::BF16 && up.dtype() == DType::BF16;
     std::optional<RowMajor> wg, wu;  // FP32 copies, made when a chunk needs them
     const std::int64_t inter = gate.shape()[0], hidden = gate.shape()[1];
@@ -65,6 +67,7 @@ Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t
 }
 
 Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens) {
+    const ProfileSpan span("hessian (gate/up)");
     const TensorView x = calibration.layer_inputs(layer);
     HessianAccumulator h(x.shape[1]);
     if (tokens.all) {  // straight from the stored rows, one range at a time
@@ -125,7 +128,12 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
                 try {
                     const Tensor piece = job.parts == 1 ? Tensor() : split_expert_part(matrix, p, part, job.parts);
                     const TensorView view = job.parts == 1 ? matrix.view() : piece.view();
-                    sink.write({expert.expert, p, part, facet(p).quantize_calibrated(view, calibration)});
+                    QuantizedTensor quantized = [&] {
+                        const ProfileSpan span("quantize (calibrated)", source(p).tensor);
+                        return facet(p).quantize_calibrated(view, calibration);
+                    }();
+                    const ProfileSpan span("write");
+                    sink.write({expert.expert, p, part, std::move(quantized)});
                 } catch (const Error& err) {
                     throw err.with_context({.tensor = source(p).tensor, .layer = layer.layer});
                 }

@@ -4,6 +4,7 @@
 #include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/calibration_dataset.hpp>
+#include <moequant/engine/profiler.hpp>
 #include <moequant/engine/sequential_calibration.hpp>
 #include <moequant/error.hpp>
 #include <moequant/safetensors_writer.hpp>
@@ -84,6 +85,7 @@ struct SequentialCalibration::State {
 
     // Runs layer `next` whole (no calibration wanted): attention and MLP batch by batch.
     void run_whole_layer() {
+        const ProfileSpan span("forward", "layer " + std::to_string(next));
         const auto l = forward.layer(next);
         for (std::size_t b = first_batch; b < last_batch; ++b) {
             const std::span<float> rows = batch_rows(b);
@@ -210,6 +212,7 @@ const CalibrationActivations& SequentialCalibration::layer_inputs(std::int64_t l
     const bool shared = s.cluster->size() > 1;
     std::vector<float> own;
     for (std::size_t b = s.first_batch; b < s.last_batch; ++b) {
+        const ProfileSpan span("forward (attention)");
         const std::span<float> rows = s.batch_rows(b);
         std::vector<float> xb(rows.begin(), rows.end());
         std::vector<float> mlp_input = s.layer->attention(xb, s.batch_lengths(b));
@@ -236,6 +239,7 @@ void SequentialCalibration::finish_layer(std::int64_t layer, const ExpertMatrice
     const std::int64_t h = s.plan.hidden_size;
     for (std::size_t b = s.first_batch; b < s.last_batch; ++b) {
         const std::int64_t first = s.starts[s.batches[b].first], n = s.batch_tokens(b);
+        const ProfileSpan span("forward (quantized MoE)");
         std::vector<float> mlp_input(static_cast<std::size_t>(n * h));
         std::memcpy(mlp_input.data(), inputs.data() + first * h * 4, mlp_input.size() * sizeof(float));
         const std::span<float> rows = s.batch_rows(b);

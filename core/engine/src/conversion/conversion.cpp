@@ -9,6 +9,7 @@
 #include <moequant/engine/output_location.hpp>
 #include <moequant/engine/output_lock.hpp>
 #include <moequant/engine/output_overwrite.hpp>
+#include <moequant/engine/profiler.hpp>
 #include <moequant/engine/rank_checks.hpp>
 #include <moequant/engine/run_manifest.hpp>
 #include <moequant/engine/source_reads.hpp>
@@ -295,6 +296,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     // the pages just read, before they are released (the proof across ranks, and the record a
     // rerun checks the source against). `while_mapped` runs before the pages go.
     auto convert = [&](const MoeLayerPlan& layer, std::vector<TensorDigest>& read, const std::function<void()>& while_mapped = {}) {
+        const ProfileSpan span("layer", "layer " + std::to_string(layer.layer));
         std::vector<WrittenFile> files = mode->convert_layer(layer, *writer);
         read = tensor_digests(*job.source, expert_tensors(*job.source, layer));
         if (while_mapped) while_mapped();
@@ -348,7 +350,10 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     }
     if (cluster.root()) {
         manifest.completed_layers = kept;
-        std::vector<WrittenFile> final_files = writer->finish();
+        std::vector<WrittenFile> final_files = [&] {
+            const ProfileSpan span("finish");
+            return writer->finish();
+        }();
         result.output_bytes += total_bytes(final_files);
         manifest.final_files = manifest_files(final_files);
         manifest.complete = true;

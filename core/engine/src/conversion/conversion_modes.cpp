@@ -4,6 +4,7 @@
 #include "cluster/wire.hpp"
 
 #include <moequant/engine/expert_parts.hpp>
+#include <moequant/engine/profiler.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 #include <moequant/parallel.hpp>
@@ -54,6 +55,7 @@ void refuse_non_finite(const Tensor& matrix, const ExpertWeightSource& s) {
 
 // An expert matrix in BF16, refused when it holds NaN/Inf (unless the job allows them).
 Tensor load_checked(const ConversionJob& job, const ExpertWeightSource& source) {
+    const ProfileSpan span("decode", source.tensor);
     Tensor matrix = load_expert_matrix(*job.source, source);
     if (!job.allow_non_finite) refuse_non_finite(matrix, source);
     return matrix;
@@ -185,10 +187,14 @@ private:
             const Quantizer& quantizer = quantizer_.quantizer_for({layer.layer, projection});
             for (int part = 0; part < job_.parts; ++part) {
                 Tensor piece = split_expert_part(matrix, projection, part, job_.parts);
-                QuantizedTensor quantized = quantizer.quantize(piece.view());
+                QuantizedTensor quantized = [&] {
+                    const ProfileSpan span("quantize", expert.weights[static_cast<int>(projection)].tensor);
+                    return quantizer.quantize(piece.view());
+                }();
                 if (job_.saturated_rows)
                     job_.saturated_rows->add(expert.weights[static_cast<int>(projection)].tensor, projection, part, job_.parts,
                                              piece.shape()[0], quantizer.saturated_rows(quantized, piece.shape()));
+                const ProfileSpan span("write");
                 sink.write({expert.expert, projection, part, std::move(quantized)});
             }
         });

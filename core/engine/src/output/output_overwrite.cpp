@@ -1,5 +1,6 @@
 #include <moequant/engine/output_lock.hpp>
 #include <moequant/engine/output_overwrite.hpp>
+#include <moequant/engine/profiler.hpp>
 #include <moequant/engine/run_manifest.hpp>
 #include <moequant/error.hpp>
 #include <moequant/output_file.hpp>
@@ -48,7 +49,7 @@ bool is_conversion_output_entry(const fs::directory_entry& entry) {
     if (link) return name.ends_with(".safetensors");  // a planted link loses its name, nothing more
     if (folder) return numbered(name, "_layer_") && is_kt_layer_tree(entry.path());
     if (!file) return false;
-    if (name == run_manifest_name || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")) return true;
+    if (name == run_manifest_name || name == profile_trace_name || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")) return true;
     return std::find(copied_side_files.begin(), copied_side_files.end(), name) != copied_side_files.end();
 }
 
