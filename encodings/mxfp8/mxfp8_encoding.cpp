@@ -11,6 +11,7 @@
 #include <moequant/dtype_convert.hpp>
 #include <moequant/plugin.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -105,13 +106,17 @@ public:
         for (std::int64_t r = window.row_begin; r < window.row_end; r += window.row_step, ++i) {
             const std::uint8_t* row_codes = code_bytes + r * cols;
             const std::uint8_t* row_scales = scale_bytes + r * row_blocks;
-            for (std::int64_t c = window.col_begin; c < window.col_end; ++c) {
-                const std::int64_t block = c / mx_block;
-                const std::uint8_t e = row_scales[block];
-                if (c == window.col_begin || c % mx_block == 0) check_scale(checkpoint, w, format, r, block, e);
-                const float code = format.values[row_codes[c]];
-                if (!std::isfinite(code)) refuse_code(checkpoint, w, format, r, c, row_codes[c]);
-                values[static_cast<std::size_t>(c - window.col_begin)] = code * f8_e8m0_to_f32(e);
+            // Block by block: each scale byte is checked and widened once.
+            for (std::int64_t c0 = window.col_begin; c0 < window.col_end;) {
+                const std::int64_t block = c0 / mx_block, c1 = std::min(window.col_end, (block + 1) * mx_block);
+                check_scale(checkpoint, w, format, r, block, row_scales[block]);
+                const float s = f8_e8m0_to_f32(row_scales[block]);
+                for (std::int64_t c = c0; c < c1; ++c) {
+                    const float code = format.values[row_codes[c]];
+                    if (!std::isfinite(code)) refuse_code(checkpoint, w, format, r, c, row_codes[c]);
+                    values[static_cast<std::size_t>(c - window.col_begin)] = code * s;
+                }
+                c0 = c1;
             }
             std::byte* dst = out.data() + i * out_row;
             if (target == DecodeTarget::f32) std::memcpy(dst, values.data(), values.size() * sizeof(float));

@@ -13,6 +13,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -60,7 +61,7 @@ Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t
             g.noalias() = rows * wg->transpose();
             u.noalias() = rows * wu->transpose();
         }
-        for (Eigen::Index i = 0; i < g.size(); ++i) g.data()[i] = gated_activation_bf16(activation, g.data()[i], u.data()[i]);
+        apply_gated_activation_bf16(activation, g.data(), u.data(), g.size());
         h.add(g.data(), g.rows());
     });
     return h.finish(calibration.samples());
@@ -87,11 +88,14 @@ Tensor down_part_hessian(const Tensor& down_hessian, int part, int parts) {
 }
 
 LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
-    auto facet = [&](Projection p) -> const QuantizerCalibration& {
-        const QuantizerCalibration* c = job.quantizer->quantizer_for({layer.layer, p}).calibration();
-        if (!c) throw Error(ErrorKind::internal, std::string(job.quantizer->id()) + " has no calibration facet for an expert matrix");
-        return *c;
-    };
+    // Each projection's facet, asked for once per layer.
+    std::array<const QuantizerCalibration*, expert_projections.size()> facets{};
+    for (Projection p : expert_projections) {
+        facets[static_cast<std::size_t>(p)] = job.quantizer->quantizer_for({layer.layer, p}).calibration();
+        if (!facets[static_cast<std::size_t>(p)])
+            throw Error(ErrorKind::internal, std::string(job.quantizer->id()) + " has no calibration facet for an expert matrix");
+    }
+    auto facet = [&](Projection p) -> const QuantizerCalibration& { return *facets[static_cast<std::size_t>(p)]; };
     // Gate and up see the same inputs: their prepared Hessian is gate's facet's, which up's
     // accepts (a quantizer's variants share one preparation).
     const QuantizerCalibration& gate_up_q = facet(Projection::gate);

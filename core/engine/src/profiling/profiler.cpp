@@ -58,9 +58,9 @@ std::vector<ProfileEvent> stop_profiling() {
     return out;
 }
 
-ProfileSpan::ProfileSpan(const char* name, std::string detail) : name_(name) {
+ProfileSpan::ProfileSpan(const char* name, std::string_view detail) : name_(name) {
     if (!profiling()) return;
-    detail_ = std::move(detail);
+    detail_ = std::string(detail);
     start_us_ = now_us();
 }
 

@@ -25,12 +25,13 @@ struct GatedActivation {
 // act(gate, up) in float32.
 MOEQUANT_API float gated_activation(const GatedActivation& a, float gate, float up) noexcept;
 
-// The same in a BF16 model's steps: every intermediate result rounded to BF16 (nearest even),
-// as a BF16 torch module computes it; gate and up are the BF16 outputs of their Linears.
-MOEQUANT_API float gated_activation_bf16(const GatedActivation& a, float gate, float up) noexcept;
-
 // gate[i] <- act(gate[i], up[i]) in float32, over n values.
 MOEQUANT_API void apply_gated_activation(const GatedActivation& a, float* gate, const float* up, std::int64_t n) noexcept;
+
+// The same in a BF16 model's steps: gate and up rounded to BF16 first (the outputs of BF16
+// Linears), then every intermediate result rounded to BF16 (nearest even), as a BF16 torch
+// module computes it.
+MOEQUANT_API void apply_gated_activation_bf16(const GatedActivation& a, float* gate, const float* up, std::int64_t n) noexcept;
 
 // For reports: "silu" or "clamped swiglu (alpha 1.702, limit 7)".
 MOEQUANT_API std::string describe_activation(const GatedActivation& a);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace moequant {
@@ -27,10 +28,11 @@ bool profiling() noexcept;
 // Stops recording; every event since start_profiling(), by start time.
 std::vector<ProfileEvent> stop_profiling();
 
-// Records [construction, destruction) as one event while profiling is on.
+// Records [construction, destruction) as one event while profiling is on; `detail` is copied
+// only then.
 class ProfileSpan {
 public:
-    explicit ProfileSpan(const char* name, std::string detail = {});
+    explicit ProfileSpan(const char* name, std::string_view detail = {});
     ~ProfileSpan();
     ProfileSpan(const ProfileSpan&) = delete;
     ProfileSpan& operator=(const ProfileSpan&) = delete;
