@@ -13,6 +13,7 @@
 #include <moequant/checkpoint.hpp>
 #include <moequant/engine/calibration_activations.hpp>
 #include <moequant/engine/output_comparison.hpp>
+#include <moequant/engine/source_bound_quantizer.hpp>
 #include <moequant/engine/verification.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
@@ -249,9 +250,10 @@ int verify_against_source(const VerifyRequest& request, const GlobalOptions& glo
     if (!request.runtime_check.empty()) require_known_runtime_check(registry, request.runtime_check);
     OpenedOutput output = open_converted_output(registry, request.converted);
     if (!request.runtime_check.empty()) require_runtime_check_of(registry, output, request.runtime_check, request.converted);
-    const std::shared_ptr<const Quantizer> quantizer = output_quantizer(registry, *output.reader, request.quantizer_id);
-
     const PlannedSource source = open_planned_source(registry, request.source, request.family);
+    // A quantizer that carries stored codes (kt's awq) reads the output in the source's form.
+    const std::shared_ptr<const Quantizer> quantizer = source_bound_quantizer(
+        output_quantizer(registry, *output.reader, request.quantizer_id), source.checkpoint, source.plan);
     // Output errors on calibration data, next to the reference quantizer's of the same scheme
     // (for GPTQ: RTN's, the bar it must clear).
     std::optional<CalibrationActivations> calibration;

@@ -183,6 +183,7 @@ public:
 
 private:
     void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) override {
+        if (quantizer_.carrier()) return carry_layer(layer, sink);
         for_each_expert_matrix(job_, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
             const Quantizer& quantizer = quantizer_.quantizer_for({layer.layer, projection});
             for (int part = 0; part < job_.parts; ++part) {
@@ -196,6 +197,33 @@ private:
                                              piece.shape()[0], quantizer.saturated_rows(quantized, piece.shape()));
                 const ProfileSpan span("write");
                 sink.write({expert.expert, projection, part, std::move(quantized)});
+            }
+        });
+    }
+
+    // A quantizer that carries the stored codes (validate_job bound it, one part): each matrix's
+    // parts re-laid from its stored tensors. The decoded values are still checked for NaN/Inf,
+    // the rule every method follows.
+    void carry_layer(const MoeLayerPlan& layer, LayerSink& sink) {
+        if (!job_.allow_non_finite) for_each_expert_matrix(job_, layer, [](const ExpertPlan&, Projection, const Tensor&) {});
+        const StoredCodeCarrier& carrier = *quantizer_.carrier();
+        std::vector<std::pair<const ExpertPlan*, Projection>> matrices;
+        for (const auto& expert : layer.experts)
+            for (Projection p : expert_projections) matrices.emplace_back(&expert, p);
+        parallel_for(0, matrices.size(), 1, [&](std::size_t first, std::size_t last) {
+            for (std::size_t i = first; i < last; ++i) {
+                const auto& [expert, projection] = matrices[i];
+                const ExpertWeightSource& source = expert->weights[static_cast<int>(projection)];
+                QuantizedTensor carried = [&] {
+                    const ProfileSpan span("carry", source.tensor);
+                    try {
+                        return carrier.carry(*job_.source, source);
+                    } catch (const Error& e) {
+                        throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
+                    }
+                }();
+                const ProfileSpan span("write");
+                sink.write({expert->expert, projection, 0, std::move(carried)});
             }
         });
     }

@@ -3,6 +3,7 @@
 #include "calibration/expert_tokens.hpp"
 
 #include <moequant/engine/plugin_registry.hpp>
+#include <moequant/engine/source_bound_quantizer.hpp>
 #include <moequant/error.hpp>
 
 #include <string>
@@ -77,6 +78,19 @@ void check_expert_shapes(const ConversionJob& job, const Quantizer& quantizer) {
     }
 }
 
+// A quantizer that carries the stored codes takes each expert matrix whole, as stored: no
+// threadpool split, nothing to calibrate.
+void check_carried(const ConversionJob& job, const Quantizer& quantizer) {
+    const std::string id(quantizer.id());
+    if (quantizer.calibration())
+        throw Error(ErrorKind::usage, "quantizer '" + id + "' carries the source's stored codes; it has nothing to calibrate");
+    if (job.parts != 1)
+        throw Error(ErrorKind::usage,
+                    "quantizer '" + id + "' carries the source's stored codes whole, not in " + std::to_string(job.parts) +
+                        " threadpool parts",
+                    {.hint = "use one threadpool part"});
+}
+
 // What the output records of the calibration data: its name, digest and size.
 std::string calibration_record(const ConversionJob& job) {
     const std::string label = job.calibration_label.empty() ? std::string() : job.calibration_label + " ";
@@ -99,8 +113,12 @@ CheckedJob validate_job(const ConversionJob& job) {
         throw Error(ErrorKind::usage, "format '" + std::string(job.format->id()) + "' needs a quantizer");
     check_input_type(job);
     CheckedJob checked;
-    if (job.quantizer) checked.configured = configured_quantizer(*job.quantizer, job.quantizer_options);  // bad options fail here
+    if (job.quantizer) {
+        checked.configured = configured_quantizer(*job.quantizer, job.quantizer_options);  // bad options fail here
+        checked.configured = source_bound_quantizer(checked.configured, *job.source, *job.plan);
+    }
     checked.quantizer = checked.configured.get();
+    if (checked.quantizer && checked.quantizer->carrier()) check_carried(job, *checked.quantizer);
     if (checked.quantizer && checked.quantizer->calibration()) check_calibration(job, *checked.quantizer);
     OutputContext& context = checked.context;
     context.directory = job.output;

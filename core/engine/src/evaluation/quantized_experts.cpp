@@ -3,6 +3,7 @@
 #include <moequant/engine/expert_parts.hpp>
 #include <moequant/engine/quantized_experts.hpp>
 #include <moequant/engine/run_manifest.hpp>
+#include <moequant/engine/source_bound_quantizer.hpp>
 #include <moequant/engine/source_reads.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
@@ -47,7 +48,7 @@ QuantizedExperts::QuantizedExperts(const Registry& registry, const fs::path& dir
             throw refuse("was converted with another plan of this model (another --family?)", "OtherPlan");
     }
     format_ = std::string(output_.format->id());
-    quantizer_ = output_quantizer(registry, *output_.reader, "");
+    quantizer_ = source_bound_quantizer(output_quantizer(registry, *output_.reader, ""), source, plan);
     quantizer_id_ = std::string(quantizer_->id());
     const Options recorded = output_.reader->recorded();
     experts_on_ = recorded.get_string("experts_on", "");

@@ -22,6 +22,10 @@
 
 namespace moequant {
 
+class Checkpoint;
+class Quantizer;
+struct ExpertWeightSource;
+
 struct QuantizedTensor {
     std::string method;                               // e.g. "AMXINT4"; empty when unquantized
     std::vector<std::pair<std::string, Tensor>> parts;  // e.g. {"weight", I8}, {"scale", F32}
@@ -59,6 +63,27 @@ public:
     // Quantizes like Quantizer::quantize(), using `calibration` from this facet's
     // prepare_calibration().
     virtual QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration) const = 0;
+};
+
+// The facet of a quantizer that carries a checkpoint's stored codes over instead of quantizing
+// decoded values: kt-kernel's awq method re-lays AutoAWQ's qweight/qzeros/scales, GGUF's MXFP4
+// keeps MXFP4 blocks. The host binds it to the form of the job's expert weights once, before
+// any file is touched, and then takes every expert matrix's parts from carry(), whole (one
+// threadpool part). Verify and eval bind it to the source the same way to read such outputs.
+class MOEQUANT_API StoredCodeCarrier {
+public:
+    virtual ~StoredCodeCarrier();
+
+    // The quantizer bound to the stored form of expert matrix `source` (e.g. AWQ's group size
+    // and scale dtype), which the host uses for the whole job in place of this one: its
+    // output_layout() follows that form and its carrier() carries every matrix of that form.
+    // Null when this form is not carried and the quantizer quantizes decoded values instead.
+    // Throws Error(input) naming the tensor when the form can be neither.
+    virtual std::shared_ptr<const Quantizer> bind_source(const Checkpoint& checkpoint, const ExpertWeightSource& source) const = 0;
+
+    // The parts of expert matrix `source`, re-laid from its stored tensors (on the bound
+    // quantizer's carrier). Throws Error(input) naming the tensor when its form is not the bound one.
+    virtual QuantizedTensor carry(const Checkpoint& checkpoint, const ExpertWeightSource& source) const = 0;
 };
 
 class MOEQUANT_API Quantizer {
@@ -116,6 +141,10 @@ public:
     // The calibration facet when this quantizer needs calibration data (GPTQ), else null. It
     // lives as long as this object; the host then quantizes every matrix through it.
     virtual const QuantizerCalibration* calibration() const { return nullptr; }
+
+    // The facet that carries stored codes (StoredCodeCarrier) when this quantizer has one, else
+    // null. It lives as long as this object.
+    virtual const StoredCodeCarrier* carrier() const { return nullptr; }
 
     // Decodes parts produced by quantize() back to an F32 [rows, cols] matrix (used by verify).
     // Reads the packed bytes themselves; throws Error(input) when their sizes do not fit `shape`.

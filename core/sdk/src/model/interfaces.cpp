@@ -13,6 +13,7 @@ ModelAdapter::~ModelAdapter() = default;
 Quantizer::~Quantizer() = default;
 PreparedCalibration::~PreparedCalibration() = default;
 QuantizerCalibration::~QuantizerCalibration() = default;
+StoredCodeCarrier::~StoredCodeCarrier() = default;
 
 LayerSink::~LayerSink() = default;
 OutputWriter::~OutputWriter() = default;
