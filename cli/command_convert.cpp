@@ -47,10 +47,12 @@ struct ConvertRequest : ConversionRequest {
     bool no_merge = false, calibrate = false;
     bool gpu = false, save_backward_weights = false, profile = false;  // kt-kernel's convert_cpu_weights.py
     bool backward_weights = false;  // --save-backward-weights asks the quantizer and format for them (not for moe_int8)
+    int awq_parts_given = 0;             // --quant-method awq: the --threadpool-count it does not use
+    std::string awq_input_type_ignored;  // --quant-method awq: an --input-type other than awq, unused as kt does
 };
 
 constexpr CommandHelp convert_help{
-    "moequant convert -i MODEL -o OUT [--quant-method int4|int8|moe_int8] [--threadpool-count T] [--no-merge-safetensor]\n"
+    "moequant convert -i MODEL -o OUT [--quant-method int4|int8|moe_int8|awq] [--threadpool-count T] [--no-merge-safetensor]\n"
     "                 [--calibrate --dataset FILE|embedded | --calibration-activations FILE]",
     "Quantizes the routed experts of a BF16, FP16 or FP8 checkpoint into kt-kernel's AMX INT4/INT8\n"
     "or MOE_INT8 layout (merged safetensors, or the .kt tree), one layer in flight; FP8 is dequantized on the\n"
@@ -60,7 +62,9 @@ constexpr CommandHelp convert_help{
     "layer by layer (--dataset) or on recorded MoE inputs, each row's scale searched on the same\n"
     "data: the bytes stay in kt-kernel's layout, which its runtime loads unchanged.\n"
     "--save-backward-weights adds kt-kernel's SFT backward weights (each part transposed, packed\n"
-    "alike) to either layout, byte for byte as its converter writes them."};
+    "alike) to either layout, byte for byte as its converter writes them.\n"
+    "--quant-method awq re-lays an AutoAWQ INT4 checkpoint's codes, zero points and scales into kt's\n"
+    "column-major tensors (blk.L.ffn_PROJ_exps.E.{weight,qzeros,scale}) as its converter does, requantizing nothing."};
 
 void add_convert_options(po::options_description& options, ConvertRequest& r) {
     options.add_options()
@@ -68,9 +72,9 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
         ("output,o", po::value(&r.output)->value_name("DIR"), "output folder")
         ("input-type", po::value(&r.input_type)->value_name("bf16|fp16|fp32|fp8|int4|int8|mxfp4|awq"),
          "declared dtype of the routed experts; checked against the data (default: taken from the data)")
-        ("quant-method", po::value(&r.quant_method)->value_name("int4|int8|moe_int8")->default_value("int4"),
+        ("quant-method", po::value(&r.quant_method)->value_name("int4|int8|moe_int8|awq")->default_value("int4"),
          "kt-kernel method: int4 = AMXINT4 (amx-int4), int8 = AMXINT8 (amx-int8), moe_int8 = MOE_INT8 (moe-int8, "
-         "AOCL kernels for CPUs without AMX)")
+         "AOCL kernels for CPUs without AMX), awq = an AutoAWQ checkpoint's codes re-laid column-major (kt-awq)")
         ("quantizer", po::value(&r.quantizer_id)->value_name("ID"), "quantizer object id (overrides --quant-method)")
         ("format", po::value(&r.format_id)->value_name("ID"),
          "output format: kt-safetensors (default), kt-tree, bf16-safetensors, or a plugin's")
@@ -105,6 +109,22 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
     options.add(seed_options);
 }
 
+// kt's awq method (AWQToColumnMajorConverter) re-lays an AutoAWQ checkpoint's words: whatever
+// --input-type says, each expert matrix whole (its --threadpool-count is not used), only into
+// merged safetensors (with --no-merge-safetensor kt's converter writes no expert at all).
+void check_awq_request(ConvertRequest& r) {
+    if (r.no_merge)
+        throw_usage_error("--quant-method awq has no .kt tree: kt-kernel's converter writes no expert tensors with "
+                          "--no-merge-safetensor for it",
+                          {.hint = "leave out --no-merge-safetensor"});
+    if (r.calibrate) throw_usage_error("--quant-method awq carries the AWQ checkpoint's codes; there is nothing to calibrate");
+    r.quantizer_id = "kt-awq";
+    r.awq_parts_given = r.parts;
+    r.parts = 1;
+    r.awq_input_type_ignored = !r.input_type.empty() && r.input_type != "awq" ? r.input_type : std::string();
+    if (!r.awq_input_type_ignored.empty()) r.input_type.clear();
+}
+
 // The command line's own usage errors, before any plugin loads; settles the format and the
 // quantizer id (from --quant-method and --calibrate) and the thread count.
 void check_request(ConvertRequest& r) {
@@ -120,15 +140,15 @@ void check_request(ConvertRequest& r) {
                           {.code = "NeedsCalibration", .hint = "pass --dataset FILE (or --dataset embedded) or --calibration-activations FILE"});
     if (!r.calibrate && r.data.given())
         throw_usage_error("calibration data is used only with --calibrate", {.hint = "add --calibrate, or leave the data out"});
-    // kt's script skips them with a warning for MOE_INT8, which has no SFT method (convert_cpu_weights.py L1064).
-    r.backward_weights = r.save_backward_weights && !(r.quantizer_id.empty() && r.quant_method == "moe_int8");
+    // kt's script skips them with a warning for MOE_INT8, which has no SFT method (convert_cpu_weights.py L1064), and
+    // never hands them to its awq converter.
+    r.backward_weights = r.save_backward_weights && !(r.quantizer_id.empty() && (r.quant_method == "moe_int8" || r.quant_method == "awq"));
     if (r.backward_weights && r.calibrate)
         throw_usage_error("--save-backward-weights has no --calibrate variant: kt-kernel packs the backward weights from "
                           "the source by plain rounding, whatever chose the forward codes",
                           {.hint = "leave out one of them"});
+    if (r.quantizer_id.empty() && r.quant_method == "awq") check_awq_request(r);
     if (r.quantizer_id.empty()) {
-        if (r.quant_method == "awq")
-            throw_usage_error("--quant-method awq (AWQ checkpoints rewritten column-major) is not supported by moequant");
         if (r.quant_method == "moe_int4")
             throw_usage_error("--quant-method moe_int4: kt-kernel has no MOE_INT4 on x86 (its Int4_KERNEL_MOE is built only for "
                               "ARM with KML, and its converter stops with 'backend not available'; docs/kt-moe-int8.md)",
@@ -137,7 +157,7 @@ void check_request(ConvertRequest& r) {
             r.quantizer_id = r.calibrate ? "moe-int8-gptq" : "moe-int8";
         } else {
             if (r.quant_method != "int4" && r.quant_method != "int8")
-                throw_usage_error("--quant-method must be int4, int8 or moe_int8, got '" + r.quant_method + "'");
+                throw_usage_error("--quant-method must be int4, int8, moe_int8 or awq, got '" + r.quant_method + "'");
             r.quantizer_id = "amx-" + r.quant_method + (r.calibrate ? "-gptq" : "");
         }
     }
@@ -223,7 +243,14 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
         .notes = [&](ProgressSink& sink) {
             if (request.gpu) sink.note("--gpu: no effect, moequant converts on the CPU");
             if (request.save_backward_weights && !request.backward_weights)
-                sink.note("--save-backward-weights: MOE_INT8 has no SFT method, so there are no backward weights (as kt-kernel's script skips them)");
+                sink.note("--save-backward-weights: " + std::string(request.quant_method == "awq" ? "AWQ" : "MOE_INT8") +
+                          " has no SFT method, so there are no backward weights (as kt-kernel's script skips them)");
+            if (request.awq_parts_given > 1)
+                sink.note("--threadpool-count " + std::to_string(request.awq_parts_given) +
+                          ": kt's awq method stores each expert matrix whole, in no threadpool parts");
+            if (!request.awq_input_type_ignored.empty())
+                sink.note("--input-type " + request.awq_input_type_ignored + ": not used by --quant-method awq, which reads AutoAWQ "
+                          "words (as kt-kernel's script ignores it)");
         },
     });
 }

@@ -88,11 +88,20 @@ inline std::optional<std::int64_t> parse_decimal(std::string_view text) {
     return v;
 }
 
-// "blk.{L}.ffn_{proj}_exps.{E}.numa.{i}.{tensor}" for a quantizer part (kt-cpu-format.md §7.1).
-inline std::string kt_tensor_name(std::int64_t layer, Projection p, std::int64_t expert, int part, std::string_view quantizer_part) {
+// Whether the quantizer's kt method splits each expert matrix into threadpool ("NUMA") parts
+// named ".numa.{i}" (every method but awq: its converter re-lays AutoAWQ's words whole and
+// names them without, quantizer fact kt.threadpool_split = false; docs/kt-awq.md).
+inline bool kt_splits_threadpools(const Quantizer& quantizer) {
+    return quantizer.facts().get_bool("kt.threadpool_split", true);
+}
+
+// "blk.{L}.ffn_{proj}_exps.{E}.numa.{i}.{tensor}" for a quantizer part (kt-cpu-format.md §7.1),
+// "blk.{L}.ffn_{proj}_exps.{E}.{tensor}" for a method without threadpool parts (`numa` false).
+inline std::string kt_tensor_name(std::int64_t layer, Projection p, std::int64_t expert, int part, std::string_view quantizer_part,
+                                  bool numa = true) {
     const KtPartName name = kt_part_name(quantizer_part);
     return "blk." + std::to_string(layer) + "." + kt_projection_name(p, name.backward) + "." + std::to_string(expert) +
-           ".numa." + std::to_string(part) + "." + name.tensor;
+           (numa ? ".numa." + std::to_string(part) : std::string()) + "." + name.tensor;
 }
 
 // "{P}_{proj}_{e}_{bytes}Byte_{quant|scale}_.kt" (kt-cpu-format.md §6) for a quantizer part:

@@ -32,6 +32,7 @@ public:
         if (!context.quantizer) throw Error(ErrorKind::usage, id_ + " needs a quantizer");
         refuse_extra_expert_tensors(context, id_);  // gpt-oss's expert biases have no place in kt's format
         if (backward_weights_requested(context)) check_backward_weights(context);
+        if (!kt_splits_threadpools(*context.quantizer)) check_unsplit(context);
     }
     std::unique_ptr<OutputReader> open(const std::filesystem::path& directory) const override { return open_(directory); }
 
@@ -52,6 +53,18 @@ private:
                             {.code = "NoBackwardWeights",
                              .hint = "kt-kernel's SFT backward weights exist for --quant-method int4 and int8 (amx-int4, amx-int8)"});
         }
+    }
+
+    // A method whose matrices stay whole (kt's awq) has names only in the merged safetensors
+    // (Writer::names_unsplit_parts): kt's converter writes no .kt files for it.
+    void check_unsplit(const OutputContext& context) const {
+        const std::string method = context.quantizer->published_name("kt.method");
+        if (!Writer::names_unsplit_parts)
+            throw Error(ErrorKind::usage, id_ + " has no files for kt's " + method + " method: kt-kernel's converter writes none for it",
+                        {.code = "NoTreeForMethod", .hint = "leave out --no-merge-safetensor (format kt-safetensors)"});
+        if (context.parts != 1)
+            throw Error(ErrorKind::usage, "kt's " + method + " method stores each expert matrix whole, not in " +
+                                              std::to_string(context.parts) + " threadpool parts");
     }
 
     std::string id_, description_;

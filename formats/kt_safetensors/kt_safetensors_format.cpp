@@ -6,7 +6,8 @@
 // kt's converter merges them), then one shard with every non-expert tensor renamed
 // as §7.3 (MTP layers and rotary buffers are never copied), config and tokenizer files, and
 // model.safetensors.index.json last. Shard names are fixed by the plan up front, so a resumed
-// run never renumbers them. `__metadata__` records the method, part count, expert count and
+// run never renumbers them. kt's awq method (quantizer kt-awq) names its whole matrices
+// `blk.{L}.ffn_{gate,up,down}_exps.{E}.{weight,qzeros,scale}`, without a threadpool part. `__metadata__` records the method, part count, expert count and
 // source, which the runtime ignores and `moequant verify` reads.
 
 #include "kt_naming.hpp"
@@ -54,12 +55,12 @@ bool is_copied(TensorRole role) {
 
 class KtSafetensorsSink final : public LayerSink {
 public:
-    KtSafetensorsSink(SafetensorsWriter writer, std::int64_t layer, fs::path dir, std::string file)
-        : writer_(std::move(writer)), layer_(layer), dir_(std::move(dir)), file_(std::move(file)) {}
+    KtSafetensorsSink(SafetensorsWriter writer, std::int64_t layer, bool numa, fs::path dir, std::string file)
+        : writer_(std::move(writer)), layer_(layer), numa_(numa), dir_(std::move(dir)), file_(std::move(file)) {}
 
     void write(const QuantizedExpert& q) override {
         for (const auto& [part, tensor] : q.tensor.parts)
-            writer_.write(kt_tensor_name(layer_, q.projection, q.expert, q.part, part), tensor.view());
+            writer_.write(kt_tensor_name(layer_, q.projection, q.expert, q.part, part, numa_), tensor.view());
     }
 
     std::vector<WrittenFile> commit() override {
@@ -70,12 +71,14 @@ public:
 private:
     SafetensorsWriter writer_;
     std::int64_t layer_;
+    bool numa_;  // names with .numa.{i}
     fs::path dir_;
     std::string file_;
 };
 
 class KtSafetensorsWriter final : public OutputWriter {
 public:
+    static constexpr bool names_unsplit_parts = true;  // kt's awq: blk.L.ffn_*_exps.E.{weight,qzeros,scale}
     explicit KtSafetensorsWriter(const OutputContext& c) : c_(c), sharded_(c.directory) {
         for (const auto& [name, role] : c.plan->roles)
             if (is_copied(role)) rest_.push_back(name);
@@ -85,7 +88,7 @@ public:
     std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
         const std::string& file = shards_.layer_shard(layer);
         SafetensorsWriter writer = sharded_.open_shard(file, layer_specs(layer), layer_metadata(layer));
-        return std::make_unique<KtSafetensorsSink>(std::move(writer), layer, c_.directory, file);
+        return std::make_unique<KtSafetensorsSink>(std::move(writer), layer, kt_splits_threadpools(*c_.quantizer), c_.directory, file);
     }
 
     // The files finish() and every layer's commit() write, sized from their specs.
@@ -124,9 +127,10 @@ public:
 private:
     std::vector<TensorSpec> layer_specs(std::int64_t layer) const {
         std::vector<TensorSpec> specs;
+        const bool numa = kt_splits_threadpools(*c_.quantizer);
         for_each_quantized_part(planned_moe_layer(*c_.plan, layer), *c_.quantizer, c_.parts,
                                 [&](std::int64_t expert, Projection p, int part, TensorSpec spec) {
-                                    spec.name = kt_tensor_name(layer, p, expert, part, spec.name);
+                                    spec.name = kt_tensor_name(layer, p, expert, part, spec.name, numa);
                                     specs.push_back(std::move(spec));
                                 });
         return specs;

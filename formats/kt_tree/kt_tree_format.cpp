@@ -122,6 +122,7 @@ private:
 
 class KtTreeWriter final : public OutputWriter {
 public:
+    static constexpr bool names_unsplit_parts = false;  // every .kt file name holds its part's folder
     explicit KtTreeWriter(const OutputContext& c) : c_(c), prefix_(c.quantizer->published_name("kt.file_prefix")) {}
 
     std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {

@@ -10,27 +10,18 @@ Exit 0 when every pair is identical.
 """
 import glob, json, os, struct, subprocess, sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import kt_script_run  # noqa: E402  (tests/golden/reference)
+
 SITE = os.environ["KT_SITE"]
 MOEQUANT = os.environ.get("MOEQUANT", "moequant")
 
 
 def kt_convert(args):
-    script = os.path.join(SITE, "ktscripts", "convert_cpu_weights.py")
-    env = dict(os.environ, PYTHONPATH=f"{SITE}/shims:{SITE}", PYTHONSTARTUP="")
-    launcher = f"import ktshim, runpy, sys; sys.argv={[script] + args!r}; runpy.run_path({script!r}, run_name='__main__')"
-    return subprocess.run([sys.executable, "-c", launcher], env=env, capture_output=True, text=True)
+    return kt_script_run.kt_convert(SITE, args)
 
 
-def merged_tensors(folder):
-    out = {}
-    for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
-        raw = open(path, "rb").read()
-        size = struct.unpack("<Q", raw[:8])[0]
-        for name, info in json.loads(raw[8:8 + size]).items():
-            if name != "__metadata__":
-                begin, end = info["data_offsets"]
-                out[name] = (info["dtype"], tuple(info["shape"]), raw[8 + size + begin:8 + size + end])
-    return out
+merged_tensors = kt_script_run.merged_tensors
 
 
 def tree_files(folder):
