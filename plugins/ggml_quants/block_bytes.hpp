@@ -9,11 +9,12 @@
 
 namespace moequant::ggml_quants {
 
-inline void put_f16(std::uint8_t* at, float value) noexcept {
-    const std::uint16_t bits = to_f16(value);
+inline void put_u16(std::uint8_t* at, std::uint16_t bits) noexcept {
     at[0] = static_cast<std::uint8_t>(bits & 0xff);
     at[1] = static_cast<std::uint8_t>(bits >> 8);
 }
+
+inline void put_f16(std::uint8_t* at, float value) noexcept { put_u16(at, to_f16(value)); }
 
 inline float get_f16(const std::uint8_t* at) noexcept {
     return from_f16(static_cast<std::uint16_t>(at[0] | (at[1] << 8)));

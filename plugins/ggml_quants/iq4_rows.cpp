@@ -133,8 +133,7 @@ void quantize_row_iq4_xs(const float* x, std::uint8_t* out, std::int64_t n, cons
             else scales_low[ib / 2] = static_cast<std::uint8_t>(scales_low[ib / 2] | ((stored & 0xf) << 4));
             scales_high = static_cast<std::uint16_t>(scales_high | ((stored >> 4) << (2 * ib)));
         }
-        out[2] = static_cast<std::uint8_t>(scales_high & 0xff);
-        out[3] = static_cast<std::uint8_t>(scales_high >> 8);
+        put_u16(out + 2, scales_high);
     }
 }
 
