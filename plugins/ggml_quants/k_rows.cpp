@@ -47,16 +47,22 @@ void importance_weights(const float* importance, const float* x, float sigma2, i
     for (int i = 0; i < n; ++i) w[i] = importance[i] * std::sqrt(sigma2 + x[i] * x[i]);
 }
 
+// The offset search of the imatrix paths (Q2_K, Q4_K, Q5_K).
+constexpr OffsetSearch imatrix_offset_search{-0.9f, 0.05f, 36, false};
+
 // ---- 2-bit planes (Q2_K, Q3_K): each 128 values fill 32 bytes, value 32k + l of the half in
 // bits 2k of byte l.
 void pack_2bit_planes(const std::uint8_t* levels, std::uint8_t* qs) noexcept {
     for (int half = 0; half < 2; ++half) {
         const std::uint8_t* L = levels + 128 * half;
         for (int l = 0; l < 32; ++l)
-            qs[32 * half + l] = static_cast<std::uint8_t>(L[l] | (L[l + 32] << 2) | (L[l + 64] << 4) | (L[l + 96] << 6));
+            qs[32 * half + l] =
+                static_cast<std::uint8_t>(L[l] | (L[l + 32] << 2) | (L[l + 64] << 4) | (L[l + 96] << 6));
     }
 }
-int two_bits_at(const std::uint8_t* qs, int e) noexcept { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3; }
+int two_bits_at(const std::uint8_t* qs, int e) noexcept {
+    return (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+}
 
 // ---- 6-bit scale and min of 8 sub-blocks in 12 bytes (Q4_K, Q5_K): sub-blocks 0-3 in the low
 // 6 bits of bytes 0-3 (scale) and 4-7 (min); 4-7 as nibbles in bytes 8-11 with their top two
@@ -111,7 +117,8 @@ void q2_finish(const float* x, std::uint8_t* levels, std::uint8_t* block) noexce
         const float d = d_all * static_cast<float>(block[q2_scales + j] & 0xF);
         if (d == 0) continue;
         const float m = m_all * static_cast<float>(block[q2_scales + j] >> 4);
-        for (int i = 16 * j; i < 16 * j + 16; ++i) levels[i] = static_cast<std::uint8_t>(clamp(nearest_int((x[i] + m) / d), 0, 3));
+        for (int i = 16 * j; i < 16 * j + 16; ++i)
+            levels[i] = static_cast<std::uint8_t>(clamp(nearest_int((x[i] + m) / d), 0, 3));
     }
     pack_2bit_planes(levels, block + q2_qs);
 }
@@ -126,7 +133,8 @@ void q3_finish(const float* x, std::int8_t* levels, std::uint8_t* block) noexcep
     for (int j = 0; j < 16; ++j) {
         const float d = d_all * static_cast<float>(q3_scale_at(block + q3_scales, j));
         if (d == 0) continue;
-        for (int i = 16 * j; i < 16 * j + 16; ++i) levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -4, 3) + 4);
+        for (int i = 16 * j; i < 16 * j + 16; ++i)
+            levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -4, 3) + 4);
     }
     std::uint8_t low[super_block];
     std::uint8_t* hmask = block + q3_hmask;
@@ -150,7 +158,6 @@ struct ScaleMinType {
     OffsetSearch plain;
     bool clamp_imatrix_levels;  // ggml's Q5_K clamps the imatrix path's 6-bit levels, Q4_K does not
 };
-constexpr OffsetSearch imatrix_offset_search{-0.9f, 0.05f, 36, false};
 
 // Writes d, dmin and the packed 6-bit scales/mins into `head` and the requantized levels
 // 0..nmax of the 256 values into `levels`.
@@ -229,16 +236,21 @@ struct ScaleMinDecoder {
 
 // Value e of a 64-value chunk pair layout (Q4_K/Q5_K low nibbles): byte 32*(e/64) + e%32,
 // the high nibble for the second 32 of each 64.
-int nibble_at(const std::uint8_t* qs, int e) noexcept { return (qs[32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 0xF; }
+int nibble_at(const std::uint8_t* qs, int e) noexcept {
+    return (qs[32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 0xF;
+}
 
 void pack_nibble_pairs(const std::uint8_t* levels, std::uint8_t* qs) noexcept {
     for (int c = 0; c < 4; ++c)
         for (int l = 0; l < 32; ++l)
-            qs[32 * c + l] = static_cast<std::uint8_t>((levels[64 * c + l] & 0xF) | ((levels[64 * c + l + 32] & 0xF) << 4));
+            qs[32 * c + l] =
+                static_cast<std::uint8_t>((levels[64 * c + l] & 0xF) | ((levels[64 * c + l + 32] & 0xF) << 4));
 }
 
 constexpr int q4_qs = 16, q4_bytes = 144;
+constexpr ScaleMinType q4_type{15, {-1.f, 0.1f, 20, false}, false};
 constexpr int q5_qh = 16, q5_qs = 48, q5_bytes = 176;
+constexpr ScaleMinType q5_type{31, {-0.5f, 0.1f, 15, false}, true};
 
 // ---- Q6_K block: ql[128] qh[64] scales[16] d
 constexpr int q6_ql = 0, q6_qh = 128, q6_scales = 192, q6_d = 208, q6_bytes = 210;
@@ -271,7 +283,8 @@ void quantize_row_q2_k(const float* x, std::uint8_t* out, std::int64_t n, const 
             }
             if (max_min > 0) {
                 const float inverse = 15.f / max_min;
-                for (int j = 0; j < 16; ++j) s[j] = static_cast<std::uint8_t>(s[j] | (nearest_int(inverse * mins[j]) << 4));
+                for (int j = 0; j < 16; ++j)
+                    s[j] = static_cast<std::uint8_t>(s[j] | (nearest_int(inverse * mins[j]) << 4));
                 put_f16(out + q2_dmin, max_min / 15.f);
             } else {
                 put_f16(out + q2_dmin, 0.f);
@@ -283,7 +296,7 @@ void quantize_row_q2_k(const float* x, std::uint8_t* out, std::int64_t n, const 
                 importance_weights(qw + 16 * j, x + 16 * j, sigma2, 16, w);
                 sw[j] = sum_of(w, 16);
                 scales[j] = offset_levels_qkx3(16, 3, x + 16 * j, w, levels + 16 * j, &mins[j], scratch,
-                                               OffsetSearch{-0.9f, 0.05f, 36, false});
+                                               imatrix_offset_search);
             }
             std::uint8_t ls[16], lm[16];
             put_f16(out + q2_d, positive_levels(16, 15, scales, ls, sw));
@@ -363,11 +376,6 @@ void dequantize_row_q3_k(const std::uint8_t* in, float* y, std::int64_t n) {
     }
 }
 
-namespace {
-constexpr ScaleMinType q4_type{15, {-1.f, 0.1f, 20, false}, false};
-constexpr ScaleMinType q5_type{31, {-0.5f, 0.1f, 15, false}, true};
-}  // namespace
-
 void quantize_row_q4_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
     for (std::int64_t b = 0; b < n / super_block; ++b, x += super_block, out += q4_bytes) {
         std::uint8_t levels[super_block];
@@ -434,7 +442,8 @@ void quantize_row_q6_k(const float* x, std::uint8_t* out, std::int64_t n, const 
         for (int j = 0; j < 16; ++j) {
             const float d = d_all * static_cast<float>(static_cast<std::int8_t>(out[q6_scales + j]));
             if (d == 0) continue;
-            for (int i = 16 * j; i < 16 * j + 16; ++i) levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -32, 31) + 32);
+            for (int i = 16 * j; i < 16 * j + 16; ++i)
+                levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -32, 31) + 32);
         }
         // Value e = 128h + 32k + l: low nibble in ql[64h + 32(k%2) + l] at bit 4(k/2), top two bits
         // in qh[32h + l] at bit 2k.
@@ -443,7 +452,8 @@ void quantize_row_q6_k(const float* x, std::uint8_t* out, std::int64_t n, const 
         std::memset(ql, 0, 128 + 64);
         for (int e = 0; e < super_block; ++e) {
             const int h = e / 128, k = (e / 32) % 4, l = e % 32, v = levels[e];
-            ql[64 * h + 32 * (k % 2) + l] = static_cast<std::uint8_t>(ql[64 * h + 32 * (k % 2) + l] | ((v & 0xF) << (4 * (k / 2))));
+            std::uint8_t& low = ql[64 * h + 32 * (k % 2) + l];
+            low = static_cast<std::uint8_t>(low | ((v & 0xF) << (4 * (k / 2))));
             qh[32 * h + l] = static_cast<std::uint8_t>(qh[32 * h + l] | ((v >> 4) << (2 * k)));
         }
     }
