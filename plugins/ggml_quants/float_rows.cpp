@@ -20,19 +20,10 @@ std::uint16_t to_bf16(float value) noexcept {
     return static_cast<std::uint16_t>((bits + (0x7fffu + ((bits >> 16) & 1u))) >> 16);
 }
 
-// ggml writes every NaN as the canonical quiet NaN 0x7e00 with the input's sign; the shared
-// to_f16 keeps payload bits, so NaNs are settled here (other values go through to_f16).
-std::uint16_t to_f16_canonical_nan(float value) noexcept {
-    std::uint32_t bits;
-    std::memcpy(&bits, &value, 4);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>(((bits >> 16) & 0x8000u) | 0x7e00u);
-    return to_f16(value);
-}
-
 }  // namespace
 
 void quantize_row_f16(const float* x, std::uint8_t* out, std::int64_t n, const float*) {
-    for (std::int64_t i = 0; i < n; ++i) put_u16(out + 2 * i, to_f16_canonical_nan(x[i]));
+    for (std::int64_t i = 0; i < n; ++i) put_u16(out + 2 * i, to_f16(x[i]));
 }
 
 void dequantize_row_f16(const std::uint8_t* in, float* y, std::int64_t n) {

@@ -3,6 +3,7 @@
 // matrix as quantize_row_qN_K_ref (what ggml_quantize_chunk runs then), with one as
 // quantize_row_qN_K_impl; decoding as dequantize_row_qN_K. Float operations keep ggml's order
 // and precision (see quant_search.hpp); the block layouts are ggml-common.h's block_qN_K.
+#include "block_bytes.hpp"  // fp16 fields; requantizing reads the rounded value back, as ggml does
 #include "quant_search.hpp"
 #include "row_codecs.hpp"
 
@@ -15,17 +16,6 @@ namespace moequant::ggml_quants {
 namespace {
 
 constexpr int super_block = 256;  // QK_K
-
-// fp16 fields are little-endian; decoding reads the rounded value back, as ggml's
-// requantization does.
-void put_f16(std::uint8_t* p, float v) noexcept {
-    const std::uint16_t bits = to_f16(v);
-    p[0] = static_cast<std::uint8_t>(bits & 0xFF);
-    p[1] = static_cast<std::uint8_t>(bits >> 8);
-}
-float get_f16(const std::uint8_t* p) noexcept {
-    return from_f16(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
-}
 
 int clamp(int v, int low, int high) noexcept { return std::max(low, std::min(high, v)); }
 

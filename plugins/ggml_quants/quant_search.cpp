@@ -275,7 +275,12 @@ float positive_levels(int n, int nmax, const float* x, std::uint8_t* levels, con
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-std::uint16_t to_f16(float x) noexcept { return f32_to_f16(x); }
+std::uint16_t to_f16(float x) noexcept {
+    // ggml writes every NaN as the quiet NaN 0x7e00 with the input's sign; the SDK's conversion
+    // keeps payload bits.
+    if (std::isnan(x)) return static_cast<std::uint16_t>((std::signbit(x) ? 0x8000u : 0u) | 0x7e00u);
+    return f32_to_f16(x);
+}
 float from_f16(std::uint16_t bits) noexcept { return f16_to_f32(bits); }
 
 }  // namespace moequant::ggml_quants

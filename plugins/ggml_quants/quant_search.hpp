@@ -31,9 +31,9 @@ float symmetric_levels_refined(int n, int nmax, const float* x, std::int8_t* lev
 
 // Levels 0..nmax with an offset: scale and minimum chosen over nstep + 1 trial scales by weighted
 // least squares, keeping the trial with the smallest weighted error (squared, or absolute with
-// `absolute_error`). `*negated_min` receives -min (>= 0). ggml's make_qkx2_quants when
-// `zero_when_flat_only` (a block of equal values gives levels 0), make_qkx3_quants otherwise (a
-// block whose max <= min does; there null `weights` means x^2).
+// `absolute_error`). `*negated_min` receives -min (>= 0). ggml's make_qkx2_quants (a block is
+// flat, all levels 0, when max == min) and make_qkx3_quants (flat when max <= min; null
+// `weights` means x^2).
 struct OffsetSearch {
     float rmin, rdelta;
     int nstep;
@@ -48,7 +48,8 @@ float offset_levels_qkx3(int n, int nmax, const float* x, const float* weights, 
 // `weights` (ggml's make_qp_quants). Returns the scale (0 when max x < group_max_eps).
 float positive_levels(int n, int nmax, const float* x, std::uint8_t* levels, const float* weights) noexcept;
 
-// IEEE binary16 bits of x, round to nearest even (ggml's GGML_FP32_TO_FP16), and back.
+// IEEE binary16 bits of x, round to nearest even, every NaN 0x7e00 with x's sign (ggml's
+// GGML_FP32_TO_FP16), and back.
 std::uint16_t to_f16(float x) noexcept;
 float from_f16(std::uint16_t bits) noexcept;
 

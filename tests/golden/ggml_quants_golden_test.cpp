@@ -3,13 +3,18 @@
 // libggml-base at the commit tests/golden/reference/ggml_quants/README.md pins). Every row's
 // bytes and every dequantized float must be identical.
 
+#include "built_plugin.hpp"
 #include "ggml_types.hpp"
 #include "test_support.hpp"
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <moequant/error.hpp>
+
+#include <cctype>
 #include <cstring>
+#include <span>
 #include <vector>
 
 using namespace moequant;
@@ -105,6 +110,32 @@ BOOST_AUTO_TEST_CASE(every_type_quantizes_like_ggml_byte_for_byte) {
 BOOST_AUTO_TEST_CASE(every_type_dequantizes_like_ggml_bit_for_bit) {
     const Vectors v = load();
     for (const auto& name : v.types) check_dequantized(v, *ggml_quants::ggml_type_named(name));
+}
+
+// The plugin as the host loads it: each gguf-<type> quantizer turns the [rows, cols] matrix into
+// ggml's rows (one U8 part) and reads them back by ggml's arithmetic, from F32 and from BF16.
+BOOST_AUTO_TEST_CASE(the_plugin_quantizers_write_ggml_rows) {
+    const Vectors v = load();
+    BuiltPlugin plugin("moequant-quantizer-ggml_quants");
+    for (const auto& name : v.types) {
+        const auto& type = *ggml_quants::ggml_type_named(name);
+        std::string id = "gguf-" + name;
+        for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        const Quantizer& quantizer = plugin.quantizer(id);
+        BOOST_TEST(quantizer.facts().get_string("gguf.type", "") == name);
+        BOOST_TEST(quantizer.facts().get_int("gguf.type_id", -1) == type.id);
+        const TensorView input{DType::F32, {v.rows, v.cols}, std::as_bytes(std::span<const float>(v.input))};
+        const QuantizedTensor q = quantizer.quantize(input);
+        const std::vector<std::uint8_t> expected = read_bytes(vectors / (name + ".q"));
+        const Tensor* rows = q.part("weight");
+        BOOST_REQUIRE(rows);
+        BOOST_TEST((rows->dtype() == DType::U8 && rows->shape() == Shape{v.rows, type.row_bytes(v.cols)}));
+        BOOST_TEST(std::memcmp(rows->data(), expected.data(), expected.size()) == 0, name);
+        const Tensor back = quantizer.dequantize(q, {v.rows, v.cols});
+        BOOST_TEST(std::memcmp(back.data(), floats(vectors / (name + ".f32")).data(), back.size_bytes()) == 0, name);
+        // A row length off the block is refused, naming the rule.
+        if (type.block > 1) BOOST_CHECK_THROW(quantizer.output_layout({2, type.block + 1}), Error);
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
