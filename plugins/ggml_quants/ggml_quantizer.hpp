@@ -1,0 +1,36 @@
+// One quantizer per GGUF tensor type (gguf-q4_k, gguf-q8_0, gguf-bf16, ...): each row of an
+// [out, in] matrix into the type's blocks, byte for byte as ggml's reference code writes them
+// (ggml_types.hpp), as one part "weight" U8 [out, bytes per row]: a GGUF tensor's data, rows in
+// order. The GGUF format names the type from the facts gguf.type (ggml's name, e.g. q4_K) and
+// gguf.type_id (enum ggml_type). The input must have a multiple of the type's block per row.
+#pragma once
+
+#include "ggml_types.hpp"
+
+#include <moequant/quantizer.hpp>
+
+#include <string>
+
+namespace moequant::ggml_quants {
+
+class GgmlQuantizer final : public Quantizer {
+public:
+    explicit GgmlQuantizer(const GgmlType& type);
+
+    std::string_view id() const override { return id_; }
+    std::string_view description() const override { return description_; }
+    Options facts() const override;
+    std::vector<TensorSpec> output_layout(const Shape& matrix) const override;
+    // weight: [out, in] BF16, F16 or F32, each row taken as float32 as llama-quantize reads it.
+    QuantizedTensor quantize(const TensorView& weight) const override;
+    // The rows back to F32 [out, in] by ggml's to_float arithmetic.
+    Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override;
+
+    const GgmlType& type() const noexcept { return type_; }
+
+private:
+    const GgmlType& type_;
+    std::string id_, description_;
+};
+
+}  // namespace moequant::ggml_quants

@@ -1,0 +1,465 @@
+// The K-quant rows (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K): 256-value super-blocks with quantized
+// sub-block scales. Byte for byte as ggml src/ggml-quants.c writes them: without an importance
+// matrix as quantize_row_qN_K_ref (what ggml_quantize_chunk runs then), with one as
+// quantize_row_qN_K_impl; decoding as dequantize_row_qN_K. Float operations keep ggml's order
+// and precision (see quant_search.hpp); the block layouts are ggml-common.h's block_qN_K.
+#include "block_bytes.hpp"  // fp16 fields; requantizing reads the rounded value back, as ggml does
+#include "quant_search.hpp"
+#include "row_codecs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace moequant::ggml_quants {
+
+namespace {
+
+constexpr int super_block = 256;  // QK_K
+
+int clamp(int v, int low, int high) noexcept { return std::max(low, std::min(high, v)); }
+
+float sum_of_squares(const float* x, int n) noexcept {
+    float s = 0;
+    for (int i = 0; i < n; ++i) s += x[i] * x[i];
+    return s;
+}
+
+float sum_of(const float* x, int n) noexcept {
+    float s = 0;
+    for (int i = 0; i < n; ++i) s += x[i];
+    return s;
+}
+
+// The imatrix weights of the _impl quantizers: importance times sqrt(sigma2 + x^2), where
+// sigma2 is a per-type multiple of the super-block's mean square.
+void importance_weights(const float* importance, const float* x, float sigma2, int n, float* w) noexcept {
+    for (int i = 0; i < n; ++i) w[i] = importance[i] * std::sqrt(sigma2 + x[i] * x[i]);
+}
+
+// The offset search of the imatrix paths (Q2_K, Q4_K, Q5_K).
+constexpr OffsetSearch imatrix_offset_search{-0.9f, 0.05f, 36, false};
+
+// ---- 2-bit planes (Q2_K, Q3_K): each 128 values fill 32 bytes, value 32k + l of the half in
+// bits 2k of byte l.
+void pack_2bit_planes(const std::uint8_t* levels, std::uint8_t* qs) noexcept {
+    for (int half = 0; half < 2; ++half) {
+        const std::uint8_t* L = levels + 128 * half;
+        for (int l = 0; l < 32; ++l)
+            qs[32 * half + l] =
+                static_cast<std::uint8_t>(L[l] | (L[l + 32] << 2) | (L[l + 64] << 4) | (L[l + 96] << 6));
+    }
+}
+int two_bits_at(const std::uint8_t* qs, int e) noexcept {
+    return (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+}
+
+// ---- 6-bit scale and min of 8 sub-blocks in 12 bytes (Q4_K, Q5_K): sub-blocks 0-3 in the low
+// 6 bits of bytes 0-3 (scale) and 4-7 (min); 4-7 as nibbles in bytes 8-11 with their top two
+// bits in the spare high bits of bytes 0-7. Truncation to bytes as ggml's uint8_t stores do.
+void pack_scale_min(const std::uint8_t* ls, const std::uint8_t* lm, std::uint8_t* s) noexcept {
+    for (int j = 0; j < 8; ++j) {
+        if (j < 4) {
+            s[j] = ls[j];
+            s[j + 4] = lm[j];
+        } else {
+            s[j + 4] = static_cast<std::uint8_t>((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
+            s[j - 4] = static_cast<std::uint8_t>(s[j - 4] | ((ls[j] >> 4) << 6));
+            s[j] = static_cast<std::uint8_t>(s[j] | ((lm[j] >> 4) << 6));
+        }
+    }
+}
+void scale_min_at(const std::uint8_t* s, int j, int& scale, int& min) noexcept {
+    if (j < 4) {
+        scale = s[j] & 63;
+        min = s[j + 4] & 63;
+    } else {
+        scale = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+// ---- 6-bit scales of 16 sub-blocks in 12 bytes (Q3_K): low nibbles in bytes 0-7 (sub-blocks
+// 8-15 in the high nibble), top two bits of sub-block j in byte 8 + j%4 at bit 2*(j/4).
+void pack_q3_scales(const int* levels, std::uint8_t* s) noexcept {
+    std::memset(s, 0, 12);
+    for (int j = 0; j < 16; ++j) {
+        const int l = levels[j];
+        if (j < 8) s[j] = static_cast<std::uint8_t>(l & 0xF);
+        else s[j - 8] = static_cast<std::uint8_t>(s[j - 8] | ((l & 0xF) << 4));
+        s[8 + j % 4] = static_cast<std::uint8_t>(s[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+    }
+}
+// The signed scale of sub-block j (-32..31).
+int q3_scale_at(const std::uint8_t* s, int j) noexcept {
+    const int low = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+    return static_cast<std::int8_t>(low | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+}
+
+// ---- Q2_K block: scales[16] qs[64] d dmin
+constexpr int q2_scales = 0, q2_qs = 16, q2_d = 80, q2_dmin = 82, q2_bytes = 84;
+
+// Requantizes with the stored (rounded) d, dmin and 4-bit scale/min, then packs. Sub-blocks with
+// a zero scale keep the search's levels.
+void q2_finish(const float* x, std::uint8_t* levels, std::uint8_t* block) noexcept {
+    const float d_all = get_f16(block + q2_d), m_all = get_f16(block + q2_dmin);
+    for (int j = 0; j < 16; ++j) {
+        const float d = d_all * static_cast<float>(block[q2_scales + j] & 0xF);
+        if (d == 0) continue;
+        const float m = m_all * static_cast<float>(block[q2_scales + j] >> 4);
+        for (int i = 16 * j; i < 16 * j + 16; ++i)
+            levels[i] = static_cast<std::uint8_t>(clamp(nearest_int((x[i] + m) / d), 0, 3));
+    }
+    pack_2bit_planes(levels, block + q2_qs);
+}
+
+// ---- Q3_K block: hmask[32] qs[64] scales[12] d
+constexpr int q3_hmask = 0, q3_qs = 32, q3_scales = 96, q3_d = 108, q3_bytes = 110;
+
+// Requantizes (levels 0..7) with the stored d and scales, then splits off bit 2 into hmask
+// (value e at byte e%32, bit e/32) and packs the low two bits.
+void q3_finish(const float* x, std::int8_t* levels, std::uint8_t* block) noexcept {
+    const float d_all = get_f16(block + q3_d);
+    for (int j = 0; j < 16; ++j) {
+        const float d = d_all * static_cast<float>(q3_scale_at(block + q3_scales, j));
+        if (d == 0) continue;
+        for (int i = 16 * j; i < 16 * j + 16; ++i)
+            levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -4, 3) + 4);
+    }
+    std::uint8_t low[super_block];
+    std::uint8_t* hmask = block + q3_hmask;
+    std::memset(hmask, 0, 32);
+    for (int e = 0; e < super_block; ++e) {
+        int l = levels[e];
+        if (l > 3) {
+            hmask[e % 32] = static_cast<std::uint8_t>(hmask[e % 32] | (1 << (e / 32)));
+            l -= 4;
+        }
+        low[e] = static_cast<std::uint8_t>(l);
+    }
+    pack_2bit_planes(low, block + q3_qs);
+}
+
+// ---- Q4_K / Q5_K: d dmin scales[12], then the levels. Both run the same scale/min search and
+// differ in the level width, the plain search's steps and how the levels are packed.
+constexpr int k4_d = 0, k4_dmin = 2, k4_scales = 4;
+struct ScaleMinType {
+    int nmax;
+    OffsetSearch plain;
+    bool clamp_imatrix_levels;  // ggml's Q5_K clamps the imatrix path's 6-bit levels, Q4_K does not
+};
+
+// Writes d, dmin and the packed 6-bit scales/mins into `head` and the requantized levels
+// 0..nmax of the 256 values into `levels`.
+void scale_min_superblock(const float* x, const float* importance, const ScaleMinType& type, std::uint8_t* head,
+                          std::uint8_t* levels) noexcept {
+    float scales[8], mins[8], w[32];
+    std::uint8_t ls[8], lm[8], scratch[32];
+    float d, dmin;
+    if (!importance) {
+        // Weights av|x| + |x| per sub-block; the largest scale and min map to level 63.
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < 8; ++j) {
+            const float* xs = x + 32 * j;
+            const float av_x = std::sqrt(sum_of_squares(xs, 32) / 32);
+            for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
+            scales[j] = offset_levels_qkx2(32, type.nmax, xs, w, levels + 32 * j, &mins[j], scratch, type.plain);
+            if (scales[j] > max_scale) max_scale = scales[j];
+            if (mins[j] > max_min) max_min = mins[j];
+        }
+        const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+        const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+        for (int j = 0; j < 8; ++j) {
+            // ggml stores the rounded int into a byte before clamping.
+            ls[j] = std::min<std::uint8_t>(63, static_cast<std::uint8_t>(nearest_int(inv_scale * scales[j])));
+            lm[j] = std::min<std::uint8_t>(63, static_cast<std::uint8_t>(nearest_int(inv_min * mins[j])));
+        }
+        d = max_scale / 63.f;
+        dmin = max_min / 63.f;
+    } else {
+        const float sigma2 = 2 * sum_of_squares(x, super_block) / super_block;
+        float sw[8];
+        for (int j = 0; j < 8; ++j) {
+            importance_weights(importance + 32 * j, x + 32 * j, sigma2, 32, w);
+            sw[j] = sum_of(w, 32);
+            scales[j] = offset_levels_qkx3(32, type.nmax, x + 32 * j, w, levels + 32 * j, &mins[j], scratch,
+                                           imatrix_offset_search);
+        }
+        d = positive_levels(8, 63, scales, ls, sw);
+        dmin = positive_levels(8, 63, mins, lm, sw);
+        if (type.clamp_imatrix_levels)
+            for (int j = 0; j < 8; ++j) {
+                ls[j] = std::min<std::uint8_t>(63, ls[j]);
+                lm[j] = std::min<std::uint8_t>(63, lm[j]);
+            }
+    }
+    pack_scale_min(ls, lm, head + k4_scales);
+    put_f16(head + k4_d, d);
+    put_f16(head + k4_dmin, dmin);
+
+    const float d_all = get_f16(head + k4_d), m_all = get_f16(head + k4_dmin);
+    for (int j = 0; j < 8; ++j) {
+        int sc, m;
+        scale_min_at(head + k4_scales, j, sc, m);
+        const float ds = d_all * static_cast<float>(sc);
+        if (ds == 0) continue;
+        const float dm = m_all * static_cast<float>(m);
+        for (int i = 32 * j; i < 32 * j + 32; ++i)
+            levels[i] = static_cast<std::uint8_t>(clamp(nearest_int((x[i] + dm) / ds), 0, type.nmax));
+    }
+}
+
+// d * scale * level - dmin * min for value e of a Q4_K/Q5_K block, level given.
+struct ScaleMinDecoder {
+    float d[8], m[8];
+    explicit ScaleMinDecoder(const std::uint8_t* head) noexcept {
+        const float d_all = get_f16(head + k4_d), m_all = get_f16(head + k4_dmin);
+        for (int j = 0; j < 8; ++j) {
+            int sc, mn;
+            scale_min_at(head + k4_scales, j, sc, mn);
+            d[j] = d_all * static_cast<float>(sc);
+            m[j] = m_all * static_cast<float>(mn);
+        }
+    }
+    float operator()(int e, int level) const noexcept { return d[e / 32] * static_cast<float>(level) - m[e / 32]; }
+};
+
+// Value e of a 64-value chunk pair layout (Q4_K/Q5_K low nibbles): byte 32*(e/64) + e%32,
+// the high nibble for the second 32 of each 64.
+int nibble_at(const std::uint8_t* qs, int e) noexcept {
+    return (qs[32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 0xF;
+}
+
+void pack_nibble_pairs(const std::uint8_t* levels, std::uint8_t* qs) noexcept {
+    for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l)
+            qs[32 * c + l] =
+                static_cast<std::uint8_t>((levels[64 * c + l] & 0xF) | ((levels[64 * c + l + 32] & 0xF) << 4));
+}
+
+constexpr int q4_qs = 16, q4_bytes = 144;
+constexpr ScaleMinType q4_type{15, {-1.f, 0.1f, 20, false}, false};
+constexpr int q5_qh = 16, q5_qs = 48, q5_bytes = 176;
+constexpr ScaleMinType q5_type{31, {-0.5f, 0.1f, 15, false}, true};
+
+// ---- Q6_K block: ql[128] qh[64] scales[16] d
+constexpr int q6_ql = 0, q6_qh = 128, q6_scales = 192, q6_d = 208, q6_bytes = 210;
+
+}  // namespace
+
+void quantize_row_q2_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
+    for (std::int64_t b = 0; b < n / super_block; ++b, x += super_block, out += q2_bytes) {
+        const float* qw = importance ? importance + b * super_block : nullptr;
+        std::uint8_t levels[super_block], scratch[16];
+        float scales[16], mins[16], w[16];
+        if (!qw) {
+            // Mean-absolute-error search weighted by |x|; largest scale and min map to level 15.
+            constexpr OffsetSearch search{-0.5f, 0.1f, 15, true};
+            float max_scale = 0, max_min = 0;
+            for (int j = 0; j < 16; ++j) {
+                for (int l = 0; l < 16; ++l) w[l] = std::fabs(x[16 * j + l]);
+                scales[j] = offset_levels_qkx2(16, 3, x + 16 * j, w, levels + 16 * j, &mins[j], scratch, search);
+                if (scales[j] > max_scale) max_scale = scales[j];
+                if (mins[j] > max_min) max_min = mins[j];
+            }
+            std::uint8_t* s = out + q2_scales;
+            if (max_scale > 0) {
+                const float inverse = 15.f / max_scale;
+                for (int j = 0; j < 16; ++j) s[j] = static_cast<std::uint8_t>(nearest_int(inverse * scales[j]));
+                put_f16(out + q2_d, max_scale / 15.f);
+            } else {
+                std::memset(s, 0, 16);
+                put_f16(out + q2_d, 0.f);
+            }
+            if (max_min > 0) {
+                const float inverse = 15.f / max_min;
+                for (int j = 0; j < 16; ++j)
+                    s[j] = static_cast<std::uint8_t>(s[j] | (nearest_int(inverse * mins[j]) << 4));
+                put_f16(out + q2_dmin, max_min / 15.f);
+            } else {
+                put_f16(out + q2_dmin, 0.f);
+            }
+        } else {
+            const float sigma2 = sum_of_squares(x, super_block) / super_block;
+            float sw[16];
+            for (int j = 0; j < 16; ++j) {
+                importance_weights(qw + 16 * j, x + 16 * j, sigma2, 16, w);
+                sw[j] = sum_of(w, 16);
+                scales[j] = offset_levels_qkx3(16, 3, x + 16 * j, w, levels + 16 * j, &mins[j], scratch,
+                                               imatrix_offset_search);
+            }
+            std::uint8_t ls[16], lm[16];
+            put_f16(out + q2_d, positive_levels(16, 15, scales, ls, sw));
+            put_f16(out + q2_dmin, positive_levels(16, 15, mins, lm, sw));
+            for (int j = 0; j < 16; ++j) out[q2_scales + j] = static_cast<std::uint8_t>(ls[j] | (lm[j] << 4));
+        }
+        q2_finish(x, levels, out);
+    }
+}
+
+void dequantize_row_q2_k(const std::uint8_t* in, float* y, std::int64_t n) {
+    for (std::int64_t b = 0; b < n / super_block; ++b, in += q2_bytes, y += super_block) {
+        const float d_all = get_f16(in + q2_d), m_all = get_f16(in + q2_dmin);
+        for (int e = 0; e < super_block; ++e) {
+            const int sc = in[q2_scales + e / 16];
+            const float d = d_all * static_cast<float>(sc & 0xF), m = m_all * static_cast<float>(sc >> 4);
+            y[e] = d * static_cast<float>(two_bits_at(in + q2_qs, e)) - m;
+        }
+    }
+}
+
+void quantize_row_q3_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
+    for (std::int64_t b = 0; b < n / super_block; ++b, x += super_block, out += q3_bytes) {
+        const float* qw = importance ? importance + b * super_block : nullptr;
+        std::int8_t levels[super_block];
+        float scales[16];
+        int ls[16];
+        if (!qw) {
+            // Sub-block scales refined level by level; the one of largest magnitude maps to -32.
+            float max_scale = 0, amax = 0;
+            for (int j = 0; j < 16; ++j) {
+                scales[j] = symmetric_levels_refined(16, 4, x + 16 * j, levels + 16 * j);
+                if (std::fabs(scales[j]) > amax) {
+                    amax = std::fabs(scales[j]);
+                    max_scale = scales[j];
+                }
+            }
+            if (max_scale != 0) {
+                const float inverse = -32.f / max_scale;
+                for (int j = 0; j < 16; ++j) {
+                    // ggml rounds into an int8 before clamping.
+                    const int l = static_cast<std::int8_t>(nearest_int(inverse * scales[j]));
+                    ls[j] = static_cast<std::int8_t>(clamp(l, -32, 31) + 32);
+                }
+                pack_q3_scales(ls, out + q3_scales);
+                put_f16(out + q3_d, 1 / inverse);
+            } else {
+                std::memset(out + q3_scales, 0, 12);
+                put_f16(out + q3_d, 0.f);
+            }
+        } else {
+            const float sigma2 = 2 * sum_of_squares(x, super_block) / super_block;
+            float w[16], sw[16];
+            for (int j = 0; j < 16; ++j) {
+                importance_weights(qw + 16 * j, x + 16 * j, sigma2, 16, w);
+                sw[j] = sum_of(w, 16);
+                scales[j] = symmetric_levels(16, 4, x + 16 * j, levels + 16 * j, w);
+            }
+            std::int8_t scale_levels[16];
+            const float d = symmetric_levels(16, 32, scales, scale_levels, sw);
+            for (int j = 0; j < 16; ++j) ls[j] = scale_levels[j];
+            pack_q3_scales(ls, out + q3_scales);
+            put_f16(out + q3_d, d);
+        }
+        q3_finish(x, levels, out);
+    }
+}
+
+void dequantize_row_q3_k(const std::uint8_t* in, float* y, std::int64_t n) {
+    for (std::int64_t b = 0; b < n / super_block; ++b, in += q3_bytes, y += super_block) {
+        const float d_all = get_f16(in + q3_d);
+        for (int e = 0; e < super_block; ++e) {
+            const float d = d_all * static_cast<float>(q3_scale_at(in + q3_scales, e / 16));
+            const bool high = (in[q3_hmask + e % 32] >> (e / 32)) & 1;
+            y[e] = d * static_cast<float>(two_bits_at(in + q3_qs, e) - (high ? 0 : 4));
+        }
+    }
+}
+
+void quantize_row_q4_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
+    for (std::int64_t b = 0; b < n / super_block; ++b, x += super_block, out += q4_bytes) {
+        std::uint8_t levels[super_block];
+        scale_min_superblock(x, importance ? importance + b * super_block : nullptr, q4_type, out, levels);
+        pack_nibble_pairs(levels, out + q4_qs);
+    }
+}
+
+void dequantize_row_q4_k(const std::uint8_t* in, float* y, std::int64_t n) {
+    for (std::int64_t b = 0; b < n / super_block; ++b, in += q4_bytes, y += super_block) {
+        const ScaleMinDecoder decode(in);
+        for (int e = 0; e < super_block; ++e) y[e] = decode(e, nibble_at(in + q4_qs, e));
+    }
+}
+
+void quantize_row_q5_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
+    for (std::int64_t b = 0; b < n / super_block; ++b, x += super_block, out += q5_bytes) {
+        std::uint8_t levels[super_block];
+        scale_min_superblock(x, importance ? importance + b * super_block : nullptr, q5_type, out, levels);
+        // Bit 4 of value e goes to qh byte e%32, bit e/32; the low nibbles pack as Q4_K's.
+        std::uint8_t* qh = out + q5_qh;
+        std::memset(qh, 0, 32);
+        for (int e = 0; e < super_block; ++e)
+            if (levels[e] > 15) qh[e % 32] = static_cast<std::uint8_t>(qh[e % 32] | (1 << (e / 32)));
+        pack_nibble_pairs(levels, out + q5_qs);
+    }
+}
+
+void dequantize_row_q5_k(const std::uint8_t* in, float* y, std::int64_t n) {
+    for (std::int64_t b = 0; b < n / super_block; ++b, in += q5_bytes, y += super_block) {
+        const ScaleMinDecoder decode(in);
+        for (int e = 0; e < super_block; ++e) {
+            const int high = (in[q5_qh + e % 32] >> (e / 32)) & 1;
+            y[e] = decode(e, nibble_at(in + q5_qs, e) + 16 * high);
+        }
+    }
+}
+
+void quantize_row_q6_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
+    for (std::int64_t b = 0; b < n / super_block; ++b, x += super_block, out += q6_bytes) {
+        // The imatrix path weighs the sub-block search by the raw importance (no sigma2 term).
+        const float* qw = importance ? importance + b * super_block : nullptr;
+        std::int8_t levels[super_block];
+        float scales[16];
+        float max_scale = 0, max_abs_scale = 0;
+        for (int j = 0; j < 16; ++j) {
+            scales[j] = symmetric_levels(16, 32, x + 16 * j, levels + 16 * j, qw ? qw + 16 * j : nullptr);
+            if (std::fabs(scales[j]) > max_abs_scale) {
+                max_abs_scale = std::fabs(scales[j]);
+                max_scale = scales[j];
+            }
+        }
+        if (max_abs_scale < group_max_eps) {
+            std::memset(out, 0, q6_bytes);
+            put_f16(out + q6_d, 0.f);
+            continue;
+        }
+        // The scale of largest magnitude maps to -128; the 8-bit scales are clamped above only.
+        const float inverse = -128.f / max_scale;
+        put_f16(out + q6_d, 1 / inverse);
+        for (int j = 0; j < 16; ++j)
+            out[q6_scales + j] = static_cast<std::uint8_t>(std::min(127, nearest_int(inverse * scales[j])));
+        const float d_all = get_f16(out + q6_d);
+        for (int j = 0; j < 16; ++j) {
+            const float d = d_all * static_cast<float>(static_cast<std::int8_t>(out[q6_scales + j]));
+            if (d == 0) continue;
+            for (int i = 16 * j; i < 16 * j + 16; ++i)
+                levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -32, 31) + 32);
+        }
+        // Value e = 128h + 32k + l: low nibble in ql[64h + 32(k%2) + l] at bit 4(k/2), top two bits
+        // in qh[32h + l] at bit 2k.
+        std::uint8_t* ql = out + q6_ql;
+        std::uint8_t* qh = out + q6_qh;
+        std::memset(ql, 0, 128 + 64);
+        for (int e = 0; e < super_block; ++e) {
+            const int h = e / 128, k = (e / 32) % 4, l = e % 32, v = levels[e];
+            std::uint8_t& low = ql[64 * h + 32 * (k % 2) + l];
+            low = static_cast<std::uint8_t>(low | ((v & 0xF) << (4 * (k / 2))));
+            qh[32 * h + l] = static_cast<std::uint8_t>(qh[32 * h + l] | ((v >> 4) << (2 * k)));
+        }
+    }
+}
+
+void dequantize_row_q6_k(const std::uint8_t* in, float* y, std::int64_t n) {
+    for (std::int64_t b = 0; b < n / super_block; ++b, in += q6_bytes, y += super_block) {
+        const float d_all = get_f16(in + q6_d);
+        for (int e = 0; e < super_block; ++e) {
+            const int h = e / 128, k = (e / 32) % 4, l = e % 32;
+            const int low = (in[q6_ql + 64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0xF;
+            const int top = (in[q6_qh + 32 * h + l] >> (2 * k)) & 3;
+            const float scale = static_cast<float>(static_cast<std::int8_t>(in[q6_scales + e / 16]));
+            y[e] = d_all * scale * static_cast<float>((low | (top << 4)) - 32);
+        }
+    }
+}
+
+}  // namespace moequant::ggml_quants
