@@ -1,7 +1,9 @@
 #include "gguf_container.hpp"
 
 #include <moequant/error.hpp>
+#include <moequant/input_file.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
@@ -132,10 +134,12 @@ GgufValue read_value(Cursor& in, GgufType type, const std::string& key) {
     return value;
 }
 
+// The scalar at the start of `bytes`; nullopt when they are too short (a value built by hand).
 template <class T>
-T scalar_value(const std::string& bytes) {
+std::optional<T> scalar_value(const std::string& bytes, std::size_t at = 0) {
+    if (bytes.size() < at || bytes.size() - at < sizeof(T)) return std::nullopt;
     T v;
-    std::memcpy(&v, bytes.data(), sizeof v);
+    std::memcpy(&v, bytes.data() + at, sizeof v);
     return v;
 }
 
@@ -195,21 +199,21 @@ std::optional<double> GgufValue::as_float() const {
     return std::nullopt;
 }
 std::optional<bool> GgufValue::as_bool() const {
-    if (type != GgufType::boolean) return std::nullopt;
+    if (type != GgufType::boolean || bytes.empty()) return std::nullopt;
     return bytes[0] != 0;
 }
 std::optional<std::string> GgufValue::as_string() const {
-    if (type != GgufType::string) return std::nullopt;
+    if (type != GgufType::string || bytes.size() < 8) return std::nullopt;
     return bytes.substr(8);
 }
 std::optional<std::vector<std::string>> GgufValue::as_strings() const {
     if (type != GgufType::array || element != GgufType::string) return std::nullopt;
     std::vector<std::string> out;
-    out.reserve(static_cast<std::size_t>(count));
     for (std::size_t at = 0; at < bytes.size();) {
-        const auto n = static_cast<std::size_t>(scalar_value<std::uint64_t>(bytes.substr(at, 8)));
-        out.push_back(bytes.substr(at + 8, n));
-        at += 8 + n;
+        const auto n = scalar_value<std::uint64_t>(bytes, at);
+        if (!n || *n > bytes.size() - at - 8) return std::nullopt;  // truncated: built by hand
+        out.push_back(bytes.substr(at + 8, static_cast<std::size_t>(*n)));
+        at += 8 + static_cast<std::size_t>(*n);
     }
     return out;
 }
@@ -249,14 +253,22 @@ std::uint64_t gguf_tensor_bytes(const std::string& name, std::uint32_t type, con
     if (ne[0] % size->block != 0)
         throw refuse("has rows of " + std::to_string(ne[0]) + " values, not a multiple of its type's block of " +
                      std::to_string(size->block));
-    return elements / static_cast<std::uint64_t>(size->block) * static_cast<std::uint64_t>(size->block_bytes);
+    const std::uint64_t blocks = elements / static_cast<std::uint64_t>(size->block);
+    if (blocks > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / static_cast<std::uint64_t>(size->block_bytes))
+        throw refuse("has more bytes than fit in 64 bits");
+    return blocks * static_cast<std::uint64_t>(size->block_bytes);
 }
 
 GgufLayout lay_out_gguf(const std::vector<GgufKeyValue>& metadata, const std::vector<GgufTensorInfo>& tensors, std::uint32_t alignment) {
     if (alignment == 0 || (alignment & (alignment - 1)) != 0)
         throw Error(ErrorKind::internal, "GGUF alignment " + std::to_string(alignment) + " is not a power of two");
     std::vector<GgufKeyValue> kv = metadata;
+    for (const auto& [key, value] : kv)
+        if (key == "general.alignment") throw Error(ErrorKind::internal, "general.alignment is lay_out_gguf()'s to write");
     if (alignment != gguf_default_alignment) kv.push_back({"general.alignment", GgufValue::u32(alignment)});
+    for (const auto& t : tensors)
+        if (t.bytes != gguf_tensor_bytes(t.name, t.type, t.ne))
+            throw Error(ErrorKind::internal, "GGUF tensor '" + t.name + "' has another size than its type and dims give");
     std::set<std::string_view> keys, names;
     GgufLayout layout;
     std::string& h = layout.header;
@@ -307,10 +319,21 @@ const GgufTensorInfo* GgufFile::tensor(std::string_view name) const noexcept {
 }
 
 GgufFile read_gguf_header(std::span<const std::byte> file, const std::string& file_name) {
-    Cursor in(file, file_name);
-    char head[4];
-    in.read(head, 4, "the magic");
-    if (std::memcmp(head, magic, 4) != 0) in.fail("it does not start with 'GGUF'");
+    return read_gguf_header(file, file.size(), file_name);
+}
+
+GgufFile read_gguf_file_header(const std::string& path, std::uint64_t max_header) {
+    const InputFile file = InputFile::open(path);
+    std::vector<std::byte> head(static_cast<std::size_t>(std::min(file.size(), max_header)));
+    file.read_at(head.data(), head.size(), 0);
+    return read_gguf_header(head, file.size(), path);
+}
+
+GgufFile read_gguf_header(std::span<const std::byte> head, std::uint64_t file_size, const std::string& file_name) {
+    Cursor in(head, file_name);
+    char first[4];
+    in.read(first, 4, "the magic");
+    if (std::memcmp(first, magic, 4) != 0) in.fail("it does not start with 'GGUF'");
     GgufFile out;
     out.version = in.get<std::uint32_t>("the version");
     if (out.version != 2 && out.version != 3) in.fail("version " + std::to_string(out.version) + " (2 and 3 are read)");
@@ -361,7 +384,7 @@ GgufFile read_gguf_header(std::span<const std::byte> file, const std::string& fi
         if (relative[i] != expected)
             in.fail("tensor '" + t.name + "' has offset " + std::to_string(relative[i]) + ", expected " + std::to_string(expected));
         t.offset = out.data_offset + relative[i];
-        if (t.offset > file.size() || t.bytes > file.size() - t.offset)
+        if (t.offset > file_size || t.bytes > file_size - t.offset)
             in.fail("tensor '" + t.name + "' runs past the end of the file");
         expected += padded(t.bytes, out.alignment);
     }

@@ -104,5 +104,9 @@ struct GgufFile {
     const GgufTensorInfo* tensor(std::string_view name) const noexcept;
 };
 GgufFile read_gguf_header(std::span<const std::byte> file, const std::string& file_name);
+// The same from the first bytes of a file of `file_size` bytes (the header must lie in `head`).
+GgufFile read_gguf_header(std::span<const std::byte> head, std::uint64_t file_size, const std::string& file_name);
+// The header of the GGUF file at `path`, reading at most `max_header` bytes of it.
+GgufFile read_gguf_file_header(const std::string& path, std::uint64_t max_header = 256ull << 20);
 
 }  // namespace moequant::formats

@@ -3,7 +3,8 @@
 // a preset (Q4_K_M, Q8_0, IQ4_XS, ...) names a default type, the mixture rules raise sensitive
 // tensors (attn_v, ffn_down of some layers, output) per category, layer and expert count,
 // --tensor-type patterns (ECMAScript regexes searched in the name, first match wins) override
-// them, and a row length the type cannot pack falls back to a type that can. Tensors llama.cpp
+// them, and a row length the type cannot pack falls back to a type that can (not for
+// --output-tensor-type / --token-embedding-type, which llama-quantize applies as given). Tensors llama.cpp
 // never quantizes (norms, routers, 1-D tensors, names not ending in "weight") keep their source
 // type. The rules keep llama-quantize's counters, so tensors are taken in its order.
 #pragma once

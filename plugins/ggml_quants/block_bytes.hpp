@@ -5,9 +5,17 @@
 
 #include "quant_search.hpp"
 
+#include <climits>
 #include <cstdint>
 
 namespace moequant::ggml_quants {
+
+// A float converted to an integer as ggml's casts do on x86 (cvttss2si: toward zero, and
+// INT_MIN for NaN or out of range), without C++'s undefined behaviour for those inputs (a
+// block whose scale underflows makes 1/d infinite). Narrower casts take its low bits.
+inline int x86_truncate(float value) noexcept {
+    return value >= -2147483648.0f && value < 2147483648.0f ? static_cast<int>(value) : INT_MIN;
+}
 
 inline void put_u16(std::uint8_t* at, std::uint16_t bits) noexcept {
     at[0] = static_cast<std::uint8_t>(bits & 0xff);

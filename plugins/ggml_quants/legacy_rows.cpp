@@ -38,7 +38,7 @@ float symmetric_block(const float* xb, int half, std::uint8_t* levels) noexcept 
     for (int j = 0; j < qk; ++j) {
         const float scaled = xb[j] * id;
         // Truncation toward zero, as ggml's (int8_t) cast; the value is never below -1 here.
-        levels[j] = static_cast<std::uint8_t>(std::min(2 * half - 1, static_cast<int>(scaled + offset)));
+        levels[j] = static_cast<std::uint8_t>(std::min(2 * half - 1, x86_truncate(scaled + offset)));
     }
     return d;
 }
@@ -55,7 +55,7 @@ float offset_block(const float* xb, int top, bool clamp, std::uint8_t* levels, f
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int j = 0; j < qk; ++j) {
         const float scaled = (xb[j] - min) * id;
-        const int l = static_cast<int>(scaled + 0.5f);
+        const int l = x86_truncate(scaled + 0.5f);
         levels[j] = static_cast<std::uint8_t>(clamp ? std::min(top, l) : l);
     }
     *min_out = min;
@@ -196,7 +196,7 @@ void quantize_row_q8_0(const float* x, std::uint8_t* out, std::int64_t n, const 
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         put_f16(out, d);
         for (int j = 0; j < qk; ++j)
-            out[2 + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::roundf(x[at + j] * id)));
+            out[2 + j] = static_cast<std::uint8_t>(x86_truncate(std::roundf(x[at + j] * id)));
     }
 }
 

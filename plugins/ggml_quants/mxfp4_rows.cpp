@@ -53,7 +53,7 @@ void quantize_row_mxfp4(const float* x, std::uint8_t* out, std::int64_t n, const
         // floor(log2 amax) - 2 puts amax within the largest code (6 = 12 / 2) of the scale. The
         // float goes through int, as x86 truncates it (ggml's direct uint8_t cast of a float).
         const std::uint8_t e =
-            amax > 0.0f ? static_cast<std::uint8_t>(static_cast<int>(std::floor(std::log2(amax)) - 2 + 127)) : 0;
+            amax > 0.0f ? static_cast<std::uint8_t>(x86_truncate(std::floor(std::log2(amax)) - 2 + 127)) : 0;
         const float scale = half_power(e);
         out[0] = e;
         for (int j = 0; j < qk; ++j) codes[j] = static_cast<std::uint8_t>(nearest_code(xb[j], scale));

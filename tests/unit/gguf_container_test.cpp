@@ -99,6 +99,13 @@ BOOST_AUTO_TEST_CASE(sizes_follow_ggml_blocks) {
     BOOST_CHECK_THROW(gguf_tensor_bytes("t", 12, {128, 2}), Error);   // Q4_K rows of 128
     BOOST_CHECK_THROW(gguf_tensor_bytes("t", 4, {32}), Error);        // removed type 4
     BOOST_CHECK_THROW(gguf_tensor_bytes("t", 0, {1LL << 40, 1LL << 40}), Error);
+    BOOST_CHECK_THROW(gguf_tensor_bytes("t", 0, {1LL << 62}), Error);        // 2^62 F32 values: bytes would wrap to 0
+    BOOST_CHECK_THROW(gguf_tensor_bytes("t", 0, {(1LL << 62) + 8}), Error);
+    // Hand-built values with too few bytes read as absent, never past their end.
+    BOOST_TEST(!GgufValue{}.as_unsigned());
+    GgufValue truncated = GgufValue::strings({"abc"});
+    truncated.bytes.resize(9);
+    BOOST_TEST(!truncated.as_strings());
 }
 
 BOOST_AUTO_TEST_CASE(every_truncation_is_refused_cleanly) {
