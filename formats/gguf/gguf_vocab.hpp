@@ -1,0 +1,36 @@
+// llama.cpp's GGUF tokenizer metadata (tokenizer.ggml.* and tokenizer.chat_template) for a byte-level
+// BPE ("gpt2") tokenizer, built from a Hugging Face model folder's tokenizer.json,
+// tokenizer_config.json, config.json and chat template files, as convert_hf_to_gguf.py writes it
+// (TextModel._set_vocab_gpt2 / get_vocab_base and gguf-py's SpecialVocab; docs in
+// /work/research/gguf-writer.md §3).
+#pragma once
+
+#include "gguf_container.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace moequant::formats {
+
+// What the caller knows that the files do not: the pre-tokenizer name llama.cpp's converter would
+// find by hashing (e.g. "qwen2", "deepseek-v3"), and the vocabulary size to pad to (config.json
+// vocab_size, or the text_config's; 0 = the tokenizer's own size).
+struct GgufVocabRequest {
+    std::string pre;
+    std::int64_t vocab_size = 0;
+};
+
+// The largest vocabulary accepted (ids and vocab_size are bounded by it before anything is
+// allocated): real ones are below 300k.
+inline constexpr std::int64_t gguf_max_vocab_size = std::int64_t{1} << 24;
+
+// tokenizer.ggml.model "gpt2", .pre, .tokens, .token_type, .merges, the special token ids
+// (bos/eos/unknown/seperator/padding as u32, each only when found), add_bos_token/add_eos_token
+// (bool, when decidable), and tokenizer.chat_template (when the folder has one), in the order
+// llama.cpp's converter adds them. Error(ErrorKind::input) naming the file for a tokenizer that
+// is not BPE, unreadable JSON, ids out of range, duplicate ids, a vocab larger than vocab_size.
+std::vector<GgufKeyValue> gguf_bpe_vocab(const std::filesystem::path& model_dir, const GgufVocabRequest& request);
+
+}  // namespace moequant::formats
