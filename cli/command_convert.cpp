@@ -41,12 +41,16 @@ std::string checked_input_type(const Registry& registry, const std::string& valu
 
 // What a convert command line asks for.
 struct ConvertRequest : ConversionRequest {
-    std::string input_type, quant_method = "int4", quantizer_id, format_id;
+    std::string input_type, quant_method, quantizer_id, format_id;  // quant_method: empty until given
     int parts = 2;
     std::size_t cpuinfer_threads = 0;
     bool no_merge = false, calibrate = false;
     bool gpu = false, save_backward_weights = false, profile = false;  // kt-kernel's convert_cpu_weights.py
     bool backward_weights = false;  // --save-backward-weights asks the quantizer and format for them (not for moe_int8)
+    // --format gguf: llama-quantize's options (the preset is --quant-method).
+    std::vector<std::string> tensor_types;
+    std::string output_tensor_type, token_embedding_type;
+    bool pure = false, leave_output_tensor = false;
     int awq_parts_given = 0;             // --quant-method awq: the --threadpool-count it does not use
     std::string awq_input_type_ignored;  // --quant-method awq: an --input-type other than awq, unused as kt does
 };
@@ -72,9 +76,10 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
         ("output,o", po::value(&r.output)->value_name("DIR"), "output folder")
         ("input-type", po::value(&r.input_type)->value_name("bf16|fp16|fp32|fp8|int4|int8|mxfp4|awq"),
          "declared dtype of the routed experts; checked against the data (default: taken from the data)")
-        ("quant-method", po::value(&r.quant_method)->value_name("int4|int8|moe_int8|awq")->default_value("int4"),
-         "kt-kernel method: int4 = AMXINT4 (amx-int4), int8 = AMXINT8 (amx-int8), moe_int8 = MOE_INT8 (moe-int8, "
-         "AOCL kernels for CPUs without AMX), awq = an AutoAWQ checkpoint's codes re-laid column-major (kt-awq)")
+        ("quant-method", po::value(&r.quant_method)->value_name("int4|int8|moe_int8|awq"),
+         "kt-kernel method (default int4): int4 = AMXINT4 (amx-int4), int8 = AMXINT8 (amx-int8), moe_int8 = MOE_INT8 (moe-int8, "
+         "AOCL kernels for CPUs without AMX), awq = an AutoAWQ checkpoint's codes re-laid column-major (kt-awq); "
+         "with --format gguf: llama-quantize's preset (Q4_K_M, Q8_0, IQ4_XS, BF16, ...)")
         ("quantizer", po::value(&r.quantizer_id)->value_name("ID"), "quantizer object id (overrides --quant-method)")
         ("format", po::value(&r.format_id)->value_name("ID"),
          "output format: kt-safetensors (default), kt-tree, bf16-safetensors, or a plugin's")
@@ -96,6 +101,15 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
         ("family", po::value(&r.family)->value_name("NAME"), "use this adapter (id, model_type or synth release) instead of detecting it")
         ("dry-run", po::bool_switch(&r.dry_run), "write nothing: print the plan, every output file with its size, whether it fits, the expected peak memory and time")
         ("quiet,q", po::bool_switch(&r.quiet), "no progress output");
+    po::options_description gguf_options("With --format gguf (llama-quantize's options; --quant-method takes its presets: Q4_K_M, Q8_0, IQ4_XS, ...)");
+    gguf_options.add_options()
+        ("tensor-type", po::value(&r.tensor_types)->value_name("PATTERN=TYPE")->composing(),
+         "give tensors whose GGUF name matches the regular expression PATTERN the ggml type TYPE (repeatable; the first match wins)")
+        ("output-tensor-type", po::value(&r.output_tensor_type)->value_name("TYPE"), "the ggml type of output.weight")
+        ("token-embedding-type", po::value(&r.token_embedding_type)->value_name("TYPE"), "the ggml type of token_embd.weight")
+        ("pure", po::bool_switch(&r.pure), "no mixture: every quantized tensor in the preset's type")
+        ("leave-output-tensor", po::bool_switch(&r.leave_output_tensor), "keep output.weight unquantized");
+    options.add(gguf_options);
     po::options_description seed_options("Of kt-kernel's convert_cpu_weights.py");
     seed_options.add_options()
         ("gpu", po::bool_switch(&r.gpu), "no effect: moequant converts on the CPU (the seed script never reads it either)")
@@ -125,6 +139,16 @@ void check_awq_request(ConvertRequest& r) {
     if (!r.awq_input_type_ignored.empty()) r.input_type.clear();
 }
 
+// --format gguf: --quant-method names llama-quantize's preset (the format checks it), the
+// experts go to the `gguf` quantizer in the types the format chooses, each matrix whole.
+void check_gguf_request(ConvertRequest& r) {
+    if (r.quant_method.empty())
+        throw_usage_error("--format gguf needs --quant-method PRESET", {.hint = "e.g. --quant-method Q4_K_M (or Q8_0, IQ4_XS, BF16, ...)"});
+    if (r.calibrate) throw_usage_error("--format gguf has no --calibrate yet");
+    if (r.quantizer_id.empty()) r.quantizer_id = "gguf";
+    r.parts = 1;
+}
+
 // The command line's own usage errors, before any plugin loads; settles the format and the
 // quantizer id (from --quant-method and --calibrate) and the thread count.
 void check_request(ConvertRequest& r) {
@@ -147,6 +171,8 @@ void check_request(ConvertRequest& r) {
         throw_usage_error("--save-backward-weights has no --calibrate variant: kt-kernel packs the backward weights from "
                           "the source by plain rounding, whatever chose the forward codes",
                           {.hint = "leave out one of them"});
+    if (r.format_id == "gguf") check_gguf_request(r);
+    if (r.quant_method.empty()) r.quant_method = "int4";
     if (r.quantizer_id.empty() && r.quant_method == "awq") check_awq_request(r);
     if (r.quantizer_id.empty()) {
         if (r.quant_method == "moe_int4")
@@ -200,6 +226,16 @@ ConversionJob convert_job(const ConvertRequest& r, const ConvertPlugins& plugins
     ConversionJob job = conversion_job("convert", r, source, plugins.quantizer, plugins.format);
     job.parts = r.parts;
     job.input_type = plugins.input_type;
+    if (r.format_id == "gguf") {
+        job.format_options.set("preset", r.quant_method);
+        std::string types;
+        for (const auto& t : r.tensor_types) types += (types.empty() ? "" : ";") + t;
+        if (!types.empty()) job.format_options.set("tensor_types", types);
+        if (!r.output_tensor_type.empty()) job.format_options.set("output-tensor-type", r.output_tensor_type);
+        if (!r.token_embedding_type.empty()) job.format_options.set("token-embedding-type", r.token_embedding_type);
+        if (r.pure) job.format_options.set("pure", "true");
+        if (r.leave_output_tensor) job.format_options.set("leave-output-tensor", "true");
+    }
     if (r.calibrate) job.quantizer_options.set("dampening_frac", std::to_string(r.dampening));
     if (r.backward_weights) {  // the quantizer makes them, the format stores them (or refuses the job)
         job.quantizer_options.set("backward_weights", "true");

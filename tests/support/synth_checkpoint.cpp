@@ -20,4 +20,15 @@ fs::path synth_checkpoint_in(const TempDir& dir, const std::string& family, cons
     return out;
 }
 
+void check_refusals(const std::vector<ExpectedRefusal>& refusals, const fs::path& output) {
+    for (const auto& [args, exit_code, message] : refusals) {
+        std::string line;
+        for (const auto& a : args) line += a + " ";
+        const CommandResult r = run_moequant(args);
+        BOOST_TEST(r.exit_code == exit_code, line << ": " << r.err);
+        BOOST_TEST(contains(r.err, message), line << ": " << r.err);
+        BOOST_TEST(!fs::exists(output), line << ": " << output << " was created");
+    }
+}
+
 }  // namespace moequant::test

@@ -113,22 +113,25 @@ CheckedJob validate_job(const ConversionJob& job) {
         throw Error(ErrorKind::usage, "format '" + std::string(job.format->id()) + "' needs a quantizer");
     check_input_type(job);
     CheckedJob checked;
-    if (job.quantizer) {
-        checked.configured = configured_quantizer(*job.quantizer, job.quantizer_options);  // bad options fail here
-        checked.configured = source_bound_quantizer(checked.configured, *job.source, *job.plan);
-    }
-    checked.quantizer = checked.configured.get();
-    if (checked.quantizer && checked.quantizer->carrier()) check_carried(job, *checked.quantizer);
-    if (checked.quantizer && checked.quantizer->calibration()) check_calibration(job, *checked.quantizer);
     OutputContext& context = checked.context;
     context.directory = job.output;
     context.source = job.source;
     context.config = job.config;
     context.plan = job.plan;
-    context.quantizer = checked.quantizer;
     context.parts = job.parts;
     context.options = job.format_options;
     context.unquantized_layers = job.unquantized_layers;
+    if (job.quantizer) {
+        // The format's word on the layout comes first; the job's own options are set over it.
+        Options options = job.format->quantizer_options(context);
+        for (const auto& [key, value] : job.quantizer_options.items()) options.set(key, value);
+        checked.configured = configured_quantizer(*job.quantizer, options);  // bad options fail here
+        checked.configured = source_bound_quantizer(checked.configured, *job.source, *job.plan);
+    }
+    checked.quantizer = checked.configured.get();
+    if (checked.quantizer && checked.quantizer->carrier()) check_carried(job, *checked.quantizer);
+    if (checked.quantizer && checked.quantizer->calibration()) check_calibration(job, *checked.quantizer);
+    context.quantizer = checked.quantizer;
     if (checked.quantizer && checked.quantizer->calibration()) context.calibration = calibration_record(job);
     check_unquantized_layers(job);
     job.format->check(context);

@@ -183,6 +183,12 @@ public:
     // may not exist yet. The default refuses context.unquantized_layers (Error(usage)).
     virtual void check(const OutputContext& context) const;
 
+    // Options the format gives the job's quantizer, set over the job's own before the quantizer
+    // is configured (Quantizer::configure()): what the quantizer needs to know of the layout the
+    // format chose, e.g. the GGUF format's type for each expert matrix. Called before check(),
+    // with context.quantizer null. None by default.
+    virtual Options quantizer_options(const OutputContext& /*context*/) const { return {}; }
+
     virtual std::unique_ptr<OutputWriter> create(const OutputContext& context) const = 0;
     // Every file create(context)'s writer writes for this job, with its exact size, computed
     // without writing or decoding anything (--dry-run and the free-disk check before a run);

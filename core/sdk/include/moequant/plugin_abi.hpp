@@ -13,7 +13,8 @@
 //   18: open quantizer facts, runtime checks of formats, optional synthesize(), splitmix64.hpp,
 //       plugin_abi.hpp; 19: Quantizer::for_matrix() (MatrixRole), projection.hpp;
 //   20: gated_activation.hpp, ModelPlan::expert_activation, activations in layer_ops,
-//       ModelAdapter::synth_releases() (SynthRelease); 21: Quantizer::carrier() (StoredCodeCarrier).
+//       ModelAdapter::synth_releases() (SynthRelease); 21: Quantizer::carrier() (StoredCodeCarrier);
+//   22: OutputFormat::quantizer_options().
 #pragma once
 
 #include <moequant/version.hpp>
@@ -23,7 +24,7 @@
 
 #define MOEQUANT_PLUGIN_ABI_VERSION MOEQUANT_VERSION_MINOR
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "4bda096485317fd0"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "bcc09870eb16ae5c"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

@@ -1,0 +1,111 @@
+#include "gguf_architecture.hpp"
+
+#include <moequant/error.hpp>
+
+#include <charconv>
+#include <map>
+
+namespace moequant::formats {
+namespace {
+
+// "model.layers.{L}.{rest}" -> {L, rest}; nullopt for other names.
+std::optional<std::pair<std::int64_t, std::string>> layer_tensor(const std::string& name) {
+    constexpr std::string_view prefix = "model.layers.";
+    if (name.rfind(prefix, 0) != 0) return std::nullopt;
+    const char* begin = name.data() + prefix.size();
+    std::int64_t layer = -1;
+    auto [end, ec] = std::from_chars(begin, name.data() + name.size(), layer);
+    if (ec != std::errc() || end == begin || *end != '.') return std::nullopt;
+    return std::pair{layer, std::string(end + 1)};
+}
+
+// Qwen3-MoE's names (llama.cpp gguf-py tensor_mapping, MODEL_TENSORS[QWEN3MOE]).
+std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
+    static const std::map<std::string, std::string> global = {
+        {"model.embed_tokens.weight", "token_embd.weight"},
+        {"model.norm.weight", "output_norm.weight"},
+        {"lm_head.weight", "output.weight"},
+    };
+    static const std::map<std::string, std::string> per_layer = {
+        {"input_layernorm.weight", "attn_norm.weight"},
+        {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.k_proj.weight", "attn_k.weight"},
+        {"self_attn.v_proj.weight", "attn_v.weight"},
+        {"self_attn.o_proj.weight", "attn_output.weight"},
+        {"self_attn.q_proj.bias", "attn_q.bias"},
+        {"self_attn.k_proj.bias", "attn_k.bias"},
+        {"self_attn.v_proj.bias", "attn_v.bias"},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"mlp.gate.weight", "ffn_gate_inp.weight"},
+        // Dense layers (mlp_only_layers / decoder_sparse_step) keep a plain MLP.
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},
+        {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"},
+    };
+    if (auto it = global.find(name); it != global.end()) return it->second;
+    const auto layer = layer_tensor(name);
+    if (!layer) return std::nullopt;
+    const auto it = per_layer.find(layer->second);
+    if (it == per_layer.end()) return std::nullopt;
+    return "blk." + std::to_string(layer->first) + "." + it->second;
+}
+
+GgufValue u32_of(const ModelConfig& config, std::string_view key) {
+    return GgufValue::u32(static_cast<std::uint32_t>(config.require_int(key)));
+}
+
+// The keys every llama.cpp text model gets from its HF config (TextModel.set_gguf_parameters),
+// each only when the config has it.
+void add_text_model_keys(const std::string& arch, const ModelConfig& config, std::vector<GgufKeyValue>& kv) {
+    auto add_u32 = [&](const char* key, const char* field) {
+        if (config.find(field)) kv.push_back({arch + "." + key, u32_of(config, field)});
+    };
+    auto add_f32 = [&](const char* key, const char* field) {
+        if (auto v = config.find(field); v && v->is_number()) kv.push_back({arch + "." + key, GgufValue::f32(static_cast<float>(v->as_double()))});
+    };
+    add_u32("block_count", "num_hidden_layers");
+    add_u32("context_length", "max_position_embeddings");
+    add_u32("embedding_length", "hidden_size");
+    add_u32("feed_forward_length", "intermediate_size");
+    add_u32("attention.head_count", "num_attention_heads");
+    add_u32("attention.head_count_kv", "num_key_value_heads");
+    add_f32("rope.freq_base", "rope_theta");
+    add_f32("attention.layer_norm_rms_epsilon", "rms_norm_eps");
+    add_u32("expert_count", "num_experts");
+    add_u32("expert_used_count", "num_experts_per_tok");
+    add_u32("attention.key_length", "head_dim");
+    add_u32("attention.value_length", "head_dim");
+}
+
+GgufArchitecture qwen3moe(const ModelPlan& plan, const ModelConfig& config) {
+    GgufArchitecture a;
+    a.arch = "qwen3moe";
+    a.pre = "qwen2";
+    add_text_model_keys(a.arch, config, a.metadata);
+    a.metadata.push_back({a.arch + ".expert_feed_forward_length", u32_of(config, "moe_intermediate_size")});
+    if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object())
+        throw Error(ErrorKind::input, "has rope_scaling, which the GGUF writer does not map yet",
+                    {.code = "UnsupportedGguf"});
+    const std::int64_t heads = config.require_int("num_attention_heads"), kv_heads = config.int_or("num_key_value_heads", heads);
+    a.facts = {.n_expert = static_cast<int>(plan.num_experts), .n_gqa = static_cast<int>(kv_heads > 0 ? heads / kv_heads : 1),
+               .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
+    a.tensor_name = qwen3moe_tensor_name;
+    return a;
+}
+
+}  // namespace
+
+GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config) {
+    if (plan.model_type == "qwen3_moe") return qwen3moe(plan, config);
+    throw Error(ErrorKind::input,
+                "GGUF output is not written for model type '" + plan.model_type + "' yet (written: qwen3_moe)",
+                {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
+}
+
+std::string gguf_expert_tensor_name(std::int64_t layer, Projection projection) {
+    return "blk." + std::to_string(layer) + ".ffn_" + std::string(projection_name(projection)) + "_exps.weight";
+}
+
+}  // namespace moequant::formats

@@ -1,0 +1,36 @@
+// How a family's checkpoint becomes llama.cpp's architecture in GGUF: the architecture name,
+// its metadata keys (typed as llama.cpp's convert_hf_to_gguf.py writes them), every tensor's
+// GGUF name, the pre-tokenizer name, and the facts llama-quantize's rules read
+// (docs/gguf-format.md). One entry per model_type; gguf_architecture_for() refuses the others
+// naming what is written.
+#pragma once
+
+#include "gguf_container.hpp"
+#include "gguf_type_policy.hpp"
+
+#include <moequant/model_adapter.hpp>
+#include <moequant/model_config.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moequant::formats {
+
+struct GgufArchitecture {
+    std::string arch;  // general.architecture, e.g. qwen3moe
+    std::string pre;   // tokenizer.ggml.pre
+    std::vector<GgufKeyValue> metadata;  // {arch}.* keys
+    GgufModelFacts facts;
+    // The GGUF name of a (non-expert) checkpoint weight; nullopt when it has none.
+    std::optional<std::string> (*tensor_name)(const std::string& checkpoint_name) = nullptr;
+};
+
+// The architecture the plan's model maps to. Error(input) naming the model type when GGUF output
+// is not written for it (yet), listing the ones that are.
+GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config);
+
+// blk.{L}.ffn_{gate,up,down}_exps.weight: the experts of a MoE layer, stacked [E, out, in].
+std::string gguf_expert_tensor_name(std::int64_t layer, Projection projection);
+
+}  // namespace moequant::formats

@@ -1,0 +1,175 @@
+// `gguf`: llama.cpp's GGUF (and kt-kernel's LLAMAFILE experts): gguf-split parts
+// model-0000K-of-0000N.gguf, one per MoE layer holding its stacked experts
+// (blk.L.ffn_{gate,up,down}_exps.weight, [E, out, in]), written as the layer completes (so a
+// rerun adopts it), and the first part — the metadata, the tokenizer and every other tensor,
+// quantized by llama-quantize's rules from the source — written last. The expert matrices come
+// quantized by the `gguf` quantizer, in the types this format chose (quantizer_options()).
+#include "gguf_plan.hpp"
+#include "gguf_reader.hpp"
+#include "writer_format.hpp"
+#include "written_files.hpp"
+
+#include "ggml_types.hpp"  // plugins/ggml_quants: the row codecs
+
+#include <moequant/dtype_convert.hpp>
+#include <moequant/error.hpp>
+#include <moequant/expert_matrix.hpp>
+#include <moequant/output_file.hpp>
+#include <moequant/parallel.hpp>
+#include <moequant/plugin.hpp>
+
+#include <cstring>
+
+namespace {
+
+using namespace moequant;
+using namespace moequant::formats;
+namespace fs = std::filesystem;
+
+std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span<const char>(s.data(), s.size())); }
+
+// A checkpoint weight as float32 rows: decoded by its encoding, or converted from its stored dtype.
+std::vector<float> weight_values(const Checkpoint& source, const std::string& name) {
+    const EncodedWeight* w = source.find_weight(name);
+    if (w && w->shape.size() == 2) {
+        const Tensor t = decode_matrix(source, *w, 0, DecodeTarget::f32);
+        std::vector<float> out(t.elements());
+        std::memcpy(out.data(), t.data(), out.size() * 4);
+        return out;
+    }
+    const TensorView v = source.view(name);
+    std::vector<float> out(v.elements());
+    switch (v.dtype) {
+    case DType::F32: std::memcpy(out.data(), v.data(), out.size() * 4); break;
+    case DType::BF16: convert_bf16_to_f32(v.data(), out.data(), out.size()); break;
+    case DType::F16: convert_f16_to_f32(v.data(), out.data(), out.size()); break;
+    default:
+        throw Error(ErrorKind::input, "is " + std::string(dtype_name(v.dtype)) + "; GGUF output reads float tensors",
+                    {.tensor = name, .code = "UnsupportedDtype"});
+    }
+    return out;
+}
+
+// A non-expert tensor's data in its GGUF type, rows of ne[0] values.
+std::vector<std::uint8_t> encode_tensor(const Checkpoint& source, const GgufPlannedTensor& t) {
+    const std::vector<float> values = weight_values(source, t.source);
+    std::vector<std::uint8_t> out(static_cast<std::size_t>(t.info.bytes));
+    if (t.info.type == ggml_type_id::f32) {
+        std::memcpy(out.data(), values.data(), out.size());
+        return out;
+    }
+    const auto* type = ggml_quants::ggml_type_named(ggml_type_name_of(t.info.type));
+    if (!type) throw Error(ErrorKind::internal, "no row codec for GGUF type " + std::to_string(t.info.type));
+    const std::int64_t cols = t.info.ne[0], rows = static_cast<std::int64_t>(values.size()) / cols, row_bytes = type->row_bytes(cols);
+    parallel_for(0, static_cast<std::size_t>(rows), 64, [&](std::size_t first, std::size_t last) {
+        for (auto r = static_cast<std::int64_t>(first); r < static_cast<std::int64_t>(last); ++r)
+            type->quantize(values.data() + r * cols, out.data() + r * row_bytes, cols, nullptr);
+    });
+    return out;
+}
+
+// One MoE layer's part: its header first, each expert's rows at their place as they come.
+class GgufLayerSink final : public LayerSink {
+public:
+    GgufLayerSink(const fs::path& dir, const GgufSplit& split)
+        : dir_(dir), split_(split), file_(dir / split.name, split.layout.file_size) {
+        file_.write_at(0, bytes_of(split.layout.header));
+    }
+
+    void write(const QuantizedExpert& q) override {
+        const GgufPlannedTensor& t = split_.tensors[static_cast<std::size_t>(q.projection)];
+        const Tensor* rows = q.tensor.part("weight");
+        if (!rows || q.part != 0 || rows->size_bytes() != static_cast<std::size_t>(t.expert_bytes))
+            throw Error(ErrorKind::internal, "expert " + std::to_string(q.expert) + " of " + t.info.name + " is not one " +
+                                                 std::to_string(t.expert_bytes) + "-byte " + std::string(ggml_type_name_of(t.info.type)) +
+                                                 " matrix");
+        file_.write_at(t.info.offset + static_cast<std::uint64_t>(q.expert * t.expert_bytes),
+                       std::as_bytes(std::span<const std::byte>(rows->data(), rows->size_bytes())));
+    }
+
+    std::vector<WrittenFile> commit() override {
+        // The padding between tensors is written too: the file's length is its layout's.
+        pad_to_end();
+        file_.commit();
+        return {describe_written(dir_, split_.name)};
+    }
+
+private:
+    void pad_to_end() {
+        const GgufPlannedTensor& last = split_.tensors.back();
+        const std::uint64_t end = last.info.offset + last.info.bytes;
+        if (end < split_.layout.file_size) file_.write_at(end, std::vector<std::byte>(split_.layout.file_size - end));
+    }
+
+    fs::path dir_;
+    const GgufSplit& split_;
+    OutputFile file_;
+};
+
+class GgufWriter final : public OutputWriter {
+public:
+    explicit GgufWriter(const OutputContext& c) : c_(c), plan_(plan_gguf(c)) {}
+
+    std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
+        return std::make_unique<GgufLayerSink>(c_.directory, plan_.splits.at(plan_.layer_split.at(layer)));
+    }
+    std::vector<std::string> layer_files(std::int64_t layer) const override {
+        return {plan_.splits.at(plan_.layer_split.at(layer)).name};
+    }
+    void adopt_layer(std::int64_t) override {}
+
+    // The first part, last: metadata and every non-expert tensor from the source.
+    std::vector<WrittenFile> finish() override {
+        const GgufSplit& first = plan_.splits.front();
+        OutputFile file(c_.directory / first.name, first.layout.file_size);
+        file.write_at(0, bytes_of(first.layout.header));
+        std::uint64_t end = first.layout.header.size();
+        for (const auto& t : first.tensors) {
+            const std::vector<std::uint8_t> data = encode_tensor(*c_.source, t);
+            file.write_at(t.info.offset, std::as_bytes(std::span<const std::uint8_t>(data)));
+            c_.source->release_pages(t.source);
+            end = t.info.offset + t.info.bytes;
+        }
+        if (end < first.layout.file_size) file.write_at(end, std::vector<std::byte>(first.layout.file_size - end));
+        file.commit();
+        return {describe_written(c_.directory, first.name)};
+    }
+
+    std::vector<PlannedFile> planned() const {
+        std::vector<PlannedFile> files;
+        for (const auto& s : plan_.splits) files.push_back({s.name, s.layout.file_size});
+        return files;
+    }
+
+private:
+    OutputContext c_;
+    GgufPlan plan_;
+};
+
+class GgufFormat final : public WriterFormat<GgufWriter> {
+public:
+    std::string_view id() const override { return "gguf"; }
+    std::string_view description() const override {
+        return "GGUF for llama.cpp and kt-kernel's LLAMAFILE: gguf-split parts, one per MoE layer, llama-quantize's presets";
+    }
+    Options quantizer_options(const OutputContext& context) const override {
+        Options options;
+        options.set("gguf.expert_types", gguf_expert_types(plan_gguf(context)));
+        return options;
+    }
+    void check(const OutputContext& context) const override {
+        OutputFormat::check(context);
+        if (!context.quantizer || !context.quantizer->facts().get_bool("gguf.mixture", false))
+            throw Error(ErrorKind::usage, "the gguf format quantizes experts with the gguf quantizer, in the types it chooses",
+                        {.hint = "convert --format gguf --quant-method PRESET (e.g. Q4_K_M)"});
+        if (context.parts != 1) throw Error(ErrorKind::usage, "GGUF experts are stored whole, not in threadpool parts");
+        plan_gguf(context);  // every tensor mapped and typed
+    }
+    std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_gguf(directory); }
+};
+
+}  // namespace
+
+MOEQUANT_PLUGIN("gguf", "0.1.0", MOEQUANT_KIND_FORMAT, "GGUF output for llama.cpp and kt-kernel's LLAMAFILE") {
+    registrar.add(std::make_unique<GgufFormat>());
+}

@@ -1,0 +1,171 @@
+#include "gguf_plan.hpp"
+
+#include "gguf_vocab.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/error.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+namespace moequant::formats {
+namespace {
+
+using namespace ggml_type_id;
+
+constexpr std::uint32_t quantization_version = 2;  // GGML_QNT_VERSION
+
+// What llama.cpp's converter writes a non-expert tensor in before llama-quantize sees it: F32
+// for 1-D tensors, norms, routers and anything not named ".weight"; BF16 otherwise (only the
+// first kind keeps its type: llama-quantize quantizes the others).
+std::uint32_t converter_type(const std::string& name, const std::vector<std::int64_t>& ne) {
+    const bool weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+    if (ne.size() < 2 || !weight || name.find("_norm.weight") != std::string::npos || name.find("ffn_gate_inp") != std::string::npos)
+        return f32;
+    return bf16;
+}
+
+std::vector<std::int64_t> ggml_dims(const Shape& shape) { return {shape.rbegin(), shape.rend()}; }
+
+GgufTypeRequest type_request(const Options& options) {
+    const std::string preset_name = options.get_string("preset", "");
+    const auto preset = gguf_preset_named(preset_name);
+    if (!preset) {
+        std::string names;
+        for (const auto& n : gguf_preset_names()) names += (names.empty() ? "" : ", ") + n;
+        throw Error(ErrorKind::usage, "GGUF output needs a llama-quantize preset, got '" + preset_name + "'",
+                    {.code = "BadGgufPreset", .hint = "--quant-method one of " + names});
+    }
+    GgufTypeRequest request{.preset = *preset};
+    for (const std::string& entry : [&] {
+             std::vector<std::string> out;
+             const std::string list = options.get_string("tensor_types", "");
+             for (std::size_t at = 0; at < list.size();) {
+                 const std::size_t cut = std::min(list.find(';', at), list.size());
+                 if (cut > at) out.push_back(list.substr(at, cut - at));
+                 at = cut + 1;
+             }
+             return out;
+         }())
+        request.overrides.push_back(parse_tensor_type_override(entry));
+    auto type_option = [&](const char* key) -> std::optional<std::uint32_t> {
+        const auto value = options.get(key);
+        if (!value) return std::nullopt;
+        const auto type = ggml_type_named_id(*value);
+        if (!type) throw Error(ErrorKind::usage, "--" + std::string(key) + " '" + *value + "' is no GGUF type moequant writes");
+        return type;
+    };
+    request.output_type = type_option("output-tensor-type");
+    request.token_embedding_type = type_option("token-embedding-type");
+    request.pure = options.get_bool("pure", false);
+    request.leave_output = options.get_bool("leave-output-tensor", false);
+    return request;
+}
+
+std::vector<GgufKeyValue> general_metadata(const GgufArchitecture& arch, const GgufPreset& preset) {
+    return {
+        {"general.architecture", GgufValue::string(arch.arch)},
+        {"general.type", GgufValue::string("model")},
+        {"general.quantization_version", GgufValue::u32(quantization_version)},
+        {"general.file_type", GgufValue::u32(preset.file_type)},
+    };
+}
+
+void add_split_keys(std::vector<GgufKeyValue>& kv, std::size_t index, std::size_t count, std::size_t tensors) {
+    kv.push_back({"split.no", GgufValue::u16(static_cast<std::uint16_t>(index))});
+    kv.push_back({"split.count", GgufValue::u16(static_cast<std::uint16_t>(count))});
+    kv.push_back({"split.tensors.count", GgufValue::i32(static_cast<std::int32_t>(tensors))});
+}
+
+}  // namespace
+
+std::string gguf_split_name(std::size_t index, std::size_t count) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.gguf", index + 1, count);
+    return name;
+}
+
+GgufPlan plan_gguf(const OutputContext& context) {
+    const ModelPlan& plan = *context.plan;
+    const Checkpoint& source = *context.source;
+    GgufPlan out;
+    out.architecture = gguf_architecture_for(plan, *context.config);
+    const GgufTypeRequest request = type_request(context.options);
+    out.preset = request.preset;
+
+    // Every tensor, with the type the rules give it.
+    std::vector<GgufTensorType> typed;
+    std::map<std::string, GgufPlannedTensor> by_name;
+    for (const auto& [name, role] : plan.roles) {
+        if (role == TensorRole::routed_expert || role == TensorRole::routed_expert_scale || role == TensorRole::skipped_mtp ||
+            role == TensorRole::skipped_buffer)
+            continue;
+        const EncodedWeight* w = source.weight_holding(name);
+        if (w && name != w->primary()) continue;  // a scale or zero point of an encoded weight
+        const std::string weight = w ? w->name : name;
+        const auto gguf = out.architecture.tensor_name(weight);
+        if (!gguf)
+            throw Error(ErrorKind::input, "has no GGUF name in llama.cpp's " + out.architecture.arch + " architecture",
+                        {.tensor = weight, .code = "UnmappedGgufTensor"});
+        const Shape shape = w ? w->shape : source.info(name).shape;
+        GgufPlannedTensor t{.info = {.name = *gguf, .ne = ggml_dims(shape)}, .source = weight};
+        typed.push_back({*gguf, t.info.ne, converter_type(*gguf, t.info.ne)});
+        by_name.emplace(*gguf, std::move(t));
+    }
+    for (const auto& layer : plan.moe_layers)
+        for (Projection p : expert_projections) {
+            const ExpertWeightSource& s = layer.experts.front().weights[static_cast<int>(p)];
+            GgufPlannedTensor t{.info = {.name = gguf_expert_tensor_name(layer.layer, p),
+                                         .ne = {s.cols, s.rows, static_cast<std::int64_t>(layer.experts.size())}},
+                                .layer = layer.layer,
+                                .projection = p};
+            typed.push_back({t.info.name, t.info.ne, bf16});
+            by_name.emplace(t.info.name, std::move(t));
+        }
+    for (const auto& t : choose_gguf_types(typed, out.architecture.facts, request)) {
+        GgufPlannedTensor& planned = by_name.at(t.name);
+        planned.info.type = t.type;
+        planned.info.bytes = gguf_tensor_bytes(t.name, t.type, t.ne);
+        if (planned.layer >= 0) planned.expert_bytes = static_cast<std::int64_t>(planned.info.bytes / static_cast<std::uint64_t>(t.ne[2]));
+    }
+
+    // Files: the first holds the metadata and every non-expert tensor, then one per MoE layer.
+    const std::size_t count = 1 + plan.moe_layers.size();
+    out.splits.resize(count);
+    for (auto& [name, t] : by_name)
+        if (t.layer < 0) out.splits[0].tensors.push_back(t);
+    for (std::size_t i = 0; i < plan.moe_layers.size(); ++i) {
+        const std::int64_t layer = plan.moe_layers[i].layer;
+        out.layer_split[layer] = i + 1;
+        for (Projection p : expert_projections) out.splits[i + 1].tensors.push_back(by_name.at(gguf_expert_tensor_name(layer, p)));
+    }
+    std::vector<GgufKeyValue> metadata = general_metadata(out.architecture, out.preset);
+    metadata.insert(metadata.end(), out.architecture.metadata.begin(), out.architecture.metadata.end());
+    const std::int64_t vocab = context.config->int_or("vocab_size", 0);
+    for (auto& kv : gguf_bpe_vocab(source.directory(), {.pre = out.architecture.pre, .vocab_size = vocab}))
+        metadata.push_back(std::move(kv));
+    for (std::size_t i = 0; i < count; ++i) {
+        GgufSplit& split = out.splits[i];
+        split.name = gguf_split_name(i, count);
+        std::vector<GgufKeyValue> kv = i == 0 ? metadata : std::vector<GgufKeyValue>{};
+        add_split_keys(kv, i, count, by_name.size());
+        std::vector<GgufTensorInfo> infos;
+        for (const auto& t : split.tensors) infos.push_back(t.info);
+        split.layout = lay_out_gguf(kv, infos);
+        for (std::size_t k = 0; k < split.tensors.size(); ++k) split.tensors[k].info.offset = split.layout.tensors[k].offset;
+    }
+    return out;
+}
+
+std::string gguf_expert_types(const GgufPlan& plan) {
+    std::string out;
+    for (const auto& [layer, index] : plan.layer_split) {
+        out += (out.empty() ? "" : ";") + std::to_string(layer) + ":";
+        for (std::size_t k = 0; k < 3; ++k)
+            out += (k ? "," : "") + std::string(ggml_type_name_of(plan.splits[index].tensors[k].info.type));
+    }
+    return out;
+}
+
+}  // namespace moequant::formats

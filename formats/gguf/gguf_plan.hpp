@@ -1,0 +1,53 @@
+// The GGUF files of one conversion, planned from the job before anything is written: every
+// tensor with its GGUF name, dims and the type llama-quantize's rules give it (the preset and
+// overrides are format options), the metadata, and how the tensors fall into files: one
+// gguf-split part per MoE layer holding its stacked experts, and the first part holding the
+// metadata and every other tensor, written last. Names follow gguf-split: model-00001-of-0000N.gguf.
+#pragma once
+
+#include "gguf_architecture.hpp"
+#include "gguf_container.hpp"
+
+#include <moequant/output_format.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace moequant::formats {
+
+// A tensor of the output: from a checkpoint weight (`source`), or the stacked experts of
+// (`layer`, `projection`).
+struct GgufPlannedTensor {
+    GgufTensorInfo info;
+    std::string source;  // checkpoint weight name; empty for experts
+    std::int64_t layer = -1;
+    Projection projection = Projection::gate;
+    std::int64_t expert_bytes = 0;  // experts: bytes of one expert's matrix
+};
+
+struct GgufSplit {
+    std::string name;
+    std::vector<GgufPlannedTensor> tensors;
+    GgufLayout layout;  // header and offsets (tensor infos carry them too)
+};
+
+struct GgufPlan {
+    GgufArchitecture architecture;
+    GgufPreset preset;
+    std::vector<GgufSplit> splits;                 // [0]: metadata and the non-expert tensors
+    std::map<std::int64_t, std::size_t> layer_split;  // MoE layer -> index into splits
+};
+
+// Reads the format options (preset, tensor_types, output_tensor_type, token_embedding_type, pure,
+// leave_output) and plans every file. Error(usage) for bad options, Error(input) naming the
+// tensor for what GGUF cannot hold.
+GgufPlan plan_gguf(const OutputContext& context);
+
+// "LAYER:GATE,UP,DOWN;..." with ggml's type names: the `gguf` quantizer's option gguf.expert_types.
+std::string gguf_expert_types(const GgufPlan& plan);
+
+// model-{k:05d}-of-{n:05d}.gguf, k from 1.
+std::string gguf_split_name(std::size_t index, std::size_t count);
+
+}  // namespace moequant::formats

@@ -1,0 +1,99 @@
+#include "gguf_mix_quantizer.hpp"
+
+#include <moequant/error.hpp>
+
+#include <charconv>
+
+namespace moequant::ggml_quants {
+namespace {
+
+constexpr std::string_view types_key = "gguf.expert_types";
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+    std::vector<std::string_view> parts;
+    for (std::size_t start = 0;;) {
+        const std::size_t cut = text.find(separator, start);
+        parts.push_back(text.substr(start, cut == std::string_view::npos ? std::string_view::npos : cut - start));
+        if (cut == std::string_view::npos) return parts;
+        start = cut + 1;
+    }
+}
+
+}  // namespace
+
+GgufMixQuantizer::GgufMixQuantizer() {
+    auto types = std::make_shared<std::vector<std::unique_ptr<GgmlQuantizer>>>();
+    for (const auto& t : ggml_types()) types->push_back(std::make_unique<GgmlQuantizer>(t));
+    types_ = std::move(types);
+}
+
+std::string_view GgufMixQuantizer::description() const {
+    return "GGUF experts in the types the gguf format chose per tensor (llama-quantize's presets and --tensor-type), "
+           "each byte for byte as ggml quantizes";
+}
+
+Options GgufMixQuantizer::facts() const {
+    Options facts;
+    facts.set("gguf.mixture", "true");  // the format names the types per tensor
+    return facts;
+}
+
+Options GgufMixQuantizer::settings() const {
+    Options settings;
+    if (!expert_types_.empty()) settings.set(std::string(types_key), expert_types_);
+    return settings;
+}
+
+std::shared_ptr<const Quantizer> GgufMixQuantizer::configure(const Options& options) const {
+    const auto text = options.get(types_key);
+    if (!text) return nullptr;
+    auto refuse = [&](const std::string& why) {
+        return Error(ErrorKind::usage, "option " + std::string(types_key) + " '" + text->substr(0, 80) + "': " + why);
+    };
+    auto mix = std::make_shared<GgufMixQuantizer>(*this);
+    mix->layers_.clear();
+    mix->expert_types_ = *text;
+    for (std::string_view entry : split(*text, ';')) {
+        const std::size_t colon = entry.find(':');
+        std::int64_t layer = -1;
+        if (colon == std::string_view::npos ||
+            std::from_chars(entry.data(), entry.data() + colon, layer).ptr != entry.data() + colon || layer < 0)
+            throw refuse("expected LAYER:GATE,UP,DOWN entries");
+        const std::vector<std::string_view> names = split(entry.substr(colon + 1), ',');
+        if (names.size() != 3) throw refuse("layer " + std::to_string(layer) + " needs three types");
+        std::array<const GgmlQuantizer*, 3> chosen{};
+        for (std::size_t p = 0; p < 3; ++p) {
+            const GgmlType* type = ggml_type_named(names[p]);
+            if (!type) throw refuse("'" + std::string(names[p]) + "' is no GGUF type moequant writes");
+            for (const auto& q : *types_)
+                if (&q->type() == type) chosen[p] = q.get();
+        }
+        if (!mix->layers_.emplace(layer, chosen).second) throw refuse("layer " + std::to_string(layer) + " is given twice");
+    }
+    return mix;
+}
+
+const Quantizer* GgufMixQuantizer::for_matrix(const MatrixRole& role) const {
+    const auto it = layers_.find(role.layer);
+    if (it == layers_.end()) return nullptr;  // the mixture itself then refuses, naming the layer
+    return it->second[static_cast<std::size_t>(role.projection)];
+}
+
+std::vector<TensorSpec> GgufMixQuantizer::output_layout(const Shape&) const {
+    if (layers_.empty())
+        throw Error(ErrorKind::usage, "quantizer 'gguf' takes its types from the gguf format",
+                    {.hint = "convert --format gguf --quant-method PRESET (e.g. Q4_K_M), or a single type: --quantizer gguf-q4_k"});
+    throw Error(ErrorKind::internal, "quantizer 'gguf' has no type for this expert matrix's layer");
+}
+
+QuantizedTensor GgufMixQuantizer::quantize(const TensorView& weight) const {
+    output_layout(weight.shape);
+    return {};
+}
+
+Tensor GgufMixQuantizer::dequantize(const QuantizedTensor&, const Shape& shape) const {
+    output_layout(shape);
+    return {};
+}
+
+}  // namespace moequant::ggml_quants

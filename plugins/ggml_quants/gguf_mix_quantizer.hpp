@@ -1,0 +1,39 @@
+// The `gguf` quantizer: the experts of a GGUF file whose types the gguf format chose per tensor
+// (llama-quantize's mixture: Q4_K_M puts some layers' ffn_down_exps in Q6_K). The format hands
+// it, through Quantizer::configure(), option gguf.expert_types, "LAYER:GATE,UP,DOWN;..." with
+// ggml's type names; each expert matrix then goes to the gguf-<type> quantizer of its tensor
+// (for_matrix()). The registered object, unconfigured, quantizes nothing.
+#pragma once
+
+#include "ggml_quantizer.hpp"
+
+#include <array>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace moequant::ggml_quants {
+
+class GgufMixQuantizer final : public Quantizer {
+public:
+    GgufMixQuantizer();
+
+    std::string_view id() const override { return "gguf"; }
+    std::string_view description() const override;
+    Options facts() const override;
+    Options settings() const override;
+    std::shared_ptr<const Quantizer> configure(const Options& options) const override;
+    const Quantizer* for_matrix(const MatrixRole& role) const override;
+    // The variants pack; the mixture itself refuses (Error(usage) unconfigured, Error(internal) configured).
+    std::vector<TensorSpec> output_layout(const Shape& matrix) const override;
+    QuantizedTensor quantize(const TensorView& weight) const override;
+    Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override;
+
+private:
+    // One quantizer per type, shared by every configured mixture.
+    std::shared_ptr<const std::vector<std::unique_ptr<GgmlQuantizer>>> types_;
+    std::map<std::int64_t, std::array<const GgmlQuantizer*, 3>> layers_;  // by layer: gate, up, down
+    std::string expert_types_;  // the option as given, for settings()
+};
+
+}  // namespace moequant::ggml_quants

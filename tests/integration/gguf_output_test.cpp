@@ -1,0 +1,139 @@
+// convert --format gguf as a user meets it: a synthesized Qwen3-MoE becomes gguf-split parts
+// (the metadata and non-expert tensors first, one part per MoE layer) whose headers, metadata
+// and per-tensor types are llama-quantize's (Q4_K_M's Q6_K ffn_down in its use_more_bits layers,
+// --tensor-type overrides), whose expert rows verify decodes against the source, which a rerun
+// keeps and --dry-run sizes exactly; and what GGUF cannot hold yet is refused before any file.
+// ggml's own reader and kt-kernel's LLAMAFILE forward on these files: docs/gguf-format.md.
+#include "gguf_container.hpp"
+#include "gguf_type_policy.hpp"
+#include "synth_checkpoint.hpp"
+#include "test_support.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+
+using namespace moequant;
+using namespace moequant::formats;
+using namespace moequant::test;
+
+namespace {
+
+std::vector<std::string> gguf_args(const fs::path& src, const fs::path& out, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"convert", "-i", src.string(), "-o", out.string(), "--format", "gguf", "--quiet"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+}
+
+// Every tensor of every part: name -> ggml type.
+std::map<std::string, std::uint32_t> tensor_types(const fs::path& out, std::size_t parts) {
+    std::map<std::string, std::uint32_t> types;
+    for (std::size_t i = 1; i <= parts; ++i) {
+        char name[64];
+        std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.gguf", i, parts);
+        for (const auto& t : read_gguf_file_header((out / name).string()).tensors) types[t.name] = t.type;
+    }
+    return types;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(gguf_output)
+
+BOOST_AUTO_TEST_CASE(q4_k_m_parts_hold_llama_quantizes_types_and_verify) {
+    TempDir dir;
+    const fs::path src = dir / "src", out = dir / "out";
+    synth_checkpoint(src, {"qwen3_moe", "bf16"});
+    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    // The tiny preset has 2 MoE layers: 3 parts.
+    const GgufFile first = read_gguf_file_header((out / "model-00001-of-00003.gguf").string());
+    BOOST_TEST(first.find("general.architecture")->as_string().value() == "qwen3moe");
+    BOOST_TEST(first.find("general.file_type")->as_unsigned().value() == 15u);  // MOSTLY_Q4_K_M
+    BOOST_TEST(first.find("split.count")->as_unsigned().value() == 3u);
+    BOOST_TEST(first.find("qwen3moe.expert_count")->as_unsigned().value() == 8u);
+    BOOST_TEST(first.find("tokenizer.ggml.model")->as_string().value() == "gpt2");
+    BOOST_TEST(first.find("tokenizer.ggml.tokens")->as_strings().value().size() > 100u);
+    const GgufFile layer1 = read_gguf_file_header((out / "model-00003-of-00003.gguf").string());
+    BOOST_TEST(!layer1.find("general.architecture"));  // metadata only in the first part
+    BOOST_TEST(layer1.find("split.no")->as_unsigned().value() == 2u);
+
+    const auto types = tensor_types(out, 3);
+    using namespace ggml_type_id;
+    BOOST_TEST(types.at("blk.0.ffn_down_exps.weight") == q4_k);
+    BOOST_TEST(types.at("blk.1.ffn_down_exps.weight") == q6_k);  // use_more_bits(1, 2)
+    BOOST_TEST(types.at("blk.0.ffn_gate_exps.weight") == q4_k);
+    BOOST_TEST(types.at("blk.0.attn_v.weight") == q8_0);         // 8 experts: llama.cpp's Mixtral rule
+    BOOST_TEST(types.at("blk.0.attn_norm.weight") == f32);
+    BOOST_TEST(types.at("blk.0.ffn_gate_inp.weight") == f32);
+    BOOST_TEST(types.at("output.weight") == q6_k);
+    const GgufTensorInfo& gate = *layer1.tensor("blk.1.ffn_gate_exps.weight");
+    BOOST_TEST(gate.ne.size() == 3u);
+    BOOST_TEST(gate.ne[2] == 8);  // [E, out, in] stacked
+
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+    BOOST_TEST(contains(v.out, "PASSED: 48 of 48"), v.out);
+
+    // A rerun keeps the parts, byte for byte.
+    const auto before = read_bytes(out / "model-00002-of-00003.gguf");
+    auto again = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
+    BOOST_TEST(again.exit_code == 0, again.err);
+    BOOST_TEST((read_bytes(out / "model-00002-of-00003.gguf") == before));
+
+    // --dry-run names the same files with their sizes.
+    auto dry = run_moequant({"convert", "-i", src.string(), "-o", (dir / "dry").string(), "--format", "gguf", "--quant-method",
+                             "Q4_K_M", "--dry-run"});
+    BOOST_TEST(dry.exit_code == 0, dry.err);
+    for (const char* part : {"model-00001-of-00003.gguf", "model-00002-of-00003.gguf", "model-00003-of-00003.gguf"})
+        BOOST_TEST(contains(dry.out, std::string(part)), dry.out);
+    std::string size = std::to_string(fs::file_size(out / "model-00002-of-00003.gguf"));  // printed with thousands separators
+    for (int at = static_cast<int>(size.size()) - 3; at > 0; at -= 3) size.insert(static_cast<std::size_t>(at), ",");
+    BOOST_TEST(contains(dry.out, size + " bytes"), dry.out);
+}
+
+BOOST_AUTO_TEST_CASE(overrides_and_float_presets) {
+    TempDir dir;
+    const fs::path src = dir / "src";
+    synth_checkpoint(src, {"qwen3_moe", "bf16"});
+    auto r = run_moequant(gguf_args(src, dir / "mixed", {"--quant-method", "Q4_K_M", "--tensor-type", "ffn_down_exps=q8_0",
+                                                         "--tensor-type", "attn_q=iq4_xs", "--output-tensor-type", "q8_0"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto mixed = tensor_types(dir / "mixed", 3);
+    using namespace ggml_type_id;
+    BOOST_TEST(mixed.at("blk.0.ffn_down_exps.weight") == q8_0);
+    BOOST_TEST(mixed.at("blk.1.ffn_down_exps.weight") == q8_0);
+    BOOST_TEST(mixed.at("blk.1.attn_q.weight") == iq4_xs);
+    BOOST_TEST(mixed.at("output.weight") == q8_0);
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", (dir / "mixed").string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+
+    auto bf = run_moequant(gguf_args(src, dir / "bf16", {"--quant-method", "bf16"}));
+    BOOST_REQUIRE_MESSAGE(bf.exit_code == 0, bf.err);
+    const auto floats = tensor_types(dir / "bf16", 3);
+    BOOST_TEST(floats.at("blk.0.ffn_up_exps.weight") == bf16);
+    BOOST_TEST(floats.at("blk.0.attn_q_norm.weight") == f32);
+    auto vb = run_moequant({"verify", "--source", src.string(), "--converted", (dir / "bf16").string()});
+    BOOST_TEST(vb.exit_code == 0, vb.out << vb.err);
+    BOOST_TEST(contains(vb.out, "SNR inf dB"), vb.out);  // BF16 experts from a BF16 source: exact
+}
+
+BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
+    TempDir dir;
+    const fs::path qwen = dir / "qwen", deepseek = dir / "deepseek";
+    synth_checkpoint(qwen, {"qwen3_moe", "bf16"});
+    synth_checkpoint(deepseek, {"deepseek_v3", "bf16"});
+    const fs::path out = dir / "refused";
+    check_refusals({
+                       {gguf_args(qwen, out, {}), 2, "--format gguf needs --quant-method PRESET"},
+                       {gguf_args(qwen, out, {"--quant-method", "Q9_K"}), 2, "needs a llama-quantize preset, got 'Q9_K'"},
+                       {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q"}), 2, "expected PATTERN=TYPE"},
+                       {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q=q9_0"}), 2,
+                        "is no GGUF type moequant writes"},
+                       {gguf_args(deepseek, out, {"--quant-method", "Q4_K_M"}), 3,
+                        "GGUF output is not written for model type 'deepseek_v3' yet"},
+                   },
+                   out);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
