@@ -19,14 +19,31 @@ std::optional<std::pair<std::int64_t, std::string>> layer_tensor(const std::stri
     return std::pair{layer, std::string(end + 1)};
 }
 
-// Qwen3-MoE's names (llama.cpp gguf-py tensor_mapping, MODEL_TENSORS[QWEN3MOE]).
-std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
-    static const std::map<std::string, std::string> global = {
+using NameTable = std::map<std::string, std::string>;
+
+// The checkpoint names every family shares outside the layers.
+const NameTable& global_names() {
+    static const NameTable names = {
         {"model.embed_tokens.weight", "token_embd.weight"},
         {"model.norm.weight", "output_norm.weight"},
         {"lm_head.weight", "output.weight"},
     };
-    static const std::map<std::string, std::string> per_layer = {
+    return names;
+}
+
+// A name through the global table, or "model.layers.L.<rest>" through the per-layer one.
+std::optional<std::string> mapped_name(const std::string& name, const NameTable& per_layer) {
+    if (auto it = global_names().find(name); it != global_names().end()) return it->second;
+    const auto layer = layer_tensor(name);
+    if (!layer) return std::nullopt;
+    const auto it = per_layer.find(layer->second);
+    if (it == per_layer.end()) return std::nullopt;
+    return "blk." + std::to_string(layer->first) + "." + it->second;
+}
+
+// Qwen3-MoE's names (llama.cpp gguf-py tensor_mapping, MODEL_TENSORS[QWEN3MOE]).
+std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
+    static const NameTable per_layer = {
         {"input_layernorm.weight", "attn_norm.weight"},
         {"post_attention_layernorm.weight", "ffn_norm.weight"},
         {"self_attn.q_proj.weight", "attn_q.weight"},
@@ -44,12 +61,33 @@ std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
         {"mlp.up_proj.weight", "ffn_up.weight"},
         {"mlp.down_proj.weight", "ffn_down.weight"},
     };
-    if (auto it = global.find(name); it != global.end()) return it->second;
-    const auto layer = layer_tensor(name);
-    if (!layer) return std::nullopt;
-    const auto it = per_layer.find(layer->second);
-    if (it == per_layer.end()) return std::nullopt;
-    return "blk." + std::to_string(layer->first) + "." + it->second;
+    return mapped_name(name, per_layer);
+}
+
+// DeepSeek-V2/V3's names (MODEL_TENSORS[DEEPSEEK2]); kv_b_proj stays whole as attn_kv_b, which
+// every llama.cpp since 2024 loads (later ones also take it split, for their MLA path).
+std::optional<std::string> deepseek2_tensor_name(const std::string& name) {
+    static const NameTable per_layer = {
+        {"input_layernorm.weight", "attn_norm.weight"},
+        {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
+        {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+        {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+        {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+        {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+        {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
+        {"self_attn.o_proj.weight", "attn_output.weight"},
+        {"mlp.gate.weight", "ffn_gate_inp.weight"},
+        {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+        {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+        {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+        {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},
+        {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"},
+    };
+    return mapped_name(name, per_layer);
 }
 
 GgufValue u32_of(const ModelConfig& config, std::string_view key) {
@@ -95,12 +133,58 @@ GgufArchitecture qwen3moe(const ModelPlan& plan, const ModelConfig& config) {
     return a;
 }
 
+// ggml's expert gating functions (llama_expert_gating_func_type).
+constexpr std::uint32_t gating_softmax = 1, gating_sigmoid = 2;
+
+GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config) {
+    GgufArchitecture a;
+    a.arch = "deepseek2";
+    a.pre = "deepseek-v3";
+    auto& kv = a.metadata;
+    add_text_model_keys(a.arch, config, kv);
+    auto key = [&](const char* name) { return a.arch + "." + name; };
+    kv.push_back({key("leading_dense_block_count"), GgufValue::u32(static_cast<std::uint32_t>(config.int_or("first_k_dense_replace", 0)))});
+    kv.push_back({key("vocab_size"), u32_of(config, "vocab_size")});
+    if (auto q = config.find("q_lora_rank"); q && q->is_number()) kv.push_back({key("attention.q_lora_rank"), u32_of(config, "q_lora_rank")});
+    kv.push_back({key("attention.kv_lora_rank"), u32_of(config, "kv_lora_rank")});
+    kv.push_back({key("attention.key_length"),
+                  GgufValue::u32(static_cast<std::uint32_t>(config.require_int("qk_nope_head_dim") + config.require_int("qk_rope_head_dim")))});
+    kv.push_back({key("attention.value_length"), u32_of(config, "v_head_dim")});
+    kv.push_back({key("expert_feed_forward_length"), u32_of(config, "moe_intermediate_size")});
+    kv.push_back({key("expert_count"), u32_of(config, "n_routed_experts")});
+    kv.push_back({key("expert_shared_count"), GgufValue::u32(static_cast<std::uint32_t>(config.int_or("n_shared_experts", 0)))});
+    kv.push_back({key("expert_weights_scale"), GgufValue::f32(static_cast<float>(config.require("routed_scaling_factor").as_double()))});
+    if (auto norm = config.find("norm_topk_prob"); norm && norm->is_bool()) kv.push_back({key("expert_weights_norm"), GgufValue::boolean(norm->as_bool())});
+    const std::string scoring = config.string_or("scoring_func", "softmax");
+    if (scoring != "sigmoid" && scoring != "softmax")
+        throw Error(ErrorKind::input, "has scoring_func '" + scoring + "', which llama.cpp's deepseek2 does not compute", {.code = "UnsupportedGguf"});
+    kv.push_back({key("expert_gating_func"), GgufValue::u32(scoring == "sigmoid" ? gating_sigmoid : gating_softmax)});
+    kv.push_back({key("rope.dimension_count"), u32_of(config, "qk_rope_head_dim")});
+    if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object() && scaling->get("factor")) {
+        const std::string type = scaling->get("type") ? scaling->get("type")->as_string() : scaling->get("rope_type") ? scaling->get("rope_type")->as_string() : "";
+        if (type != "yarn") throw Error(ErrorKind::input, "has rope_scaling type '" + type + "'; deepseek2 GGUFs take yarn", {.code = "UnsupportedGguf"});
+        kv.push_back({key("rope.scaling.type"), GgufValue::string("yarn")});
+        kv.push_back({key("rope.scaling.factor"), GgufValue::f32(static_cast<float>(scaling->get("factor")->as_double()))});
+        kv.push_back({key("rope.scaling.original_context_length"),
+                      GgufValue::u32(static_cast<std::uint32_t>(scaling->get("original_max_position_embeddings")->as_int()))});
+        // The converter's legacy 0.1 x mscale_all_dim, which llama.cpp divides back.
+        kv.push_back({key("rope.scaling.yarn_log_multiplier"),
+                      GgufValue::f32(static_cast<float>(0.1 * (scaling->get("mscale_all_dim") ? scaling->get("mscale_all_dim")->as_double() : 0.0)))});
+    }
+    const std::int64_t heads = config.require_int("num_attention_heads"), kv_heads = config.int_or("num_key_value_heads", heads);
+    a.facts = {.n_expert = static_cast<int>(plan.num_experts), .n_gqa = static_cast<int>(kv_heads > 0 ? heads / kv_heads : 1),
+               .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
+    a.tensor_name = deepseek2_tensor_name;
+    return a;
+}
+
 }  // namespace
 
 GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config) {
     if (plan.model_type == "qwen3_moe") return qwen3moe(plan, config);
+    if (plan.model_type == "deepseek_v3" || plan.model_type == "deepseek_v2") return deepseek2(plan, config);
     throw Error(ErrorKind::input,
-                "GGUF output is not written for model type '" + plan.model_type + "' yet (written: qwen3_moe)",
+                "GGUF output is not written for model type '" + plan.model_type + "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 

@@ -92,6 +92,33 @@ BOOST_AUTO_TEST_CASE(q4_k_m_parts_hold_llama_quantizes_types_and_verify) {
     BOOST_TEST(contains(dry.out, size + " bytes"), dry.out);
 }
 
+// DeepSeek-V3 as llama.cpp's deepseek2: MLA tensors (attn_kv_b whole), the dense first layer,
+// shared experts, the router's correction bias, the yarn keys; verify decodes every expert.
+BOOST_AUTO_TEST_CASE(deepseek_v3_becomes_deepseek2) {
+    TempDir dir;
+    const fs::path src = dir / "src", out = dir / "out";
+    synth_checkpoint(src, {"deepseek_v3", "fp8"});  // FP8 experts and attention: decoded on the way
+    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const GgufFile first = read_gguf_file_header((out / "model-00001-of-00003.gguf").string());
+    BOOST_TEST(first.find("general.architecture")->as_string().value() == "deepseek2");
+    BOOST_TEST(first.find("deepseek2.leading_dense_block_count")->as_unsigned().value() == 1u);
+    BOOST_TEST(first.find("deepseek2.expert_gating_func")->as_unsigned().value() == 2u);  // sigmoid
+    BOOST_TEST(first.find("deepseek2.expert_weights_scale")->as_float().value() == 2.5);
+    BOOST_TEST(first.find("deepseek2.rope.scaling.type")->as_string().value() == "yarn");
+    BOOST_TEST(first.find("deepseek2.attention.key_length")->as_unsigned().value() == 64u);  // nope + rope
+    BOOST_TEST(first.find("tokenizer.ggml.pre")->as_string().value() == "deepseek-v3");
+    const auto types = tensor_types(out, 3);
+    using namespace ggml_type_id;
+    BOOST_TEST(types.at("blk.1.exp_probs_b.bias") == f32);
+    BOOST_TEST(types.at("blk.1.ffn_gate_shexp.weight") == q4_k);
+    BOOST_TEST(types.at("blk.0.ffn_down.weight") == q5_0);    // rows of 320: Q4_K falls back
+    BOOST_TEST(types.at("blk.0.attn_kv_b.weight") == q8_0);   // attn_v-like, 8 experts
+    BOOST_TEST(!types.count("blk.3.attn_norm.weight"));       // the MTP layer is not written
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+}
+
 BOOST_AUTO_TEST_CASE(overrides_and_float_presets) {
     TempDir dir;
     const fs::path src = dir / "src";
@@ -120,9 +147,9 @@ BOOST_AUTO_TEST_CASE(overrides_and_float_presets) {
 
 BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
     TempDir dir;
-    const fs::path qwen = dir / "qwen", deepseek = dir / "deepseek";
+    const fs::path qwen = dir / "qwen", glm = dir / "glm";
     synth_checkpoint(qwen, {"qwen3_moe", "bf16"});
-    synth_checkpoint(deepseek, {"deepseek_v3", "bf16"});
+    synth_checkpoint(glm, {"glm4_moe", "bf16"});
     const fs::path out = dir / "refused";
     check_refusals({
                        {gguf_args(qwen, out, {}), 2, "--format gguf needs --quant-method PRESET"},
@@ -130,8 +157,8 @@ BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q"}), 2, "expected PATTERN=TYPE"},
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q=q9_0"}), 2,
                         "is no GGUF type moequant writes"},
-                       {gguf_args(deepseek, out, {"--quant-method", "Q4_K_M"}), 3,
-                        "GGUF output is not written for model type 'deepseek_v3' yet"},
+                       {gguf_args(glm, out, {"--quant-method", "Q4_K_M"}), 3,
+                        "GGUF output is not written for model type 'glm4_moe' yet"},
                    },
                    out);
 }
