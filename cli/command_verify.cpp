@@ -351,8 +351,9 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
         ("source", po::value(&request.source)->value_name("MODEL"), "the checkpoint the output was converted from")
         ("converted", po::value(&request.converted)->value_name("DIR"), "the converted output to check")
         ("gemv", po::bool_switch(&request.gemv), "also compute y = W x straight from the packed layout and check it")
-        ("for", po::value(&request.runtime_check)->value_name("kt-rawint4"),
-         "also require what this runtime needs: kt-rawint4 = kt-kernel's --kt-method RAWINT4 CPU experts reading the folder")
+        ("for", po::value(&request.runtime_check)->value_name("kt-rawint4|kt-llamafile"),
+         "also require what this runtime needs: kt-rawint4 = kt-kernel's --kt-method RAWINT4 CPU experts reading the folder "
+         "(compressed-tensors), kt-llamafile = its --kt-method LLAMAFILE reading the folder's GGUF files (gguf)")
         ("calibration-activations", po::value(&request.activations)->value_name("FILE"),
          "measure each part's output error on these recorded MoE inputs; GPTQ must not do worse than RTN")
         ("routed-only", po::bool_switch(&request.routed_only),
@@ -372,13 +373,15 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
     require_positive(parse_command_line(args, options, positional), {"threads"});
     if (help) {
         print_command_help(
-            "moequant verify --source MODEL --converted OUT [--gemv] [--for kt-rawint4] [--json]\n"
+            "moequant verify --source MODEL --converted OUT [--gemv] [--for kt-rawint4|kt-llamafile] [--json]\n"
             "       moequant verify OUT_A OUT_B [--json]",
             "With --source: checks that the converted output holds exactly the expected quantized parts with\n"
             "the right sizes, decodes every part from its packed bytes and compares it with the source weight\n"
             "(max |error|, relative RMS error, SNR, NaN/Inf) against the quantizer's per-element bound.\n"
-            "A compressed-tensors output's report also says whether kt-kernel's RAWINT4 CPU experts can read it;\n"
-            "--for kt-rawint4 makes that part of passing, listing every problem and which kt backend runs it.\n"
+            "A compressed-tensors output's report also says whether kt-kernel's RAWINT4 CPU experts can read it,\n"
+            "a gguf output's whether its LLAMAFILE method can;\n"
+            "--for kt-rawint4 (compressed-tensors) or kt-llamafile (gguf) makes that part of passing, listing\n"
+            "every problem and which kt backend runs it.\n"
             "With two outputs: compares their quantized parts byte for byte (merged or tree, any mix).\n"
             "Exit 0 when everything passes, 6 when something does not.",
             options);

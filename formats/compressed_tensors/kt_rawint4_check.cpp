@@ -1,4 +1,5 @@
 #include "kt_rawint4_check.hpp"
+#include "runtime_check_problems.hpp"
 
 #include <moequant/error.hpp>
 #include <moequant/printable.hpp>
@@ -15,8 +16,6 @@ namespace moequant::formats {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr std::size_t shown_per_rule = 5;
 
 // Every tensor of every *.safetensors under the folder, as kt's loader maps them (it walks the
 // folder and opens them all, so a stray file from another run counts too).
@@ -63,18 +62,7 @@ private:
     std::vector<std::string> unreadable_;
 };
 
-class Problems {
-public:
-    explicit Problems(RuntimeCheckReport& report) : report_(report) {}
-    void add(const std::string& rule, const std::string& message) {
-        ++report_.problem_count;
-        if (shown_[rule]++ < shown_per_rule) report_.problems.push_back({rule, message});
-    }
-
-private:
-    RuntimeCheckReport& report_;
-    std::map<std::string, std::size_t> shown_;
-};
+using Problems = RuntimeCheckProblems;
 
 // The prefix under which kt finds layer `layer`'s experts: the bases amx.py tries in order, each
 // also with "language_model." before it (the loader's fallback), the first whose expert 0 has

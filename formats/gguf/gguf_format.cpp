@@ -6,6 +6,7 @@
 // quantized by the `gguf` quantizer, in the types this format chose (quantizer_options()).
 #include "gguf_plan.hpp"
 #include "gguf_reader.hpp"
+#include "kt_llamafile_check.hpp"
 #include "writer_format.hpp"
 #include "written_files.hpp"
 
@@ -166,6 +167,7 @@ public:
         plan_gguf(context);  // every tensor mapped and typed
     }
     std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_gguf(directory); }
+    std::vector<RuntimeCheckInfo> runtime_checks() const override { return {kt_llamafile_check_info()}; }
 };
 
 }  // namespace

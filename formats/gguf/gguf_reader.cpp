@@ -3,6 +3,7 @@
 #include "gguf_container.hpp"
 #include "gguf_plan.hpp"
 #include "gguf_type_policy.hpp"
+#include "kt_llamafile_check.hpp"
 
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>
@@ -37,8 +38,13 @@ struct StoredExperts {
 
 class GgufReader final : public OutputReader {
 public:
-    GgufReader(std::map<std::pair<std::int64_t, Projection>, StoredExperts> experts, Options recorded)
-        : experts_(std::move(experts)), recorded_(std::move(recorded)) {}
+    GgufReader(fs::path directory, std::map<std::pair<std::int64_t, Projection>, StoredExperts> experts, Options recorded)
+        : directory_(std::move(directory)), experts_(std::move(experts)), recorded_(std::move(recorded)) {}
+
+    RuntimeCheckReport run_runtime_check(std::string_view name, const ModelPlan& plan) const override {
+        if (name == kt_llamafile_check_info().name) return check_kt_llamafile(directory_, plan);
+        return OutputReader::run_runtime_check(name, plan);
+    }
 
     Options recorded() const override { return recorded_; }
 
@@ -65,6 +71,7 @@ public:
     }
 
 private:
+    fs::path directory_;
     std::map<std::pair<std::int64_t, Projection>, StoredExperts> experts_;
     Options recorded_;
 };
@@ -123,7 +130,7 @@ std::unique_ptr<OutputReader> open_gguf(const fs::path& directory) {
     recorded.set("parts", "1");
     recorded.set("experts", std::to_string(expert_count));
     recorded.set("experts_on", "cpu");  // llama.cpp -ot exps=CPU, kt's LLAMAFILE
-    return std::make_unique<GgufReader>(std::move(experts), std::move(recorded));
+    return std::make_unique<GgufReader>(directory, std::move(experts), std::move(recorded));
 }
 
 }  // namespace moequant::formats

@@ -75,6 +75,11 @@ BOOST_AUTO_TEST_CASE(q4_k_m_parts_hold_llama_quantizes_types_and_verify) {
     BOOST_TEST(v.exit_code == 0, v.out << v.err);
     BOOST_TEST(contains(v.out, "PASSED: 48 of 48"), v.out);
 
+    // kt's LLAMAFILE can serve the experts: the types its kernels multiply, 256-aligned intermediate size.
+    auto kt = run_moequant({"verify", "--source", src.string(), "--converted", out.string(), "--for", "kt-llamafile"});
+    BOOST_TEST(kt.exit_code == 0, kt.out << kt.err);
+    BOOST_TEST(contains(kt.out, "kt-kernel LLAMAFILE: usable"), kt.out);
+
     // A rerun keeps the parts, byte for byte.
     const auto before = read_bytes(out / "model-00002-of-00003.gguf");
     auto again = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
@@ -134,6 +139,15 @@ BOOST_AUTO_TEST_CASE(overrides_and_float_presets) {
     BOOST_TEST(mixed.at("output.weight") == q8_0);
     auto v = run_moequant({"verify", "--source", src.string(), "--converted", (dir / "mixed").string()});
     BOOST_TEST(v.exit_code == 0, v.out << v.err);
+
+    // MXFP4 (not in kt's type table) and IQ4_NL (not in its kernels) experts: llama.cpp reads them, kt's LLAMAFILE cannot.
+    auto mx = run_moequant(gguf_args(src, dir / "mxfp4", {"--quant-method", "MXFP4_MOE", "--tensor-type", "ffn_up_exps=iq4_nl"}));
+    BOOST_REQUIRE_MESSAGE(mx.exit_code == 0, mx.err);
+    BOOST_TEST(tensor_types(dir / "mxfp4", 3).at("blk.0.ffn_down_exps.weight") == mxfp4);
+    auto kt = run_moequant({"verify", "--source", src.string(), "--converted", (dir / "mxfp4").string(), "--for", "kt-llamafile"});
+    BOOST_TEST(kt.exit_code != 0, kt.out);
+    BOOST_TEST(contains(kt.out, "KtTypes: blk.0.ffn_down_exps.weight is mxfp4"), kt.out);
+    BOOST_TEST(contains(kt.out, "is iq4_nl, which kt's llamafile kernels do not multiply (kt's issue #1884)"), kt.out);
 
     auto bf = run_moequant(gguf_args(src, dir / "bf16", {"--quant-method", "bf16"}));
     BOOST_REQUIRE_MESSAGE(bf.exit_code == 0, bf.err);
