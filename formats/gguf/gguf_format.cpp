@@ -51,6 +51,15 @@ std::vector<float> weight_values(const Checkpoint& source, const std::string& na
     return out;
 }
 
+// Writes the zero padding after a part's last tensor: its length is its layout's (the gaps
+// between tensors are holes, read as zeros).
+void pad_to_end(OutputFile& file, const GgufSplit& split) {
+    if (split.tensors.empty()) return;  // the header alone, already written
+    const GgufPlannedTensor& last = split.tensors.back();
+    const std::uint64_t end = last.info.offset + last.info.bytes;
+    if (end < split.layout.file_size) file.write_at(end, std::vector<std::byte>(split.layout.file_size - end));
+}
+
 // A non-expert tensor's data in its GGUF type, rows of ne[0] values.
 std::vector<std::uint8_t> encode_tensor(const Checkpoint& source, const GgufPlannedTensor& t) {
     const std::vector<float> values = weight_values(source, t.source);
@@ -89,19 +98,12 @@ public:
     }
 
     std::vector<WrittenFile> commit() override {
-        // The padding between tensors is written too: the file's length is its layout's.
-        pad_to_end();
+        pad_to_end(file_, split_);
         file_.commit();
         return {describe_written(dir_, split_.name)};
     }
 
 private:
-    void pad_to_end() {
-        const GgufPlannedTensor& last = split_.tensors.back();
-        const std::uint64_t end = last.info.offset + last.info.bytes;
-        if (end < split_.layout.file_size) file_.write_at(end, std::vector<std::byte>(split_.layout.file_size - end));
-    }
-
     fs::path dir_;
     const GgufSplit& split_;
     OutputFile file_;
@@ -124,14 +126,12 @@ public:
         const GgufSplit& first = plan_.splits.front();
         OutputFile file(c_.directory / first.name, first.layout.file_size);
         file.write_at(0, bytes_of(first.layout.header));
-        std::uint64_t end = first.layout.header.size();
         for (const auto& t : first.tensors) {
             const std::vector<std::uint8_t> data = encode_tensor(*c_.source, t);
             file.write_at(t.info.offset, std::as_bytes(std::span<const std::uint8_t>(data)));
             c_.source->release_pages(t.source);
-            end = t.info.offset + t.info.bytes;
         }
-        if (end < first.layout.file_size) file.write_at(end, std::vector<std::byte>(first.layout.file_size - end));
+        pad_to_end(file, first);
         file.commit();
         return {describe_written(c_.directory, first.name)};
     }

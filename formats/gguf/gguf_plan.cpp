@@ -38,17 +38,11 @@ GgufTypeRequest type_request(const Options& options) {
                     {.code = "BadGgufPreset", .hint = "--quant-method one of " + names});
     }
     GgufTypeRequest request{.preset = *preset};
-    for (const std::string& entry : [&] {
-             std::vector<std::string> out;
-             const std::string list = options.get_string("tensor_types", "");
-             for (std::size_t at = 0; at < list.size();) {
-                 const std::size_t cut = std::min(list.find(';', at), list.size());
-                 if (cut > at) out.push_back(list.substr(at, cut - at));
-                 at = cut + 1;
-             }
-             return out;
-         }())
-        request.overrides.push_back(parse_tensor_type_override(entry));
+    const std::string list = options.get_string("tensor_types", "");  // "PATTERN=TYPE;PATTERN=TYPE"
+    for (std::size_t at = 0, cut; at < list.size(); at = cut + 1) {
+        cut = std::min(list.find(';', at), list.size());
+        if (cut > at) request.overrides.push_back(parse_tensor_type_override(list.substr(at, cut - at)));
+    }
     auto type_option = [&](const char* key) -> std::optional<std::uint32_t> {
         const auto value = options.get(key);
         if (!value) return std::nullopt;
