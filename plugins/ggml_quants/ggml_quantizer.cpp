@@ -64,7 +64,18 @@ std::vector<TensorSpec> GgmlQuantizer::output_layout(const Shape& m) const {
     return {{"weight", DType::U8, {m[0], type_.row_bytes(m[1])}}};
 }
 
-QuantizedTensor GgmlQuantizer::quantize(const TensorView& weight) const {
+QuantizedTensor GgmlQuantizer::quantize(const TensorView& weight) const { return quantize_rows(weight, nullptr); }
+
+QuantizedTensor GgmlQuantizer::quantize_weighted(const TensorView& weight, std::span<const float> column_weights) const {
+    if (weight.shape.size() == 2 && column_weights.size() != static_cast<std::size_t>(weight.shape[1]))
+        throw Error(ErrorKind::input,
+                    "the importance has " + std::to_string(column_weights.size()) + " column weights for rows of " +
+                        std::to_string(weight.shape[1]),
+                    {.code = "ImportanceSizeMismatch"});
+    return quantize_rows(weight, column_weights.data());
+}
+
+QuantizedTensor GgmlQuantizer::quantize_rows(const TensorView& weight, const float* column_weights) const {
     const std::vector<TensorSpec> layout = output_layout(weight.shape);
     const std::int64_t rows = weight.shape[0], cols = weight.shape[1], row_bytes = layout[0].shape[1];
     Tensor blocks = Tensor::uninitialized(DType::U8, layout[0].shape);
@@ -73,7 +84,7 @@ QuantizedTensor GgmlQuantizer::quantize(const TensorView& weight) const {
         std::vector<float> row(static_cast<std::size_t>(cols));
         for (auto r = static_cast<std::int64_t>(first); r < static_cast<std::int64_t>(last); ++r) {
             read_row(weight, r, cols, row.data());
-            type_.quantize(row.data(), out + r * row_bytes, cols, nullptr);
+            type_.quantize(row.data(), out + r * row_bytes, cols, column_weights);
         }
     });
     QuantizedTensor q;

@@ -13,7 +13,7 @@
 
 namespace moequant::ggml_quants {
 
-class GgmlQuantizer final : public Quantizer {
+class GgmlQuantizer final : public Quantizer, public QuantizerImportance {
 public:
     explicit GgmlQuantizer(const GgmlType& type);
 
@@ -23,12 +23,18 @@ public:
     std::vector<TensorSpec> output_layout(const Shape& matrix) const override;
     // weight: [out, in] BF16, F16 or F32, each row taken as float32 as llama-quantize reads it.
     QuantizedTensor quantize(const TensorView& weight) const override;
+    // With an importance matrix entry: one weight per column, as llama-quantize passes each
+    // expert's slice to ggml_quantize_chunk() (types ggml quantizes without one ignore it).
+    QuantizedTensor quantize_weighted(const TensorView& weight, std::span<const float> column_weights) const override;
+    const QuantizerImportance* importance() const override { return this; }
     // The rows back to F32 [out, in] by ggml's to_float arithmetic.
     Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override;
 
     const GgmlType& type() const noexcept { return type_; }
 
 private:
+    QuantizedTensor quantize_rows(const TensorView& weight, const float* column_weights) const;
+
     const GgmlType& type_;
     std::string id_, description_;
 };

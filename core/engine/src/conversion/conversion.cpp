@@ -97,8 +97,8 @@ struct PreparedOutput {
     RunManifest earlier;
 };
 
-PreparedOutput prepare_output(const ConversionJob& job) {
-    PreparedOutput out{describe_job(job), {}};
+PreparedOutput prepare_output(const ConversionJob& job, const ExpertImportance* importance) {
+    PreparedOutput out{describe_job(job, importance), {}};
     std::optional<RunManifest> earlier;
     try {
         earlier = RunManifest::load(job.output);
@@ -222,9 +222,9 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     const auto start = std::chrono::steady_clock::now();
     Cluster& cluster = job.cluster ? *job.cluster : Cluster::alone();
     const CheckedJob checked = validate_job(job);
-    const std::unique_ptr<ConversionMode> mode = conversion_mode(job, checked.quantizer, progress);
+    const std::unique_ptr<ConversionMode> mode = conversion_mode(job, checked.quantizer, checked.importance.get(), progress);
     // Before any file: every rank runs this job on this source ...
-    check_same_job_on_every_rank(cluster, [&] { return describe_job(job); }, *job.source);
+    check_same_job_on_every_rank(cluster, [&] { return describe_job(job, checked.importance.get()); }, *job.source);
     // ... and an output that cannot fit is refused now, not after a day of layers.
     if (cluster.root())
         if (const auto planned = plan_checked_output(job, checked)) check_free_disk(*planned, job.output);
@@ -236,7 +236,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     RunManifest& manifest = prepared.manifest;
     if (cluster.root()) {
         lock = lock_output(job);
-        prepared = prepare_output(job);
+        prepared = prepare_output(job, checked.importance.get());
         if (job.resume_layer) resume_from(job, *job.resume_layer, manifest);
         manifest.complete = false;
         manifest.final_files.clear();

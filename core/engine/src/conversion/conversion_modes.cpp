@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <span>
 #include <tuple>
 #include <utility>
@@ -176,21 +177,31 @@ protected:
     const Quantizer& quantizer_;
 };
 
-// Each (expert x projection) matrix split into the threadpool parts and quantized on its own.
+// Each (expert x projection) matrix split into the threadpool parts and quantized on its own,
+// with its columns' importance when the format has an importance matrix.
 class PlainMode final : public QuantizingMode {
 public:
-    using QuantizingMode::QuantizingMode;
+    PlainMode(const ConversionJob& job, const Quantizer& quantizer, const ExpertImportance* importance, ProgressSink& progress)
+        : QuantizingMode(job, quantizer), importance_(importance), progress_(progress) {}
 
 private:
     void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) override {
         if (quantizer_.carrier()) return carry_layer(layer, sink);
+        std::mutex unseen_mutex;
+        std::set<std::int64_t> unseen;  // experts the importance matrix saw no token of
         for_each_expert_matrix(job_, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
             const Quantizer& quantizer = quantizer_.quantizer_for({layer.layer, projection});
+            const ColumnImportance importance = columns_of(layer, expert, projection, matrix);
+            if (importance.tokens == 0) {
+                std::lock_guard lock(unseen_mutex);
+                unseen.insert(expert.expert);
+            }
             for (int part = 0; part < job_.parts; ++part) {
                 Tensor piece = split_expert_part(matrix, projection, part, job_.parts);
                 QuantizedTensor quantized = [&] {
                     const ProfileSpan span("quantize", expert.weights[static_cast<int>(projection)].tensor);
-                    return quantizer.quantize(piece.view());
+                    if (importance.weights.empty()) return quantizer.quantize(piece.view());
+                    return quantizer.importance()->quantize_weighted(piece.view(), part_columns(importance.weights, projection, part));
                 }();
                 if (job_.saturated_rows)
                     job_.saturated_rows->add(expert.weights[static_cast<int>(projection)].tensor, projection, part, job_.parts,
@@ -199,7 +210,36 @@ private:
                 sink.write({expert.expert, projection, part, std::move(quantized)});
             }
         });
+        if (!unseen.empty()) {
+            std::string ids;
+            for (std::int64_t e : unseen) ids += (ids.empty() ? "" : ", ") + std::to_string(e);
+            progress_.note("layer " + std::to_string(layer.layer) + ": the importance matrix saw no token of expert(s) " + ids +
+                           "; they are quantized with its stand-in weights (llama.cpp's: 1 per column)");
+        }
     }
+
+    // The importance of one expert matrix's columns (none without an importance matrix).
+    ColumnImportance columns_of(const MoeLayerPlan& layer, const ExpertPlan& expert, Projection projection, const Tensor& matrix) const {
+        if (!importance_) return {};
+        ColumnImportance importance = importance_->columns({layer.layer, projection}, expert.expert);
+        const auto cols = static_cast<std::size_t>(matrix.shape()[1]);
+        if (!importance.weights.empty() && importance.weights.size() != cols)
+            throw Error(ErrorKind::input, "the importance matrix has " + std::to_string(importance.weights.size()) +
+                                              " column weights for expert " + std::to_string(expert.expert) + "'s " +
+                                              std::string(projection_name(projection)) + " matrix of " + std::to_string(cols) + " columns",
+                        {.code = "ImportanceSizeMismatch"});
+        return importance;
+    }
+
+    // The columns threadpool part `part` of a matrix has: down_proj is split along its columns.
+    std::span<const float> part_columns(const std::vector<float>& weights, Projection projection, int part) const {
+        if (projection != Projection::down || job_.parts == 1) return weights;
+        const std::size_t width = weights.size() / static_cast<std::size_t>(job_.parts);
+        return std::span<const float>(weights).subspan(width * static_cast<std::size_t>(part), width);
+    }
+
+    const ExpertImportance* importance_;
+    ProgressSink& progress_;
 
     // A quantizer that carries the stored codes (validate_job bound it, one part): each matrix's
     // parts re-laid from its stored tensors. The decoded values are still checked for NaN/Inf,
@@ -342,10 +382,11 @@ private:
 
 }  // namespace
 
-std::unique_ptr<ConversionMode> conversion_mode(const ConversionJob& job, const Quantizer* quantizer, ProgressSink& progress) {
+std::unique_ptr<ConversionMode> conversion_mode(const ConversionJob& job, const Quantizer* quantizer, const ExpertImportance* importance,
+                                                ProgressSink& progress) {
     if (!job.format->needs_quantizer()) return std::make_unique<ExportMode>(job);
     const QuantizerCalibration* calibration = quantizer->calibration();
-    if (!calibration) return std::make_unique<PlainMode>(job, *quantizer);
+    if (!calibration) return std::make_unique<PlainMode>(job, *quantizer, importance, progress);
     if (job.sequential) return std::make_unique<SequentialCalibrationMode>(job, *quantizer, progress);
     return std::make_unique<RecordedCalibrationMode>(job, *quantizer, progress);
 }

@@ -26,7 +26,9 @@ public:
     virtual std::optional<LayerCoverage> take_coverage() { return std::nullopt; }
 };
 
-// The mode of a checked job: `quantizer` is its bound quantizer (validate_job()).
-std::unique_ptr<ConversionMode> conversion_mode(const ConversionJob& job, const Quantizer* quantizer, ProgressSink& progress);
+// The mode of a checked job: `quantizer` is its bound quantizer, `importance` the format's
+// importance matrix or null (validate_job()).
+std::unique_ptr<ConversionMode> conversion_mode(const ConversionJob& job, const Quantizer* quantizer, const ExpertImportance* importance,
+                                                ProgressSink& progress);
 
 }  // namespace moequant

@@ -5,7 +5,7 @@
 
 namespace moequant {
 
-RunManifest describe_job(const ConversionJob& job) {
+RunManifest describe_job(const ConversionJob& job, const ExpertImportance* importance) {
     RunManifest m = describe_source(*job.source, *job.plan);
     m.command = job.command;
     m.settings = {{"format", std::string(job.format->id())},
@@ -19,6 +19,7 @@ RunManifest describe_job(const ConversionJob& job) {
         if (auto range = configured_quantizer(*job.quantizer, job.quantizer_options)->settings().get("code_range"))
             m.settings.emplace_back("quantizer.code_range", *range);
     for (const auto& [k, v] : job.format_options.items()) m.settings.emplace_back("format." + k, v);
+    if (importance) m.settings.emplace_back("importance", importance->identity());  // by content, not path
     if (job.sequential) {  // built-in calibration: which token ids
         m.settings.emplace_back("calibration", "sequential:" + job.sequential->digest());
         m.settings.emplace_back("calibration.samples", std::to_string(job.sequential->samples()));

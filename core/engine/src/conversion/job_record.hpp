@@ -9,6 +9,7 @@ namespace moequant {
 
 // The command and everything that decides the output bytes (no paths, no times), and the source
 // and plan it was made from.
-RunManifest describe_job(const ConversionJob& job);
+// `importance`: what the format's importance matrix is (CheckedJob::importance), or null.
+RunManifest describe_job(const ConversionJob& job, const ExpertImportance* importance);
 
 }  // namespace moequant

@@ -46,6 +46,24 @@ void check_calibration(const ConversionJob& job, const Quantizer& quantizer) {
     }
 }
 
+// An importance matrix is used through the importance facet of each matrix's quantizer, on its
+// own: calibration (GPTQ's Hessians) is another way to learn from inputs.
+void check_importance(const ConversionJob& job, const Quantizer* quantizer) {
+    const std::string format(job.format->id());
+    if (!quantizer || job.plan->moe_layers.empty()) return;
+    if (quantizer->calibration())
+        throw Error(ErrorKind::usage, "quantizer '" + std::string(quantizer->id()) +
+                                          "' calibrates on inputs; it is not combined with the importance matrix given to format '" +
+                                          format + "'");
+    for (Projection p : expert_projections) {
+        const Quantizer& q = quantizer->quantizer_for({job.plan->moe_layers.front().layer, p});
+        if (!q.importance())
+            throw Error(ErrorKind::usage, "quantizer '" + std::string(q.id()) +
+                                              "' does not weigh columns by importance; the importance matrix given to format '" +
+                                              format + "' would be ignored");
+    }
+}
+
 // Layers kept unquantized must be MoE layers, and are stored whole.
 void check_unquantized_layers(const ConversionJob& job) {
     for (std::int64_t layer : job.unquantized_layers)
@@ -136,6 +154,8 @@ CheckedJob validate_job(const ConversionJob& job) {
     check_unquantized_layers(job);
     job.format->check(context);
     if (checked.quantizer) check_expert_shapes(job, *checked.quantizer);
+    checked.importance = job.format->expert_importance(context);
+    if (checked.importance) check_importance(job, checked.quantizer);
     return checked;
 }
 

@@ -16,6 +16,8 @@ struct CheckedJob {
     std::shared_ptr<const Quantizer> configured;  // the job's quantizer bound to its options; null without one
     const Quantizer* quantizer = nullptr;         // configured.get()
     OutputContext context;
+    // The importance of the expert matrices' columns the format was given (an imatrix), else null.
+    std::shared_ptr<const ExpertImportance> importance;
 };
 
 // Every check of the job that touches no file, in one place and in this order: completeness,

@@ -29,8 +29,9 @@ std::optional<std::int64_t> calibration_tokens(const ConversionJob& job, const Q
 
 // moequant-run.json as the finished run writes it: the job's record, every MoE layer with its
 // calibration counts and source digest, and each file with its size and a digest of the fixed width they have.
-PlannedFile estimated_manifest(const ConversionJob& job, const Quantizer* quantizer, const std::vector<PlannedFile>& files) {
-    RunManifest m = describe_job(job);
+PlannedFile estimated_manifest(const ConversionJob& job, const CheckedJob& checked, const std::vector<PlannedFile>& files) {
+    const Quantizer* quantizer = checked.quantizer;
+    RunManifest m = describe_job(job, checked.importance.get());
     const std::string digest(Digest64{}.hex().size(), '0');
     const auto tokens = calibration_tokens(job, quantizer);
     for (const auto& layer : job.plan->moe_layers) {
@@ -68,7 +69,7 @@ std::optional<OutputPlan> plan_checked_output(const ConversionJob& job, const Ch
     std::optional<std::vector<PlannedFile>> files = job.format->planned_files(checked.context);
     if (!files) return std::nullopt;
     OutputPlan plan;
-    plan.manifest = estimated_manifest(job, checked.quantizer, *files);
+    plan.manifest = estimated_manifest(job, checked, *files);
     plan.files = std::move(*files);
     return plan;
 }

@@ -10,6 +10,7 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/export.hpp>
+#include <moequant/importance.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/model_config.hpp>
 #include <moequant/options.hpp>
@@ -188,6 +189,11 @@ public:
     // format chose, e.g. the GGUF format's type for each expert matrix. Called before check(),
     // with context.quantizer null. None by default.
     virtual Options quantizer_options(const OutputContext& /*context*/) const { return {}; }
+
+    // The importance of the experts' input columns the format was given in its options, in its
+    // own naming (the gguf format's imatrix file); the host quantizes each expert matrix with it
+    // through the quantizer's importance facet. Called after check(). None by default.
+    virtual std::shared_ptr<const ExpertImportance> expert_importance(const OutputContext& /*context*/) const { return nullptr; }
 
     virtual std::unique_ptr<OutputWriter> create(const OutputContext& context) const = 0;
     // Every file create(context)'s writer writes for this job, with its exact size, computed

@@ -14,7 +14,8 @@
 //       plugin_abi.hpp; 19: Quantizer::for_matrix() (MatrixRole), projection.hpp;
 //   20: gated_activation.hpp, ModelPlan::expert_activation, activations in layer_ops,
 //       ModelAdapter::synth_releases() (SynthRelease); 21: Quantizer::carrier() (StoredCodeCarrier);
-//   22: OutputFormat::quantizer_options().
+//   22: OutputFormat::quantizer_options(); 23: importance.hpp (ExpertImportance),
+//       Quantizer::importance() (QuantizerImportance), OutputFormat::expert_importance().
 #pragma once
 
 #include <moequant/version.hpp>
@@ -24,7 +25,7 @@
 
 #define MOEQUANT_PLUGIN_ABI_VERSION MOEQUANT_VERSION_MINOR
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "bcc09870eb16ae5c"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "c61312b671b197d4"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

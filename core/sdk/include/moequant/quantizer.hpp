@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -86,6 +87,18 @@ public:
     virtual QuantizedTensor carry(const Checkpoint& checkpoint, const ExpertWeightSource& source) const = 0;
 };
 
+// The facet of a quantizer that weighs each input column's rounding error by its importance
+// (ExpertImportance, importance.hpp: llama.cpp's imatrix): with the weights of a matrix, the
+// host quantizes it through this facet instead of Quantizer::quantize().
+class MOEQUANT_API QuantizerImportance {
+public:
+    virtual ~QuantizerImportance();
+
+    // Quantizes like Quantizer::quantize(), each row's errors weighed by `column_weights` (one
+    // per column of `weight`, finite, >= 0). Same layout as quantize().
+    virtual QuantizedTensor quantize_weighted(const TensorView& weight, std::span<const float> column_weights) const = 0;
+};
+
 class MOEQUANT_API Quantizer {
 public:
     virtual ~Quantizer();
@@ -145,6 +158,11 @@ public:
     // The facet that carries stored codes (StoredCodeCarrier) when this quantizer has one, else
     // null. It lives as long as this object.
     virtual const StoredCodeCarrier* carrier() const { return nullptr; }
+
+    // The facet that weighs columns by importance (QuantizerImportance) when this quantizer has
+    // one, else null (the host then quantizes without the importance it may have). It lives as
+    // long as this object.
+    virtual const QuantizerImportance* importance() const { return nullptr; }
 
     // Decodes parts produced by quantize() back to an F32 [rows, cols] matrix (used by verify).
     // Reads the packed bytes themselves; throws Error(input) when their sizes do not fit `shape`.

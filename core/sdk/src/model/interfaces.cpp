@@ -14,6 +14,8 @@ Quantizer::~Quantizer() = default;
 PreparedCalibration::~PreparedCalibration() = default;
 QuantizerCalibration::~QuantizerCalibration() = default;
 StoredCodeCarrier::~StoredCodeCarrier() = default;
+QuantizerImportance::~QuantizerImportance() = default;
+ExpertImportance::~ExpertImportance() = default;
 
 LayerSink::~LayerSink() = default;
 OutputWriter::~OutputWriter() = default;
