@@ -49,7 +49,7 @@ struct ConvertRequest : ConversionRequest {
     bool backward_weights = false;  // --save-backward-weights asks the quantizer and format for them (not for moe_int8)
     // --format gguf: llama-quantize's options (the preset is --quant-method).
     std::vector<std::string> tensor_types;
-    std::string output_tensor_type, token_embedding_type;
+    std::string output_tensor_type, token_embedding_type, imatrix;
     bool pure = false, leave_output_tensor = false;
     int awq_parts_given = 0;             // --quant-method awq: the --threadpool-count it does not use
     std::string awq_input_type_ignored;  // --quant-method awq: an --input-type other than awq, unused as kt does
@@ -108,7 +108,10 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
         ("output-tensor-type", po::value(&r.output_tensor_type)->value_name("TYPE"), "the ggml type of output.weight")
         ("token-embedding-type", po::value(&r.token_embedding_type)->value_name("TYPE"), "the ggml type of token_embd.weight")
         ("pure", po::bool_switch(&r.pure), "no mixture: every quantized tensor in the preset's type")
-        ("leave-output-tensor", po::bool_switch(&r.leave_output_tensor), "keep output.weight unquantized");
+        ("leave-output-tensor", po::bool_switch(&r.leave_output_tensor), "keep output.weight unquantized")
+        ("imatrix", po::value(&r.imatrix)->value_name("FILE"),
+         "weigh each tensor's rounding errors by llama.cpp's importance matrix FILE (llama-imatrix's GGUF or legacy .dat), "
+         "as llama-quantize --imatrix does");
     options.add(gguf_options);
     po::options_description seed_options("Of kt-kernel's convert_cpu_weights.py");
     seed_options.add_options()
@@ -172,6 +175,11 @@ void check_request(ConvertRequest& r) {
                           "the source by plain rounding, whatever chose the forward codes",
                           {.hint = "leave out one of them"});
     if (r.format_id == "gguf") check_gguf_request(r);
+    else if (!r.tensor_types.empty() || !r.output_tensor_type.empty() || !r.token_embedding_type.empty() || !r.imatrix.empty() ||
+             r.pure || r.leave_output_tensor)
+        throw_usage_error("--imatrix, --tensor-type, --output-tensor-type, --token-embedding-type, --pure and "
+                          "--leave-output-tensor are llama-quantize's options of --format gguf",
+                          {.hint = "add --format gguf --quant-method PRESET, or leave them out"});
     if (r.quant_method.empty()) r.quant_method = "int4";
     if (r.quantizer_id.empty() && r.quant_method == "awq") check_awq_request(r);
     if (r.quantizer_id.empty()) {
@@ -235,6 +243,10 @@ ConversionJob convert_job(const ConvertRequest& r, const ConvertPlugins& plugins
         if (!r.token_embedding_type.empty()) job.format_options.set("token-embedding-type", r.token_embedding_type);
         if (r.pure) job.format_options.set("pure", "true");
         if (r.leave_output_tensor) job.format_options.set("leave-output-tensor", "true");
+        if (!r.imatrix.empty()) {
+            job.format_options.set("imatrix", r.imatrix);
+            job.input_files.emplace_back(r.imatrix);  // the output folder may not hold it
+        }
     }
     if (r.calibrate) job.quantizer_options.set("dampening_frac", std::to_string(r.dampening));
     if (r.backward_weights) {  // the quantizer makes them, the format stores them (or refuses the job)

@@ -4,6 +4,7 @@
 // rerun adopts it), and the first part — the metadata, the tokenizer and every other tensor,
 // quantized by llama-quantize's rules from the source — written last. The expert matrices come
 // quantized by the `gguf` quantizer, in the types this format chose (quantizer_options()).
+#include "gguf_expert_importance.hpp"
 #include "gguf_plan.hpp"
 #include "gguf_reader.hpp"
 #include "kt_llamafile_check.hpp"
@@ -60,8 +61,9 @@ void pad_to_end(OutputFile& file, const GgufSplit& split) {
     if (end < split.layout.file_size) file.write_at(end, std::vector<std::byte>(split.layout.file_size - end));
 }
 
-// A non-expert tensor's data in its GGUF type, rows of ne[0] values.
-std::vector<std::uint8_t> encode_tensor(const Checkpoint& source, const GgufPlannedTensor& t) {
+// A non-expert tensor's data in its GGUF type, rows of ne[0] values, weighed by its
+// importance-matrix entry when it has one.
+std::vector<std::uint8_t> encode_tensor(const Checkpoint& source, const GgufPlannedTensor& t, const ImatrixFile* imatrix) {
     const std::vector<float> values = weight_values(source, t.source);
     std::vector<std::uint8_t> out(static_cast<std::size_t>(t.info.bytes));
     if (t.info.type == ggml_type_id::f32) {
@@ -71,9 +73,11 @@ std::vector<std::uint8_t> encode_tensor(const Checkpoint& source, const GgufPlan
     const auto* type = ggml_quants::ggml_type_named(ggml_type_name_of(t.info.type));
     if (!type) throw Error(ErrorKind::internal, "no row codec for GGUF type " + std::to_string(t.info.type));
     const std::int64_t cols = t.info.ne[0], rows = static_cast<std::int64_t>(values.size()) / cols, row_bytes = type->row_bytes(cols);
+    const std::vector<float> importance = imatrix && t.importance ? imatrix->weights(*t.importance) : std::vector<float>{};
+    const float* weights = importance.empty() ? nullptr : importance.data();
     parallel_for(0, static_cast<std::size_t>(rows), 64, [&](std::size_t first, std::size_t last) {
         for (auto r = static_cast<std::int64_t>(first); r < static_cast<std::int64_t>(last); ++r)
-            type->quantize(values.data() + r * cols, out.data() + r * row_bytes, cols, nullptr);
+            type->quantize(values.data() + r * cols, out.data() + r * row_bytes, cols, weights);
     });
     return out;
 }
@@ -127,7 +131,7 @@ public:
         OutputFile file(c_.directory / first.name, first.layout.file_size);
         file.write_at(0, bytes_of(first.layout.header));
         for (const auto& t : first.tensors) {
-            const std::vector<std::uint8_t> data = encode_tensor(*c_.source, t);
+            const std::vector<std::uint8_t> data = encode_tensor(*c_.source, t, plan_.imatrix.get());
             file.write_at(t.info.offset, std::as_bytes(std::span<const std::uint8_t>(data)));
             c_.source->release_pages(t.source);
         }
@@ -165,6 +169,14 @@ public:
                         {.hint = "convert --format gguf --quant-method PRESET (e.g. Q4_K_M)"});
         if (context.parts != 1) throw Error(ErrorKind::usage, "GGUF experts are stored whole, not in threadpool parts");
         plan_gguf(context);  // every tensor mapped and typed
+    }
+    // --imatrix: every value read and checked once, before any file is written.
+    std::shared_ptr<const ExpertImportance> expert_importance(const OutputContext& context) const override {
+        const GgufPlan plan = plan_gguf(context);
+        if (!plan.imatrix) return nullptr;
+        auto imatrix = std::make_shared<ImatrixFile>(ImatrixFile::open(plan.imatrix->path()));
+        imatrix->check_contents();
+        return std::make_shared<GgufExpertImportance>(std::move(imatrix), plan);
     }
     std::unique_ptr<OutputReader> open(const fs::path& directory) const override { return open_gguf(directory); }
     std::vector<RuntimeCheckInfo> runtime_checks() const override { return {kt_llamafile_check_info()}; }

@@ -57,6 +57,18 @@ GgufTypeRequest type_request(const Options& options) {
     return request;
 }
 
+// What llama-quantize records of the importance matrix it used (its kv overrides: strings cut to
+// 127 bytes, counts as i32, the chunk count only when known).
+std::vector<GgufKeyValue> imatrix_metadata(const ImatrixFile& imatrix, const std::string& given_path) {
+    std::vector<GgufKeyValue> kv{{"quantize.imatrix.file", GgufValue::string(given_path.substr(0, 127))}};
+    if (!imatrix.datasets().empty() && !imatrix.datasets().front().empty())
+        kv.push_back({"quantize.imatrix.dataset", GgufValue::string(imatrix.datasets().front().substr(0, 127))});
+    kv.push_back({"quantize.imatrix.entries_count", GgufValue::i32(static_cast<std::int32_t>(imatrix.entries()))});
+    if (imatrix.chunk_count() > 0)
+        kv.push_back({"quantize.imatrix.chunks_count", GgufValue::i32(static_cast<std::int32_t>(imatrix.chunk_count()))});
+    return kv;
+}
+
 std::vector<GgufKeyValue> general_metadata(const GgufArchitecture& arch, const GgufPreset& preset) {
     return {
         {"general.architecture", GgufValue::string(arch.arch)},
@@ -85,8 +97,11 @@ GgufPlan plan_gguf(const OutputContext& context) {
     const Checkpoint& source = *context.source;
     GgufPlan out;
     out.architecture = gguf_architecture_for(plan, *context.config);
-    const GgufTypeRequest request = type_request(context.options);
+    GgufTypeRequest request = type_request(context.options);
     out.preset = request.preset;
+    const std::string imatrix_path = context.options.get_string("imatrix", "");
+    if (!imatrix_path.empty()) out.imatrix = std::make_shared<const ImatrixFile>(ImatrixFile::open(imatrix_path));
+    request.has_importance = out.imatrix != nullptr;
 
     // Every tensor, with the type the rules give it.
     std::vector<GgufTensorType> typed;
@@ -122,6 +137,8 @@ GgufPlan plan_gguf(const OutputContext& context) {
         planned.info.type = t.type;
         planned.info.bytes = gguf_tensor_bytes(t.name, t.type, t.ne);
         if (planned.layer >= 0) planned.expert_bytes = static_cast<std::int64_t>(planned.info.bytes / static_cast<std::uint64_t>(t.ne[2]));
+        if (out.imatrix && t.type != t.source_type)  // llama-quantize looks up the tensors it quantizes
+            planned.importance = out.imatrix->entry_for(t.name, t.ne[0], t.ne.size() > 2 ? t.ne[2] : 1);
     }
 
     // Files: the first holds the metadata and every non-expert tensor, then one per MoE layer.
@@ -139,6 +156,8 @@ GgufPlan plan_gguf(const OutputContext& context) {
     const std::int64_t vocab = context.config->int_or("vocab_size", 0);
     for (auto& kv : gguf_bpe_vocab(source.directory(), {.pre = out.architecture.pre, .vocab_size = vocab}))
         metadata.push_back(std::move(kv));
+    if (out.imatrix)
+        for (auto& kv : imatrix_metadata(*out.imatrix, imatrix_path)) metadata.push_back(std::move(kv));
     for (std::size_t i = 0; i < count; ++i) {
         GgufSplit& split = out.splits[i];
         split.name = gguf_split_name(i, count);

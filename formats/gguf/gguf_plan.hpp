@@ -7,10 +7,13 @@
 
 #include "gguf_architecture.hpp"
 #include "gguf_container.hpp"
+#include "gguf_imatrix.hpp"
 
 #include <moequant/output_format.hpp>
 
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,8 @@ struct GgufPlannedTensor {
     std::int64_t layer = -1;
     Projection projection = Projection::gate;
     std::int64_t expert_bytes = 0;  // experts: bytes of one expert's matrix
+    // Its importance-matrix entry (--imatrix), shaped as the tensor: quantized tensors only.
+    std::optional<ImatrixEntry> importance;
 };
 
 struct GgufSplit {
@@ -37,10 +42,11 @@ struct GgufPlan {
     GgufPreset preset;
     std::vector<GgufSplit> splits;                 // [0]: metadata and the non-expert tensors
     std::map<std::int64_t, std::size_t> layer_split;  // MoE layer -> index into splits
+    std::shared_ptr<const ImatrixFile> imatrix;        // option "imatrix" (indexed, values not read)
 };
 
 // Reads the format options (preset, tensor_types, output_tensor_type, token_embedding_type, pure,
-// leave_output) and plans every file. Error(usage) for bad options, Error(input) naming the
+// leave_output, imatrix) and plans every file. Error(usage) for bad options, Error(input) naming the
 // tensor for what GGUF cannot hold.
 GgufPlan plan_gguf(const OutputContext& context);
 

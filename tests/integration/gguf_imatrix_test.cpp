@@ -1,0 +1,178 @@
+// convert --format gguf --imatrix FILE as llama-quantize --imatrix: each expert's rows are
+// ggml's quantization weighed by its own slice of the stacked tensor's entry (an expert that saw
+// no token by llama.cpp's stand-in 1s, named in a note), dense tensors by theirs, with the
+// GGUF and the legacy .dat form alike; the output records llama-quantize's quantize.imatrix.*
+// keys and the manifest the file's identity; a wrong file is refused before any output exists.
+// llama.cpp's llama-imatrix and llama-quantize on the same files: docs/gguf-imatrix.md.
+#include "ggml_types.hpp"
+#include "gguf_container.hpp"
+#include "gguf_imatrix.hpp"
+#include "gguf_type_policy.hpp"
+#include "synth_checkpoint.hpp"
+#include "test_support.hpp"
+
+#include <moequant/checkpoint.hpp>
+#include <moequant/dtype_convert.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <random>
+
+using namespace moequant;
+using namespace moequant::formats;
+using namespace moequant::test;
+
+namespace {
+
+const char* first_part = "model-00001-of-00003.gguf";
+const char* layer0_part = "model-00002-of-00003.gguf";
+
+std::vector<std::string> gguf_args(const fs::path& src, const fs::path& out, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"convert", "-i", src.string(), "-o", out.string(), "--format", "gguf", "--quant-method", "Q4_K_M"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+}
+
+// Statistics for every stacked expert tensor of the plain output, and for blk.0.attn_q; expert 5
+// of every tensor saw no token.
+ImatrixRecord statistics_for(const fs::path& plain) {
+    ImatrixRecord record{.datasets = {"calibration.txt"}, .chunk_count = 3, .chunk_size = 256};
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> sum(0.01f, 40.0f);
+    for (const char* part : {first_part, layer0_part, "model-00003-of-00003.gguf"})
+        for (const auto& t : read_gguf_file_header((plain / part).string()).tensors) {
+            if (!contains(t.name, "_exps.weight") && t.name != "blk.0.attn_q.weight") continue;
+            const std::int64_t matrices = t.ne.size() > 2 ? t.ne[2] : 1;
+            ImatrixStatistics s{.name = t.name, .cols = t.ne[0]};
+            for (std::int64_t m = 0; m < matrices; ++m) s.counts.push_back(m == 5 && matrices > 1 ? 0.0f : static_cast<float>(3 + 17 * m));
+            for (std::int64_t i = 0; i < t.ne[0] * matrices; ++i) s.sums.push_back(sum(rng));
+            record.weights.push_back(std::move(s));
+        }
+    return record;
+}
+
+// The bytes ggml writes for the BF16 matrix `weight` [rows, cols] in type `type`, each row
+// weighed by `importance`.
+std::vector<std::uint8_t> ggml_rows_of(const Checkpoint& source, const std::string& weight, const char* type,
+                                       const std::vector<float>& importance) {
+    const TensorView v = source.view(weight);
+    const std::int64_t rows = v.shape[0], cols = v.shape[1];
+    std::vector<float> values(static_cast<std::size_t>(rows * cols));
+    convert_bf16_to_f32(v.data(), values.data(), values.size());
+    const auto* codec = ggml_quants::ggml_type_named(type);
+    std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * codec->row_bytes(cols)));
+    for (std::int64_t r = 0; r < rows; ++r)
+        codec->quantize(values.data() + r * cols, out.data() + r * codec->row_bytes(cols), cols, importance.data());
+    return out;
+}
+
+// Tensor `name` of a GGUF file: its bytes, `first` .. `first + size`.
+std::vector<std::uint8_t> gguf_bytes(const fs::path& file, const std::string& name, std::uint64_t skip, std::size_t size) {
+    const GgufFile header = read_gguf_file_header(file.string());
+    const GgufTensorInfo& t = *header.tensor(name);
+    const std::vector<std::uint8_t> all = read_bytes(file);
+    const auto at = static_cast<std::ptrdiff_t>(t.offset + skip);
+    return {all.begin() + at, all.begin() + at + static_cast<std::ptrdiff_t>(size)};
+}
+
+// The output's experts and attn_q are ggml's rows weighed as `imatrix` weighs them.
+void expect_weighed_as(const fs::path& src, const fs::path& out, const fs::path& imatrix_path) {
+    const Checkpoint source = Checkpoint::open(src);
+    const ImatrixFile imatrix = ImatrixFile::open(imatrix_path);
+    const GgufFile layer0 = read_gguf_file_header((out / layer0_part).string());
+    const GgufTensorInfo& gate = *layer0.tensor("blk.0.ffn_gate_exps.weight");
+    BOOST_REQUIRE(gate.type == ggml_type_id::q4_k);
+    const auto entry = imatrix.entry_for(gate.name, gate.ne[0], gate.ne[2]);
+    BOOST_REQUIRE(entry.has_value());
+    const std::uint64_t expert_bytes = gate.bytes / static_cast<std::uint64_t>(gate.ne[2]);
+    for (std::int64_t e : {0, 5, 7}) {
+        const std::vector<float> weights = imatrix.matrix(*entry, e).weights;
+        const auto expected = ggml_rows_of(source, "model.layers.0.mlp.experts." + std::to_string(e) + ".gate_proj.weight", "q4_K", weights);
+        BOOST_TEST((gguf_bytes(out / layer0_part, gate.name, static_cast<std::uint64_t>(e) * expert_bytes, expected.size()) == expected),
+                   "expert " << e);
+    }
+    const GgufFile first = read_gguf_file_header((out / first_part).string());
+    const GgufTensorInfo& q = *first.tensor("blk.0.attn_q.weight");
+    const auto q_entry = imatrix.entry_for(q.name, q.ne[0], 1);
+    const std::string q_type(ggml_type_name_of(q.type));
+    BOOST_TEST(q.type != ggml_type_id::f32);
+    const auto expected_q = ggml_rows_of(source, "model.layers.0.self_attn.q_proj.weight", q_type.c_str(), imatrix.weights(*q_entry));
+    BOOST_TEST((gguf_bytes(out / first_part, q.name, 0, expected_q.size()) == expected_q));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(gguf_imatrix)
+
+BOOST_AUTO_TEST_CASE(experts_and_dense_tensors_are_weighed_as_llama_quantize_weighs_them) {
+    TempDir dir;
+    const fs::path src = dir / "src";
+    synth_checkpoint(src, {"qwen3_moe", "bf16"});
+    auto plain = run_moequant(gguf_args(src, dir / "plain", {"--quiet"}));
+    BOOST_REQUIRE_MESSAGE(plain.exit_code == 0, plain.err);
+    const ImatrixRecord record = statistics_for(dir / "plain");
+    write_imatrix_gguf(dir / "imatrix.gguf", record);
+    write_imatrix_legacy(dir / "imatrix.dat", record);
+
+    auto r = run_moequant(gguf_args(src, dir / "out", {"--imatrix", (dir / "imatrix.gguf").string()}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    BOOST_TEST(contains(r.err, "layer 0: the importance matrix saw no token of expert(s) 5"), r.err);
+    expect_weighed_as(src, dir / "out", dir / "imatrix.gguf");
+    BOOST_TEST((read_bytes(dir / "out" / layer0_part) != read_bytes(dir / "plain" / layer0_part)));
+
+    // What llama-quantize records of it.
+    const GgufFile first = read_gguf_file_header((dir / "out" / first_part).string());
+    BOOST_TEST(first.find("quantize.imatrix.file")->as_string().value() == (dir / "imatrix.gguf").string());
+    BOOST_TEST(first.find("quantize.imatrix.dataset")->as_string().value() == "calibration.txt");
+    BOOST_TEST(first.find("quantize.imatrix.entries_count")->as_signed().value() == static_cast<std::int64_t>(record.weights.size()));
+    BOOST_TEST(first.find("quantize.imatrix.chunks_count")->as_signed().value() == 3);
+    BOOST_TEST(contains(read_text(dir / "out" / "moequant-run.json"), "GGUF imatrix"));
+
+    // The legacy form, with its own arithmetic (value / ncall).
+    auto legacy = run_moequant(gguf_args(src, dir / "legacy", {"--quiet", "--imatrix", (dir / "imatrix.dat").string()}));
+    BOOST_REQUIRE_MESSAGE(legacy.exit_code == 0, legacy.err);
+    expect_weighed_as(src, dir / "legacy", dir / "imatrix.dat");
+
+    // --dry-run sizes the first part, the imatrix keys included.
+    auto dry = run_moequant(gguf_args(src, dir / "dry", {"--dry-run", "--imatrix", (dir / "imatrix.gguf").string()}));
+    BOOST_TEST(dry.exit_code == 0, dry.err);
+    std::string size = std::to_string(fs::file_size(dir / "out" / first_part));
+    for (int at = static_cast<int>(size.size()) - 3; at > 0; at -= 3) size.insert(static_cast<std::size_t>(at), ",");
+    BOOST_TEST(contains(dry.out, size + " bytes"), dry.out);
+
+    // Another importance matrix in the same file is another job: refused without --overwrite,
+    // then every layer converted again with it.
+    ImatrixRecord other = record;
+    for (float& v : other.weights[0].sums) v = 1.0f / v;
+    write_imatrix_gguf(dir / "imatrix.gguf", other);
+    auto refused = run_moequant(gguf_args(src, dir / "out", {"--quiet", "--imatrix", (dir / "imatrix.gguf").string()}));
+    BOOST_TEST(refused.exit_code != 0);
+    BOOST_TEST(contains(refused.err, "another conversion"), refused.err);
+    auto again = run_moequant(gguf_args(src, dir / "out", {"--quiet", "--overwrite", "--imatrix", (dir / "imatrix.gguf").string()}));
+    BOOST_TEST(again.exit_code == 0, again.err);
+    expect_weighed_as(src, dir / "out", dir / "imatrix.gguf");
+}
+
+BOOST_AUTO_TEST_CASE(a_wrong_importance_matrix_is_refused_before_any_file) {
+    TempDir dir;
+    const fs::path src = dir / "src";
+    synth_checkpoint(src, {"qwen3_moe", "bf16"});
+    ImatrixRecord record{.datasets = {"x"}, .chunk_count = 1, .chunk_size = 16};
+    record.weights.push_back({.name = "blk.1.ffn_down_exps.weight", .cols = 3, .sums = std::vector<float>(24, 1.0f), .counts = std::vector<float>(8, 2.0f)});
+    write_imatrix_gguf(dir / "wrong.gguf", record);
+    auto r = run_moequant(gguf_args(src, dir / "out", {"--imatrix", (dir / "wrong.gguf").string()}));
+    BOOST_TEST(r.exit_code == 3, r.err);
+    BOOST_TEST(contains(r.err, "wrong.gguf: entry blk.1.ffn_down_exps.weight holds 24 values"), r.err);
+    BOOST_TEST(!fs::exists(dir / "out" / first_part));
+
+    auto missing = run_moequant(gguf_args(src, dir / "out", {"--imatrix", (dir / "none.dat").string()}));
+    BOOST_TEST(missing.exit_code == 3, missing.err);
+    BOOST_TEST(contains(missing.err, "none.dat"), missing.err);
+
+    auto other_format = run_moequant({"convert", "-i", src.string(), "-o", (dir / "kt").string(), "--imatrix", (dir / "wrong.gguf").string()});
+    BOOST_TEST(other_format.exit_code == 2, other_format.err);
+    BOOST_TEST(contains(other_format.err, "llama-quantize's options of --format gguf"), other_format.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
