@@ -30,13 +30,15 @@ namespace fs = std::filesystem;
 
 std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span<const char>(s.data(), s.size())); }
 
-// A checkpoint weight as float32 rows: decoded by its encoding, or converted from its stored dtype.
-std::vector<float> weight_values(const Checkpoint& source, const std::string& name) {
+// A checkpoint weight as float32 rows: decoded by its encoding (in BF16 when `bf16`), or
+// converted from its stored dtype (rounded to BF16 when `bf16`).
+std::vector<float> weight_values(const Checkpoint& source, const std::string& name, bool bf16) {
     const EncodedWeight* w = source.find_weight(name);
     if (w && w->shape.size() == 2) {
-        const Tensor t = decode_matrix(source, *w, 0, DecodeTarget::f32);
+        const Tensor t = decode_matrix(source, *w, 0, bf16 ? DecodeTarget::bf16 : DecodeTarget::f32);
         std::vector<float> out(t.elements());
-        std::memcpy(out.data(), t.data(), out.size() * 4);
+        if (bf16) convert_bf16_to_f32(t.data(), out.data(), out.size());
+        else std::memcpy(out.data(), t.data(), out.size() * 4);
         return out;
     }
     const TensorView v = source.view(name);
@@ -49,6 +51,8 @@ std::vector<float> weight_values(const Checkpoint& source, const std::string& na
         throw Error(ErrorKind::input, "is " + std::string(dtype_name(v.dtype)) + "; GGUF output reads float tensors",
                     {.tensor = name, .code = "UnsupportedDtype"});
     }
+    if (bf16 && v.dtype != DType::BF16)
+        for (float& x : out) x = bf16_to_f32(f32_to_bf16(x));
     return out;
 }
 
@@ -64,7 +68,9 @@ void pad_to_end(OutputFile& file, const GgufSplit& split) {
 // A non-expert tensor's data in its GGUF type, rows of ne[0] values, weighed by its
 // importance-matrix entry when it has one.
 std::vector<std::uint8_t> encode_tensor(const Checkpoint& source, const GgufPlannedTensor& t, const ImatrixFile* imatrix) {
-    const std::vector<float> values = weight_values(source, t.source);
+    // A tensor llama.cpp quantizes comes to llama-quantize in the converter's BF16: it starts
+    // from the BF16 decode here too, as the experts do (an FP8 source's values are not BF16).
+    const std::vector<float> values = weight_values(source, t.source, t.info.type != ggml_type_id::f32);
     std::vector<std::uint8_t> out(static_cast<std::size_t>(t.info.bytes));
     if (t.info.type == ggml_type_id::f32) {
         std::memcpy(out.data(), values.data(), out.size());

@@ -4,10 +4,13 @@
 // --tensor-type overrides), whose expert rows verify decodes against the source, which a rerun
 // keeps and --dry-run sizes exactly; and what GGUF cannot hold yet is refused before any file.
 // ggml's own reader and kt-kernel's LLAMAFILE forward on these files: docs/gguf-format.md.
+#include "ggml_types.hpp"
 #include "gguf_container.hpp"
 #include "gguf_type_policy.hpp"
 #include "synth_checkpoint.hpp"
 #include "test_support.hpp"
+
+#include <moequant/dtype_convert.hpp>
 
 #include <boost/test/unit_test.hpp>
 
@@ -34,6 +37,31 @@ std::map<std::string, std::uint32_t> tensor_types(const fs::path& out, std::size
         for (const auto& t : read_gguf_file_header((out / name).string()).tensors) types[t.name] = t.type;
     }
     return types;
+}
+
+struct TensorData {
+    GgufTensorInfo info;
+    std::vector<std::uint8_t> bytes;
+};
+
+TensorData tensor_data(const fs::path& file, const std::string& name) {
+    const GgufFile header = read_gguf_file_header(file.string());
+    const GgufTensorInfo* t = header.tensor(name);
+    BOOST_REQUIRE_MESSAGE(t, name << " in " << file);
+    const std::vector<std::uint8_t> all = read_bytes(file);
+    const auto at = all.begin() + static_cast<std::ptrdiff_t>(t->offset);
+    return {*t, {at, at + static_cast<std::ptrdiff_t>(t->bytes)}};
+}
+
+// What llama-quantize writes for a BF16 tensor in the type `as` has: ggml's rows of its values.
+std::vector<std::uint8_t> ggml_rows_from_bf16(const TensorData& bf16, const GgufTensorInfo& as) {
+    const auto* codec = ggml_quants::ggml_type_named(ggml_type_name_of(as.type));
+    const std::int64_t cols = bf16.info.ne[0], rows = static_cast<std::int64_t>(bf16.bytes.size() / 2) / cols;
+    std::vector<float> values(bf16.bytes.size() / 2);
+    convert_bf16_to_f32(bf16.bytes.data(), values.data(), values.size());
+    std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * codec->row_bytes(cols)));
+    for (std::int64_t r = 0; r < rows; ++r) codec->quantize(values.data() + r * cols, out.data() + r * codec->row_bytes(cols), cols, nullptr);
+    return out;
 }
 
 }  // namespace
@@ -122,6 +150,16 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_becomes_deepseek2) {
     BOOST_TEST(!types.count("blk.3.attn_norm.weight"));       // the MTP layer is not written
     auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
     BOOST_TEST(v.exit_code == 0, v.out << v.err);
+
+    // llama.cpp's path: its converter's BF16 GGUF, then llama-quantize. The FP8 attention comes
+    // to the quantizer as its BF16 decode, as the experts do: the rows equal ggml's of the BF16 GGUF's.
+    auto bf = run_moequant(gguf_args(src, dir / "bf16", {"--quant-method", "BF16"}));
+    BOOST_REQUIRE_MESSAGE(bf.exit_code == 0, bf.err);
+    for (const char* name : {"blk.1.attn_kv_a_mqa.weight", "blk.2.attn_q_a.weight", "blk.0.attn_output.weight"}) {
+        const auto quantized = tensor_data(out / "model-00001-of-00003.gguf", name);
+        const auto bf16_rows = tensor_data(dir / "bf16" / "model-00001-of-00003.gguf", name);
+        BOOST_TEST((quantized.bytes == ggml_rows_from_bf16(bf16_rows, quantized.info)), name);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(overrides_and_float_presets) {
