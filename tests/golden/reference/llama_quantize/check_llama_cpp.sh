@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# llama.cpp as the real client of `moequant convert --format gguf` (issue 38, item 4): builds
+# llama.cpp (CPU only) at one commit, and for each synthesized family converts to a BF16 GGUF and
+# to each preset, then
+#   - runs llama-quantize on the BF16 part 1 (it reads the split) and compares its file with
+#     moequant's preset output tensor by tensor (compare_tensors.py: type, dims, bytes);
+#   - loads moequant's parts in llama-cli and generates a few tokens;
+#   - runs llama-perplexity on a short text with moequant's file and with llama-quantize's.
+# Prints a table and the llama.cpp commit; exits 1 on an unexpected difference or failure.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+snapshot=c392e5094deaf2d1a7c18683214f007fad3fe42b  # the mirror's HEAD: llama-quantize's older rules
+
+usage() {
+  cat <<EOF
+usage: $(basename "$0") --work DIR [options]
+
+  --work DIR          where sources, builds, models and logs go (reused by a rerun)
+  --llama PATH        llama.cpp git checkout or bare repository
+                      (default: /work/.mirror/ggerganov+llama.cpp/repo)
+  --commit REV        commit to build (default: HEAD of --llama)
+  --llama-tree DIR    use this already exported llama.cpp source tree and its DIR/build instead
+                      of exporting one: its files are checked against --commit first
+  --moequant BIN      moequant binary (default: moequant on PATH)
+  --families "F[:DTYPE] ..."
+                      synth families and source dtypes
+                      (default: "deepseek_v3:fp8 deepseek_v3:bf16 qwen3_moe mixtral")
+  --presets "P ..."   quant presets (default: "Q4_K_M Q8_0 Q6_K IQ4_XS")
+  --jobs N            build jobs (default 2)
+  --python PY         python with numpy; gguf-py is taken from PYTHONPATH, else from the
+                      llama.cpp tree (default: the first of python3, /usr/bin/python3 with numpy)
+
+llama.cpp is built Release, CPU only, shared libraries, GGML_NATIVE=OFF, in <tree>/build; a
+rerun with the same work dir only checks that build (seconds). A family whose architecture this
+llama.cpp does not know is reported "not in this llama.cpp", one moequant refuses (exit 3) is
+reported "moequant refuses"; neither fails the run. At the snapshot $snapshot (or an ancestor),
+llama-quantize predates two rules moequant follows (docs/gguf-format.md): for DeepSeek moequant
+is given --tensor-type attn_kv_b=<the preset's base type> (Q4_K_M: q4_K, IQ4_XS: iq4_xs), and
+Q2_K/Q3_K_* tensors where moequant writes Q4_0 and llama-quantize IQ4_NL (rows not a multiple
+of 256) are reported as expected. Every other difference is unexpected.
+EOF
+}
+
+work='' llama=/work/.mirror/ggerganov+llama.cpp/repo commit=HEAD tree='' moequant=moequant jobs=2 python=''
+families="deepseek_v3:fp8 deepseek_v3:bf16 qwen3_moe mixtral"
+presets="Q4_K_M Q8_0 Q6_K IQ4_XS"
+while [ $# -gt 0 ]; do
+  case $1 in -h|--help) usage; exit 0 ;; esac
+  [ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; }
+  case $1 in
+    --work) work=$2 ;; --llama) llama=$2 ;; --commit) commit=$2 ;; --llama-tree) tree=$2 ;;
+    --moequant) moequant=$2 ;; --families) families=$2 ;; --presets) presets=$2 ;;
+    --jobs) jobs=$2 ;; --python) python=$2 ;;
+    *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
+  esac
+  shift 2
+done
+[ -n "$work" ] || { usage >&2; exit 2; }
+mkdir -p "$work/logs" && work=$(cd "$work" && pwd)
+moequant=$(command -v "$moequant") || { echo "no moequant binary: $moequant" >&2; exit 2; }
+log() { echo "== $*" >&2; }
+
+# ---- llama.cpp: the commit, its source tree, its build
+sha=$(git -C "$llama" rev-parse --verify "$commit^{commit}")
+described="$(git -C "$llama" log -1 --format='%h %cs "%s"' "$sha")"
+if [ -n "$tree" ]; then
+  tree=$(cd "$tree" && pwd)
+  # Every tracked file of the built directories must be in the tree, byte for byte.
+  git -C "$llama" ls-tree -r "$sha" -- CMakeLists.txt cmake common examples ggml include src tools |
+    awk '$2 == "blob" { print $3, $4 }' | sort -k2 > "$work/logs/tracked.txt"
+  (cd "$tree" && cut -d' ' -f2- "$work/logs/tracked.txt" | while read -r p; do
+     if [ -f "$p" ]; then echo "$(git hash-object --no-filters "$p") $p"; else echo "missing $p"; fi
+   done) | sort -k2 > "$work/logs/tree.txt"
+  if ! cmp -s "$work/logs/tracked.txt" "$work/logs/tree.txt"; then
+    echo "$tree is not llama.cpp $sha:" >&2
+    diff "$work/logs/tracked.txt" "$work/logs/tree.txt" | head -5 >&2 || true
+    exit 2
+  fi
+  log "llama.cpp tree $tree: its $(wc -l < "$work/logs/tracked.txt") source files are those of $sha"
+else
+  tree=$work/llama.cpp-${sha:0:12}
+  if [ ! -f "$tree/CMakeLists.txt" ]; then
+    # A mirror may lack its largest blobs (models/*.gguf test vocabularies): export without them.
+    git -C "$llama" ls-tree -r "$sha" | awk -F'\t' '{ split($1, m, " "); if (m[2] == "blob") print m[3] "\t" $2 }' \
+      > "$work/logs/blobs.txt"
+    exclude=()
+    while IFS=$'\t' read -r _ path; do exclude+=(":(exclude)$path"); done < <(
+      cut -f1 "$work/logs/blobs.txt" | git -C "$llama" cat-file --batch-check='%(objectname) %(objecttype)' |
+        paste - "$work/logs/blobs.txt" | awk -F'\t' '$1 ~ / missing$/ { print $2 "\t" $3 }')
+    log "exporting llama.cpp $sha to $tree (${#exclude[@]} files absent from the repository left out)"
+    rm -rf "$tree.tmp" && mkdir -p "$tree.tmp"
+    git -C "$llama" archive "$sha" -- . "${exclude[@]}" | tar -x -C "$tree.tmp" ||
+      { echo "cannot export $sha from $llama" >&2; exit 1; }
+    mv "$tree.tmp" "$tree"
+  fi
+fi
+build=$tree/build
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  log "configuring llama.cpp in $build"
+  cmake -S "$tree" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=OFF \
+    -DLLAMA_CURL=OFF -DGGML_CUDA=OFF -DGGML_METAL=OFF -DLLAMA_BUILD_TESTS=OFF > "$work/logs/cmake.log" 2>&1 ||
+    { tail -20 "$work/logs/cmake.log" >&2; exit 1; }
+fi
+# Newer llama.cpp moved the non-interactive generator to llama-completion.
+generator="llama-cli"
+if cmake --build "$build" --target help 2>/dev/null | grep -E '(^|[ .])llama-completion(:|$)' > /dev/null; then
+  generator="llama-completion"
+fi
+log "building $generator llama-quantize llama-perplexity (-j$jobs; log: $work/logs/build.log)"
+cmake --build "$build" -j"$jobs" --target "$generator" llama-quantize llama-perplexity > "$work/logs/build.log" 2>&1 ||
+  { tail -20 "$work/logs/build.log" >&2; exit 1; }
+bin=$build/bin
+export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+old_rules=no
+git -C "$llama" merge-base --is-ancestor "$sha" "$snapshot" 2>/dev/null && old_rules=yes
+
+# ---- python with numpy and gguf-py for compare_tensors.py
+[ -d "$tree/gguf-py" ] && export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$tree/gguf-py
+if [ -z "$python" ]; then
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import numpy, gguf' 2>/dev/null; then python=$p; break; fi
+  done
+fi
+if [ -z "$python" ] || ! "$python" -c 'import numpy, gguf' 2>/dev/null; then
+  echo "no python with numpy and gguf-py (set --python, PYTHONPATH)" >&2; exit 2
+fi
+
+# ---- a short text for llama-perplexity (-c 128 needs 2 x 128 tokens; the tiny models' byte-level
+# vocabularies of 512 tokens make about 1 token of 3 characters)
+text=$work/text.txt
+cat > "$text" <<'EOF'
+The river came down from the hills in the spring and filled the low fields with brown water. For a
+week the farmers waited on the ridge, counting the fence posts that still stood above the flood,
+and the children made boats of bark and sent them across to the other side. When the water went
+back it left a smooth layer of silt over everything, and by early summer the wheat grew thicker
+than anyone could remember. The old miller said it happened once in twenty years, and that the
+good harvest was the river paying back what it had taken. Nobody argued with him; he had kept the
+records of every flood since his father built the mill, in a book with a green cover that lay on
+the table by the door. In the autumn the village sold more grain than it had in a decade, mended
+the bridge with new oak, and raised the road along the bank by the height of a man's hand. The
+next spring the river rose again, but only to the edge of the first field, and then it fell.
+People walked down to look at it in the evening, as one might visit an animal that had been sick
+and was well again, and they talked about the weather, the price of seed, and the new teacher who
+had come from the city with a box of books and a telescope that he set up on clear nights behind
+the school, so that anyone who wanted could look at the moons of the largest planet.
+EOF
+
+# ---- per family
+results=$work/results.tsv
+: > "$results"
+status=0
+row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$results"; }
+ppl() {  # ppl MODEL LOG: llama-perplexity's final estimate, or FAIL
+  if timeout 600 "$bin/llama-perplexity" -m "$1" -f "$text" -c 128 -t 2 > "$2" 2>&1; then
+    sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' "$2" | tail -1 | grep . || echo FAIL
+  else echo FAIL; fi
+}
+generates() {  # generates MODEL LOG: ok when the tool loads the model and generates
+  if timeout 300 "$bin/$generator" -m "$1" -p "The river" -n 8 -no-cnv -t 2 --seed 1 --temp 0 \
+       < /dev/null > "$2" 2>&1; then echo ok; else echo FAIL; fi
+}
+# expected DIFFLINES: whether every difference is one the older rules explain
+expected() {
+  [ "$old_rules" = yes ] || return 1
+  case $preset in Q2_K|Q3_K_S|Q3_K_M|Q3_K_L) ;; *) return 1 ;; esac
+  ! grep -v -E '^[^ ]+: Q4_0 (\([0-9, ]*\)) vs IQ4_NL \1$' "$1" | grep -q .
+}
+
+for spec in $families; do
+  family=${spec%%:*} dtype=bf16
+  [ "$family" != "$spec" ] && dtype=${spec#*:}
+  dir=$work/models/$family-$dtype
+  rm -rf "$dir" && mkdir -p "$dir"
+  log "$family ($dtype): synth, BF16 GGUF"
+  "$moequant" synth --family "$family" --dtype "$dtype" --out "$dir/src" > "$dir/synth.log" 2>&1 ||
+    { cat "$dir/synth.log" >&2; exit 1; }
+  rc=0; "$moequant" convert -i "$dir/src" -o "$dir/BF16" --format gguf --quant-method BF16 > "$dir/BF16.log" 2>&1 || rc=$?
+  if [ $rc = 3 ]; then
+    row "$family" "$dtype" "all" "-" "-" "-" "-" "moequant refuses: $(sed -n 's/.*error: \(.*[^ ]\) *(.*/\1/p' "$dir/BF16.log" | head -1)"
+    continue
+  elif [ $rc != 0 ]; then
+    cat "$dir/BF16.log" >&2; exit 1
+  fi
+  part1() { ls "$1"/model-00001-of-*.gguf; }
+  bf16=$(part1 "$dir/BF16")
+  gen=$(generates "$bf16" "$dir/BF16.gen.log")
+  arch=$(sed -n 's/.*general\.architecture  *str  *= \([^ ]*\).*/\1/p' "$dir/BF16.gen.log" | head -1)
+  if grep -q "unknown model architecture" "$dir/BF16.gen.log"; then
+    row "$family" "$dtype" "all" "-" "-" "-" "-" "not in this llama.cpp (unknown architecture $arch)"
+    continue
+  fi
+  note=''; [ "$gen" = ok ] || { note="UNEXPECTED: BF16 does not load"; status=1; }
+  row "$family" "$dtype" "BF16" "-" "$gen" "$(ppl "$bf16" "$dir/BF16.ppl.log")" "-" "$note"
+  for preset in $presets; do
+    log "$family ($dtype): $preset"
+    # The older llama-quantize gives attn_kv_b the preset's base type (Q4_K_M: q4_K), as any
+    # tensor no rule names; the newer one treats it as attn_v.
+    override=()
+    if [ "$old_rules" = yes ] && [ "$arch" = deepseek2 ]; then
+      base=${preset%_[SML]} && base=${base,,} && base=${base/_k/_K}
+      case $preset in BF16|F16|F32|MXFP4_MOE) ;; *) override=(--tensor-type "attn_kv_b=$base") ;; esac
+    fi
+    "$moequant" convert -i "$dir/src" -o "$dir/$preset" --format gguf --quant-method "$preset" "${override[@]}" \
+      > "$dir/$preset.log" 2>&1 || { cat "$dir/$preset.log" >&2; exit 1; }
+    ours=$(part1 "$dir/$preset") ref=$dir/llama-quantize-$preset.gguf
+    timeout 600 "$bin/llama-quantize" "$bf16" "$ref" "$preset" 2 > "$dir/llama-quantize-$preset.log" 2>&1 ||
+      { tail -5 "$dir/llama-quantize-$preset.log" >&2; exit 1; }
+    crc=0; "$python" "$here/compare_tensors.py" "$dir/$preset" "$ref" > "$dir/compare-$preset.txt" 2>&1 || crc=$?
+    [ $crc -le 1 ] || { cat "$dir/compare-$preset.txt" >&2; exit 1; }
+    same=$(sed -n 's/^identical: \([0-9]*\) of \([0-9]*\) tensors$/\1 \/ \2/p' "$dir/compare-$preset.txt")
+    grep -v -E '^(A|B) = |^identical: ' "$dir/compare-$preset.txt" > "$dir/differ-$preset.txt" || true
+    note=${override[*]:+moequant ${override[*]} (older rule)}
+    if [ $crc = 1 ]; then
+      if expected "$dir/differ-$preset.txt"; then note="expected: older Q2_K/Q3_K fallback (IQ4_NL, not Q4_0)${note:+; $note}"
+      else
+        kinds=$(awk '/: only in /{m++} /: bytes differ /{b++} / vs /{t++}
+                     END {printf "%s%s%s", t ? t " in type or dims, " : "", b ? b " in bytes only, " : "", m ? m " missing, " : ""}' \
+                  "$dir/differ-$preset.txt")
+        note="UNEXPECTED: ${kinds%, } (first: $(head -1 "$dir/differ-$preset.txt"))${note:+; $note}"; status=1
+      fi
+    fi
+    gen=$(generates "$ours" "$dir/$preset.gen.log")
+    [ "$gen" = ok ] || { note="UNEXPECTED: llama.cpp does not load it${note:+; $note}"; status=1; }
+    p_ours=$(ppl "$ours" "$dir/$preset.ppl.log") p_ref=$(ppl "$ref" "$dir/llama-quantize-$preset.ppl.log")
+    if [ "$p_ours" = FAIL ] || [ "$p_ref" = FAIL ]; then note="UNEXPECTED: perplexity failed${note:+; $note}"; status=1; fi
+    row "$family" "$dtype" "$preset" "$same" "$gen" "$p_ours" "$p_ref" "$note"
+  done
+done
+
+# ---- the table
+{
+  echo "llama.cpp $described ($sha), built in $build; generator $generator; older quantize rules: $old_rules"
+  echo "$("$moequant" --version 2>/dev/null | head -1) ($moequant)"
+  echo
+  echo "| family | source dtype | preset | tensors identical / total | llama-cli ok | perplexity (moequant) | perplexity (llama-quantize's) | note |"
+  echo "|---|---|---|---|---|---|---|---|"
+  while IFS=$'\t' read -r f d p s g a b n; do echo "| $f | $d | $p | $s | $g | $a | $b | $n |"; done < "$results"
+} | tee "$work/table.md"
+echo "logs and models: $work/models; table: $work/table.md"
+exit $status
