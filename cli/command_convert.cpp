@@ -68,7 +68,9 @@ constexpr CommandHelp convert_help{
     "--save-backward-weights adds kt-kernel's SFT backward weights (each part transposed, packed\n"
     "alike) to either layout, byte for byte as its converter writes them.\n"
     "--quant-method awq re-lays an AutoAWQ INT4 checkpoint's codes, zero points and scales into kt's\n"
-    "column-major tensors (blk.L.ffn_PROJ_exps.E.{weight,qzeros,scale}) as its converter does, requantizing nothing."};
+    "column-major tensors (blk.L.ffn_PROJ_exps.E.{weight,qzeros,scale}) as its converter does, requantizing nothing.\n"
+    "--format gguf writes llama.cpp's GGUF with llama-quantize's preset (--quant-method Q4_K_M, ...); its experts weighed by\n"
+    "an importance matrix from llama-imatrix (--imatrix FILE) or measured on the way (--calibrate, routed tokens per expert)."};
 
 void add_convert_options(po::options_description& options, ConvertRequest& r) {
     options.add_options()
@@ -87,7 +89,8 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
         ("threadpool-count", po::value(&r.parts)->default_value(2), "threadpool parts T (kt-kernel's NUMA sub-pools)")
         ("calibrate", po::bool_switch(&r.calibrate),
          "choose the codes by GPTQ error feedback on calibration data (--dataset or --calibration-activations): "
-         "amx-int4-gptq / amx-int8-gptq / moe-int8-gptq, the same layout and method in the files")
+         "amx-int4-gptq / amx-int8-gptq / moe-int8-gptq, the same layout and method in the files; with --format gguf: "
+         "weigh each expert's columns by their mean square over the tokens routed to it (llama-imatrix's importance)")
         ("dampening_frac", po::value(&r.dampening)->default_value(0.1), "with --calibrate: GPTQ dampening, relative to mean(diag H)");
     add_calibration_options(options, r.data);
     options.add_options()
@@ -147,7 +150,10 @@ void check_awq_request(ConvertRequest& r) {
 void check_gguf_request(ConvertRequest& r) {
     if (r.quant_method.empty())
         throw_usage_error("--format gguf needs --quant-method PRESET", {.hint = "e.g. --quant-method Q4_K_M (or Q8_0, IQ4_XS, BF16, ...)"});
-    if (r.calibrate) throw_usage_error("--format gguf has no --calibrate yet");
+    if (r.calibrate && !r.imatrix.empty())
+        throw_usage_error("--imatrix gives the importance matrix, and --calibrate would measure another one", {.hint = "give one of them"});
+    // An importance matrix is measured per expert on the tokens routed to it, as llama-imatrix does.
+    if (r.calibrate) r.data.routed_only = true;
     if (r.quantizer_id.empty()) r.quantizer_id = "gguf";
     r.parts = 1;
 }
@@ -220,8 +226,10 @@ ConvertPlugins chosen_plugins(const Registry& registry, const ConvertRequest& r)
         throw_usage_error("format '" + r.format_id + "' writes no quantized experts; --save-backward-weights has nothing to transpose",
                           {.hint = "use --format kt-safetensors or kt-tree"});
     // Whether a quantizer calibrates is its own to say: --calibrate and it must agree.
+    // GPTQ's calibration facet needs the data; an importance facet takes it (the data then measures
+    // llama.cpp's imatrix).
     const bool calibrating = chosen.quantizer && chosen.quantizer->calibration();
-    if (r.calibrate && !calibrating)
+    if (r.calibrate && !calibrating && !(chosen.quantizer && chosen.quantizer->importance()))
         throw_usage_error(chosen.quantizer ? "quantizer '" + r.quantizer_id + "' does not calibrate; --calibrate needs one that does"
                                            : "format '" + r.format_id + "' writes no quantized experts; --calibrate has nothing to calibrate");
     if (calibrating && !r.calibrate)
@@ -243,6 +251,7 @@ ConversionJob convert_job(const ConvertRequest& r, const ConvertPlugins& plugins
         if (!r.token_embedding_type.empty()) job.format_options.set("token-embedding-type", r.token_embedding_type);
         if (r.pure) job.format_options.set("pure", "true");
         if (r.leave_output_tensor) job.format_options.set("leave-output-tensor", "true");
+        if (r.calibrate) job.format_options.set("measured_importance", "true");  // the type rules see an imatrix
         if (!r.imatrix.empty()) {
             job.format_options.set("imatrix", r.imatrix);
             job.input_files.emplace_back(r.imatrix);  // the output folder may not hold it

@@ -101,7 +101,9 @@ GgufPlan plan_gguf(const OutputContext& context) {
     out.preset = request.preset;
     const std::string imatrix_path = context.options.get_string("imatrix", "");
     if (!imatrix_path.empty()) out.imatrix = std::make_shared<const ImatrixFile>(ImatrixFile::open(imatrix_path));
-    request.has_importance = out.imatrix != nullptr;
+    // Or measured on calibration data (the experts', by the host): the rules see an imatrix either way.
+    const bool measured = context.options.get_bool("measured_importance", false);
+    request.has_importance = out.imatrix != nullptr || measured;
 
     // Every tensor, with the type the rules give it.
     std::vector<GgufTensorType> typed;
@@ -158,6 +160,11 @@ GgufPlan plan_gguf(const OutputContext& context) {
         metadata.push_back(std::move(kv));
     if (out.imatrix)
         for (auto& kv : imatrix_metadata(*out.imatrix, imatrix_path)) metadata.push_back(std::move(kv));
+    if (measured) {  // what the importance was measured on, and the stacked expert tensors it weighed
+        if (!context.calibration.empty())
+            metadata.push_back({"quantize.imatrix.dataset", GgufValue::string(context.calibration.substr(0, 127))});
+        metadata.push_back({"quantize.imatrix.entries_count", GgufValue::i32(static_cast<std::int32_t>(3 * plan.moe_layers.size()))});
+    }
     for (std::size_t i = 0; i < count; ++i) {
         GgufSplit& split = out.splits[i];
         split.name = gguf_split_name(i, count);

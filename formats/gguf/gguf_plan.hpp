@@ -46,7 +46,7 @@ struct GgufPlan {
 };
 
 // Reads the format options (preset, tensor_types, output_tensor_type, token_embedding_type, pure,
-// leave_output, imatrix) and plans every file. Error(usage) for bad options, Error(input) naming the
+// leave_output, imatrix, measured_importance) and plans every file. Error(usage) for bad options, Error(input) naming the
 // tensor for what GGUF cannot hold.
 GgufPlan plan_gguf(const OutputContext& context);
 

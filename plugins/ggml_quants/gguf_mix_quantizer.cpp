@@ -91,6 +91,11 @@ QuantizedTensor GgufMixQuantizer::quantize(const TensorView& weight) const {
     return {};
 }
 
+QuantizedTensor GgufMixQuantizer::quantize_weighted(const TensorView& weight, std::span<const float>) const {
+    output_layout(weight.shape);
+    return {};
+}
+
 Tensor GgufMixQuantizer::dequantize(const QuantizedTensor&, const Shape& shape) const {
     output_layout(shape);
     return {};

@@ -14,7 +14,7 @@
 
 namespace moequant::ggml_quants {
 
-class GgufMixQuantizer final : public Quantizer {
+class GgufMixQuantizer final : public Quantizer, public QuantizerImportance {
 public:
     GgufMixQuantizer();
 
@@ -27,6 +27,10 @@ public:
     // The variants pack; the mixture itself refuses (Error(usage) unconfigured, Error(internal) configured).
     std::vector<TensorSpec> output_layout(const Shape& matrix) const override;
     QuantizedTensor quantize(const TensorView& weight) const override;
+    // Every variant weighs columns by importance (an imatrix, or one measured on calibration
+    // data); the mixture itself refuses as quantize() does.
+    QuantizedTensor quantize_weighted(const TensorView& weight, std::span<const float> column_weights) const override;
+    const QuantizerImportance* importance() const override { return this; }
     Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override;
 
 private:

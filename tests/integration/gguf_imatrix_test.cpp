@@ -13,6 +13,11 @@
 
 #include <moequant/checkpoint.hpp>
 #include <moequant/dtype_convert.hpp>
+#include <moequant/engine/plugin_registry.hpp>
+#include <moequant/engine/run_manifest.hpp>
+#include <moequant/layer_ops.hpp>
+#include <moequant/router.hpp>
+#include <moequant/safetensors_reader.hpp>
 
 #include <boost/test/unit_test.hpp>
 
@@ -173,6 +178,75 @@ BOOST_AUTO_TEST_CASE(a_wrong_importance_matrix_is_refused_before_any_file) {
     auto other_format = run_moequant({"convert", "-i", src.string(), "-o", (dir / "kt").string(), "--imatrix", (dir / "wrong.gguf").string()});
     BOOST_TEST(other_format.exit_code == 2, other_format.err);
     BOOST_TEST(contains(other_format.err, "llama-quantize's options of --format gguf"), other_format.err);
+}
+
+// convert --calibrate --format gguf measures the experts' importance as llama-imatrix does: for
+// gate and up, the mean square of each input column over the tokens the router sends the
+// expert (checked here on recorded inputs, routed by the plan's router independently).
+BOOST_AUTO_TEST_CASE(calibration_measures_the_experts_importance_as_llama_imatrix_does) {
+    TempDir dir;
+    const fs::path src = dir / "src", acts = dir / "acts.safetensors", out = dir / "out";
+    synth_checkpoint(src, {"qwen3_moe", "bf16"});
+    auto rec = run_moequant({"record", "--model_id", src.string(), "--dataset", "embedded", "--output", acts.string(),
+                             "--num_calibration_samples", "6", "--max_sequence_length", "256"});
+    BOOST_REQUIRE_MESSAGE(rec.exit_code == 0, rec.err);
+    auto r = run_moequant(gguf_args(src, out, {"--quiet", "--calibrate", "--calibration-activations", acts.string()}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const GgufFile first = read_gguf_file_header((out / first_part).string());
+    BOOST_TEST(first.find("quantize.imatrix.entries_count")->as_signed().value() == 6);  // 2 layers x 3 stacked tensors
+    BOOST_TEST(contains(first.find("quantize.imatrix.dataset")->as_string().value(), "experts see their routed tokens"));
+
+    // The plan's router over the recorded inputs of layer 0.
+    Registry registry;
+    registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / "moequant-adapter-qwen3_moe.so", PluginOrigin::explicit_file);
+    registry.load_file(fs::path(MOEQUANT_PLUGIN_BUILD_DIR) / "moequant-encoding-float.so", PluginOrigin::explicit_file);
+    Checkpoint source = Checkpoint::open(src);
+    attach_encodings(source, registry);
+    const ModelConfig config = source.config();
+    const ModelPlan plan = registry.adapter("qwen3_moe")->plan(config, source);
+    const SafetensorsFile recorded = SafetensorsFile::open(acts);
+    const TensorView x = recorded.view("layers.0.moe_input");
+    const std::int64_t tokens = x.shape[0], hidden = x.shape[1], experts = plan.num_experts;
+    std::vector<float> inputs(static_cast<std::size_t>(tokens * hidden));
+    if (x.dtype == DType::F32) std::memcpy(inputs.data(), x.data(), inputs.size() * 4);
+    else convert_bf16_to_f32(x.data(), inputs.data(), inputs.size());
+    const std::vector<float> router = load_f32(source, plan.moe_layers.front().router_weight);
+    const std::vector<float> logits = linear(inputs, tokens, router, experts, hidden);
+    const Routing routing = route_tokens(plan.router, logits.data(), tokens, experts, nullptr);
+    std::vector<std::vector<std::int64_t>> routed(static_cast<std::size_t>(experts));
+    for (std::int64_t t = 0; t < tokens; ++t)
+        for (std::int64_t k = 0; k < routing.top_k; ++k) routed[static_cast<std::size_t>(routing.experts[t * routing.top_k + k])].push_back(t);
+    // The same routing as the conversion's (its coverage record) ...
+    const auto manifest = RunManifest::load(out);
+    BOOST_REQUIRE(manifest && manifest->completed_layers.front().coverage);
+    const LayerCoverage& coverage = *manifest->completed_layers.front().coverage;
+    for (std::int64_t e = 0; e < experts; ++e)
+        BOOST_TEST(coverage.tokens_per_expert[static_cast<std::size_t>(e)] == static_cast<std::int64_t>(routed[static_cast<std::size_t>(e)].size()));
+    // ... and each expert's gate rows weighed by the mean squares of its tokens' inputs.
+    const GgufFile layer0 = read_gguf_file_header((out / layer0_part).string());
+    const GgufTensorInfo& gate = *layer0.tensor("blk.0.ffn_gate_exps.weight");
+    const std::uint64_t expert_bytes = gate.bytes / static_cast<std::uint64_t>(gate.ne[2]);
+    for (std::int64_t e : {0, 3, 7}) {
+        const auto& rows = routed[static_cast<std::size_t>(e)];
+        BOOST_REQUIRE(!rows.empty());
+        std::vector<double> sums(static_cast<std::size_t>(hidden), 0.0);
+        for (std::int64_t t : rows)
+            for (std::int64_t c = 0; c < hidden; ++c) {
+                const double v = inputs[static_cast<std::size_t>(t * hidden + c)];
+                sums[static_cast<std::size_t>(c)] += v * v;
+            }
+        std::vector<float> weights;
+        for (double s : sums) weights.push_back(static_cast<float>(s / static_cast<double>(rows.size())));
+        const auto expected = ggml_rows_of(source, "model.layers.0.mlp.experts." + std::to_string(e) + ".gate_proj.weight",
+                                           std::string(ggml_type_name_of(gate.type)).c_str(), weights);
+        BOOST_TEST((gguf_bytes(out / layer0_part, gate.name, static_cast<std::uint64_t>(e) * expert_bytes, expected.size()) == expected),
+                   "expert " << e);
+    }
+    // Calibration measures one importance matrix; a file gives another: not both.
+    write_imatrix_gguf(dir / "i.gguf", statistics_for(out));
+    auto both = run_moequant(gguf_args(src, dir / "both", {"--calibrate", "--dataset", "embedded", "--imatrix", (dir / "i.gguf").string()}));
+    BOOST_TEST(both.exit_code == 2, both.err);
+    BOOST_TEST(contains(both.err, "give one of them"), both.err);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

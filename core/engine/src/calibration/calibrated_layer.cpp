@@ -41,13 +41,12 @@ RowMajor to_f32(const Tensor& bf16_matrix) {
 // two products of BF16-exact inputs and BF16 weights run as BF16 products (exact operands, FP32
 // accumulation: the FP32 path's values up to summation order, before the BF16 roundings);
 // otherwise in FP32.
-Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
-                         const Tensor& gate, const Tensor& up, const GatedActivation& activation) {
-    const ProfileSpan span("hessian (down_proj)");
+void for_each_down_input_chunk(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
+                               const Tensor& gate, const Tensor& up, const GatedActivation& activation,
+                               const std::function<void(const InputRows&)>& body) {
     const bool bf16_weights = compute_dtype() == ComputeDtype::bf16 && gate.dtype() == DType::BF16 && up.dtype() == DType::BF16;
     std::optional<RowMajor> wg, wu;  // FP32 copies, made when a chunk needs them
     const std::int64_t inter = gate.shape()[0], hidden = gate.shape()[1];
-    HessianAccumulator h(inter);
     std::vector<std::uint16_t> x_bf16;
     for_each_input_chunk(calibration, layer, tokens, chunk_tokens, [&](const InputRows& rows) {
         RowMajor g(rows.rows(), inter), u(rows.rows(), inter);
@@ -62,8 +61,15 @@ Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t
             u.noalias() = rows * wu->transpose();
         }
         apply_gated_activation_bf16(activation, g.data(), u.data(), g.size());
-        h.add(g.data(), g.rows());
+        body(g);
     });
+}
+
+Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
+                         const Tensor& gate, const Tensor& up, const GatedActivation& activation) {
+    const ProfileSpan span("hessian (down_proj)");
+    HessianAccumulator h(gate.shape()[0]);
+    for_each_down_input_chunk(calibration, layer, tokens, gate, up, activation, [&](const InputRows& rows) { h.add(rows.data(), rows.rows()); });
     return h.finish(calibration.samples());
 }
 

@@ -26,7 +26,8 @@ namespace moequant {
 
 struct CalibratedLayerJob {
     // The quantizer: each matrix goes through the calibration facet of quantizer_for(its role)
-    // (MOE_INT8 packs gate/up and down blocks differently).
+    // (MOE_INT8 packs gate/up and down blocks differently), or its importance facet
+    // (importance_layer.hpp).
     const Quantizer* quantizer = nullptr;
     const CalibrationActivations* calibration = nullptr;
     const ModelPlan* plan = nullptr;
@@ -45,6 +46,12 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
 
 // The Hessian of the inputs an expert's gate and up projections see.
 Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens);
+
+// Calls `body` with consecutive chunks of one expert's down_proj inputs act(gate x, up x) over
+// its tokens x, as the model computes them (BF16 steps).
+void for_each_down_input_chunk(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,
+                               const Tensor& gate, const Tensor& up, const GatedActivation& activation,
+                               const std::function<void(const InputRows&)>& body);
 
 // The Hessian of one expert's down_proj inputs act(gate x, up x) over its tokens x.
 Tensor down_proj_hessian(const CalibrationActivations& calibration, std::int64_t layer, const ExpertTokens& tokens,

@@ -1,7 +1,9 @@
 #include "conversion/conversion_modes.hpp"
 
 #include "calibration/calibrated_layer.hpp"
+#include "calibration/importance_layer.hpp"
 #include "cluster/wire.hpp"
+#include "conversion/job_validation.hpp"
 
 #include <moequant/engine/expert_parts.hpp>
 #include <moequant/engine/profiler.hpp>
@@ -269,9 +271,10 @@ private:
     }
 };
 
-// The modes whose quantizer uses calibration (GPTQ): a layer is quantized through the
-// calibration facet of each matrix's quantizer_for() on the inputs it saw
-// (calibrated_layer.hpp), each threadpool part on its own.
+// The modes whose quantizer learns from calibration: a layer is quantized through the
+// calibration facet of each matrix's quantizer_for() on the inputs it saw (GPTQ,
+// calibrated_layer.hpp), or through its importance facet with the importance measured on them
+// (llama.cpp's imatrix, importance_layer.hpp), each threadpool part on its own.
 class CalibratedMode : public QuantizingMode {
 public:
     CalibratedMode(const ConversionJob& job, const Quantizer& quantizer, ProgressSink& progress)
@@ -294,7 +297,8 @@ protected:
                 throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
             }
         };
-        coverage_ = quantize_calibrated_layer(calibrated, layer, sink);
+        coverage_ = quantizer_.calibration() ? quantize_calibrated_layer(calibrated, layer, sink)
+                                             : quantize_importance_layer(calibrated, layer, sink);
     }
 
     std::optional<LayerCoverage> take_coverage() override { return std::exchange(coverage_, std::nullopt); }
@@ -366,6 +370,9 @@ private:
             const QuantizedTensor& first = recording.part(expert, p, 0);
             if (first.unquantized) return Tensor::copy_of(first.part("weight")->view());  // kept layers have one part
             const ExpertWeightSource& s = layer.experts[static_cast<std::size_t>(expert)].weights[static_cast<int>(p)];
+            // An importance matrix is measured on the model as it is (llama-imatrix runs the
+            // unquantized model): the next layers see the source experts.
+            if (!quantizer_.calibration()) return load_checked(job_, s);
             const int parts = job_.parts;
             const Shape shape = p == Projection::down ? Shape{s.rows, s.cols / parts} : Shape{s.rows / parts, s.cols};
             std::vector<Tensor> pieces;
@@ -385,8 +392,8 @@ private:
 std::unique_ptr<ConversionMode> conversion_mode(const ConversionJob& job, const Quantizer* quantizer, const ExpertImportance* importance,
                                                 ProgressSink& progress) {
     if (!job.format->needs_quantizer()) return std::make_unique<ExportMode>(job);
-    const QuantizerCalibration* calibration = quantizer->calibration();
-    if (!calibration) return std::make_unique<PlainMode>(job, *quantizer, importance, progress);
+    const bool learns = quantizer->calibration() || ((job.sequential || job.calibration) && weighs_by_importance(*quantizer, *job.plan));
+    if (!learns) return std::make_unique<PlainMode>(job, *quantizer, importance, progress);
     if (job.sequential) return std::make_unique<SequentialCalibrationMode>(job, *quantizer, progress);
     return std::make_unique<RecordedCalibrationMode>(job, *quantizer, progress);
 }

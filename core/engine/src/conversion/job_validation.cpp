@@ -46,6 +46,17 @@ void check_calibration(const ConversionJob& job, const Quantizer& quantizer) {
     }
 }
 
+}  // namespace
+
+bool weighs_by_importance(const Quantizer& quantizer, const ModelPlan& plan) {
+    if (plan.moe_layers.empty()) return false;
+    for (Projection p : expert_projections)
+        if (!quantizer.quantizer_for({plan.moe_layers.front().layer, p}).importance()) return false;
+    return true;
+}
+
+namespace {
+
 // An importance matrix is used through the importance facet of each matrix's quantizer, on its
 // own: calibration (GPTQ's Hessians) is another way to learn from inputs.
 void check_importance(const ConversionJob& job, const Quantizer* quantizer) {
@@ -148,13 +159,23 @@ CheckedJob validate_job(const ConversionJob& job) {
     }
     checked.quantizer = checked.configured.get();
     if (checked.quantizer && checked.quantizer->carrier()) check_carried(job, *checked.quantizer);
-    if (checked.quantizer && checked.quantizer->calibration()) check_calibration(job, *checked.quantizer);
+    // A quantizer learns from calibration data through its calibration facet (GPTQ), or, given
+    // the data, through its importance facet with the importance measured on it.
+    const bool measures_importance = checked.quantizer && !checked.quantizer->calibration() && (job.calibration || job.sequential) &&
+                                     weighs_by_importance(*checked.quantizer, *job.plan);
+    if (checked.quantizer && (checked.quantizer->calibration() || measures_importance)) {
+        check_calibration(job, *checked.quantizer);
+        context.calibration = calibration_record(job);
+    }
     context.quantizer = checked.quantizer;
-    if (checked.quantizer && checked.quantizer->calibration()) context.calibration = calibration_record(job);
     check_unquantized_layers(job);
     job.format->check(context);
     if (checked.quantizer) check_expert_shapes(job, *checked.quantizer);
     checked.importance = job.format->expert_importance(context);
+    if (checked.importance && measures_importance)
+        throw Error(ErrorKind::usage, "format '" + std::string(job.format->id()) +
+                                          "' was given an importance matrix, and calibration data would measure another one",
+                    {.hint = "give one of them"});
     if (checked.importance) check_importance(job, checked.quantizer);
     return checked;
 }

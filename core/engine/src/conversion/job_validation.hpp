@@ -20,6 +20,10 @@ struct CheckedJob {
     std::shared_ptr<const ExpertImportance> importance;
 };
 
+// True when every expert matrix's quantizer weighs columns by importance (QuantizerImportance):
+// given calibration data, such a quantizer is calibrated with the importance measured on it.
+bool weighs_by_importance(const Quantizer& quantizer, const ModelPlan& plan);
+
 // Every check of the job that touches no file, in one place and in this order: completeness,
 // the input dtype, the quantizer's options, calibration, kept layers, the format's own checks,
 // then the expert shapes. Throws the first problem found.

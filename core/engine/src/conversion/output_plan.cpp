@@ -21,7 +21,7 @@ namespace {
 // The tokens each calibrated layer records per expert: every selected token (the most digits
 // a routed-only run can need, so the estimate errs on the large side).
 std::optional<std::int64_t> calibration_tokens(const ConversionJob& job, const Quantizer* quantizer) {
-    if (!quantizer || !quantizer->calibration()) return std::nullopt;
+    if (!quantizer || (!quantizer->calibration() && !weighs_by_importance(*quantizer, *job.plan))) return std::nullopt;
     if (job.sequential) return job.sequential->tokens();
     if (job.calibration) return job.calibration->tokens();
     return std::nullopt;
