@@ -6,6 +6,7 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "output_inspection.hpp"
 #include "plan_report.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -267,7 +268,7 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
     options.add_options()
         ("path", po::value(&path)->value_name("PATH"),
          "model folder (with model.safetensors.index.json or model.safetensors, else pytorch_model.bin.index.json or "
-         "pytorch_model.bin), an index file, or a .safetensors or .bin file")
+         "pytorch_model.bin), an index file, a .safetensors or .bin file, or a converted output folder (gguf, kt tree)")
         ("top", po::value(&top)->value_name("N")->default_value(10), "how many of the largest tensors to list")
         ("tensors", po::bool_switch(&all_tensors), "list every tensor")
         ("family", po::value(&family)->value_name("NAME"),
@@ -292,7 +293,22 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
     Registry registry;
     load_plugins(registry, globals);
 
-    Checkpoint checkpoint = Checkpoint::open(path);
+    std::optional<Checkpoint> opened;
+    try {
+        opened.emplace(Checkpoint::open(path));
+    } catch (const Error& e) {
+        // No checkpoint here: a converted output (a gguf or kt-tree folder) is summarised as one.
+        std::error_code ec;
+        if (e.code() != "NoCheckpoint" || !std::filesystem::is_directory(path, ec)) throw;
+        try {
+            inspect_converted_output(registry, path, as_json);
+        } catch (const Error& unknown) {
+            if (unknown.code() == "UnknownOutput") throw e;
+            throw;
+        }
+        return 0;
+    }
+    Checkpoint& checkpoint = *opened;
     attach_encodings(checkpoint, registry);
     Summary summary = summarise(checkpoint);
     order_rows(summary.rows, all_tensors ? summary.rows.size() : top);

@@ -100,9 +100,14 @@ std::unique_ptr<OutputReader> open_gguf(const fs::path& directory) {
             throw Error(ErrorKind::input, "is missing: the GGUF output has " + std::to_string(count) + " parts",
                         {.file = file.string(), .code = "IncompleteOutput"});
         const GgufFile header = read_gguf_file_header(file.string());
-        if (i == 0)
+        if (i == 0) {
             if (const GgufValue* ft = header.find("general.file_type"); ft && ft->as_unsigned())
                 recorded.set("file_type", std::to_string(*ft->as_unsigned()));
+            if (const GgufValue* arch = header.find("general.architecture"); arch && arch->as_string())
+                recorded.set("gguf.architecture", arch->as_string()->substr(0, 64));
+            if (const GgufValue* imatrix = header.find("quantize.imatrix.entries_count"); imatrix && imatrix->as_signed())
+                recorded.set("gguf.imatrix_entries", std::to_string(*imatrix->as_signed()));
+        }
         for (const auto& t : header.tensors) {
             const auto where = expert_tensor(t.name);
             if (!where) continue;

@@ -108,6 +108,17 @@ BOOST_AUTO_TEST_CASE(q4_k_m_parts_hold_llama_quantizes_types_and_verify) {
     BOOST_TEST(kt.exit_code == 0, kt.out << kt.err);
     BOOST_TEST(contains(kt.out, "kt-kernel LLAMAFILE: usable"), kt.out);
 
+    // inspect summarises the folder as the converted output it is.
+    auto inspected = run_moequant({"inspect", out.string()});
+    BOOST_TEST(inspected.exit_code == 0, inspected.err);
+    BOOST_TEST(contains(inspected.out, "converted output: gguf"), inspected.out);
+    BOOST_TEST(contains(inspected.out, "stored expert matrices: 48 (2 MoE layer(s), 8 expert(s) each)"), inspected.out);
+    BOOST_TEST(contains(inspected.out, "gguf.architecture: qwen3moe"), inspected.out);
+    BOOST_TEST(contains(inspected.out, "runtime checks: kt-llamafile"), inspected.out);
+    auto one_part = run_moequant({"inspect", (out / "model-00002-of-00003.gguf").string()});
+    BOOST_TEST(one_part.exit_code == 3);
+    BOOST_TEST(contains(one_part.err, "is a GGUF file, not safetensors"), one_part.err);
+
     // A rerun keeps the parts, byte for byte.
     const auto before = read_bytes(out / "model-00002-of-00003.gguf");
     auto again = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));

@@ -31,6 +31,8 @@ std::uint64_t checked_header_length(std::uint64_t file_size, const unsigned char
     if (file_size < 8)
         reject(file, "the file has " + std::to_string(file_size) + " bytes, fewer than the 8-byte header length",
                "HeaderTooSmall");
+    if (prefix[0] == 'G' && prefix[1] == 'G' && prefix[2] == 'U' && prefix[3] == 'F')  // a common mix-up, named as such
+        reject(file, "is a GGUF file, not safetensors", "GgufNotSafetensors");
     std::uint64_t n = read_le64(prefix);
     if (n > safetensors_max_header_size)
         reject(file, "header length " + std::to_string(n) + " exceeds the limit of " +
