@@ -1,6 +1,7 @@
 #include "importance_layer.hpp"
 
 #include <moequant/expert_matrix.hpp>
+#include <moequant/engine/expert_parts.hpp>
 #include <moequant/engine/profiler.hpp>
 #include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
@@ -17,13 +18,6 @@ namespace moequant {
 namespace {
 
 constexpr std::int64_t chunk_tokens = 1024;
-
-// The columns threadpool part `part` of `parts` sees: down_proj is split along its columns.
-std::span<const float> part_columns(const std::vector<float>& weights, Projection projection, int part, int parts) {
-    if (projection != Projection::down || parts == 1) return weights;
-    const std::size_t width = weights.size() / static_cast<std::size_t>(parts);
-    return std::span<const float>(weights).subspan(width * static_cast<std::size_t>(part), width);
-}
 
 }  // namespace
 

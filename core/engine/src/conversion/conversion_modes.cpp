@@ -203,7 +203,7 @@ private:
                 QuantizedTensor quantized = [&] {
                     const ProfileSpan span("quantize", expert.weights[static_cast<int>(projection)].tensor);
                     if (importance.weights.empty()) return quantizer.quantize(piece.view());
-                    return quantizer.importance()->quantize_weighted(piece.view(), part_columns(importance.weights, projection, part));
+                    return quantizer.importance()->quantize_weighted(piece.view(), part_columns(importance.weights, projection, part, job_.parts));
                 }();
                 if (job_.saturated_rows)
                     job_.saturated_rows->add(expert.weights[static_cast<int>(projection)].tensor, projection, part, job_.parts,
@@ -231,13 +231,6 @@ private:
                                               std::string(projection_name(projection)) + " matrix of " + std::to_string(cols) + " columns",
                         {.code = "ImportanceSizeMismatch"});
         return importance;
-    }
-
-    // The columns threadpool part `part` of a matrix has: down_proj is split along its columns.
-    std::span<const float> part_columns(const std::vector<float>& weights, Projection projection, int part) const {
-        if (projection != Projection::down || job_.parts == 1) return weights;
-        const std::size_t width = weights.size() / static_cast<std::size_t>(job_.parts);
-        return std::span<const float>(weights).subspan(width * static_cast<std::size_t>(part), width);
     }
 
     const ExpertImportance* importance_;

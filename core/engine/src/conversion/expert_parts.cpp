@@ -31,3 +31,13 @@ Tensor join_expert_parts(const std::vector<Tensor>& pieces, Projection projectio
 }
 
 }  // namespace moequant
+
+namespace moequant {
+
+std::span<const float> part_columns(std::span<const float> weights, Projection projection, int part, int parts) {
+    if (projection != Projection::down || parts == 1) return weights;
+    const std::size_t width = weights.size() / static_cast<std::size_t>(parts);
+    return weights.subspan(width * static_cast<std::size_t>(part), width);
+}
+
+}  // namespace moequant

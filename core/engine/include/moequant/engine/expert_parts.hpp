@@ -6,6 +6,7 @@
 #include <moequant/model_adapter.hpp>
 #include <moequant/tensor.hpp>
 
+#include <span>
 #include <vector>
 
 namespace moequant {
@@ -13,5 +14,9 @@ namespace moequant {
 // pieces: the parts in order, F32, each [rows / n, cols] (gate, up) or [rows, cols / n] (down).
 // Error(internal) when they do not have one shape.
 Tensor join_expert_parts(const std::vector<Tensor>& pieces, Projection projection);
+
+// The column weights (one per input column of the whole matrix) that threadpool part `part` of
+// `parts` sees: down_proj's parts split its columns, the others keep them all.
+std::span<const float> part_columns(std::span<const float> weights, Projection projection, int part, int parts);
 
 }  // namespace moequant
