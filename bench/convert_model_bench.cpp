@@ -1,12 +1,18 @@
 // Whole-model conversion: `moequant convert` of a Qwen3-MoE-style checkpoint with 4 GB of BF16
-// experts, INT4 and INT8, timed as a ratio to copying the same input bytes into a folder with
-// fsync (measured in the same run), and the peak RSS of the conversion for that model and for
+// experts, to AMX INT4 and INT8 and to GGUF Q4_K_M and Q8_0, timed as a ratio to copying the same
+// input bytes into a folder with fsync (measured in the same run), GGUF also as a ratio to the
+// same run's INT4 time, and the peak RSS of the INT4 and GGUF conversions for that model and for
 // one with twice the layers (bounded memory: the two should be within 10%).
+// The model is complete enough for GGUF: attention, norms, embeddings, output head (together
+// about 3% of the expert bytes) and a BPE tokenizer.json (synth's Qwen-style one).
 // Usage: moequant_convert_model_bench [work-dir] [path-to-moequant]
+// MOEQUANT_BENCH_EXPERTS=N sets the experts per layer (default 32: 4 GB; 4 for a quick check).
 // The work dir needs about 16 GB free; it is removed at the end.
 
 #include <moequant/safetensors_writer.hpp>
 #include <moequant/sharded_writer.hpp>
+
+#include "synth/synth_side_files.hpp"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -15,7 +21,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -24,37 +32,71 @@ using namespace moequant;
 
 namespace {
 
-constexpr std::int64_t hidden = 4096, expert_size = 1024, experts = 32;
+constexpr std::int64_t hidden = 4096, expert_size = 1024, vocab = 1024;
+constexpr std::int64_t heads = 8, kv_heads = 2, head_dim = 128;  // attention: 2.5% of a layer's bytes
+std::int64_t experts = 32;  // MOEQUANT_BENCH_EXPERTS
 
-// A checkpoint of `layers` MoE layers, one shard per layer, random BF16 (about N(0, 0.02)).
+// A checkpoint of `layers` MoE layers, one shard per layer, random BF16 (about N(0, 0.02)) and
+// norm gains of 1; the embeddings go with the first layer, the final norm and head with the last.
 std::uint64_t write_model(const fs::path& dir, int layers) {
     fs::remove_all(dir);
     fs::create_directories(dir);
     FILE* config = std::fopen((dir / "config.json").c_str(), "w");
     std::fprintf(config,
                  "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\", \"hidden_size\": %lld, "
-                 "\"moe_intermediate_size\": %lld, \"num_experts\": %lld, \"num_experts_per_tok\": 8, "
-                 "\"num_hidden_layers\": %d, \"decoder_sparse_step\": 1, \"mlp_only_layers\": [], \"vocab_size\": 1024}\n",
-                 static_cast<long long>(hidden), static_cast<long long>(expert_size), static_cast<long long>(experts), layers);
+                 "\"intermediate_size\": %lld, \"moe_intermediate_size\": %lld, \"num_experts\": %lld, "
+                 "\"num_experts_per_tok\": %lld, \"norm_topk_prob\": true, \"num_hidden_layers\": %d, "
+                 "\"decoder_sparse_step\": 1, \"mlp_only_layers\": [], \"num_attention_heads\": %lld, "
+                 "\"num_key_value_heads\": %lld, \"head_dim\": %lld, \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, "
+                 "\"max_position_embeddings\": 40960, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\", "
+                 "\"vocab_size\": %lld}\n",
+                 static_cast<long long>(hidden), static_cast<long long>(expert_size * 2), static_cast<long long>(expert_size),
+                 static_cast<long long>(experts), static_cast<long long>(std::min<std::int64_t>(8, experts)), layers,
+                 static_cast<long long>(heads), static_cast<long long>(kv_heads), static_cast<long long>(head_dim),
+                 static_cast<long long>(vocab));
     std::fclose(config);
+    const adapters::SynthTokenizer tokenizer = adapters::qwen_style_tokenizer(vocab);
+    for (const auto& [name, text] : {std::pair<const char*, const std::string&>{"tokenizer.json", tokenizer.tokenizer_json},
+                                     {"tokenizer_config.json", tokenizer.tokenizer_config_json},
+                                     {"special_tokens_map.json", tokenizer.special_tokens_map_json}})
+        std::ofstream(dir / name, std::ios::binary) << text;
+
     ShardedSafetensorsWriter sharded(dir);
-    std::vector<std::uint16_t> matrix(static_cast<std::size_t>(hidden * expert_size));
+    std::vector<std::uint16_t> matrix(static_cast<std::size_t>(hidden * std::max(expert_size, vocab)));
     std::uint64_t state = 12345, bytes = 0;
     for (int l = 0; l < layers; ++l) {
-        const std::string p = "model.layers." + std::to_string(l) + ".mlp.";
-        std::vector<TensorSpec> specs = {{p + "gate.weight", DType::BF16, {experts, hidden}}};
+        const std::string layer = "model.layers." + std::to_string(l) + ".";
+        const std::string p = layer + "mlp.";
+        std::vector<TensorSpec> specs;
+        if (l == 0) specs.push_back({"model.embed_tokens.weight", DType::BF16, {vocab, hidden}});
+        specs.push_back({layer + "input_layernorm.weight", DType::BF16, {hidden}});
+        specs.push_back({layer + "post_attention_layernorm.weight", DType::BF16, {hidden}});
+        specs.push_back({layer + "self_attn.q_proj.weight", DType::BF16, {heads * head_dim, hidden}});
+        specs.push_back({layer + "self_attn.k_proj.weight", DType::BF16, {kv_heads * head_dim, hidden}});
+        specs.push_back({layer + "self_attn.v_proj.weight", DType::BF16, {kv_heads * head_dim, hidden}});
+        specs.push_back({layer + "self_attn.o_proj.weight", DType::BF16, {hidden, heads * head_dim}});
+        specs.push_back({layer + "self_attn.q_norm.weight", DType::BF16, {head_dim}});
+        specs.push_back({layer + "self_attn.k_norm.weight", DType::BF16, {head_dim}});
+        specs.push_back({p + "gate.weight", DType::BF16, {experts, hidden}});
         for (std::int64_t e = 0; e < experts; ++e) {
             const std::string x = p + "experts." + std::to_string(e) + ".";
             specs.push_back({x + "gate_proj.weight", DType::BF16, {expert_size, hidden}});
             specs.push_back({x + "up_proj.weight", DType::BF16, {expert_size, hidden}});
             specs.push_back({x + "down_proj.weight", DType::BF16, {hidden, expert_size}});
         }
+        if (l == layers - 1) {
+            specs.push_back({"model.norm.weight", DType::BF16, {hidden}});
+            specs.push_back({"lm_head.weight", DType::BF16, {vocab, hidden}});
+        }
         SafetensorsWriter w = sharded.open_shard(shard_file_name(l + 1, layers), specs);
         for (const auto& s : specs) {
-            const std::size_t n = static_cast<std::size_t>(s.shape[0] * s.shape[1]);
+            std::size_t n = 1;
+            for (const auto d : s.shape) n *= static_cast<std::size_t>(d);
+            const bool norm = s.shape.size() == 1;
             for (std::size_t i = 0; i < n; ++i) {
                 state = state * 6364136223846793005ull + 1442695040888963407ull;
-                matrix[i] = static_cast<std::uint16_t>(0x3C00 + ((state >> 33) & 0x3FF) + (((state >> 60) & 1) << 15));
+                matrix[i] = norm ? std::uint16_t{0x3F80}
+                                 : static_cast<std::uint16_t>(0x3C00 + ((state >> 33) & 0x3FF) + (((state >> 60) & 1) << 15));
             }
             w.write(s.name, std::as_bytes(std::span<const std::uint16_t>(matrix.data(), n)));
             if (s.name.find(".experts.") != std::string::npos) bytes += n * 2;
@@ -93,14 +135,20 @@ struct Run {
     long peak_rss_kib = 0;
 };
 
-Run run_convert(const std::string& exe, const fs::path& in, const fs::path& out, const char* method) {
+// `method` is an AMX one (int4, int8) or, with gguf, a llama-quantize preset (Q4_K_M, Q8_0).
+Run run_convert(const std::string& exe, const fs::path& in, const fs::path& out, const char* method, bool gguf = false) {
     fs::remove_all(out);
     ::sync();
+    std::fflush(stdout);  // what was printed comes before the child's summary line
     const double start = now();
     pid_t pid = ::fork();
     if (pid == 0) {
-        ::execl(exe.c_str(), exe.c_str(), "convert", "-i", in.c_str(), "-o", out.c_str(), "--quant-method", method, "--quiet",
-                static_cast<char*>(nullptr));
+        if (gguf)
+            ::execl(exe.c_str(), exe.c_str(), "convert", "-i", in.c_str(), "-o", out.c_str(), "--format", "gguf",
+                    "--quant-method", method, "--quiet", static_cast<char*>(nullptr));
+        else
+            ::execl(exe.c_str(), exe.c_str(), "convert", "-i", in.c_str(), "-o", out.c_str(), "--quant-method", method,
+                    "--quiet", static_cast<char*>(nullptr));
         std::perror("exec");
         ::_exit(127);
     }
@@ -120,25 +168,42 @@ Run run_convert(const std::string& exe, const fs::path& in, const fs::path& out,
 int main(int argc, char** argv) {
     const fs::path work = argc > 1 ? fs::path(argv[1]) : fs::temp_directory_path() / "moequant-convert-bench";
     const std::string exe = argc > 2 ? argv[2] : (fs::canonical("/proc/self/exe").parent_path() / "moequant").string();
+    if (const char* n = std::getenv("MOEQUANT_BENCH_EXPERTS"); n && std::atoll(n) > 0) experts = std::atoll(n);
     fs::create_directories(work);
     const std::uint64_t bytes = write_model(work / "model", 5);
-    std::printf("model: 5 MoE layers x %lld experts, %.2f GB of BF16 experts\n", static_cast<long long>(experts), bytes / 1e9);
+    std::printf("model: 5 MoE layers x %lld experts, %.2f GB of BF16 experts (+ attention, embeddings, head)\n",
+                static_cast<long long>(experts), bytes / 1e9);
 
     const double copy = copy_with_fsync(work / "model", work / "copy");
     fs::remove_all(work / "copy");
     std::printf("reference: copy the input with fsync   %6.2f s (%.2f GB/s)\n", copy, bytes / copy / 1e9);
-    long rss5 = 0;
-    for (const char* method : {"int4", "int8"}) {
-        Run r = run_convert(exe, work / "model", work / "out", method);
+    struct Case {
+        const char* method;
+        bool gguf;
+    };
+    const Case cases[] = {{"int4", false}, {"int8", false}, {"Q4_K_M", true}, {"Q8_0", true}};
+    Run int4, q4km, q80;
+    for (const Case& c : cases) {
+        Run r = run_convert(exe, work / "model", work / "out", c.method, c.gguf);
         fs::remove_all(work / "out");
-        std::printf("convert --quant-method %s          %6.2f s = %.2f x the copy, %.2f GB/s of input, peak RSS %.0f MiB\n",
-                    method, r.seconds, r.seconds / copy, bytes / r.seconds / 1e9, r.peak_rss_kib / 1024.0);
-        if (std::string(method) == "int4") rss5 = r.peak_rss_kib;
+        std::printf("convert %-6s %-6s  %7.2f s = %5.2f x the copy, %.2f GB/s of input, peak RSS %.0f MiB", c.gguf ? "gguf" : "amx",
+                    c.method, r.seconds, r.seconds / copy, bytes / r.seconds / 1e9, r.peak_rss_kib / 1024.0);
+        if (c.gguf) std::printf(", %.2f x the int4 time", r.seconds / int4.seconds);  // int4 runs first
+        std::printf("\n");
+        const std::string m = c.method;
+        if (m == "int4") int4 = r;
+        if (m == "Q4_K_M") q4km = r;
+        if (m == "Q8_0") q80 = r;
     }
     write_model(work / "model", 10);
-    Run r10 = run_convert(exe, work / "model", work / "out", "int4");
-    std::printf("twice the layers (10), int4: peak RSS %.0f MiB = %.2f x the 5-layer run\n", r10.peak_rss_kib / 1024.0,
-                static_cast<double>(r10.peak_rss_kib) / static_cast<double>(rss5));
+    std::printf("twice the layers (10):\n");
+    for (const auto& [c, r5] : {std::pair<Case, Run>{{"int4", false}, int4}, {{"Q4_K_M", true}, q4km}, {{"Q8_0", true}, q80}}) {
+        Run r10 = run_convert(exe, work / "model", work / "out", c.method, c.gguf);
+        fs::remove_all(work / "out");
+        std::printf("  %-4s %-6s peak RSS %.0f MiB = %.2f x the 5-layer run (%.2f s = %.2f x)\n", c.gguf ? "gguf" : "amx", c.method,
+                    r10.peak_rss_kib / 1024.0, static_cast<double>(r10.peak_rss_kib) / static_cast<double>(r5.peak_rss_kib),
+                    r10.seconds, r10.seconds / r5.seconds);
+    }
     fs::remove_all(work);
     return 0;
 }

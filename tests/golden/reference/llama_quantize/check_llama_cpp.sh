@@ -5,7 +5,9 @@
 #   - runs llama-quantize on the BF16 part 1 (it reads the split) and compares its file with
 #     moequant's preset output tensor by tensor (compare_tensors.py: type, dims, bytes);
 #   - loads moequant's parts in llama-cli and generates a few tokens;
-#   - runs llama-perplexity on a short text with moequant's file and with llama-quantize's.
+#   - runs llama-perplexity on a short text with moequant's file and with llama-quantize's;
+#   - again with an importance matrix: llama-imatrix on the BF16 GGUF over moequant's embedded
+#     text, then llama-quantize --imatrix and moequant convert --imatrix, compared the same way.
 # Prints a table and the llama.cpp commit; exits 1 on an unexpected difference or failure.
 set -euo pipefail
 
@@ -107,8 +109,9 @@ generator="llama-cli"
 if cmake --build "$build" --target help 2>/dev/null | grep -E '(^|[ .])llama-completion(:|$)' > /dev/null; then
   generator="llama-completion"
 fi
-log "building $generator llama-quantize llama-perplexity (-j$jobs; log: $work/logs/build.log)"
-cmake --build "$build" -j"$jobs" --target "$generator" llama-quantize llama-perplexity > "$work/logs/build.log" 2>&1 ||
+log "building $generator llama-quantize llama-perplexity llama-imatrix (-j$jobs; log: $work/logs/build.log)"
+cmake --build "$build" -j"$jobs" --target "$generator" llama-quantize llama-perplexity llama-imatrix \
+  > "$work/logs/build.log" 2>&1 ||
   { tail -20 "$work/logs/build.log" >&2; exit 1; }
 bin=$build/bin
 export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -146,6 +149,11 @@ had come from the city with a box of books and a telescope that he set up on cle
 the school, so that anyone who wanted could look at the moons of the largest planet.
 EOF
 
+# ---- the importance matrix's text: moequant's embedded calibration text (about 7 KB, the text the
+# synth tokenizers are trained on; at -c 128 about 15 chunks), not the perplexity text above
+imatrix_text=$here/../../../../core/sdk/src/model/embedded_text.txt
+[ -f "$imatrix_text" ] || { echo "no $imatrix_text" >&2; exit 2; }
+
 # ---- per family
 results=$work/results.tsv
 : > "$results"
@@ -167,6 +175,52 @@ expected() {
   ! grep -v -E '^[^ ]+: Q4_0 (\([0-9, ]*\)) vs IQ4_NL \1$' "$1" | grep -q .
 }
 
+# quantize PRESET IMATRIX: moequant's and llama-quantize's PRESET (with the importance matrix
+# IMATRIX unless it is empty) compared tensor by tensor, loaded, perplexity; one table row.
+quantize() {
+  local preset=$1 imatrix=$2 name=$1 crc same note gen p_ours p_ref kinds base ours ref changed
+  local override=() with=()
+  if [ -n "$imatrix" ]; then name="$preset imatrix" with=(--imatrix "$imatrix"); fi
+  local tag=${name// /-}
+  log "$family ($dtype): $name"
+  # The older llama-quantize gives attn_kv_b the preset's base type (Q4_K_M: q4_K), as any
+  # tensor no rule names; the newer one treats it as attn_v.
+  if [ "$old_rules" = yes ] && [ "$arch" = deepseek2 ]; then
+    base=${preset%_[SML]} && base=${base,,} && base=${base/_k/_K}
+    case $preset in BF16|F16|F32|MXFP4_MOE) ;; *) override=(--tensor-type "attn_kv_b=$base") ;; esac
+  fi
+  "$moequant" convert -i "$dir/src" -o "$dir/$tag" --format gguf --quant-method "$preset" "${override[@]}" "${with[@]}" \
+    > "$dir/$tag.log" 2>&1 || { cat "$dir/$tag.log" >&2; exit 1; }
+  ours=$(part1 "$dir/$tag") ref=$dir/llama-quantize-$tag.gguf
+  timeout 600 "$bin/llama-quantize" "${with[@]}" "$bf16" "$ref" "$preset" 2 > "$dir/llama-quantize-$tag.log" 2>&1 ||
+    { tail -5 "$dir/llama-quantize-$tag.log" >&2; exit 1; }
+  crc=0; "$python" "$here/compare_tensors.py" "$dir/$tag" "$ref" > "$dir/compare-$tag.txt" 2>&1 || crc=$?
+  [ $crc -le 1 ] || { cat "$dir/compare-$tag.txt" >&2; exit 1; }
+  same=$(sed -n 's/^identical: \([0-9]*\) of \([0-9]*\) tensors$/\1 \/ \2/p' "$dir/compare-$tag.txt")
+  grep -v -E '^(A|B) = |^identical: ' "$dir/compare-$tag.txt" > "$dir/differ-$tag.txt" || true
+  note=${override[*]:+moequant ${override[*]} (older rule)}
+  if [ -n "$imatrix" ]; then  # what the matrix changed: moequant's output against its plain one
+    "$python" "$here/compare_tensors.py" "$dir/$tag" "$dir/$preset" > "$dir/compare-$tag-plain.txt" 2>&1 || true
+    changed=$(sed -n 's/^identical: \([0-9]*\) of \([0-9]*\) tensors$/\2 - \1/p' "$dir/compare-$tag-plain.txt")
+    note="the imatrix changes $((${changed:-0})) of ${same#*/ } tensors${note:+; $note}"
+  fi
+  if [ $crc = 1 ]; then
+    if expected "$dir/differ-$tag.txt"; then note="expected: older Q2_K/Q3_K fallback (IQ4_NL, not Q4_0)${note:+; $note}"
+    else
+      kinds=$(awk '/: only in /{m++} /: bytes differ /{b++} / vs /{t++}
+                   END {printf "%s%s%s", t ? t " in type or dims, " : "", b ? b " in bytes only, " : "", m ? m " missing, " : ""}' \
+                "$dir/differ-$tag.txt")
+      note="UNEXPECTED: ${kinds%, } (first: $(head -1 "$dir/differ-$tag.txt"))${note:+; $note}"; status=1
+    fi
+  fi
+  gen=$(generates "$ours" "$dir/$tag.gen.log")
+  [ "$gen" = ok ] || { note="UNEXPECTED: llama.cpp does not load it${note:+; $note}"; status=1; }
+  p_ours=$(ppl "$ours" "$dir/$tag.ppl.log") p_ref=$(ppl "$ref" "$dir/llama-quantize-$tag.ppl.log")
+  if [ "$p_ours" = FAIL ] || [ "$p_ref" = FAIL ]; then note="UNEXPECTED: perplexity failed${note:+; $note}"; status=1; fi
+  row "$family" "$dtype" "$name" "$same" "$gen" "$p_ours" "$p_ref" "$note"
+}
+part1() { ls "$1"/model-00001-of-*.gguf; }
+
 for spec in $families; do
   family=${spec%%:*} dtype=bf16
   [ "$family" != "$spec" ] && dtype=${spec#*:}
@@ -182,7 +236,6 @@ for spec in $families; do
   elif [ $rc != 0 ]; then
     cat "$dir/BF16.log" >&2; exit 1
   fi
-  part1() { ls "$1"/model-00001-of-*.gguf; }
   bf16=$(part1 "$dir/BF16")
   gen=$(generates "$bf16" "$dir/BF16.gen.log")
   arch=$(sed -n 's/.*general\.architecture  *str  *= \([^ ]*\).*/\1/p' "$dir/BF16.gen.log" | head -1)
@@ -192,39 +245,15 @@ for spec in $families; do
   fi
   note=''; [ "$gen" = ok ] || { note="UNEXPECTED: BF16 does not load"; status=1; }
   row "$family" "$dtype" "BF16" "-" "$gen" "$(ppl "$bf16" "$dir/BF16.ppl.log")" "-" "$note"
+  # The importance matrix of this family's BF16 GGUF (llama-imatrix writes the legacy .dat here).
+  imatrix=$dir/imatrix.dat
+  if ! timeout 600 "$bin/llama-imatrix" -m "$bf16" -f "$imatrix_text" -o "$imatrix" -c 128 --chunks 20 -t 2 \
+       > "$dir/imatrix.log" 2>&1 || [ ! -s "$imatrix" ]; then
+    tail -5 "$dir/imatrix.log" >&2; echo "llama-imatrix failed ($dir/imatrix.log)" >&2; exit 1
+  fi
   for preset in $presets; do
-    log "$family ($dtype): $preset"
-    # The older llama-quantize gives attn_kv_b the preset's base type (Q4_K_M: q4_K), as any
-    # tensor no rule names; the newer one treats it as attn_v.
-    override=()
-    if [ "$old_rules" = yes ] && [ "$arch" = deepseek2 ]; then
-      base=${preset%_[SML]} && base=${base,,} && base=${base/_k/_K}
-      case $preset in BF16|F16|F32|MXFP4_MOE) ;; *) override=(--tensor-type "attn_kv_b=$base") ;; esac
-    fi
-    "$moequant" convert -i "$dir/src" -o "$dir/$preset" --format gguf --quant-method "$preset" "${override[@]}" \
-      > "$dir/$preset.log" 2>&1 || { cat "$dir/$preset.log" >&2; exit 1; }
-    ours=$(part1 "$dir/$preset") ref=$dir/llama-quantize-$preset.gguf
-    timeout 600 "$bin/llama-quantize" "$bf16" "$ref" "$preset" 2 > "$dir/llama-quantize-$preset.log" 2>&1 ||
-      { tail -5 "$dir/llama-quantize-$preset.log" >&2; exit 1; }
-    crc=0; "$python" "$here/compare_tensors.py" "$dir/$preset" "$ref" > "$dir/compare-$preset.txt" 2>&1 || crc=$?
-    [ $crc -le 1 ] || { cat "$dir/compare-$preset.txt" >&2; exit 1; }
-    same=$(sed -n 's/^identical: \([0-9]*\) of \([0-9]*\) tensors$/\1 \/ \2/p' "$dir/compare-$preset.txt")
-    grep -v -E '^(A|B) = |^identical: ' "$dir/compare-$preset.txt" > "$dir/differ-$preset.txt" || true
-    note=${override[*]:+moequant ${override[*]} (older rule)}
-    if [ $crc = 1 ]; then
-      if expected "$dir/differ-$preset.txt"; then note="expected: older Q2_K/Q3_K fallback (IQ4_NL, not Q4_0)${note:+; $note}"
-      else
-        kinds=$(awk '/: only in /{m++} /: bytes differ /{b++} / vs /{t++}
-                     END {printf "%s%s%s", t ? t " in type or dims, " : "", b ? b " in bytes only, " : "", m ? m " missing, " : ""}' \
-                  "$dir/differ-$preset.txt")
-        note="UNEXPECTED: ${kinds%, } (first: $(head -1 "$dir/differ-$preset.txt"))${note:+; $note}"; status=1
-      fi
-    fi
-    gen=$(generates "$ours" "$dir/$preset.gen.log")
-    [ "$gen" = ok ] || { note="UNEXPECTED: llama.cpp does not load it${note:+; $note}"; status=1; }
-    p_ours=$(ppl "$ours" "$dir/$preset.ppl.log") p_ref=$(ppl "$ref" "$dir/llama-quantize-$preset.ppl.log")
-    if [ "$p_ours" = FAIL ] || [ "$p_ref" = FAIL ]; then note="UNEXPECTED: perplexity failed${note:+; $note}"; status=1; fi
-    row "$family" "$dtype" "$preset" "$same" "$gen" "$p_ours" "$p_ref" "$note"
+    quantize "$preset" ''
+    quantize "$preset" "$imatrix"
   done
 done
 
