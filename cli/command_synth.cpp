@@ -47,6 +47,7 @@ std::unique_ptr<OutputFolderLock> prepare_staging(const fs::path& staging) {
     } else if (fs::exists(found)) {
         fs::remove(staging, ec);
     }
+    if (!staging.parent_path().empty()) fs::create_directories(staging.parent_path(), ec);  // as convert makes its output's
     if (::mkdir(staging.c_str(), 0755) != 0) {
         const int e = errno;
         throw Error(ErrorKind::io, std::string("cannot create the output folder: ") + std::strerror(e),
