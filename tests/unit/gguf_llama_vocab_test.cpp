@@ -1,7 +1,8 @@
 // llama.cpp's "llama" vocabulary (formats/gguf/gguf_llama_vocab) as convert_hf_to_gguf.py's
 // LlamaModel writes it for Mixtral: from tokenizer.json (gguf-py's LlamaHfVocab) on the real
-// Mistral/Llama-2 tokenizer, and from a tokenizer.model (SentencePiece) this test encodes by hand,
-// read as sentencepiece reads it; hostile .model files refused naming the file.
+// Mistral/Llama-2 tokenizer, and from tokenizer.model (SentencePiece): a real one made by
+// sentencepiece's trainer (tests/data/tokenizers/spm_bpe_tiny) read piece for piece as
+// sentencepiece reads it, one this test encodes by hand, and hostile ones refused naming the file.
 #include "gguf_spm_model.hpp"
 #include "gguf_vocab.hpp"
 
@@ -9,6 +10,7 @@
 
 #include <moequant/error.hpp>
 
+#include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -23,6 +25,7 @@ using namespace moequant::test;
 namespace {
 
 const fs::path unpacked_dir = MOEQUANT_TOKENIZER_UNPACKED_DIR;
+const fs::path tokenizer_data_dir = MOEQUANT_TOKENIZER_EXPECTED_DIR;
 
 const GgufValue* find(const std::vector<GgufKeyValue>& kvs, std::string_view key) {
     for (const auto& kv : kvs)
@@ -126,6 +129,39 @@ BOOST_AUTO_TEST_CASE(llama2_tokenizer_json_is_the_llama_hf_vocabulary) {
 
     // config.json's vocab_size must be the tokenizer's: the converter does not pad this path.
     check_refusal([&] { llama_vocab(unpacked_dir / "llama2", 32064); }, "config.json", "VocabSizeMismatch");
+}
+
+// sentencepiece 0.1.97's own reading of a model its trainer made: every piece, score and kind.
+BOOST_AUTO_TEST_CASE(a_sentencepiece_trained_model_reads_as_sentencepiece_reads_it) {
+    const fs::path dir = tokenizer_data_dir / "spm_bpe_tiny";
+    const auto pieces = read_spm_model(dir / "tokenizer.model", 1000);
+    const boost::json::value expected = boost::json::parse(read_text(dir / "expected.json"));
+    const auto& rows = expected.at("pieces").as_array();
+    BOOST_TEST_REQUIRE(pieces.size() == rows.size());
+    std::size_t same = 0;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+        const auto& row = rows[i].as_array();
+        const std::string kind(row[2].as_string());
+        const SpmPieceType t = pieces[i].type;
+        const std::string ours = t == SpmPieceType::unknown ? "unknown" : t == SpmPieceType::control ? "control" : t == SpmPieceType::unused ? "unused"
+                               : t == SpmPieceType::byte    ? "byte"    : "normal";
+        same += pieces[i].piece == std::string(row[0].as_string()) && pieces[i].score == static_cast<float>(row[1].to_number<double>()) &&
+                ours == kind;
+    }
+    BOOST_TEST(same == pieces.size());
+    BOOST_TEST((pieces[5].piece == "<user>" && pieces[5].type == SpmPieceType::user_defined));
+
+    // As a model folder's vocabulary: the pieces as they are, none padded, <user> NORMAL.
+    TempDir folder;
+    fs::copy_file(dir / "tokenizer.model", folder / "tokenizer.model");
+    const auto kvs = llama_vocab(folder.path(), 512);
+    const auto tokens = find(kvs, "tokenizer.ggml.tokens")->as_strings().value();
+    const auto types = array_at<std::int32_t>(kvs, "tokenizer.ggml.token_type", GgufType::i32);
+    BOOST_TEST(tokens.size() == 512u);
+    BOOST_TEST(types[0] == 2);  // UNKNOWN
+    BOOST_TEST(types[3] == 3);  // [INST]: CONTROL
+    BOOST_TEST(types[5] == 1);  // <user>
+    BOOST_TEST(std::count(types.begin(), types.end(), 6) == 256);
 }
 
 // Added tokens past model.vocab follow it in id order: CONTROL when named special, else
