@@ -2,6 +2,7 @@
 
 #include <moequant/error.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 
@@ -90,6 +91,26 @@ std::optional<std::string> deepseek2_tensor_name(const std::string& name) {
     return mapped_name(name, per_layer);
 }
 
+// Mixtral's names as llama's (MODEL_TENSORS[LLAMA]): the router is block_sparse_moe.gate.
+// Mistral's native names (layers.L.attention.wq) are not mapped, as the converter does not.
+std::optional<std::string> llama_tensor_name(const std::string& name) {
+    static const NameTable per_layer = {
+        {"input_layernorm.weight", "attn_norm.weight"},
+        {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.k_proj.weight", "attn_k.weight"},
+        {"self_attn.v_proj.weight", "attn_v.weight"},
+        {"self_attn.o_proj.weight", "attn_output.weight"},
+        {"self_attn.q_proj.bias", "attn_q.bias"},
+        {"self_attn.k_proj.bias", "attn_k.bias"},
+        {"self_attn.v_proj.bias", "attn_v.bias"},
+        {"self_attn.o_proj.bias", "attn_output.bias"},
+        {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+        {"mlp.gate.weight", "ffn_gate_inp.weight"},  // transformers v5's fused-expert layout
+    };
+    return mapped_name(name, per_layer);
+}
+
 GgufValue u32_of(const ModelConfig& config, std::string_view key) {
     return GgufValue::u32(static_cast<std::uint32_t>(config.require_int(key)));
 }
@@ -111,7 +132,7 @@ void add_text_model_keys(const std::string& arch, const ModelConfig& config, std
     add_u32("attention.head_count_kv", "num_key_value_heads");
     add_f32("rope.freq_base", "rope_theta");
     add_f32("attention.layer_norm_rms_epsilon", "rms_norm_eps");
-    add_u32("expert_count", "num_experts");
+    add_u32("expert_count", config.find("num_local_experts") ? "num_local_experts" : "num_experts");
     add_u32("expert_used_count", "num_experts_per_tok");
     add_u32("attention.key_length", "head_dim");
     add_u32("attention.value_length", "head_dim");
@@ -178,13 +199,67 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config) {
     return a;
 }
 
+// Mixtral as llama.cpp's llama (LlamaModel, which registers MixtralForCausalLM): the text-model
+// keys, vocab_size, rope.dimension_count, linear rope scaling, the Q/K row interleave and the
+// SentencePiece ("llama") vocabulary.
+GgufArchitecture llama(const ModelPlan& plan, const ModelConfig& config) {
+    GgufArchitecture a;
+    a.arch = "llama";
+    a.pre = "default";
+    a.vocabulary = GgufArchitecture::Vocabulary::llama;
+    auto& kv = a.metadata;
+    add_text_model_keys(a.arch, config, kv);
+    auto key = [&](const char* name) { return a.arch + "." + name; };
+    kv.push_back({key("vocab_size"), u32_of(config, "vocab_size")});
+    const std::int64_t heads = config.require_int("num_attention_heads");
+    const std::int64_t head_dim =
+        config.find("head_dim") ? config.require_int("head_dim") : config.require_int("hidden_size") / std::max<std::int64_t>(heads, 1);
+    kv.push_back({key("rope.dimension_count"), GgufValue::u32(static_cast<std::uint32_t>(head_dim))});
+    // The converter writes linear scaling (a rope_scaling with a factor), and drops every other
+    // kind, which llama then would not compute (llama3's rope_freqs are not Mixtral's): refused.
+    if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object() && scaling->get("factor")) {
+        const auto type = scaling->get("type") ? scaling->get("type") : scaling->get("rope_type");
+        const std::string name = type && type->is_string() ? type->as_string() : "";
+        if (name != "linear")
+            throw Error(ErrorKind::input, "has rope_scaling type '" + name + "'; llama.cpp's llama GGUF takes linear scaling only",
+                        {.file = config.source(), .code = "UnsupportedGguf"});
+        kv.push_back({key("rope.scaling.type"), GgufValue::string("linear")});
+        kv.push_back({key("rope.scaling.factor"), GgufValue::f32(static_cast<float>(scaling->get("factor")->as_double()))});
+    }
+    // llama.cpp's llama attends over the whole context: a window shorter than it would be dropped.
+    if (auto window = config.find("sliding_window"); window && window->is_number() &&
+                                                     window->as_int() < config.int_or("max_position_embeddings", 0))
+        throw Error(ErrorKind::input,
+                    "has sliding_window " + std::to_string(window->as_int()) +
+                        ", shorter than max_position_embeddings; llama.cpp's llama attends over the whole context",
+                    {.file = config.source(), .code = "UnsupportedGguf"});
+    const std::int64_t kv_heads = config.int_or("num_key_value_heads", heads);
+    a.rope_interleave_q_heads = heads;
+    a.rope_interleave_k_heads = kv_heads;
+    a.facts = {.n_expert = static_cast<int>(plan.num_experts), .n_gqa = static_cast<int>(kv_heads > 0 ? heads / kv_heads : 1),
+               .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
+    a.tensor_name = llama_tensor_name;
+    return a;
+}
+
 }  // namespace
+
+std::int64_t gguf_rope_interleave_heads(const GgufArchitecture& arch, const std::string& gguf_name) {
+    auto is = [&](std::string_view tensor) {
+        return gguf_name.rfind("blk.", 0) == 0 &&
+               (gguf_name.ends_with(std::string(tensor) + ".weight") || gguf_name.ends_with(std::string(tensor) + ".bias"));
+    };
+    if (is(".attn_q")) return arch.rope_interleave_q_heads;
+    if (is(".attn_k")) return arch.rope_interleave_k_heads;
+    return 0;
+}
 
 GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config) {
     if (plan.model_type == "qwen3_moe") return qwen3moe(plan, config);
     if (plan.model_type == "deepseek_v3" || plan.model_type == "deepseek_v2") return deepseek2(plan, config);
+    if (plan.model_type == "mixtral") return llama(plan, config);
     throw Error(ErrorKind::input,
-                "GGUF output is not written for model type '" + plan.model_type + "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2)",
+                "GGUF output is not written for model type '" + plan.model_type + "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, mixtral)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 

@@ -24,7 +24,15 @@ struct GgufArchitecture {
     GgufModelFacts facts;
     // The GGUF name of a (non-expert) checkpoint weight; nullopt when it has none.
     std::optional<std::string> (*tensor_name)(const std::string& checkpoint_name) = nullptr;
+    // The tokenizer metadata: llama.cpp's gpt2 (byte-level BPE) or llama (SentencePiece) vocabulary.
+    enum class Vocabulary { gpt2, llama } vocabulary = Vocabulary::gpt2;
+    // llama's converter reorders the rows of attn_q / attn_k (weights and biases) from Hugging
+    // Face's half-split rotary to its interleaved one, per head: the heads of each; 0 = as stored.
+    std::int64_t rope_interleave_q_heads = 0, rope_interleave_k_heads = 0;
 };
+
+// The heads whose rows `arch` interleaves in the GGUF tensor `gguf_name`; 0 for none.
+std::int64_t gguf_rope_interleave_heads(const GgufArchitecture& arch, const std::string& gguf_name);
 
 // The architecture the plan's model maps to. Error(input) naming the model type when GGUF output
 // is not written for it (yet), listing the ones that are.

@@ -7,6 +7,7 @@
 #include "gguf_expert_importance.hpp"
 #include "gguf_plan.hpp"
 #include "gguf_reader.hpp"
+#include "gguf_rope_interleave.hpp"
 #include "kt_llamafile_check.hpp"
 #include "writer_format.hpp"
 #include "written_files.hpp"
@@ -70,7 +71,8 @@ void pad_to_end(OutputFile& file, const GgufSplit& split) {
 std::vector<std::uint8_t> encode_tensor(const Checkpoint& source, const GgufPlannedTensor& t, const ImatrixFile* imatrix) {
     // A tensor llama.cpp quantizes comes to llama-quantize in the converter's BF16: it starts
     // from the BF16 decode here too, as the experts do (an FP8 source's values are not BF16).
-    const std::vector<float> values = weight_values(source, t.source, t.info.type != ggml_type_id::f32);
+    const std::vector<float> values =
+        rope_interleave_rows(weight_values(source, t.source, t.info.type != ggml_type_id::f32), t.info.ne, t.rope_heads);
     std::vector<std::uint8_t> out(static_cast<std::size_t>(t.info.bytes));
     if (t.info.type == ggml_type_id::f32) {
         std::memcpy(out.data(), values.data(), out.size());

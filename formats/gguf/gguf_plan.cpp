@@ -1,5 +1,6 @@
 #include "gguf_plan.hpp"
 
+#include "gguf_rope_interleave.hpp"
 #include "gguf_vocab.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -121,6 +122,8 @@ GgufPlan plan_gguf(const OutputContext& context) {
                         {.tensor = weight, .code = "UnmappedGgufTensor"});
         const Shape shape = w ? w->shape : source.info(name).shape;
         GgufPlannedTensor t{.info = {.name = *gguf, .ne = ggml_dims(shape)}, .source = weight};
+        t.rope_heads = gguf_rope_interleave_heads(out.architecture, *gguf);
+        if (t.rope_heads) check_rope_interleave(weight, shape.front(), t.rope_heads);
         typed.push_back({*gguf, t.info.ne, converter_type(*gguf, t.info.ne)});
         by_name.emplace(*gguf, std::move(t));
     }
@@ -156,7 +159,9 @@ GgufPlan plan_gguf(const OutputContext& context) {
     std::vector<GgufKeyValue> metadata = general_metadata(out.architecture, out.preset);
     metadata.insert(metadata.end(), out.architecture.metadata.begin(), out.architecture.metadata.end());
     const std::int64_t vocab = context.config->int_or("vocab_size", 0);
-    for (auto& kv : gguf_bpe_vocab(source.directory(), {.pre = out.architecture.pre, .vocab_size = vocab}))
+    const GgufVocabRequest vocab_request{.pre = out.architecture.pre, .vocab_size = vocab};
+    for (auto& kv : out.architecture.vocabulary == GgufArchitecture::Vocabulary::llama ? gguf_llama_vocab(source.directory(), vocab_request)
+                                                                                      : gguf_bpe_vocab(source.directory(), vocab_request))
         metadata.push_back(std::move(kv));
     if (out.imatrix)
         for (auto& kv : imatrix_metadata(*out.imatrix, imatrix_path)) metadata.push_back(std::move(kv));

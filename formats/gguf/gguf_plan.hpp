@@ -29,6 +29,7 @@ struct GgufPlannedTensor {
     std::int64_t expert_bytes = 0;  // experts: bytes of one expert's matrix
     // Its importance-matrix entry (--imatrix), shaped as the tensor: quantized tensors only.
     std::optional<ImatrixEntry> importance;
+    std::int64_t rope_heads = 0;  // rows interleaved per head as llama's converter does (0: none)
 };
 
 struct GgufSplit {

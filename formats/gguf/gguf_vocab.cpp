@@ -4,6 +4,8 @@
 // transformers. Everything read is checked: ids are bounded before anything is sized by them.
 #include "gguf_vocab.hpp"
 
+#include "gguf_vocab_detail.hpp"
+
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>
 #include <moequant/printable.hpp>
@@ -19,13 +21,9 @@
 #include <utility>
 
 namespace moequant::formats {
+namespace vocab_detail {
+
 namespace {
-
-namespace fs = std::filesystem;
-namespace json = boost::json;
-
-// gguf-py's TokenType.
-constexpr std::int32_t token_normal = 1, token_control = 3, token_user_defined = 4, token_unused = 5;
 
 // The special token types written, as SpecialVocab names them (tokenizer_config "<name>_token",
 // config.json "<name>_token_id") and the GGUF key of each (llama.cpp spells "seperator").
@@ -37,6 +35,8 @@ constexpr SpecialType special_types[] = {
     {"unk", "tokenizer.ggml.unknown_token_id"},   {"sep", "tokenizer.ggml.seperator_token_id"},
     {"pad", "tokenizer.ggml.padding_token_id"},
 };
+
+}  // namespace
 
 [[noreturn]] void refuse(const fs::path& file, const std::string& message, const std::string& code) {
     throw Error(ErrorKind::input, message, {.file = file.string(), .code = code});
@@ -51,7 +51,6 @@ json::value read_json(const fs::path& file, std::uint64_t limit) {
     }
 }
 
-// A side file the converter reads only when it is there: its object, or an empty one.
 json::object read_optional_object(const fs::path& file) {
     std::error_code ec;
     if (!fs::exists(file, ec)) return {};
@@ -74,8 +73,7 @@ const json::string* string_at(const json::object* o, std::string_view key) {
     return v ? v->if_string() : nullptr;
 }
 
-// An integer value (never a bool or a float, which Python's isinstance(x, int) tests keep out
-// too, bools aside); a uint64 past int64 saturates so that range checks refuse it.
+// Python's isinstance(x, int) keeps floats out too (bools aside); saturating lets range checks refuse.
 std::optional<std::int64_t> integer(const json::value* v) {
     if (!v) return std::nullopt;
     if (v->is_int64()) return v->get_int64();
@@ -84,7 +82,7 @@ std::optional<std::int64_t> integer(const json::value* v) {
     return std::nullopt;
 }
 
-// Python truthiness, which SpecialVocab's `if not special_bos` style tests use.
+// As SpecialVocab's `if not special_bos` style tests use it.
 bool truthy(const json::value& v) {
     switch (v.kind()) {
         case json::kind::null: return false;
@@ -99,11 +97,6 @@ bool truthy(const json::value& v) {
     return false;
 }
 
-json::value value_or_null(const json::object& o, std::string_view key) {
-    const json::value* v = o.if_contains(key);
-    return v ? *v : json::value();
-}
-
 std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
     std::string out;
     out.reserve(text.size());
@@ -116,11 +109,17 @@ std::string replace_all(std::string_view text, std::string_view from, std::strin
     }
 }
 
-// does_token_look_special: added tokens some models leave unmarked that are control tokens.
 bool looks_special(std::string_view t) {
     auto wrapped = [t](std::string_view open, std::string_view close) { return t.starts_with(open) && t.ends_with(close); };
     return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
            wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") /* <｜ ｜> */ || wrapped("<unused", ">");
+}
+
+namespace {
+
+json::value value_or_null(const json::object& o, std::string_view key) {
+    const json::value* v = o.if_contains(key);
+    return v ? *v : json::value();
 }
 
 // A dict that remembers insertion order, as SpecialVocab's special_token_ids and add_special_token.
@@ -333,31 +332,11 @@ std::optional<std::string> read_chat_template(const fs::path& dir, const json::o
 
 }  // namespace
 
-std::vector<GgufKeyValue> gguf_bpe_vocab(const fs::path& model_dir, const GgufVocabRequest& request) {
+std::vector<GgufKeyValue> special_vocab_keys(const fs::path& model_dir, const json::object* tokenizer, std::size_t n_vocab) {
     const fs::path tokenizer_file = model_dir / "tokenizer.json", config_file = model_dir / "config.json";
-    if (request.vocab_size < 0 || request.vocab_size > gguf_max_vocab_size)
-        refuse(config_file, "vocab_size " + std::to_string(request.vocab_size) + " is not in [0, " +
-                                std::to_string(gguf_max_vocab_size) + "]",
-               "BadVocabSize");
-
-    const json::value tokenizer_value = read_json(tokenizer_file, tokenizer_file_limit);
-    const json::object* tokenizer = tokenizer_value.if_object();
-    if (!tokenizer) refuse(tokenizer_file, "is not a JSON object", "BadJson");
-    const json::object* model = object_at(tokenizer, "model");
-    const json::string* model_type = string_at(model, "type");
-    if (!model_type || *model_type != "BPE")
-        refuse(tokenizer_file,
-               "holds a " + (model_type ? printable_name(*model_type) : std::string("typeless")) +
-                   " tokenizer model; llama.cpp's gpt2 vocabulary needs BPE",
-               "NotBpe");
     const json::value* added_value = member(tokenizer, "added_tokens");
     const json::array* added_tokens = added_value ? added_value->if_array() : nullptr;
-    if (added_value && !added_tokens && !added_value->is_null())
-        refuse(tokenizer_file, "has added_tokens that is not a list", "BadAddedToken");
-
     json::object tokenizer_config = read_optional_object(model_dir / "tokenizer_config.json");
-    const Vocab vocab = read_vocab(tokenizer_file, *model, added_tokens, tokenizer_config, request.vocab_size);
-    const std::vector<std::string> merges = read_merges(tokenizer_file, *model);
 
     Ordered<bool> add;
     Ordered<std::uint32_t> special_ids;
@@ -367,10 +346,10 @@ std::vector<GgufKeyValue> gguf_bpe_vocab(const fs::path& model_dir, const GgufVo
         const std::optional<std::int64_t> id = integer(value);
         if (!id || special_ids.find(name)) return;
         if (*id < 0) refuse(file, std::string(name) + " token id " + std::to_string(*id) + " is negative", "BadSpecialTokenId");
-        if (*id < static_cast<std::int64_t>(vocab.tokens.size())) special_ids.assign(name, static_cast<std::uint32_t>(*id));
+        if (*id < static_cast<std::int64_t>(n_vocab)) special_ids.assign(name, static_cast<std::uint32_t>(*id));
     };
 
-    infer_added_specials(*tokenizer, tokenizer_config, add);
+    if (tokenizer) infer_added_specials(*tokenizer, tokenizer_config, add);
     std::optional<std::string> chat_template;
     if (!tokenizer_config.empty()) {
         chat_template = read_chat_template(model_dir, tokenizer_config);
@@ -400,17 +379,51 @@ std::vector<GgufKeyValue> gguf_bpe_vocab(const fs::path& model_dir, const GgufVo
     }
 
     std::vector<GgufKeyValue> out;
-    out.push_back({"tokenizer.ggml.model", GgufValue::string("gpt2")});
-    out.push_back({"tokenizer.ggml.pre", GgufValue::string(request.pre)});
-    out.push_back({"tokenizer.ggml.tokens", GgufValue::strings(vocab.tokens)});
-    out.push_back({"tokenizer.ggml.token_type", GgufValue::i32s(vocab.types)});
-    if (!merges.empty()) out.push_back({"tokenizer.ggml.merges", GgufValue::strings(merges)});
     for (const auto& [name, id] : special_ids.items)
         for (const SpecialType& type : special_types)
             if (type.name == name) out.push_back({std::string(type.key), GgufValue::u32(id)});
     for (const auto& [name, value] : add.items)
         if (name == "bos" || name == "eos") out.push_back({"tokenizer.ggml.add_" + name + "_token", GgufValue::boolean(value)});
     if (chat_template) out.push_back({"tokenizer.chat_template", GgufValue::string(*chat_template)});
+    return out;
+}
+
+}  // namespace vocab_detail
+
+std::vector<GgufKeyValue> gguf_bpe_vocab(const std::filesystem::path& model_dir, const GgufVocabRequest& request) {
+    using namespace vocab_detail;
+    const fs::path tokenizer_file = model_dir / "tokenizer.json", config_file = model_dir / "config.json";
+    if (request.vocab_size < 0 || request.vocab_size > gguf_max_vocab_size)
+        refuse(config_file, "vocab_size " + std::to_string(request.vocab_size) + " is not in [0, " +
+                                std::to_string(gguf_max_vocab_size) + "]",
+               "BadVocabSize");
+
+    const json::value tokenizer_value = read_json(tokenizer_file, tokenizer_file_limit);
+    const json::object* tokenizer = tokenizer_value.if_object();
+    if (!tokenizer) refuse(tokenizer_file, "is not a JSON object", "BadJson");
+    const json::object* model = object_at(tokenizer, "model");
+    const json::string* model_type = string_at(model, "type");
+    if (!model_type || *model_type != "BPE")
+        refuse(tokenizer_file,
+               "holds a " + (model_type ? printable_name(*model_type) : std::string("typeless")) +
+                   " tokenizer model; llama.cpp's gpt2 vocabulary needs BPE",
+               "NotBpe");
+    const json::value* added_value = member(tokenizer, "added_tokens");
+    const json::array* added_tokens = added_value ? added_value->if_array() : nullptr;
+    if (added_value && !added_tokens && !added_value->is_null())
+        refuse(tokenizer_file, "has added_tokens that is not a list", "BadAddedToken");
+
+    const json::object tokenizer_config = read_optional_object(model_dir / "tokenizer_config.json");
+    const Vocab vocab = read_vocab(tokenizer_file, *model, added_tokens, tokenizer_config, request.vocab_size);
+    const std::vector<std::string> merges = read_merges(tokenizer_file, *model);
+
+    std::vector<GgufKeyValue> out;
+    out.push_back({"tokenizer.ggml.model", GgufValue::string("gpt2")});
+    out.push_back({"tokenizer.ggml.pre", GgufValue::string(request.pre)});
+    out.push_back({"tokenizer.ggml.tokens", GgufValue::strings(vocab.tokens)});
+    out.push_back({"tokenizer.ggml.token_type", GgufValue::i32s(vocab.types)});
+    if (!merges.empty()) out.push_back({"tokenizer.ggml.merges", GgufValue::strings(merges)});
+    for (auto& kv : special_vocab_keys(model_dir, tokenizer, vocab.tokens.size())) out.push_back(std::move(kv));
     return out;
 }
 

@@ -33,4 +33,12 @@ inline constexpr std::int64_t gguf_max_vocab_size = std::int64_t{1} << 24;
 // is not BPE, unreadable JSON, ids out of range, duplicate ids, a vocab larger than vocab_size.
 std::vector<GgufKeyValue> gguf_bpe_vocab(const std::filesystem::path& model_dir, const GgufVocabRequest& request);
 
+// tokenizer.ggml.model "llama" (SentencePiece), .pre, .tokens, .scores (f32), .token_type, the
+// special token ids, add_bos/add_eos, the chat template and add_space_prefix, as llama.cpp's
+// converter writes them for LlamaModel (Mixtral): from tokenizer.model when the folder has one,
+// else from a byte-fallback BPE tokenizer.json (LlamaHfVocab: every score -1000, <0xNN> BYTE,
+// the tokenizer's special tokens CONTROL, not padded). Error(ErrorKind::input) naming the file
+// for a malformed tokenizer.model, ids out of range or reused, a vocab_size that does not fit.
+std::vector<GgufKeyValue> gguf_llama_vocab(const std::filesystem::path& model_dir, const GgufVocabRequest& request);
+
 }  // namespace moequant::formats

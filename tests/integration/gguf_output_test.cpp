@@ -10,10 +10,12 @@
 #include "synth_checkpoint.hpp"
 #include "test_support.hpp"
 
+#include <moequant/checkpoint.hpp>
 #include <moequant/dtype_convert.hpp>
 
 #include <boost/test/unit_test.hpp>
 
+#include <cstring>
 #include <map>
 
 using namespace moequant;
@@ -61,6 +63,28 @@ std::vector<std::uint8_t> ggml_rows_from_bf16(const TensorData& bf16, const Gguf
     convert_bf16_to_f32(bf16.bytes.data(), values.data(), values.size());
     std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * codec->row_bytes(cols)));
     for (std::int64_t r = 0; r < rows; ++r) codec->quantize(values.data() + r * cols, out.data() + r * codec->row_bytes(cols), cols, nullptr);
+    return out;
+}
+
+// The rows of a BF16 tensor of a GGUF file, as stored.
+std::vector<std::uint16_t> gguf_bf16(const fs::path& file, const GgufTensorInfo& t) {
+    const auto bytes = read_bytes(file);
+    std::vector<std::uint16_t> out(t.bytes / 2);
+    std::memcpy(out.data(), bytes.data() + t.offset, t.bytes);
+    return out;
+}
+
+// llama's converter on a [rows, cols] weight: reshape(heads, 2, rows/heads/2, cols).swapaxes(1, 2),
+// spelled as that index arithmetic (independent of the writer's).
+std::vector<std::uint16_t> llama_permuted(const TensorView& w, std::int64_t heads) {
+    const std::int64_t rows = w.shape[0], cols = w.shape[1], half = rows / heads / 2;
+    const auto* in = reinterpret_cast<const std::uint16_t*>(w.data());
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(rows * cols));
+    std::size_t at = 0;  // the swapped array, read in C order: [head][j][s][col]
+    for (std::int64_t h = 0; h < heads; ++h)
+        for (std::int64_t j = 0; j < half; ++j)
+            for (std::int64_t s = 0; s < 2; ++s)
+                for (std::int64_t c = 0; c < cols; ++c) out[at++] = in[((h * 2 + s) * half + j) * cols + c];
     return out;
 }
 
@@ -171,6 +195,110 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_becomes_deepseek2) {
         const auto bf16_rows = tensor_data(dir / "bf16" / "model-00001-of-00003.gguf", name);
         BOOST_TEST((quantized.bytes == ggml_rows_from_bf16(bf16_rows, quantized.info)), name);
     }
+}
+
+// Mixtral as llama.cpp's llama, as convert_hf_to_gguf.py's LlamaModel writes it: its keys, the
+// llama vocabulary from tokenizer.json (LlamaHfVocab), the router as ffn_gate_inp, and attn_q /
+// attn_k with their rows in llama's rotary order (BF16 from a BF16 source: bit for bit).
+BOOST_AUTO_TEST_CASE(mixtral_becomes_llama_with_permuted_q_and_k) {
+    TempDir dir;
+    const fs::path src = dir / "src", out = dir / "out", bf = dir / "bf16";
+    synth_checkpoint(src, {"mixtral", "bf16"});  // tiny: 4 heads of 64, 1 KV head, 4 experts, 2 layers
+    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const GgufFile first = read_gguf_file_header((out / "model-00001-of-00003.gguf").string());
+    auto u32 = [&](const char* key) { return first.find(key) ? first.find(key)->as_unsigned().value_or(0) : 0; };
+    BOOST_TEST(first.find("general.architecture")->as_string().value() == "llama");
+    BOOST_TEST(u32("llama.block_count") == 2u);
+    BOOST_TEST(u32("llama.context_length") == 32768u);
+    BOOST_TEST(u32("llama.embedding_length") == 256u);
+    BOOST_TEST(u32("llama.feed_forward_length") == 256u);
+    BOOST_TEST(u32("llama.attention.head_count") == 4u);
+    BOOST_TEST(u32("llama.attention.head_count_kv") == 1u);
+    BOOST_TEST(u32("llama.expert_count") == 4u);  // num_local_experts
+    BOOST_TEST(u32("llama.expert_used_count") == 2u);
+    BOOST_TEST(u32("llama.vocab_size") == 512u);
+    BOOST_TEST(u32("llama.rope.dimension_count") == 64u);  // hidden / heads
+    BOOST_TEST(first.find("llama.rope.freq_base")->as_float().value() == 1e6);
+    BOOST_TEST((first.find("llama.attention.layer_norm_rms_epsilon")->type == GgufType::f32));
+    BOOST_TEST(!first.find("llama.expert_feed_forward_length"));
+    BOOST_TEST(!first.find("llama.rope.scaling.type"));
+    BOOST_TEST(first.find("tokenizer.ggml.model")->as_string().value() == "llama");
+    BOOST_TEST(first.find("tokenizer.ggml.pre")->as_string().value() == "default");
+    BOOST_TEST(!first.find("tokenizer.ggml.merges"));
+    const GgufValue* scores = first.find("tokenizer.ggml.scores");
+    BOOST_TEST_REQUIRE(scores != nullptr);
+    BOOST_TEST((scores->element == GgufType::f32 && scores->count == 512u));
+    const auto tokens = first.find("tokenizer.ggml.tokens")->as_strings().value();
+    BOOST_TEST(tokens.size() == 512u);
+    BOOST_TEST(tokens[13] == "<0x0A>");
+    BOOST_TEST(u32("tokenizer.ggml.bos_token_id") == 1u);
+    BOOST_TEST(u32("tokenizer.ggml.eos_token_id") == 2u);
+    BOOST_TEST(u32("tokenizer.ggml.unknown_token_id") == 0u);
+    BOOST_TEST(first.find("tokenizer.ggml.add_bos_token")->as_bool().value() == true);
+
+    std::vector<std::string> names;
+    for (const auto& t : first.tensors) names.push_back(t.name);
+    std::sort(names.begin(), names.end());
+    std::vector<std::string> expected = {"output.weight", "output_norm.weight", "token_embd.weight"};
+    for (const char* L : {"0", "1"})
+        for (const char* t : {"attn_k", "attn_norm", "attn_output", "attn_q", "attn_v", "ffn_gate_inp", "ffn_norm"})
+            expected.push_back(std::string("blk.") + L + "." + t + ".weight");
+    std::sort(expected.begin(), expected.end());
+    BOOST_TEST(names == expected, boost::test_tools::per_element());
+    const auto types = tensor_types(out, 3);
+    using namespace ggml_type_id;
+    BOOST_TEST(types.at("blk.0.ffn_gate_exps.weight") == q4_k);
+    BOOST_TEST(types.at("blk.1.ffn_down_exps.weight") == q6_k);
+    BOOST_TEST(types.at("blk.0.ffn_gate_inp.weight") == f32);
+    BOOST_TEST(types.at("blk.0.attn_q.weight") == q4_k);
+    BOOST_TEST(types.at("output.weight") == q6_k);
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+
+    auto b = run_moequant(gguf_args(src, bf, {"--quant-method", "BF16"}));
+    BOOST_REQUIRE_MESSAGE(b.exit_code == 0, b.err);
+    const fs::path part = bf / "model-00001-of-00003.gguf";
+    const GgufFile floats = read_gguf_file_header(part.string());
+    const Checkpoint source = Checkpoint::open(src);
+    for (const char* L : {"0", "1"}) {
+        const std::string layer = std::string("model.layers.") + L + ".self_attn.";
+        const TensorView q = source.view(layer + "q_proj.weight"), k = source.view(layer + "k_proj.weight");
+        BOOST_TEST(gguf_bf16(part, *floats.tensor(std::string("blk.") + L + ".attn_q.weight")) == llama_permuted(q, 4));
+        BOOST_TEST(gguf_bf16(part, *floats.tensor(std::string("blk.") + L + ".attn_k.weight")) == llama_permuted(k, 1));  // n_kv_head
+        const TensorView v_proj = source.view(layer + "v_proj.weight");
+        const auto* raw = reinterpret_cast<const std::uint16_t*>(v_proj.data());
+        BOOST_TEST(gguf_bf16(part, *floats.tensor(std::string("blk.") + L + ".attn_v.weight")) ==
+                   std::vector<std::uint16_t>(raw, raw + v_proj.elements()));  // v as it is
+    }
+    BOOST_TEST(llama_permuted(source.view("model.layers.0.self_attn.q_proj.weight"), 4) !=
+               gguf_bf16(part, *floats.tensor("blk.0.attn_v.weight")));
+}
+
+// What llama.cpp's llama cannot compute is refused naming the config key: rope scaling other
+// than linear, a sliding window shorter than the context.
+BOOST_AUTO_TEST_CASE(mixtral_rope_scaling_and_sliding_window) {
+    TempDir dir;
+    const fs::path src = dir / "src";
+    synth_checkpoint(src, {"mixtral", "bf16"});
+    const std::string config = read_text(src / "config.json");
+    auto with = [&](const std::string& from, const std::string& to) {
+        std::string text = config;
+        text.replace(text.find(from), from.size(), to);
+        write_text(src / "config.json", text);
+    };
+    with("\"sliding_window\": null", "\"sliding_window\": null, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}");
+    auto r = run_moequant(gguf_args(src, dir / "linear", {"--quant-method", "Q8_0"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const GgufFile first = read_gguf_file_header((dir / "linear" / "model-00001-of-00003.gguf").string());
+    BOOST_TEST(first.find("llama.rope.scaling.type")->as_string().value() == "linear");
+    BOOST_TEST(first.find("llama.rope.scaling.factor")->as_float().value() == 2.0);
+
+    const fs::path out = dir / "refused";
+    with("\"sliding_window\": null", "\"sliding_window\": null, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0}");
+    check_refusals({{gguf_args(src, out, {"--quant-method", "Q4_K_M"}), 3, "has rope_scaling type 'yarn'"}}, out);
+    with("\"sliding_window\": null", "\"sliding_window\": 4096");
+    check_refusals({{gguf_args(src, out, {"--quant-method", "Q4_K_M"}), 3, "has sliding_window 4096"}}, out);
 }
 
 BOOST_AUTO_TEST_CASE(overrides_and_float_presets) {
