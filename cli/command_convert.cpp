@@ -50,7 +50,7 @@ struct ConvertRequest : ConversionRequest {
     // --format gguf: llama-quantize's options (the preset is --quant-method).
     std::vector<std::string> tensor_types;
     std::string output_tensor_type, token_embedding_type, imatrix;
-    bool pure = false, leave_output_tensor = false;
+    bool pure = false, leave_output_tensor = false, legacy_mla = false;
     int awq_parts_given = 0;             // --quant-method awq: the --threadpool-count it does not use
     std::string awq_input_type_ignored;  // --quant-method awq: an --input-type other than awq, unused as kt does
 };
@@ -112,6 +112,9 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
         ("token-embedding-type", po::value(&r.token_embedding_type)->value_name("TYPE"), "the ggml type of token_embd.weight")
         ("pure", po::bool_switch(&r.pure), "no mixture: every quantized tensor in the preset's type")
         ("leave-output-tensor", po::bool_switch(&r.leave_output_tensor), "keep output.weight unquantized")
+        ("legacy-mla", po::bool_switch(&r.legacy_mla),
+         "DeepSeek: keep attn_kv_b whole, as llama.cpp's converter wrote it before 2025-04 (llama.cpp of that time "
+         "loads only this layout; later builds load it without their compressed MLA cache)")
         ("imatrix", po::value(&r.imatrix)->value_name("FILE"),
          "weigh each tensor's rounding errors by llama.cpp's importance matrix FILE (llama-imatrix's GGUF or legacy .dat), "
          "as llama-quantize --imatrix does");
@@ -182,9 +185,9 @@ void check_request(ConvertRequest& r) {
                           {.hint = "leave out one of them"});
     if (r.format_id == "gguf") check_gguf_request(r);
     else if (!r.tensor_types.empty() || !r.output_tensor_type.empty() || !r.token_embedding_type.empty() || !r.imatrix.empty() ||
-             r.pure || r.leave_output_tensor)
-        throw_usage_error("--imatrix, --tensor-type, --output-tensor-type, --token-embedding-type, --pure and "
-                          "--leave-output-tensor are llama-quantize's options of --format gguf",
+             r.pure || r.leave_output_tensor || r.legacy_mla)
+        throw_usage_error("--imatrix, --tensor-type, --output-tensor-type, --token-embedding-type, --pure, "
+                          "--leave-output-tensor and --legacy-mla are options of --format gguf",
                           {.hint = "add --format gguf --quant-method PRESET, or leave them out"});
     if (r.quant_method.empty()) r.quant_method = "int4";
     if (r.quantizer_id.empty() && r.quant_method == "awq") check_awq_request(r);
@@ -251,6 +254,7 @@ ConversionJob convert_job(const ConvertRequest& r, const ConvertPlugins& plugins
         if (!r.token_embedding_type.empty()) job.format_options.set("token-embedding-type", r.token_embedding_type);
         if (r.pure) job.format_options.set("pure", "true");
         if (r.leave_output_tensor) job.format_options.set("leave-output-tensor", "true");
+        if (r.legacy_mla) job.format_options.set("legacy_mla", "true");
         if (r.calibrate) job.format_options.set("measured_importance", "true");  // the type rules see an imatrix
         if (!r.imatrix.empty()) {
             job.format_options.set("imatrix", r.imatrix);

@@ -65,8 +65,8 @@ std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
     return mapped_name(name, per_layer);
 }
 
-// DeepSeek-V2/V3's names (MODEL_TENSORS[DEEPSEEK2]); kv_b_proj stays whole as attn_kv_b, which
-// every llama.cpp since 2024 loads (later ones also take it split, for their MLA path).
+// DeepSeek-V2/V3's names (MODEL_TENSORS[DEEPSEEK2]); kv_b_proj maps to attn_kv_b, which the
+// plan writes split into attn_k_b / attn_v_b unless the architecture keeps it whole (mla_split).
 std::optional<std::string> deepseek2_tensor_name(const std::string& name) {
     static const NameTable per_layer = {
         {"input_layernorm.weight", "attn_norm.weight"},
@@ -157,7 +157,13 @@ GgufArchitecture qwen3moe(const ModelPlan& plan, const ModelConfig& config) {
 // ggml's expert gating functions (llama_expert_gating_func_type).
 constexpr std::uint32_t gating_softmax = 1, gating_sigmoid = 2;
 
-GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config) {
+// Sets key `name` (already written) to `value` where it stands, keeping the key order.
+void replace_key(std::vector<GgufKeyValue>& kv, const std::string& name, GgufValue value) {
+    for (auto& entry : kv)
+        if (entry.key == name) entry.value = std::move(value);
+}
+
+GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, bool legacy_mla) {
     GgufArchitecture a;
     a.arch = "deepseek2";
     a.pre = "deepseek-v3";
@@ -168,9 +174,21 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config) {
     kv.push_back({key("vocab_size"), u32_of(config, "vocab_size")});
     if (auto q = config.find("q_lora_rank"); q && q->is_number()) kv.push_back({key("attention.q_lora_rank"), u32_of(config, "q_lora_rank")});
     kv.push_back({key("attention.kv_lora_rank"), u32_of(config, "kv_lora_rank")});
-    kv.push_back({key("attention.key_length"),
-                  GgufValue::u32(static_cast<std::uint32_t>(config.require_int("qk_nope_head_dim") + config.require_int("qk_rope_head_dim")))});
-    kv.push_back({key("attention.value_length"), u32_of(config, "v_head_dim")});
+    const std::int64_t nope = config.require_int("qk_nope_head_dim"), rope = config.require_int("qk_rope_head_dim"),
+                       v_head = config.require_int("v_head_dim"), kv_lora = config.require_int("kv_lora_rank");
+    const std::int64_t heads = config.require_int("num_attention_heads");
+    auto u32 = [](std::int64_t v) { return GgufValue::u32(static_cast<std::uint32_t>(v)); };
+    if (legacy_mla) {  // per-head K and V, as the converter wrote before its absorbed MLA (2025-04)
+        kv.push_back({key("attention.key_length"), u32(nope + rope)});
+        kv.push_back({key("attention.value_length"), u32(v_head)});
+    } else {  // MQA over the compressed KV: one KV head of kv_lora (+ rope) values; the heads' own dims in *_mla
+        replace_key(kv, key("attention.head_count_kv"), u32(1));
+        kv.push_back({key("attention.key_length"), u32(kv_lora + rope)});
+        kv.push_back({key("attention.value_length"), u32(kv_lora)});
+        kv.push_back({key("attention.key_length_mla"), u32(nope + rope)});
+        kv.push_back({key("attention.value_length_mla"), u32(v_head)});
+        a.mla_split = MlaShape{.heads = heads, .nope = nope, .v = v_head, .kv_lora = kv_lora};
+    }
     kv.push_back({key("expert_feed_forward_length"), u32_of(config, "moe_intermediate_size")});
     kv.push_back({key("expert_count"), u32_of(config, "n_routed_experts")});
     kv.push_back({key("expert_shared_count"), GgufValue::u32(static_cast<std::uint32_t>(config.int_or("n_shared_experts", 0)))});
@@ -192,7 +210,7 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config) {
         kv.push_back({key("rope.scaling.yarn_log_multiplier"),
                       GgufValue::f32(static_cast<float>(0.1 * (scaling->get("mscale_all_dim") ? scaling->get("mscale_all_dim")->as_double() : 0.0)))});
     }
-    const std::int64_t heads = config.require_int("num_attention_heads"), kv_heads = config.int_or("num_key_value_heads", heads);
+    const std::int64_t kv_heads = legacy_mla ? config.int_or("num_key_value_heads", heads) : 1;
     a.facts = {.n_expert = static_cast<int>(plan.num_experts), .n_gqa = static_cast<int>(kv_heads > 0 ? heads / kv_heads : 1),
                .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
     a.tensor_name = deepseek2_tensor_name;
@@ -254,9 +272,9 @@ std::int64_t gguf_rope_interleave_heads(const GgufArchitecture& arch, const std:
     return 0;
 }
 
-GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config) {
+GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config, const GgufArchitectureRequest& request) {
     if (plan.model_type == "qwen3_moe") return qwen3moe(plan, config);
-    if (plan.model_type == "deepseek_v3" || plan.model_type == "deepseek_v2") return deepseek2(plan, config);
+    if (plan.model_type == "deepseek_v3" || plan.model_type == "deepseek_v2") return deepseek2(plan, config, request.legacy_mla);
     if (plan.model_type == "mixtral") return llama(plan, config);
     throw Error(ErrorKind::input,
                 "GGUF output is not written for model type '" + plan.model_type + "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, mixtral)",

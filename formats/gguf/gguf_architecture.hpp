@@ -6,6 +6,7 @@
 #pragma once
 
 #include "gguf_container.hpp"
+#include "gguf_mla_split.hpp"
 #include "gguf_type_policy.hpp"
 
 #include <moequant/model_adapter.hpp>
@@ -29,6 +30,14 @@ struct GgufArchitecture {
     // llama's converter reorders the rows of attn_q / attn_k (weights and biases) from Hugging
     // Face's half-split rotary to its interleaved one, per head: the heads of each; 0 = as stored.
     std::int64_t rope_interleave_q_heads = 0, rope_interleave_k_heads = 0;
+    // deepseek2 as today's converter writes it: attn_kv_b split into attn_k_b / attn_v_b of this
+    // shape (gguf_mla_split.hpp); nullopt keeps attn_kv_b whole (--legacy-mla, llama.cpp before 2025-04).
+    std::optional<MlaShape> mla_split;
+};
+
+// What of the architecture the user chose: the older deepseek2 layout.
+struct GgufArchitectureRequest {
+    bool legacy_mla = false;
 };
 
 // The heads whose rows `arch` interleaves in the GGUF tensor `gguf_name`; 0 for none.
@@ -36,7 +45,7 @@ std::int64_t gguf_rope_interleave_heads(const GgufArchitecture& arch, const std:
 
 // The architecture the plan's model maps to. Error(input) naming the model type when GGUF output
 // is not written for it (yet), listing the ones that are.
-GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config);
+GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config, const GgufArchitectureRequest& request = {});
 
 // blk.{L}.ffn_{gate,up,down}_exps.weight: the experts of a MoE layer, stacked [E, out, in].
 std::string gguf_expert_tensor_name(std::int64_t layer, Projection projection);

@@ -71,8 +71,8 @@ void pad_to_end(OutputFile& file, const GgufSplit& split) {
 std::vector<std::uint8_t> encode_tensor(const Checkpoint& source, const GgufPlannedTensor& t, const ImatrixFile* imatrix) {
     // A tensor llama.cpp quantizes comes to llama-quantize in the converter's BF16: it starts
     // from the BF16 decode here too, as the experts do (an FP8 source's values are not BF16).
-    const std::vector<float> values =
-        rope_interleave_rows(weight_values(source, t.source, t.info.type != ggml_type_id::f32), t.info.ne, t.rope_heads);
+    std::vector<float> values = rope_interleave_rows(weight_values(source, t.source, t.info.type != ggml_type_id::f32), t.info.ne, t.rope_heads);
+    if (t.mla_part) values = mla_kv_b_part(values, t.mla, *t.mla_part);
     std::vector<std::uint8_t> out(static_cast<std::size_t>(t.info.bytes));
     if (t.info.type == ggml_type_id::f32) {
         std::memcpy(out.data(), values.data(), out.size());
@@ -81,11 +81,15 @@ std::vector<std::uint8_t> encode_tensor(const Checkpoint& source, const GgufPlan
     const auto* type = ggml_quants::ggml_type_named(ggml_type_name_of(t.info.type));
     if (!type) throw Error(ErrorKind::internal, "no row codec for GGUF type " + std::to_string(t.info.type));
     const std::int64_t cols = t.info.ne[0], rows = static_cast<std::int64_t>(values.size()) / cols, row_bytes = type->row_bytes(cols);
+    // A 3-D tensor (attn_k_b: one matrix per head) is weighed per matrix, as llama-quantize hands
+    // ggml imatrix + i03 * ne[0] for each.
     const std::vector<float> importance = imatrix && t.importance ? imatrix->weights(*t.importance) : std::vector<float>{};
-    const float* weights = importance.empty() ? nullptr : importance.data();
+    const std::int64_t matrices = t.info.ne.size() > 2 ? t.info.ne[2] : 1, rows_per_matrix = rows / matrices;
     parallel_for(0, static_cast<std::size_t>(rows), 64, [&](std::size_t first, std::size_t last) {
-        for (auto r = static_cast<std::int64_t>(first); r < static_cast<std::int64_t>(last); ++r)
+        for (auto r = static_cast<std::int64_t>(first); r < static_cast<std::int64_t>(last); ++r) {
+            const float* weights = importance.empty() ? nullptr : importance.data() + (r / rows_per_matrix) * cols;
             type->quantize(values.data() + r * cols, out.data() + r * row_bytes, cols, weights);
+        }
     });
     return out;
 }

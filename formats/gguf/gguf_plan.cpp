@@ -97,7 +97,7 @@ GgufPlan plan_gguf(const OutputContext& context) {
     const ModelPlan& plan = *context.plan;
     const Checkpoint& source = *context.source;
     GgufPlan out;
-    out.architecture = gguf_architecture_for(plan, *context.config);
+    out.architecture = gguf_architecture_for(plan, *context.config, {.legacy_mla = context.options.get_bool("legacy_mla", false)});
     GgufTypeRequest request = type_request(context.options);
     out.preset = request.preset;
     const std::string imatrix_path = context.options.get_string("imatrix", "");
@@ -122,6 +122,18 @@ GgufPlan plan_gguf(const OutputContext& context) {
                         {.tensor = weight, .code = "UnmappedGgufTensor"});
         const Shape shape = w ? w->shape : source.info(name).shape;
         GgufPlannedTensor t{.info = {.name = *gguf, .ne = ggml_dims(shape)}, .source = weight};
+        if (const auto& mla = out.architecture.mla_split; mla && gguf->ends_with(".attn_kv_b.weight")) {
+            check_mla_kv_b(weight, shape.front(), shape.back(), *mla);
+            const std::string stem = gguf->substr(0, gguf->size() - std::string_view("attn_kv_b.weight").size());
+            for (MlaPart part : {MlaPart::k_b, MlaPart::v_b}) {
+                GgufPlannedTensor half{.info = {.name = stem + (part == MlaPart::k_b ? "attn_k_b.weight" : "attn_v_b.weight"),
+                                                .ne = mla_part_dims(*mla, part)},
+                                       .source = weight, .mla_part = part, .mla = *mla};
+                typed.push_back({half.info.name, half.info.ne, converter_type(half.info.name, half.info.ne)});
+                by_name.emplace(half.info.name, std::move(half));
+            }
+            continue;
+        }
         t.rope_heads = gguf_rope_interleave_heads(out.architecture, *gguf);
         if (t.rope_heads) check_rope_interleave(weight, shape.front(), t.rope_heads);
         typed.push_back({*gguf, t.info.ne, converter_type(*gguf, t.info.ne)});

@@ -27,6 +27,9 @@ struct GgufPlannedTensor {
     std::int64_t layer = -1;
     Projection projection = Projection::gate;
     std::int64_t expert_bytes = 0;  // experts: bytes of one expert's matrix
+    // deepseek2's attn_k_b / attn_v_b: this part of the source kv_b_proj (gguf_mla_split.hpp).
+    std::optional<MlaPart> mla_part;
+    MlaShape mla;
     // Its importance-matrix entry (--imatrix), shaped as the tensor: quantized tensors only.
     std::optional<ImatrixEntry> importance;
     std::int64_t rope_heads = 0;  // rows interleaved per head as llama's converter does (0: none)

@@ -174,14 +174,21 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_becomes_deepseek2) {
     BOOST_TEST(first.find("deepseek2.expert_gating_func")->as_unsigned().value() == 2u);  // sigmoid
     BOOST_TEST(first.find("deepseek2.expert_weights_scale")->as_float().value() == 2.5);
     BOOST_TEST(first.find("deepseek2.rope.scaling.type")->as_string().value() == "yarn");
-    BOOST_TEST(first.find("deepseek2.attention.key_length")->as_unsigned().value() == 64u);  // nope + rope
+    // Today's MLA layout: one KV head of kv_lora (+ rope) values; the heads' own dims in *_mla.
+    BOOST_TEST(first.find("deepseek2.attention.head_count_kv")->as_unsigned().value() == 1u);
+    BOOST_TEST(first.find("deepseek2.attention.key_length")->as_unsigned().value() == 160u);    // kv_lora + rope
+    BOOST_TEST(first.find("deepseek2.attention.value_length")->as_unsigned().value() == 128u);  // kv_lora
+    BOOST_TEST(first.find("deepseek2.attention.key_length_mla")->as_unsigned().value() == 64u);  // nope + rope
+    BOOST_TEST(first.find("deepseek2.attention.value_length_mla")->as_unsigned().value() == 32u);
     BOOST_TEST(first.find("tokenizer.ggml.pre")->as_string().value() == "deepseek-v3");
     const auto types = tensor_types(out, 3);
     using namespace ggml_type_id;
     BOOST_TEST(types.at("blk.1.exp_probs_b.bias") == f32);
     BOOST_TEST(types.at("blk.1.ffn_gate_shexp.weight") == q4_k);
     BOOST_TEST(types.at("blk.0.ffn_down.weight") == q5_0);    // rows of 320: Q4_K falls back
-    BOOST_TEST(types.at("blk.0.attn_kv_b.weight") == q8_0);   // attn_v-like, 8 experts
+    BOOST_TEST(!types.count("blk.0.attn_kv_b.weight"));       // split:
+    BOOST_TEST(types.at("blk.0.attn_k_b.weight") == q5_0);    // rows of nope = 32 values: Q4_K falls back
+    BOOST_TEST(types.at("blk.0.attn_v_b.weight") == q5_0);    // rows of kv_lora = 128
     BOOST_TEST(!types.count("blk.3.attn_norm.weight"));       // the MTP layer is not written
     auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
     BOOST_TEST(v.exit_code == 0, v.out << v.err);
@@ -190,11 +197,37 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_becomes_deepseek2) {
     // to the quantizer as its BF16 decode, as the experts do: the rows equal ggml's of the BF16 GGUF's.
     auto bf = run_moequant(gguf_args(src, dir / "bf16", {"--quant-method", "BF16"}));
     BOOST_REQUIRE_MESSAGE(bf.exit_code == 0, bf.err);
-    for (const char* name : {"blk.1.attn_kv_a_mqa.weight", "blk.2.attn_q_a.weight", "blk.0.attn_output.weight"}) {
+    for (const char* name : {"blk.1.attn_kv_a_mqa.weight", "blk.2.attn_q_a.weight", "blk.0.attn_output.weight", "blk.1.attn_k_b.weight",
+                             "blk.1.attn_v_b.weight"}) {
         const auto quantized = tensor_data(out / "model-00001-of-00003.gguf", name);
         const auto bf16_rows = tensor_data(dir / "bf16" / "model-00001-of-00003.gguf", name);
         BOOST_TEST((quantized.bytes == ggml_rows_from_bf16(bf16_rows, quantized.info)), name);
     }
+
+    // --legacy-mla: attn_kv_b whole, as the converter wrote it before 2025-04 (c392e509 loads only
+    // this); the split tensors are its rows per head, k_b transposed.
+    auto legacy = run_moequant(gguf_args(src, dir / "legacy", {"--quant-method", "BF16", "--legacy-mla"}));
+    BOOST_REQUIRE_MESSAGE(legacy.exit_code == 0, legacy.err);
+    const GgufFile old_first = read_gguf_file_header((dir / "legacy" / "model-00001-of-00003.gguf").string());
+    BOOST_TEST(old_first.find("deepseek2.attention.key_length")->as_unsigned().value() == 64u);
+    BOOST_TEST(old_first.find("deepseek2.attention.head_count_kv")->as_unsigned().value() == 2u);
+    BOOST_TEST(!old_first.find("deepseek2.attention.key_length_mla"));
+    const auto kv_b = tensor_data(dir / "legacy" / "model-00001-of-00003.gguf", "blk.0.attn_kv_b.weight");  // [2 x (32 + 32), 128]
+    const auto k_b = tensor_data(dir / "bf16" / "model-00001-of-00003.gguf", "blk.0.attn_k_b.weight");      // [2, 128, 32]
+    const auto v_b = tensor_data(dir / "bf16" / "model-00001-of-00003.gguf", "blk.0.attn_v_b.weight");      // [2, 32, 128]
+    BOOST_TEST((k_b.info.ne == std::vector<std::int64_t>{32, 128, 2}));
+    BOOST_TEST((v_b.info.ne == std::vector<std::int64_t>{128, 32, 2}));
+    auto bf16_at = [](const TensorData& t, std::size_t i) { return std::pair{t.bytes[2 * i], t.bytes[2 * i + 1]}; };
+    std::size_t k_mismatch = 0, v_mismatch = 0;
+    for (std::size_t h = 0; h < 2; ++h)
+        for (std::size_t row = 0; row < 64; ++row)
+            for (std::size_t c = 0; c < 128; ++c) {
+                const auto value = bf16_at(kv_b, (h * 64 + row) * 128 + c);
+                if (row < 32) k_mismatch += bf16_at(k_b, (h * 128 + c) * 32 + row) != value;
+                else v_mismatch += bf16_at(v_b, (h * 32 + (row - 32)) * 128 + c) != value;
+            }
+    BOOST_TEST(k_mismatch == 0u);
+    BOOST_TEST(v_mismatch == 0u);
 }
 
 // Mixtral as llama.cpp's llama, as convert_hf_to_gguf.py's LlamaModel writes it: its keys, the

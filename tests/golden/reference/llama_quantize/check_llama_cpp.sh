@@ -40,7 +40,8 @@ reported "moequant refuses"; neither fails the run. At the snapshot $snapshot (o
 llama-quantize predates two rules moequant follows (docs/gguf-format.md): for DeepSeek moequant
 is given --tensor-type attn_kv_b=<the preset's base type> (Q4_K_M: q4_K, IQ4_XS: iq4_xs), and
 Q2_K/Q3_K_* tensors where moequant writes Q4_0 and llama-quantize IQ4_NL (rows not a multiple
-of 256) are reported as expected. Every other difference is unexpected.
+of 256) are reported as expected. Every other difference is unexpected. A llama.cpp without the
+absorbed-MLA tensors (attn_k_b / attn_v_b, 2025-04) gets DeepSeek with --legacy-mla.
 EOF
 }
 
@@ -189,7 +190,7 @@ quantize() {
     base=${preset%_[SML]} && base=${base,,} && base=${base/_k/_K}
     case $preset in BF16|F16|F32|MXFP4_MOE) ;; *) override=(--tensor-type "attn_kv_b=$base") ;; esac
   fi
-  "$moequant" convert -i "$dir/src" -o "$dir/$tag" --format gguf --quant-method "$preset" "${override[@]}" "${with[@]}" \
+  "$moequant" convert -i "$dir/src" -o "$dir/$tag" --format gguf --quant-method "$preset" "${legacy_mla[@]}" "${override[@]}" "${with[@]}" \
     > "$dir/$tag.log" 2>&1 || { cat "$dir/$tag.log" >&2; exit 1; }
   ours=$(part1 "$dir/$tag") ref=$dir/llama-quantize-$tag.gguf
   timeout 600 "$bin/llama-quantize" "${with[@]}" "$bf16" "$ref" "$preset" 2 > "$dir/llama-quantize-$tag.log" 2>&1 ||
@@ -229,7 +230,10 @@ for spec in $families; do
   log "$family ($dtype): synth, BF16 GGUF"
   "$moequant" synth --family "$family" --dtype "$dtype" --out "$dir/src" > "$dir/synth.log" 2>&1 ||
     { cat "$dir/synth.log" >&2; exit 1; }
-  rc=0; "$moequant" convert -i "$dir/src" -o "$dir/BF16" --format gguf --quant-method BF16 > "$dir/BF16.log" 2>&1 || rc=$?
+  # A llama.cpp without the absorbed-MLA tensors (before 2025-04) loads DeepSeek's attn_kv_b whole only.
+  legacy_mla=()
+  case $family in deepseek*) grep -q 'ATTN_K_B' "$tree/src/llama-arch.cpp" 2>/dev/null || legacy_mla=(--legacy-mla) ;; esac
+  rc=0; "$moequant" convert -i "$dir/src" -o "$dir/BF16" --format gguf --quant-method BF16 "${legacy_mla[@]}" > "$dir/BF16.log" 2>&1 || rc=$?
   if [ $rc = 3 ]; then
     row "$family" "$dtype" "all" "-" "-" "-" "-" "moequant refuses: $(sed -n 's/.*error: \(.*[^ ]\) *(.*/\1/p' "$dir/BF16.log" | head -1)"
     continue
