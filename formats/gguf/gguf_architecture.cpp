@@ -42,9 +42,10 @@ std::optional<std::string> mapped_name(const std::string& name, const NameTable&
     return "blk." + std::to_string(layer->first) + "." + it->second;
 }
 
-// Qwen3-MoE's names (llama.cpp gguf-py tensor_mapping, MODEL_TENSORS[QWEN3MOE]).
-std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
-    static const NameTable per_layer = {
+// The per-layer names every Llama-style decoder shares (gguf-py tensor_mapping): the two norms,
+// q/k/v/o and their biases; a family adds its own to them.
+NameTable llama_style_layer_names(std::initializer_list<NameTable::value_type> own) {
+    NameTable names = {
         {"input_layernorm.weight", "attn_norm.weight"},
         {"post_attention_layernorm.weight", "ffn_norm.weight"},
         {"self_attn.q_proj.weight", "attn_q.weight"},
@@ -54,6 +55,14 @@ std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
         {"self_attn.q_proj.bias", "attn_q.bias"},
         {"self_attn.k_proj.bias", "attn_k.bias"},
         {"self_attn.v_proj.bias", "attn_v.bias"},
+    };
+    names.insert(own.begin(), own.end());
+    return names;
+}
+
+// Qwen3-MoE's names (llama.cpp gguf-py tensor_mapping, MODEL_TENSORS[QWEN3MOE]).
+std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
+    static const NameTable per_layer = llama_style_layer_names({
         {"self_attn.q_norm.weight", "attn_q_norm.weight"},
         {"self_attn.k_norm.weight", "attn_k_norm.weight"},
         {"mlp.gate.weight", "ffn_gate_inp.weight"},
@@ -61,7 +70,7 @@ std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
         {"mlp.gate_proj.weight", "ffn_gate.weight"},
         {"mlp.up_proj.weight", "ffn_up.weight"},
         {"mlp.down_proj.weight", "ffn_down.weight"},
-    };
+    });
     return mapped_name(name, per_layer);
 }
 
@@ -94,20 +103,11 @@ std::optional<std::string> deepseek2_tensor_name(const std::string& name) {
 // Mixtral's names as llama's (MODEL_TENSORS[LLAMA]): the router is block_sparse_moe.gate.
 // Mistral's native names (layers.L.attention.wq) are not mapped, as the converter does not.
 std::optional<std::string> llama_tensor_name(const std::string& name) {
-    static const NameTable per_layer = {
-        {"input_layernorm.weight", "attn_norm.weight"},
-        {"post_attention_layernorm.weight", "ffn_norm.weight"},
-        {"self_attn.q_proj.weight", "attn_q.weight"},
-        {"self_attn.k_proj.weight", "attn_k.weight"},
-        {"self_attn.v_proj.weight", "attn_v.weight"},
-        {"self_attn.o_proj.weight", "attn_output.weight"},
-        {"self_attn.q_proj.bias", "attn_q.bias"},
-        {"self_attn.k_proj.bias", "attn_k.bias"},
-        {"self_attn.v_proj.bias", "attn_v.bias"},
+    static const NameTable per_layer = llama_style_layer_names({
         {"self_attn.o_proj.bias", "attn_output.bias"},
         {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
         {"mlp.gate.weight", "ffn_gate_inp.weight"},  // transformers v5's fused-expert layout
-    };
+    });
     return mapped_name(name, per_layer);
 }
 

@@ -3,6 +3,7 @@
 // Mistral/Llama-2 tokenizer, and from tokenizer.model (SentencePiece): a real one made by
 // sentencepiece's trainer (tests/data/tokenizers/spm_bpe_tiny) read piece for piece as
 // sentencepiece reads it, one this test encodes by hand, and hostile ones refused naming the file.
+#include "gguf_metadata_lookup.hpp"
 #include "gguf_spm_model.hpp"
 #include "gguf_vocab.hpp"
 
@@ -26,18 +27,6 @@ namespace {
 
 const fs::path unpacked_dir = MOEQUANT_TOKENIZER_UNPACKED_DIR;
 const fs::path tokenizer_data_dir = MOEQUANT_TOKENIZER_EXPECTED_DIR;
-
-const GgufValue* find(const std::vector<GgufKeyValue>& kvs, std::string_view key) {
-    for (const auto& kv : kvs)
-        if (kv.key == key) return &kv.value;
-    return nullptr;
-}
-
-std::vector<std::string> keys_of(const std::vector<GgufKeyValue>& kvs) {
-    std::vector<std::string> keys;
-    for (const auto& kv : kvs) keys.push_back(kv.key);
-    return keys;
-}
 
 template <class T>
 std::vector<T> array_at(const std::vector<GgufKeyValue>& kvs, std::string_view key, GgufType element) {

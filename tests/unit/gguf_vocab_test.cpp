@@ -1,6 +1,7 @@
 // GGUF tokenizer metadata (formats/gguf/gguf_vocab) as llama.cpp's convert_hf_to_gguf.py writes
 // it for BPE tokenizers: the real Qwen3 and DeepSeek-V3 tokenizers (unpacked into the build tree
 // from tests/data/tokenizers), small hand-written folders for each rule, and refusals naming the file.
+#include "gguf_metadata_lookup.hpp"
 #include "gguf_vocab.hpp"
 
 #include "test_support.hpp"
@@ -21,18 +22,6 @@ using namespace moequant::test;
 namespace {
 
 const fs::path unpacked_dir = MOEQUANT_TOKENIZER_UNPACKED_DIR;
-
-const GgufValue* find(const std::vector<GgufKeyValue>& kvs, std::string_view key) {
-    for (const auto& kv : kvs)
-        if (kv.key == key) return &kv.value;
-    return nullptr;
-}
-
-std::vector<std::string> keys_of(const std::vector<GgufKeyValue>& kvs) {
-    std::vector<std::string> keys;
-    for (const auto& kv : kvs) keys.push_back(kv.key);
-    return keys;
-}
 
 std::vector<std::string> strings_at(const std::vector<GgufKeyValue>& kvs, std::string_view key) {
     const GgufValue* v = find(kvs, key);
