@@ -4,7 +4,7 @@
 // quantize_row_qN_K_impl; decoding as dequantize_row_qN_K. Float operations keep ggml's order
 // and precision (see quant_search.hpp); the block layouts are ggml-common.h's block_qN_K.
 #include "block_bytes.hpp"  // fp16 fields; requantizing reads the rounded value back, as ggml does
-#include "offset_lanes.hpp"
+#include "k_lanes.hpp"
 #include "quant_search.hpp"
 #include "row_codecs.hpp"
 
@@ -152,7 +152,7 @@ struct ScaleMinType {
 
 // The sub-block searches of `blocks` consecutive super-blocks: for sub-block k, scales[k],
 // mins[k] (negated), with an importance matrix the sum of its weights sw[k], and its levels
-// at levels[32 k]. Runs the SIMD lanes (offset_lanes.hpp) where the CPU has them: the same
+// at levels[32 k]. Runs the SIMD lanes (k_lanes.hpp) where the CPU has them: the same
 // bits as the scalar search.
 void scale_min_search(const float* x, const float* importance, const ScaleMinType& type, int blocks, float* scales,
                       float* mins, float* sw, std::uint8_t* levels) noexcept {
@@ -457,9 +457,12 @@ void quantize_row_q6_k(const float* x, std::uint8_t* out, std::int64_t n, const 
         const float* qw = importance ? importance + b * super_block : nullptr;
         std::int8_t levels[super_block];
         float scales[16];
+        if (const SymmetricLanes lanes = active_symmetric_lanes()) lanes(16, 32, x, qw, levels, scales);
+        else
+            for (int j = 0; j < 16; ++j)
+                scales[j] = symmetric_levels(16, 32, x + 16 * j, levels + 16 * j, qw ? qw + 16 * j : nullptr);
         float max_scale = 0, max_abs_scale = 0;
         for (int j = 0; j < 16; ++j) {
-            scales[j] = symmetric_levels(16, 32, x + 16 * j, levels + 16 * j, qw ? qw + 16 * j : nullptr);
             if (std::fabs(scales[j]) > max_abs_scale) {
                 max_abs_scale = std::fabs(scales[j]);
                 max_scale = scales[j];
