@@ -1,6 +1,7 @@
 // The K-quant search lanes for AVX-512: 16 sub-blocks per instruction. Compiled with
 // -mavx512f only (CMakeLists.txt); everything here has internal linkage so no AVX-512 copy of
-// an inline function can replace the portable one elsewhere.
+// an inline function can replace the portable one elsewhere (nor may it call quant_search.hpp's
+// inline nearest_int).
 #include "k_lanes.hpp"
 
 // GCC 12's AVX-512 intrinsics start from a self-initialised "undefined" vector, which

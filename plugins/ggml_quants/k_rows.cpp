@@ -432,11 +432,14 @@ void dequantize_row_q4_k(const std::uint8_t* in, float* y, std::int64_t n) {
 
 void quantize_row_q5_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
     scale_min_row(x, out, n, importance, q5_type, q5_bytes, [](const std::uint8_t* levels, std::uint8_t* block) {
-        // Bit 4 of value e goes to qh byte e%32, bit e/32; the low nibbles pack as Q4_K's.
+        // Bit 4 of value e (levels are 0..31) goes to qh byte e%32, bit e/32; the low nibbles
+        // pack as Q4_K's. Written byte by byte, without branches, so the loop vectorizes.
         std::uint8_t* qh = block + q5_qh;
-        std::memset(qh, 0, 32);
-        for (int e = 0; e < super_block; ++e)
-            if (levels[e] > 15) qh[e % 32] = static_cast<std::uint8_t>(qh[e % 32] | (1 << (e / 32)));
+        for (int l = 0; l < 32; ++l) {
+            unsigned bits = 0;
+            for (int k = 0; k < 8; ++k) bits |= static_cast<unsigned>(levels[32 * k + l] >> 4) << k;
+            qh[l] = static_cast<std::uint8_t>(bits);
+        }
         pack_nibble_pairs(levels, block + q5_qs);
     });
 }
@@ -485,17 +488,18 @@ void quantize_row_q6_k(const float* x, std::uint8_t* out, std::int64_t n, const 
             for (int i = 16 * j; i < 16 * j + 16; ++i)
                 levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -32, 31) + 32);
         }
-        // Value e = 128h + 32k + l: low nibble in ql[64h + 32(k%2) + l] at bit 4(k/2), top two bits
-        // in qh[32h + l] at bit 2k.
+        // Value e = 128h + 32k + l (levels 0..63): low nibble in ql[64h + 32(k%2) + l] at bit
+        // 4(k/2), top two bits in qh[32h + l] at bit 2k. Each byte written once so this vectorizes.
         std::uint8_t* ql = out + q6_ql;
         std::uint8_t* qh = out + q6_qh;
-        std::memset(ql, 0, 128 + 64);
-        for (int e = 0; e < super_block; ++e) {
-            const int h = e / 128, k = (e / 32) % 4, l = e % 32, v = levels[e];
-            std::uint8_t& low = ql[64 * h + 32 * (k % 2) + l];
-            low = static_cast<std::uint8_t>(low | ((v & 0xF) << (4 * (k / 2))));
-            qh[32 * h + l] = static_cast<std::uint8_t>(qh[32 * h + l] | ((v >> 4) << (2 * k)));
-        }
+        for (int h = 0; h < 2; ++h)
+            for (int l = 0; l < 32; ++l) {
+                const std::int8_t* v = levels + 128 * h + l;  // v[32k] is value k of this l
+                ql[64 * h + l] = static_cast<std::uint8_t>((v[0] & 0xF) | ((v[64] & 0xF) << 4));
+                ql[64 * h + 32 + l] = static_cast<std::uint8_t>((v[32] & 0xF) | ((v[96] & 0xF) << 4));
+                qh[32 * h + l] =
+                    static_cast<std::uint8_t>((v[0] >> 4) | ((v[32] >> 4) << 2) | ((v[64] >> 4) << 4) | ((v[96] >> 4) << 6));
+            }
     }
 }
 
