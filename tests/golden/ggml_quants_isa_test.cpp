@@ -64,6 +64,10 @@ std::vector<Row> corner_rows(std::int64_t n, unsigned seed) {
         default: return static_cast<float>(i % 7) - 3.f;
         }
     });
+    // Non-finite values (ggml does not refuse them; the paths must still agree).
+    add("infinity", [&](std::int64_t i) { return i % 37 == 5 ? INFINITY : normal(rng); });
+    add("nan", [&](std::int64_t i) { return i % 41 == 7 ? NAN : normal(rng); });
+    add("max float", [&](std::int64_t i) { return i % 2 ? 3.4e38f : -3.4e38f * uniform(rng); });
     add("spread magnitudes", [&](std::int64_t i) { return std::ldexp(normal(rng), static_cast<int>((i / 32) % 200) - 100); });
     return rows;
 }
