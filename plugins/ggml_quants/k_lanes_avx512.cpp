@@ -15,7 +15,12 @@
 #pragma GCC diagnostic pop
 #endif
 
-namespace moequant::ggml_quants::lanes_avx512 {
+// tests/emulation compiles this file a second time over SIMDe under another namespace name.
+#ifndef MOEQUANT_K_LANES_AVX512
+#define MOEQUANT_K_LANES_AVX512 lanes_avx512
+#endif
+
+namespace moequant::ggml_quants::MOEQUANT_K_LANES_AVX512 {
 namespace {
 
 constexpr int W = 16;
@@ -65,4 +70,4 @@ inline I nearest_int_lanes(F x) {
 #include "offset_lanes.inc"
 #include "symmetric_lanes.inc"
 
-}  // namespace moequant::ggml_quants::lanes_avx512
+}  // namespace moequant::ggml_quants::MOEQUANT_K_LANES_AVX512
