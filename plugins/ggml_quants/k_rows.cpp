@@ -4,6 +4,7 @@
 // quantize_row_qN_K_impl; decoding as dequantize_row_qN_K. Float operations keep ggml's order
 // and precision (see quant_search.hpp); the block layouts are ggml-common.h's block_qN_K.
 #include "block_bytes.hpp"  // fp16 fields; requantizing reads the rounded value back, as ggml does
+#include "k_lanes.hpp"
 #include "quant_search.hpp"
 #include "row_codecs.hpp"
 
@@ -149,21 +150,57 @@ struct ScaleMinType {
     bool clamp_imatrix_levels;  // ggml's Q5_K clamps the imatrix path's 6-bit levels, Q4_K does not
 };
 
-// Writes d, dmin and the packed 6-bit scales/mins into `head` and the requantized levels
-// 0..nmax of the 256 values into `levels`.
-void scale_min_superblock(const float* x, const float* importance, const ScaleMinType& type, std::uint8_t* head,
-                          std::uint8_t* levels) noexcept {
-    float scales[8], mins[8], w[32];
-    std::uint8_t ls[8], lm[8], scratch[32];
+// The sub-block searches of `blocks` consecutive super-blocks: for sub-block k, scales[k],
+// mins[k] (negated), with an importance matrix the sum of its weights sw[k], and its levels
+// at levels[32 k]. Runs the SIMD lanes (k_lanes.hpp) where the CPU has them: the same
+// bits as the scalar search.
+void scale_min_search(const float* x, const float* importance, const ScaleMinType& type, int blocks, float* scales,
+                      float* mins, float* sw, std::uint8_t* levels) noexcept {
+    constexpr int max_blocks = 8;  // callers pass at most this many
+    float w[max_blocks * super_block];
+    std::uint8_t scratch[32];
+    const OffsetLanes lanes = active_offset_lanes();
+    for (int b = 0; b < blocks; ++b) {
+        const float* xb = x + b * super_block;
+        if (!importance) {
+            if (lanes) continue;
+            // Weights av|x| + |x| per sub-block.
+            for (int j = 0; j < 8; ++j) {
+                const float* xs = xb + 32 * j;
+                const float av_x = std::sqrt(sum_of_squares(xs, 32) / 32);
+                for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
+                const int k = 8 * b + j;
+                scales[k] = offset_levels_qkx2(32, type.nmax, xs, w, levels + 32 * k, &mins[k], scratch, type.plain);
+            }
+        } else {
+            const float sigma2 = 2 * sum_of_squares(xb, super_block) / super_block;
+            for (int j = 0; j < 8; ++j) {
+                const int k = 8 * b + j;
+                float* wk = w + 32 * k;
+                importance_weights(importance + b * super_block + 32 * j, xb + 32 * j, sigma2, 32, wk);
+                sw[k] = sum_of(wk, 32);
+                if (!lanes)
+                    scales[k] = offset_levels_qkx3(32, type.nmax, xb + 32 * j, wk, levels + 32 * k, &mins[k], scratch,
+                                                   imatrix_offset_search);
+            }
+        }
+    }
+    if (lanes) {
+        if (importance) lanes(8 * blocks, type.nmax, x, w, true, imatrix_offset_search, levels, scales, mins);
+        else lanes(8 * blocks, type.nmax, x, nullptr, false, type.plain, levels, scales, mins);
+    }
+}
+
+// Writes d, dmin and the packed 6-bit scales/mins of one super-block into `head` from its
+// sub-block searches and the requantized levels 0..nmax of the 256 values into `levels`.
+void scale_min_finish(const float* x, bool with_importance, const ScaleMinType& type, const float* scales,
+                      const float* mins, const float* sw, std::uint8_t* head, std::uint8_t* levels) noexcept {
+    std::uint8_t ls[8], lm[8];
     float d, dmin;
-    if (!importance) {
-        // Weights av|x| + |x| per sub-block; the largest scale and min map to level 63.
+    if (!with_importance) {
+        // The largest scale and min map to level 63.
         float max_scale = 0, max_min = 0;
         for (int j = 0; j < 8; ++j) {
-            const float* xs = x + 32 * j;
-            const float av_x = std::sqrt(sum_of_squares(xs, 32) / 32);
-            for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
-            scales[j] = offset_levels_qkx2(32, type.nmax, xs, w, levels + 32 * j, &mins[j], scratch, type.plain);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
@@ -177,14 +214,6 @@ void scale_min_superblock(const float* x, const float* importance, const ScaleMi
         d = max_scale / 63.f;
         dmin = max_min / 63.f;
     } else {
-        const float sigma2 = 2 * sum_of_squares(x, super_block) / super_block;
-        float sw[8];
-        for (int j = 0; j < 8; ++j) {
-            importance_weights(importance + 32 * j, x + 32 * j, sigma2, 32, w);
-            sw[j] = sum_of(w, 32);
-            scales[j] = offset_levels_qkx3(32, type.nmax, x + 32 * j, w, levels + 32 * j, &mins[j], scratch,
-                                           imatrix_offset_search);
-        }
         d = positive_levels(8, 63, scales, ls, sw);
         dmin = positive_levels(8, 63, mins, lm, sw);
         if (type.clamp_imatrix_levels)
@@ -206,6 +235,29 @@ void scale_min_superblock(const float* x, const float* importance, const ScaleMi
         const float dm = m_all * static_cast<float>(m);
         for (int i = 32 * j; i < 32 * j + 32; ++i)
             levels[i] = static_cast<std::uint8_t>(clamp(nearest_int((x[i] + dm) / ds), 0, type.nmax));
+    }
+}
+
+// Quantizes the super-blocks of a row of n values, a few at a time, calling
+// pack(block index, levels, block bytes) after each one's head is written.
+template <class Pack>
+void scale_min_row(const float* x, std::uint8_t* out, std::int64_t n, const float* importance, const ScaleMinType& type,
+                   int block_bytes, Pack pack) noexcept {
+    constexpr int chunk = 8;
+    float scales[8 * chunk], mins[8 * chunk], sw[8 * chunk];
+    std::uint8_t levels[super_block * chunk];
+    const std::int64_t nb = n / super_block;
+    for (std::int64_t first = 0; first < nb; first += chunk) {
+        const int blocks = static_cast<int>(std::min<std::int64_t>(chunk, nb - first));
+        const float* xc = x + first * super_block;
+        const float* ic = importance ? importance + first * super_block : nullptr;
+        scale_min_search(xc, ic, type, blocks, scales, mins, sw, levels);
+        for (int b = 0; b < blocks; ++b) {
+            std::uint8_t* block = out + (first + b) * block_bytes;
+            std::uint8_t* lb = levels + b * super_block;
+            scale_min_finish(xc + b * super_block, ic != nullptr, type, scales + 8 * b, mins + 8 * b, sw + 8 * b, block, lb);
+            pack(lb, block);
+        }
     }
 }
 
@@ -367,11 +419,8 @@ void dequantize_row_q3_k(const std::uint8_t* in, float* y, std::int64_t n) {
 }
 
 void quantize_row_q4_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
-    for (std::int64_t b = 0; b < n / super_block; ++b, x += super_block, out += q4_bytes) {
-        std::uint8_t levels[super_block];
-        scale_min_superblock(x, importance ? importance + b * super_block : nullptr, q4_type, out, levels);
-        pack_nibble_pairs(levels, out + q4_qs);
-    }
+    scale_min_row(x, out, n, importance, q4_type, q4_bytes,
+                  [](const std::uint8_t* levels, std::uint8_t* block) { pack_nibble_pairs(levels, block + q4_qs); });
 }
 
 void dequantize_row_q4_k(const std::uint8_t* in, float* y, std::int64_t n) {
@@ -382,16 +431,17 @@ void dequantize_row_q4_k(const std::uint8_t* in, float* y, std::int64_t n) {
 }
 
 void quantize_row_q5_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
-    for (std::int64_t b = 0; b < n / super_block; ++b, x += super_block, out += q5_bytes) {
-        std::uint8_t levels[super_block];
-        scale_min_superblock(x, importance ? importance + b * super_block : nullptr, q5_type, out, levels);
-        // Bit 4 of value e goes to qh byte e%32, bit e/32; the low nibbles pack as Q4_K's.
-        std::uint8_t* qh = out + q5_qh;
-        std::memset(qh, 0, 32);
-        for (int e = 0; e < super_block; ++e)
-            if (levels[e] > 15) qh[e % 32] = static_cast<std::uint8_t>(qh[e % 32] | (1 << (e / 32)));
-        pack_nibble_pairs(levels, out + q5_qs);
-    }
+    scale_min_row(x, out, n, importance, q5_type, q5_bytes, [](const std::uint8_t* levels, std::uint8_t* block) {
+        // Bit 4 of value e (levels are 0..31) goes to qh byte e%32, bit e/32; the low nibbles
+        // pack as Q4_K's. Written byte by byte, without branches, so the loop vectorizes.
+        std::uint8_t* qh = block + q5_qh;
+        for (int l = 0; l < 32; ++l) {
+            unsigned bits = 0;
+            for (int k = 0; k < 8; ++k) bits |= static_cast<unsigned>(levels[32 * k + l] >> 4) << k;
+            qh[l] = static_cast<std::uint8_t>(bits);
+        }
+        pack_nibble_pairs(levels, block + q5_qs);
+    });
 }
 
 void dequantize_row_q5_k(const std::uint8_t* in, float* y, std::int64_t n) {
@@ -410,9 +460,12 @@ void quantize_row_q6_k(const float* x, std::uint8_t* out, std::int64_t n, const 
         const float* qw = importance ? importance + b * super_block : nullptr;
         std::int8_t levels[super_block];
         float scales[16];
+        if (const SymmetricLanes lanes = active_symmetric_lanes()) lanes(16, 32, x, qw, levels, scales);
+        else
+            for (int j = 0; j < 16; ++j)
+                scales[j] = symmetric_levels(16, 32, x + 16 * j, levels + 16 * j, qw ? qw + 16 * j : nullptr);
         float max_scale = 0, max_abs_scale = 0;
         for (int j = 0; j < 16; ++j) {
-            scales[j] = symmetric_levels(16, 32, x + 16 * j, levels + 16 * j, qw ? qw + 16 * j : nullptr);
             if (std::fabs(scales[j]) > max_abs_scale) {
                 max_abs_scale = std::fabs(scales[j]);
                 max_scale = scales[j];
@@ -435,17 +488,18 @@ void quantize_row_q6_k(const float* x, std::uint8_t* out, std::int64_t n, const 
             for (int i = 16 * j; i < 16 * j + 16; ++i)
                 levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -32, 31) + 32);
         }
-        // Value e = 128h + 32k + l: low nibble in ql[64h + 32(k%2) + l] at bit 4(k/2), top two bits
-        // in qh[32h + l] at bit 2k.
+        // Value e = 128h + 32k + l (levels 0..63): low nibble in ql[64h + 32(k%2) + l] at bit
+        // 4(k/2), top two bits in qh[32h + l] at bit 2k. Each byte written once so this vectorizes.
         std::uint8_t* ql = out + q6_ql;
         std::uint8_t* qh = out + q6_qh;
-        std::memset(ql, 0, 128 + 64);
-        for (int e = 0; e < super_block; ++e) {
-            const int h = e / 128, k = (e / 32) % 4, l = e % 32, v = levels[e];
-            std::uint8_t& low = ql[64 * h + 32 * (k % 2) + l];
-            low = static_cast<std::uint8_t>(low | ((v & 0xF) << (4 * (k / 2))));
-            qh[32 * h + l] = static_cast<std::uint8_t>(qh[32 * h + l] | ((v >> 4) << (2 * k)));
-        }
+        for (int h = 0; h < 2; ++h)
+            for (int l = 0; l < 32; ++l) {
+                const std::int8_t* v = levels + 128 * h + l;  // v[32k] is value k of this l
+                ql[64 * h + l] = static_cast<std::uint8_t>((v[0] & 0xF) | ((v[64] & 0xF) << 4));
+                ql[64 * h + 32 + l] = static_cast<std::uint8_t>((v[32] & 0xF) | ((v[96] & 0xF) << 4));
+                qh[32 * h + l] =
+                    static_cast<std::uint8_t>((v[0] >> 4) | ((v[32] >> 4) << 2) | ((v[64] >> 4) << 4) | ((v[96] >> 4) << 6));
+            }
     }
 }
 

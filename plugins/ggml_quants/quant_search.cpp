@@ -8,13 +8,6 @@
 
 namespace moequant::ggml_quants {
 
-int nearest_int(float x) noexcept {
-    const float shifted = x + 12582912.f;
-    std::int32_t bits;
-    std::memcpy(&bits, &shifted, 4);
-    return (bits & 0x007fffff) - 0x00400000;
-}
-
 int nearest_index(int n, const std::int8_t* values, float x) noexcept {
     if (x <= values[0]) return 0;
     if (x >= values[n - 1]) return n - 1;

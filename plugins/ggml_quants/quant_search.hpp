@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace moequant::ggml_quants {
 
@@ -14,7 +15,14 @@ namespace moequant::ggml_quants {
 inline constexpr float group_max_eps = 1e-15f;
 
 // Round to nearest, ties to even, by adding 1.5 * 2^23 (ggml's nearest_int); |x| <= 4194303.
-int nearest_int(float x) noexcept;
+// Inline so the per-value requantizing loops vectorize (k_lanes_*.cpp must not call it: a copy
+// compiled with their ISA flags could stand in for this one).
+inline int nearest_int(float x) noexcept {
+    const float shifted = x + 12582912.f;
+    std::int32_t bits;
+    std::memcpy(&bits, &shifted, 4);
+    return (bits & 0x007fffff) - 0x00400000;
+}
 
 // Index of the entry of the sorted `values` (n of them) nearest to x; a tie goes to the upper
 // entry (ggml's best_index_int8).

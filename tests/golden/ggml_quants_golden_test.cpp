@@ -10,6 +10,7 @@
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <moequant/cpu_isa.hpp>
 #include <moequant/error.hpp>
 
 #include <cctype>
@@ -97,14 +98,22 @@ void check_dequantized(const Vectors& v, const ggml_quants::GgmlType& type) {
 
 BOOST_AUTO_TEST_SUITE(ggml_quants_golden)
 
+// Under every ISA this CPU has (the K-quants have vector paths).
 BOOST_AUTO_TEST_CASE(every_type_quantizes_like_ggml_byte_for_byte) {
     const Vectors v = load();
     BOOST_TEST(v.types.size() == ggml_quants::ggml_types().size());
-    for (const auto& name : v.types) {
-        const auto& type = *ggml_quants::ggml_type_named(name);
-        check_quantized(v, type, false);
-        check_quantized(v, type, true);
+    const Isa before = active_isa();
+    for (Isa isa : available_isas()) {
+        set_isa_limit(isa);
+        BOOST_TEST_CONTEXT("ISA " << isa_name(isa)) {
+            for (const auto& name : v.types) {
+                const auto& type = *ggml_quants::ggml_type_named(name);
+                check_quantized(v, type, false);
+                check_quantized(v, type, true);
+            }
+        }
     }
+    set_isa_limit(before);
 }
 
 BOOST_AUTO_TEST_CASE(every_type_dequantizes_like_ggml_bit_for_bit) {

@@ -1,0 +1,127 @@
+// The GGUF K-quant search lanes (plugins/ggml_quants/k_lanes_avx512.cpp), run over SIMDe, against
+// the scalar searches they mirror (quant_search.hpp), bit for bit: levels, scales and minimums
+// of every sub-block. CI's CPUs lack AVX-512; golden.ggml_quants_isa runs the real kernels where
+// the CPU has them.
+#include <boost/test/unit_test.hpp>
+
+#include "quant_search.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+namespace moequant::ggml_quants::lanes_avx512_emulated {
+void offset_levels_32(int count, int nmax, const float* x, const float* weights, bool flat_when_below, OffsetSearch search,
+                      std::uint8_t* levels, float* scales, float* negated_mins);
+void symmetric_levels_16(int count, int nmax, const float* x, const float* weights, std::int8_t* levels, float* scales);
+}  // namespace moequant::ggml_quants::lanes_avx512_emulated
+
+using namespace moequant::ggml_quants;
+namespace emulated = moequant::ggml_quants::lanes_avx512_emulated;
+
+namespace {
+
+std::mt19937 k_rng(20261206);
+
+// `count` sub-blocks of `size` values, each of a different kind: random at magnitudes from
+// 1e-30 to 1e30, zero, constant, one-signed, a lone outlier, subnormal, non-finite.
+std::vector<float> sub_blocks(int count, int size) {
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::vector<float> x(static_cast<std::size_t>(count * size));
+    const float scales[] = {1e-30f, 1e-5f, 1.f, 1e5f, 1e30f};
+    for (int k = 0; k < count; ++k) {
+        const float s = scales[k % 5];
+        for (int i = 0; i < size; ++i) {
+            float& v = x[static_cast<std::size_t>(k * size + i)];
+            switch ((k / 5) % 9) {
+            case 0: v = s * normal(k_rng); break;
+            case 1: v = 0.f; break;
+            case 2: v = -s; break;
+            case 3: v = -s * std::abs(normal(k_rng)); break;
+            case 4: v = i == 3 ? 1e30f : s * normal(k_rng); break;
+            case 5: v = 1e-40f * normal(k_rng); break;
+            case 6: v = i == 7 ? INFINITY : normal(k_rng); break;
+            case 7: v = i == 2 ? NAN : normal(k_rng); break;
+            default: v = s * static_cast<float>(i % 4); break;
+            }
+        }
+    }
+    return x;
+}
+
+// Weights: positive, some zero, and whole sub-blocks of zeros.
+std::vector<float> weights_for(std::size_t n) {
+    std::uniform_real_distribution<float> uniform(0.f, 1.f);
+    std::vector<float> w(n);
+    for (std::size_t i = 0; i < n; ++i) w[i] = i % 5 == 0 || (i / 32) % 7 == 3 ? 0.f : uniform(k_rng);
+    return w;
+}
+
+bool same_bits(const void* a, const void* b, std::size_t n) { return std::memcmp(a, b, n) == 0; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(k_lanes_avx512)
+
+BOOST_AUTO_TEST_CASE(offset_lanes_match_the_scalar_search) {
+    struct Case {
+        int nmax;
+        OffsetSearch search;
+        bool imatrix;  // qkx3 with given weights; otherwise qkx2 with the plain Q4_K/Q5_K weights
+    };
+    const Case cases[] = {{15, {-1.f, 0.1f, 20, false}, false},
+                          {31, {-0.5f, 0.1f, 15, false}, false},
+                          {15, {-0.9f, 0.05f, 36, false}, true},
+                          {31, {-0.9f, 0.05f, 36, false}, true},
+                          {15, {-1.f, 0.1f, 0, false}, false}};  // no trial scales
+    for (int count : {1, 8, 16, 45, 90}) {
+        const std::vector<float> x = sub_blocks(count, 32);
+        for (const Case& c : cases) {
+            std::vector<float> w = c.imatrix ? weights_for(x.size()) : std::vector<float>(x.size());
+            if (!c.imatrix)
+                for (int k = 0; k < count; ++k) {
+                    // k_rows.cpp's plain weights: sqrt(mean square) + |x|, the sum sequential.
+                    const float* xs = x.data() + 32 * k;
+                    float squares = 0;
+                    for (int i = 0; i < 32; ++i) squares += xs[i] * xs[i];
+                    const float av = std::sqrt(squares / 32);
+                    for (int i = 0; i < 32; ++i) w[static_cast<std::size_t>(32 * k + i)] = av + std::fabs(xs[i]);
+                }
+            std::vector<std::uint8_t> want_levels(x.size()), got_levels(x.size()), scratch(32);
+            std::vector<float> want_scales(count), got_scales(count), want_mins(count), got_mins(count);
+            for (int k = 0; k < count; ++k) {
+                auto search = c.imatrix ? offset_levels_qkx3 : offset_levels_qkx2;
+                want_scales[k] = search(32, c.nmax, x.data() + 32 * k, w.data() + 32 * k, want_levels.data() + 32 * k,
+                                        &want_mins[k], scratch.data(), c.search);
+            }
+            emulated::offset_levels_32(count, c.nmax, x.data(), c.imatrix ? w.data() : nullptr, c.imatrix, c.search,
+                                       got_levels.data(), got_scales.data(), got_mins.data());
+            BOOST_TEST(want_levels == got_levels, "levels, count " << count << ", nmax " << c.nmax << ", imatrix " << c.imatrix);
+            BOOST_TEST(same_bits(want_scales.data(), got_scales.data(), 4 * count), "scales, count " << count);
+            BOOST_TEST(same_bits(want_mins.data(), got_mins.data(), 4 * count), "mins, count " << count);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(symmetric_lanes_match_the_scalar_search) {
+    for (int count : {1, 16, 45, 96}) {
+        const std::vector<float> x = sub_blocks(count, 16);
+        const std::vector<float> w = weights_for(x.size());
+        for (bool weighted : {false, true}) {
+            std::vector<std::int8_t> want_levels(x.size()), got_levels(x.size());
+            std::vector<float> want_scales(count), got_scales(count);
+            for (int k = 0; k < count; ++k)
+                want_scales[k] = symmetric_levels(16, 32, x.data() + 16 * k, want_levels.data() + 16 * k,
+                                                  weighted ? w.data() + 16 * k : nullptr);
+            emulated::symmetric_levels_16(count, 32, x.data(), weighted ? w.data() : nullptr, got_levels.data(),
+                                          got_scales.data());
+            BOOST_TEST(want_levels == got_levels, "levels, count " << count << ", weighted " << weighted);
+            BOOST_TEST(same_bits(want_scales.data(), got_scales.data(), 4 * count), "scales, count " << count);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
