@@ -248,7 +248,8 @@ std::vector<GgufKeyValue> gguf_llama_vocab(const std::filesystem::path& model_di
     out.push_back({"tokenizer.ggml.token_type", GgufValue::i32s(vocab.types)});
     for (auto& kv : special_vocab_keys(model_dir, tokenizer, vocab.tokens.size())) out.push_back(std::move(kv));
     const fs::path config_json = model_dir / "tokenizer_config.json";
-    if (const json::value* prefix = read_optional_object(config_json).if_contains("add_prefix_space")) {
+    const json::object config = read_optional_object(config_json);  // if_contains() points into it
+    if (const json::value* prefix = config.if_contains("add_prefix_space")) {
         if (!prefix->is_bool()) refuse(config_json, "has add_prefix_space that is not true or false", "BadTokenizerConfig");
         out.push_back({"tokenizer.ggml.add_space_prefix", GgufValue::boolean(prefix->get_bool())});
     }
