@@ -61,18 +61,15 @@ namespace {
 // own: calibration (GPTQ's Hessians) is another way to learn from inputs.
 void check_importance(const ConversionJob& job, const Quantizer* quantizer) {
     const std::string format(job.format->id());
-    if (!quantizer || job.plan->moe_layers.empty()) return;
+    if (!quantizer || job.plan->moe_layers.empty()) return;  // no expert matrix to weigh
     if (quantizer->calibration())
         throw Error(ErrorKind::usage, "quantizer '" + std::string(quantizer->id()) +
                                           "' calibrates on inputs; it is not combined with the importance matrix given to format '" +
                                           format + "'");
-    for (Projection p : expert_projections) {
-        const Quantizer& q = quantizer->quantizer_for({job.plan->moe_layers.front().layer, p});
-        if (!q.importance())
-            throw Error(ErrorKind::usage, "quantizer '" + std::string(q.id()) +
-                                              "' does not weigh columns by importance; the importance matrix given to format '" +
-                                              format + "' would be ignored");
-    }
+    if (!weighs_by_importance(*quantizer, *job.plan))
+        throw Error(ErrorKind::usage, "quantizer '" + std::string(quantizer->id()) +
+                                          "' does not weigh columns by importance; the importance matrix given to format '" + format +
+                                          "' would be ignored");
 }
 
 // Layers kept unquantized must be MoE layers, and are stored whole.
