@@ -59,15 +59,15 @@ if(before STREQUAL "")
 endif()
 
 # 1b. The package's version rule: the SDK minor version is the plugin ABI, so a consumer asking
-# for another one (0.22, the ABI before) is refused when it configures, not when its plugin loads.
+# for another one (0.23, the ABI before) is refused when it configures, not when its plugin loads.
 file(WRITE "${WORK_DIR}/old_abi_consumer/CMakeLists.txt"
   "cmake_minimum_required(VERSION 3.21)\nproject(old_abi_consumer LANGUAGES CXX)\n"
-  "find_package(moequant 0.22 CONFIG REQUIRED)\n")
+  "find_package(moequant 0.23 CONFIG REQUIRED)\n")
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${WORK_DIR}/old_abi_consumer" -B "${WORK_DIR}/old_abi_consumer/build"
                         -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX_COMPILER} "-DCMAKE_PREFIX_PATH=${PREFIX}"
                 RESULT_VARIABLE old_rc OUTPUT_VARIABLE old_out ERROR_VARIABLE old_err)
-if(old_rc EQUAL 0 OR NOT old_err MATCHES "0\\.22")
-  message(FATAL_ERROR "sdk test: a consumer asking for SDK 0.22 was not refused:\n${old_out}\n${old_err}")
+if(old_rc EQUAL 0 OR NOT old_err MATCHES "0\\.23")
+  message(FATAL_ERROR "sdk test: a consumer asking for SDK 0.23 was not refused:\n${old_out}\n${old_err}")
 endif()
 
 # 2. Build both examples out of tree, knowing only the install prefix.

@@ -354,6 +354,12 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
             const ProfileSpan span("finish");
             return writer->finish();
         }();
+        // Files folded into finish()'s are gone: the layers stay recorded, without files, and
+        // what the run leaves written is finish()'s files.
+        if (writer->folds_layer_files()) {
+            for (auto& layer : manifest.completed_layers) layer.files.clear();
+            result.output_bytes = 0;
+        }
         result.output_bytes += total_bytes(final_files);
         manifest.final_files = manifest_files(final_files);
         manifest.complete = true;

@@ -80,6 +80,10 @@ public:
     // Writes the remaining tensors and side files, then the index (last). Without it the
     // output is not complete.
     virtual std::vector<WrittenFile> finish() = 0;
+    // Whether finish() folds the layers' files into its own and removes them (e.g. GGUF parts
+    // packed by size from per-layer staging files): the run manifest then records only
+    // finish()'s files, and a rerun on the finished folder converts every layer again.
+    virtual bool folds_layer_files() const;
 };
 
 // One quantized part a converted output stores: (layer, expert, projection, threadpool part).

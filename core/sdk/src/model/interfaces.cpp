@@ -19,6 +19,7 @@ ExpertImportance::~ExpertImportance() = default;
 
 LayerSink::~LayerSink() = default;
 OutputWriter::~OutputWriter() = default;
+bool OutputWriter::folds_layer_files() const { return false; }
 OutputReader::~OutputReader() = default;
 OutputFormat::~OutputFormat() = default;
 SourceEncoding::~SourceEncoding() = default;
