@@ -51,6 +51,8 @@ struct ConvertRequest : ConversionRequest {
     std::vector<std::string> tensor_types;
     std::string output_tensor_type, token_embedding_type, imatrix;
     bool pure = false, leave_output_tensor = false, legacy_mla = false;
+    std::string split_max_size, split_max_tensors;
+    bool single_file = false;
     int awq_parts_given = 0;             // --quant-method awq: the --threadpool-count it does not use
     std::string awq_input_type_ignored;  // --quant-method awq: an --input-type other than awq, unused as kt does
 };
@@ -117,7 +119,12 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
          "loads only this layout; later builds load it without their compressed MLA cache)")
         ("imatrix", po::value(&r.imatrix)->value_name("FILE"),
          "weigh each tensor's rounding errors by llama.cpp's importance matrix FILE (llama-imatrix's GGUF or legacy .dat), "
-         "as llama-quantize --imatrix does");
+         "as llama-quantize --imatrix does")
+        ("split-max-size", po::value(&r.split_max_size)->value_name("N(K|M|G)"),
+         "gguf-split parts of at most this much tensor data each (decimal units, as gguf-split), tensors in model order, "
+         "instead of one part per MoE layer; the layers' experts are staged and copied into the parts at the end")
+        ("split-max-tensors", po::value(&r.split_max_tensors)->value_name("N"), "gguf-split parts of at most N tensors each (staged likewise)")
+        ("single-file", po::bool_switch(&r.single_file), "one file, model.gguf (staged likewise)");
     options.add(gguf_options);
     po::options_description seed_options("Of kt-kernel's convert_cpu_weights.py");
     seed_options.add_options()
@@ -185,9 +192,11 @@ void check_request(ConvertRequest& r) {
                           {.hint = "leave out one of them"});
     if (r.format_id == "gguf") check_gguf_request(r);
     else if (!r.tensor_types.empty() || !r.output_tensor_type.empty() || !r.token_embedding_type.empty() || !r.imatrix.empty() ||
-             r.pure || r.leave_output_tensor || r.legacy_mla)
+             r.pure || r.leave_output_tensor || r.legacy_mla || !r.split_max_size.empty() || !r.split_max_tensors.empty() ||
+             r.single_file)
         throw_usage_error("--imatrix, --tensor-type, --output-tensor-type, --token-embedding-type, --pure, "
-                          "--leave-output-tensor and --legacy-mla are options of --format gguf",
+                          "--leave-output-tensor, --legacy-mla, --split-max-size, --split-max-tensors and --single-file are "
+                          "options of --format gguf",
                           {.hint = "add --format gguf --quant-method PRESET, or leave them out"});
     if (r.quant_method.empty()) r.quant_method = "int4";
     if (r.quantizer_id.empty() && r.quant_method == "awq") check_awq_request(r);
@@ -255,6 +264,9 @@ ConversionJob convert_job(const ConvertRequest& r, const ConvertPlugins& plugins
         if (r.pure) job.format_options.set("pure", "true");
         if (r.leave_output_tensor) job.format_options.set("leave-output-tensor", "true");
         if (r.legacy_mla) job.format_options.set("legacy_mla", "true");
+        if (!r.split_max_size.empty()) job.format_options.set("split_max_size", r.split_max_size);
+        if (!r.split_max_tensors.empty()) job.format_options.set("split_max_tensors", r.split_max_tensors);
+        if (r.single_file) job.format_options.set("single_file", "true");
         if (r.calibrate) job.format_options.set("measured_importance", "true");  // the type rules see an imatrix
         if (!r.imatrix.empty()) {
             job.format_options.set("imatrix", r.imatrix);

@@ -2,7 +2,8 @@
 // model-0000K-of-0000N.gguf, one per MoE layer holding its stacked experts
 // (blk.L.ffn_{gate,up,down}_exps.weight, [E, out, in]), written as the layer completes (so a
 // rerun adopts it), and the first part — the metadata, the tokenizer and every other tensor,
-// quantized by llama-quantize's rules from the source — written last. The expert matrices come
+// quantized by llama-quantize's rules from the source — written last. Packed by size or into
+// one file (gguf_packing.hpp), the layers' experts are staged and finish() writes every part. The expert matrices come
 // quantized by the `gguf` quantizer, in the types this format chose (quantizer_options()).
 #include "gguf_expert_importance.hpp"
 #include "gguf_plan.hpp"
@@ -17,6 +18,7 @@
 #include <moequant/dtype_convert.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
+#include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/plugin.hpp>
@@ -125,36 +127,69 @@ private:
     OutputFile file_;
 };
 
+// A staged layer's stacked experts, copied into their part in bounded chunks.
+void copy_staged_experts(const fs::path& staged, const GgufPlannedTensor& from, OutputFile& to, const GgufPlannedTensor& into) {
+    constexpr std::uint64_t chunk = 64ull << 20;
+    const InputFile input = InputFile::open(staged);
+    std::vector<std::byte> buffer(static_cast<std::size_t>(std::min(chunk, from.info.bytes)));
+    for (std::uint64_t done = 0; done < from.info.bytes; done += chunk) {
+        const std::size_t n = static_cast<std::size_t>(std::min(chunk, from.info.bytes - done));
+        input.read_at(buffer.data(), n, from.info.offset + done);
+        to.write_at(into.info.offset + done, std::span<const std::byte>(buffer.data(), n));
+    }
+}
+
 class GgufWriter final : public OutputWriter {
 public:
     explicit GgufWriter(const OutputContext& c) : c_(c), plan_(plan_gguf(c)) {}
 
     std::unique_ptr<LayerSink> begin_layer(std::int64_t layer) override {
-        return std::make_unique<GgufLayerSink>(c_.directory, plan_.splits.at(plan_.layer_split.at(layer)));
+        return std::make_unique<GgufLayerSink>(c_.directory, plan_.layer_files.at(layer));
     }
-    std::vector<std::string> layer_files(std::int64_t layer) const override {
-        return {plan_.splits.at(plan_.layer_split.at(layer)).name};
-    }
+    std::vector<std::string> layer_files(std::int64_t layer) const override { return {plan_.layer_files.at(layer).name}; }
     void adopt_layer(std::int64_t) override {}
+    bool folds_layer_files() const override { return plan_.packed; }
 
-    // The first part, last: metadata and every non-expert tensor from the source.
+    // Last: the first part (metadata and every non-expert tensor, from the source) — or, packed,
+    // every part, the experts copied from the layers' staging files, which then go.
     std::vector<WrittenFile> finish() override {
-        const GgufSplit& first = plan_.splits.front();
-        OutputFile file(c_.directory / first.name, first.layout.file_size);
-        file.write_at(0, bytes_of(first.layout.header));
-        for (const auto& t : first.tensors) {
-            const std::vector<std::uint8_t> data = encode_tensor(*c_.source, t, plan_.imatrix.get());
-            file.write_at(t.info.offset, std::as_bytes(std::span<const std::uint8_t>(data)));
-            c_.source->release_pages(t.source);
+        std::vector<WrittenFile> written;
+        for (const GgufSplit& split : plan_.splits) {
+            if (!plan_.packed && &split != &plan_.splits.front()) break;  // the layers wrote the others
+            OutputFile file(c_.directory / split.name, split.layout.file_size);
+            file.write_at(0, bytes_of(split.layout.header));
+            for (const auto& t : split.tensors) {
+                if (t.layer >= 0) {
+                    const GgufSplit& staged = plan_.layer_files.at(t.layer);
+                    copy_staged_experts(c_.directory / staged.name, staged.tensors.at(static_cast<std::size_t>(t.projection)), file, t);
+                    continue;
+                }
+                const std::vector<std::uint8_t> data = encode_tensor(*c_.source, t, plan_.imatrix.get());
+                file.write_at(t.info.offset, std::as_bytes(std::span<const std::uint8_t>(data)));
+                c_.source->release_pages(t.source);
+            }
+            pad_to_end(file, split);
+            file.commit();
+            written.push_back(describe_written(c_.directory, split.name));
         }
-        pad_to_end(file, first);
-        file.commit();
-        return {describe_written(c_.directory, first.name)};
+        if (plan_.packed)
+            for (const auto& [layer, staged] : plan_.layer_files) {
+                std::error_code ec;
+                fs::remove(c_.directory / staged.name, ec);
+                if (ec)
+                    throw Error(ErrorKind::io, "cannot remove the staged experts of layer " + std::to_string(layer) + ": " + ec.message(),
+                                {.file = (c_.directory / staged.name).string(), .code = "WriteFailed"});
+            }
+        return written;
     }
 
+    // Packed, the staging files too: they are on disk beside the parts at the end (the peak the
+    // free-space check must see), then removed.
     std::vector<PlannedFile> planned() const {
         std::vector<PlannedFile> files;
         for (const auto& s : plan_.splits) files.push_back({s.name, s.layout.file_size});
+        if (plan_.packed)
+            for (const auto& [layer, staged] : plan_.layer_files) files.push_back({staged.name, staged.layout.file_size});
         return files;
     }
 
@@ -167,7 +202,8 @@ class GgufFormat final : public WriterFormat<GgufWriter> {
 public:
     std::string_view id() const override { return "gguf"; }
     std::string_view description() const override {
-        return "GGUF for llama.cpp and kt-kernel's LLAMAFILE: gguf-split parts, one per MoE layer, llama-quantize's presets";
+        return "GGUF for llama.cpp and kt-kernel's LLAMAFILE: gguf-split parts (one per MoE layer, or by size) or one file, "
+               "llama-quantize's presets";
     }
     Options quantizer_options(const OutputContext& context) const override {
         Options options;

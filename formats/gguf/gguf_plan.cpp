@@ -1,5 +1,6 @@
 #include "gguf_plan.hpp"
 
+#include "gguf_packing.hpp"
 #include "gguf_rope_interleave.hpp"
 #include "gguf_vocab.hpp"
 
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 
 namespace moequant::formats {
@@ -79,13 +81,85 @@ std::vector<GgufKeyValue> general_metadata(const GgufArchitecture& arch, const G
     };
 }
 
+// In llama-gguf-split's order (it sets split.count last, once it knows it), so its parts of a
+// model.gguf and ours are the same bytes.
 void add_split_keys(std::vector<GgufKeyValue>& kv, std::size_t index, std::size_t count, std::size_t tensors) {
     kv.push_back({"split.no", GgufValue::u16(static_cast<std::uint16_t>(index))});
-    kv.push_back({"split.count", GgufValue::u16(static_cast<std::uint16_t>(count))});
     kv.push_back({"split.tensors.count", GgufValue::i32(static_cast<std::int32_t>(tensors))});
+    kv.push_back({"split.count", GgufValue::u16(static_cast<std::uint16_t>(count))});
+}
+
+// One file of `tensors`, its header holding `metadata`.
+GgufSplit lay_out_file(std::string name, std::vector<GgufPlannedTensor> tensors, const std::vector<GgufKeyValue>& metadata) {
+    GgufSplit split{.name = std::move(name), .tensors = std::move(tensors)};
+    std::vector<GgufTensorInfo> infos;
+    for (const auto& t : split.tensors) infos.push_back(t.info);
+    split.layout = lay_out_gguf(metadata, infos);
+    for (std::size_t k = 0; k < split.tensors.size(); ++k) split.tensors[k].info.offset = split.layout.tensors[k].offset;
+    return split;
+}
+
+// gguf-split's parts of `groups` (the metadata in the first, the split keys in each).
+std::vector<GgufSplit> lay_out_parts(const std::vector<std::vector<GgufPlannedTensor>>& groups, const std::vector<GgufKeyValue>& metadata,
+                                     std::size_t tensor_count) {
+    if (groups.size() > std::numeric_limits<std::uint16_t>::max())
+        throw Error(ErrorKind::usage, "the GGUF output would have " + std::to_string(groups.size()) + " parts; gguf-split counts at most 65535",
+                    {.code = "BadSplitSize", .hint = "a larger --split-max-size or --split-max-tensors"});
+    std::vector<GgufSplit> parts;
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+        std::vector<GgufKeyValue> kv = i == 0 ? metadata : std::vector<GgufKeyValue>{};
+        add_split_keys(kv, i, groups.size(), tensor_count);
+        parts.push_back(lay_out_file(gguf_split_name(i, groups.size()), groups[i], kv));
+    }
+    return parts;
+}
+
+// The output's files, and the file each MoE layer's experts are written to as it completes.
+void lay_out_files(GgufPlan& out, const ModelPlan& plan, const std::map<std::string, GgufPlannedTensor>& by_name,
+                   const std::vector<GgufKeyValue>& metadata, const GgufPacking& packing) {
+    std::vector<std::vector<GgufPlannedTensor>> groups(1);
+    if (!packing.packed()) {
+        // The first part holds the metadata and every non-expert tensor, then one per MoE layer.
+        for (const auto& [name, t] : by_name)
+            if (t.layer < 0) groups[0].push_back(t);
+        for (const auto& layer : plan.moe_layers) {
+            groups.emplace_back();
+            for (Projection p : expert_projections) groups.back().push_back(by_name.at(gguf_expert_tensor_name(layer.layer, p)));
+        }
+        out.splits = lay_out_parts(groups, metadata, by_name.size());
+        for (std::size_t i = 0; i < plan.moe_layers.size(); ++i) out.layer_files[plan.moe_layers[i].layer] = out.splits[i + 1];
+        return;
+    }
+    // Packed: model order, cut by gguf-split's rule; each layer's experts staged on their own.
+    std::vector<const GgufPlannedTensor*> ordered;
+    for (const auto& [name, t] : by_name) ordered.push_back(&t);
+    std::sort(ordered.begin(), ordered.end(), [](const GgufPlannedTensor* a, const GgufPlannedTensor* b) {
+        return gguf_tensor_order(a->info.name) < gguf_tensor_order(b->info.name);
+    });
+    std::vector<std::uint64_t> padded;
+    for (const auto* t : ordered) padded.push_back((t->info.bytes + gguf_default_alignment - 1) / gguf_default_alignment * gguf_default_alignment);
+    std::vector<std::size_t> starts = gguf_part_starts(padded, packing);
+    starts.push_back(ordered.size());
+    groups.assign(starts.size() - 1, {});
+    for (std::size_t g = 0; g + 1 < starts.size(); ++g)
+        for (std::size_t k = starts[g]; k < starts[g + 1]; ++k) groups[g].push_back(*ordered[k]);
+    if (packing.single_file) out.splits = {lay_out_file(gguf_single_file_name, groups[0], metadata)};
+    else out.splits = lay_out_parts(groups, metadata, by_name.size());
+    out.packed = true;
+    for (const auto& layer : plan.moe_layers) {
+        std::vector<GgufPlannedTensor> experts;
+        for (Projection p : expert_projections) experts.push_back(by_name.at(gguf_expert_tensor_name(layer.layer, p)));
+        out.layer_files[layer.layer] = lay_out_file(gguf_staged_layer_name(layer.layer), std::move(experts), {});
+    }
 }
 
 }  // namespace
+
+std::string gguf_staged_layer_name(std::int64_t layer) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-layer-%05lld.staged", static_cast<long long>(layer));
+    return name;
+}
 
 std::string gguf_split_name(std::size_t index, std::size_t count) {
     char name[64];
@@ -158,16 +232,6 @@ GgufPlan plan_gguf(const OutputContext& context) {
             planned.importance = out.imatrix->entry_for(t.name, t.ne[0], t.ne.size() > 2 ? t.ne[2] : 1);
     }
 
-    // Files: the first holds the metadata and every non-expert tensor, then one per MoE layer.
-    const std::size_t count = 1 + plan.moe_layers.size();
-    out.splits.resize(count);
-    for (auto& [name, t] : by_name)
-        if (t.layer < 0) out.splits[0].tensors.push_back(t);
-    for (std::size_t i = 0; i < plan.moe_layers.size(); ++i) {
-        const std::int64_t layer = plan.moe_layers[i].layer;
-        out.layer_split[layer] = i + 1;
-        for (Projection p : expert_projections) out.splits[i + 1].tensors.push_back(by_name.at(gguf_expert_tensor_name(layer, p)));
-    }
     std::vector<GgufKeyValue> metadata = general_metadata(out.architecture, out.preset);
     metadata.insert(metadata.end(), out.architecture.metadata.begin(), out.architecture.metadata.end());
     const std::int64_t vocab = context.config->int_or("vocab_size", 0);
@@ -182,25 +246,16 @@ GgufPlan plan_gguf(const OutputContext& context) {
             metadata.push_back({"quantize.imatrix.dataset", GgufValue::string(context.calibration.substr(0, 127))});
         metadata.push_back({"quantize.imatrix.entries_count", GgufValue::i32(static_cast<std::int32_t>(3 * plan.moe_layers.size()))});
     }
-    for (std::size_t i = 0; i < count; ++i) {
-        GgufSplit& split = out.splits[i];
-        split.name = gguf_split_name(i, count);
-        std::vector<GgufKeyValue> kv = i == 0 ? metadata : std::vector<GgufKeyValue>{};
-        add_split_keys(kv, i, count, by_name.size());
-        std::vector<GgufTensorInfo> infos;
-        for (const auto& t : split.tensors) infos.push_back(t.info);
-        split.layout = lay_out_gguf(kv, infos);
-        for (std::size_t k = 0; k < split.tensors.size(); ++k) split.tensors[k].info.offset = split.layout.tensors[k].offset;
-    }
+    lay_out_files(out, plan, by_name, metadata, read_gguf_packing(context.options));
     return out;
 }
 
 std::string gguf_expert_types(const GgufPlan& plan) {
     std::string out;
-    for (const auto& [layer, index] : plan.layer_split) {
+    for (const auto& [layer, file] : plan.layer_files) {
         out += (out.empty() ? "" : ";") + std::to_string(layer) + ":";
         for (std::size_t k = 0; k < 3; ++k)
-            out += (k ? "," : "") + std::string(ggml_type_name_of(plan.splits[index].tensors[k].info.type));
+            out += (k ? "," : "") + std::string(ggml_type_name_of(file.tensors[k].info.type));
     }
     return out;
 }

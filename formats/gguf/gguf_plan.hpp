@@ -2,7 +2,8 @@
 // tensor with its GGUF name, dims and the type llama-quantize's rules give it (the preset and
 // overrides are format options), the metadata, and how the tensors fall into files: one
 // gguf-split part per MoE layer holding its stacked experts, and the first part holding the
-// metadata and every other tensor, written last. Names follow gguf-split: model-00001-of-0000N.gguf.
+// metadata and every other tensor, written last — or packed by size (gguf_packing.hpp). Names
+// follow gguf-split: model-00001-of-0000N.gguf; one file is model.gguf.
 #pragma once
 
 #include "gguf_architecture.hpp"
@@ -44,9 +45,12 @@ struct GgufSplit {
 struct GgufPlan {
     GgufArchitecture architecture;
     GgufPreset preset;
-    std::vector<GgufSplit> splits;                 // [0]: metadata and the non-expert tensors
-    std::map<std::int64_t, std::size_t> layer_split;  // MoE layer -> index into splits
-    std::shared_ptr<const ImatrixFile> imatrix;        // option "imatrix" (indexed, values not read)
+    std::vector<GgufSplit> splits;  // the output's files ([0] holds the metadata), gguf_packing.hpp
+    // The file each MoE layer's experts are written to as the layer completes: its own part (one of
+    // `splits`), or when packed a staging file the end of the run folds into the parts.
+    std::map<std::int64_t, GgufSplit> layer_files;
+    bool packed = false;
+    std::shared_ptr<const ImatrixFile> imatrix;  // option "imatrix" (indexed, values not read)
 };
 
 // Reads the format options (preset, tensor_types, output_tensor_type, token_embedding_type, pure,
@@ -59,5 +63,9 @@ std::string gguf_expert_types(const GgufPlan& plan);
 
 // model-{k:05d}-of-{n:05d}.gguf, k from 1.
 std::string gguf_split_name(std::size_t index, std::size_t count);
+inline constexpr const char* gguf_single_file_name = "model.gguf";
+// A packed output's staging file of MoE layer `layer`: model-layer-{layer:05d}.staged (not
+// *.gguf, so no GGUF reader of the folder takes it for a part).
+std::string gguf_staged_layer_name(std::int64_t layer);
 
 }  // namespace moequant::formats

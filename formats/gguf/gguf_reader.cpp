@@ -80,7 +80,8 @@ private:
 
 std::unique_ptr<OutputReader> open_gguf(const fs::path& directory) {
     std::error_code ec;
-    // The first part names the count; without it this is no complete output of this format.
+    // The first part names the count (or the output is one model.gguf); without it this is no
+    // complete output of this format.
     std::size_t count = 0;
     for (const auto& entry : fs::directory_iterator(directory, ec)) {
         const std::string name = entry.path().filename().string();
@@ -90,12 +91,15 @@ std::unique_ptr<OutputReader> open_gguf(const fs::path& directory) {
             name == gguf_split_name(0, n))
             count = n;
     }
-    if (count == 0) return nullptr;
+    std::vector<fs::path> files;
+    for (std::size_t i = 0; i < count; ++i) files.push_back(directory / gguf_split_name(i, count));
+    if (count == 0 && fs::is_regular_file(directory / gguf_single_file_name, ec)) files.push_back(directory / gguf_single_file_name);
+    if (files.empty()) return nullptr;
     std::map<std::pair<std::int64_t, Projection>, StoredExperts> experts;
     Options recorded;
     std::string types;
-    for (std::size_t i = 0; i < count; ++i) {
-        const fs::path file = directory / gguf_split_name(i, count);
+    for (std::size_t i = 0; i < files.size(); ++i) {
+        const fs::path& file = files[i];
         if (!fs::is_regular_file(file, ec))
             throw Error(ErrorKind::input, "is missing: the GGUF output has " + std::to_string(count) + " parts",
                         {.file = file.string(), .code = "IncompleteOutput"});

@@ -30,14 +30,18 @@ std::vector<std::string> gguf_args(const fs::path& src, const fs::path& out, std
     return args;
 }
 
+// gguf-split's name of part `k` (from 1) of `parts`.
+std::string part_name(std::size_t k, std::size_t parts) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.gguf", k, parts);
+    return name;
+}
+
 // Every tensor of every part: name -> ggml type.
 std::map<std::string, std::uint32_t> tensor_types(const fs::path& out, std::size_t parts) {
     std::map<std::string, std::uint32_t> types;
-    for (std::size_t i = 1; i <= parts; ++i) {
-        char name[64];
-        std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.gguf", i, parts);
-        for (const auto& t : read_gguf_file_header((out / name).string()).tensors) types[t.name] = t.type;
-    }
+    for (std::size_t i = 1; i <= parts; ++i)
+        for (const auto& t : read_gguf_file_header((out / part_name(i, parts)).string()).tensors) types[t.name] = t.type;
     return types;
 }
 
@@ -158,6 +162,100 @@ BOOST_AUTO_TEST_CASE(q4_k_m_parts_hold_llama_quantizes_types_and_verify) {
     std::string size = std::to_string(fs::file_size(out / "model-00002-of-00003.gguf"));  // printed with thousands separators
     for (int at = static_cast<int>(size.size()) - 3; at > 0; at -= 3) size.insert(static_cast<std::size_t>(at), ",");
     BOOST_TEST(contains(dry.out, size + " bytes"), dry.out);
+}
+
+// Packed: one model.gguf, or gguf-split parts by size or tensor count, hold the very tensors of
+// the per-layer parts (the layers' experts staged, then copied), in model order; the staging
+// files go; a run killed after a layer resumes from its staged experts.
+BOOST_AUTO_TEST_CASE(single_file_and_split_max_size_hold_the_same_tensors) {
+    TempDir dir;
+    const fs::path src = dir / "src", layers = dir / "layers";
+    synth_checkpoint(src, {"qwen3_moe", "bf16"});
+    auto r = run_moequant(gguf_args(src, layers, {"--quant-method", "Q4_K_M"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    // name -> bytes, over every .gguf of a folder; and that nothing else but the manifest is left.
+    auto tensors_of = [](const fs::path& folder) {
+        std::map<std::string, std::vector<std::uint8_t>> out;
+        for (const auto& entry : fs::directory_iterator(folder)) {
+            const std::string name = entry.path().filename().string();
+            if (name == "moequant-run.json") continue;
+            BOOST_TEST(entry.path().extension() == ".gguf", "left in the output: " << name);
+            for (const auto& t : read_gguf_file_header(entry.path().string()).tensors)
+                out[t.name] = tensor_data(entry.path(), t.name).bytes;
+        }
+        return out;
+    };
+    const auto reference = tensors_of(layers);
+    BOOST_REQUIRE_EQUAL(reference.size(), 27u);
+
+    const fs::path single = dir / "single";
+    r = run_moequant(gguf_args(src, single, {"--quant-method", "Q4_K_M", "--single-file"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    BOOST_TEST((tensors_of(single) == reference));
+    const GgufFile one = read_gguf_file_header((single / "model.gguf").string());
+    BOOST_TEST(!one.find("split.count"));  // one file, as llama-quantize writes it
+    BOOST_TEST(one.find("general.architecture")->as_string().value() == "qwen3moe");
+    BOOST_TEST(one.tensors.front().name == "token_embd.weight");
+    BOOST_TEST(one.tensors.back().name == "output_norm.weight");
+    BOOST_TEST(one.tensors[std::size_t{1}].name.rfind("blk.0.", 0) == 0u);
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", single.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+    BOOST_TEST(contains(v.out, "PASSED: 48 of 48"), v.out);
+    auto dry = run_moequant({"convert", "-i", src.string(), "-o", (dir / "dry").string(), "--format", "gguf", "--quant-method",
+                             "Q4_K_M", "--single-file", "--dry-run"});
+    std::string size = std::to_string(fs::file_size(single / "model.gguf"));
+    for (int at = static_cast<int>(size.size()) - 3; at > 0; at -= 3) size.insert(static_cast<std::size_t>(at), ",");
+    BOOST_TEST(contains(dry.out, "model.gguf"), dry.out);
+    BOOST_TEST(contains(dry.out, size + " bytes"), dry.out);
+
+    // By size, with gguf-split's rule: a part ends before the tensor that would take its data past the bound.
+    const fs::path sized = dir / "sized";
+    const std::uint64_t bound = 300000;
+    r = run_moequant(gguf_args(src, sized, {"--quant-method", "Q4_K_M", "--split-max-size", "300K"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    BOOST_TEST((tensors_of(sized) == reference));
+    std::size_t parts = 0;
+    for (const auto& entry : fs::directory_iterator(sized)) parts += entry.path().extension() == ".gguf";
+    BOOST_REQUIRE_GT(parts, 2u);
+    std::size_t counted = 0;
+    for (std::size_t i = 0; i < parts; ++i) {
+        const GgufFile part = read_gguf_file_header((sized / part_name(i + 1, parts)).string());
+        BOOST_TEST(part.find("split.no")->as_unsigned().value() == i);
+        BOOST_TEST(part.find("split.count")->as_unsigned().value() == parts);
+        BOOST_TEST(part.find("split.tensors.count")->as_signed().value() == 27);
+        BOOST_TEST(bool(part.find("general.architecture")) == (i == 0));
+        std::uint64_t data = 0;
+        for (const auto& t : part.tensors) data += (t.bytes + 31) / 32 * 32;
+        BOOST_TEST((data <= bound || part.tensors.size() == 1u), "part " << i << " holds " << data << " bytes of data");
+        counted += part.tensors.size();
+    }
+    BOOST_TEST(counted == 27u);
+    r = run_moequant(gguf_args(src, dir / "counted", {"--quant-method", "Q4_K_M", "--split-max-tensors", "10"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    BOOST_TEST(read_gguf_file_header((dir / "counted" / part_name(3, 3)).string()).tensors.size() == 7u);
+
+    // Killed after its first layer, the run leaves that layer's staged experts and resumes from them.
+    const fs::path killed = dir / "killed";
+    auto k = run_moequant(gguf_args(src, killed, {"--quant-method", "Q4_K_M", "--single-file"}), {"MOEQUANT_TEST_KILL_RANK=0:1"});
+    BOOST_TEST(k.exit_code != 0);
+    BOOST_TEST(fs::exists(killed / "model-layer-00000.staged"));
+    BOOST_TEST(!fs::exists(killed / "model.gguf"));
+    std::vector<std::string> resumed_args = gguf_args(src, killed, {"--quant-method", "Q4_K_M", "--single-file"});
+    std::erase(resumed_args, std::string("--quiet"));
+    auto resumed = run_moequant(resumed_args);
+    BOOST_TEST(resumed.exit_code == 0, resumed.err);
+    BOOST_TEST(contains(resumed.out, "kept 1 completed earlier"), resumed.out);
+    BOOST_TEST((tensors_of(killed) == reference));
+
+    // Bad bounds are usage errors, before any file.
+    for (const std::vector<std::string>& bad : {std::vector<std::string>{"--split-max-size", "0"}, {"--split-max-size", "5X"},
+                                               {"--split-max-tensors", "-1"}, {"--single-file", "--split-max-size", "1G"}}) {
+        std::vector<std::string> extra = {"--quant-method", "Q4_K_M"};
+        extra.insert(extra.end(), bad.begin(), bad.end());
+        auto refused = run_moequant(gguf_args(src, dir / "refused", extra));
+        BOOST_TEST(refused.exit_code == 2, bad[1] << ": " << refused.err);
+        BOOST_TEST(!fs::exists(dir / "refused" / "model.gguf"));
+    }
 }
 
 // DeepSeek-V3 as llama.cpp's deepseek2: MLA tensors (attn_kv_b whole), the dense first layer,
