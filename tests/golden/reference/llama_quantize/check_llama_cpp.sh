@@ -7,7 +7,9 @@
 #   - loads moequant's parts in llama-cli and generates a few tokens;
 #   - runs llama-perplexity on a short text with moequant's file and with llama-quantize's;
 #   - again with an importance matrix: llama-imatrix on the BF16 GGUF over moequant's embedded
-#     text, then llama-quantize --imatrix and moequant convert --imatrix, compared the same way.
+#     text, then llama-quantize --imatrix and moequant convert --imatrix, compared the same way;
+#   - the first preset packed: --single-file, and --split-max-size / --split-max-tensors parts
+#     against llama-gguf-split's split of that single file (bytes), loaded, same perplexity.
 # Prints a table and the llama.cpp commit; exits 1 on an unexpected difference or failure.
 set -euo pipefail
 
@@ -110,8 +112,8 @@ generator="llama-cli"
 if cmake --build "$build" --target help 2>/dev/null | grep -E '(^|[ .])llama-completion(:|$)' > /dev/null; then
   generator="llama-completion"
 fi
-log "building $generator llama-quantize llama-perplexity llama-imatrix (-j$jobs; log: $work/logs/build.log)"
-cmake --build "$build" -j"$jobs" --target "$generator" llama-quantize llama-perplexity llama-imatrix \
+log "building $generator llama-quantize llama-perplexity llama-imatrix llama-gguf-split (-j$jobs; log: $work/logs/build.log)"
+cmake --build "$build" -j"$jobs" --target "$generator" llama-quantize llama-perplexity llama-imatrix llama-gguf-split \
   > "$work/logs/build.log" 2>&1 ||
   { tail -20 "$work/logs/build.log" >&2; exit 1; }
 bin=$build/bin
@@ -222,6 +224,45 @@ quantize() {
 }
 part1() { ls "$1"/model-00001-of-*.gguf; }
 
+# packing PRESET: --single-file, --split-max-size 1M and --split-max-tensors 16 against
+# llama-gguf-split's split of moequant's single file (every part the same bytes), loaded, and the
+# same perplexity as the per-layer parts of PRESET; one table row.
+packing() {
+  local preset=$1 how flag value parts=0 same=0 gen p_single p_parts note='' tag=packed-$1
+  local override=()
+  if [ "$old_rules" = yes ] && [ "$arch" = deepseek2 ]; then  # as quantize() gives it
+    local base=${preset%_[SML]} && base=${base,,} && base=${base/_k/_K}
+    override=(--tensor-type "attn_kv_b=$base")
+  fi
+  log "$family ($dtype): $preset packed"
+  "$moequant" convert -i "$dir/src" -o "$dir/$tag-single" --format gguf --quant-method "$preset" --single-file \
+    "${legacy_mla[@]}" "${override[@]}" > "$dir/$tag-single.log" 2>&1 || { cat "$dir/$tag-single.log" >&2; exit 1; }
+  for how in size:1M tensors:16; do
+    flag=--split-max-${how%%:*} value=${how#*:}
+    rm -rf "$dir/$tag-${how%%:*}" "$dir/$tag-${how%%:*}-llama" && mkdir -p "$dir/$tag-${how%%:*}-llama"
+    "$moequant" convert -i "$dir/src" -o "$dir/$tag-${how%%:*}" --format gguf --quant-method "$preset" "$flag" "$value" \
+      "${legacy_mla[@]}" "${override[@]}" > "$dir/$tag-${how%%:*}.log" 2>&1 || { cat "$dir/$tag-${how%%:*}.log" >&2; exit 1; }
+    "$bin/llama-gguf-split" "$flag" "$value" "$dir/$tag-single/model.gguf" "$dir/$tag-${how%%:*}-llama/model" \
+      > "$dir/$tag-${how%%:*}-llama.log" 2>&1 || { tail -5 "$dir/$tag-${how%%:*}-llama.log" >&2; exit 1; }
+    for f in "$dir/$tag-${how%%:*}-llama"/*.gguf; do
+      parts=$((parts + 1))
+      if cmp -s "$f" "$dir/$tag-${how%%:*}/$(basename "$f")"; then same=$((same + 1)); fi
+    done
+    [ "$(ls "$dir/$tag-${how%%:*}"/*.gguf | wc -l)" = "$(ls "$dir/$tag-${how%%:*}-llama"/*.gguf | wc -l)" ] ||
+      { note="UNEXPECTED: llama-gguf-split makes another number of parts ($flag $value)"; status=1; }
+  done
+  [ "$same" = "$parts" ] || { note="UNEXPECTED: parts differ from llama-gguf-split's${note:+; $note}"; status=1; }
+  gen=$(generates "$dir/$tag-single/model.gguf" "$dir/$tag-single.gen.log")
+  [ "$gen" = ok ] || { note="UNEXPECTED: llama.cpp does not load the single file${note:+; $note}"; status=1; }
+  p_single=$(ppl "$dir/$tag-single/model.gguf" "$dir/$tag-single.ppl.log")
+  p_parts=$(ppl "$(part1 "$dir/$tag-size")" "$dir/$tag-size.ppl.log")
+  [ "$p_single" = "$p_parts" ] && [ "$p_single" = "$(ppl "$(part1 "$dir/$preset")" "$dir/$tag-layers.ppl.log")" ] ||
+    { note="UNEXPECTED: perplexity differs between the layouts${note:+; $note}"; status=1; }
+  row "$family" "$dtype" "$preset --single-file, --split-max-size 1M, --split-max-tensors 16" \
+    "$same / $parts parts bytes" "$gen" "$p_single" "$p_parts" \
+    "parts against llama-gguf-split's split of the single file; perplexity: single file, size parts (= per-layer parts)${note:+; $note}"
+}
+
 for spec in $families; do
   family=${spec%%:*} dtype=bf16
   [ "$family" != "$spec" ] && dtype=${spec#*:}
@@ -259,6 +300,7 @@ for spec in $families; do
     quantize "$preset" ''
     quantize "$preset" "$imatrix"
   done
+  packing "$(set -- $presets; echo "$1")"
 done
 
 # ---- the table
