@@ -115,8 +115,24 @@ GgufValue u32_of(const ModelConfig& config, std::string_view key) {
     return GgufValue::u32(static_cast<std::uint32_t>(config.require_int(key)));
 }
 
+// ggml's expert gating functions (llama_expert_gating_func_type).
+constexpr std::uint32_t gating_softmax = 1, gating_sigmoid = 2;
+
+// Sets key `name` where it stands, or adds it at the end (gguf-py's writer overwrites a key a
+// subclass writes again in place).
+void set_key(std::vector<GgufKeyValue>& kv, const std::string& name, GgufValue value) {
+    for (auto& entry : kv)
+        if (entry.key == name) {
+            entry.value = std::move(value);
+            return;
+        }
+    kv.push_back({name, std::move(value)});
+}
+
 // The keys every llama.cpp text model gets from its HF config (TextModel.set_gguf_parameters),
-// each only when the config has it.
+// each only when the config has it. Among them the expert groups (n_group, topk_group), which
+// llama.cpp reads for every architecture since 2025-10: without them DeepSeek-V3's
+// group-limited routing would choose among all experts.
 void add_text_model_keys(const std::string& arch, const ModelConfig& config, std::vector<GgufKeyValue>& kv) {
     auto add_u32 = [&](const char* key, const char* field) {
         if (config.find(field)) kv.push_back({arch + "." + key, u32_of(config, field)});
@@ -132,8 +148,23 @@ void add_text_model_keys(const std::string& arch, const ModelConfig& config, std
     add_u32("attention.head_count_kv", "num_key_value_heads");
     add_f32("rope.freq_base", "rope_theta");
     add_f32("attention.layer_norm_rms_epsilon", "rms_norm_eps");
-    add_u32("expert_count", config.find("num_local_experts") ? "num_local_experts" : "num_experts");
+    for (const char* field : {"num_local_experts", "num_experts", "n_routed_experts"})
+        if (config.find(field)) {
+            add_u32("expert_count", field);
+            break;
+        }
     add_u32("expert_used_count", "num_experts_per_tok");
+    add_u32("expert_group_count", "n_group");
+    add_u32("expert_group_used_count", "topk_group");
+    for (const char* field : {"score_function", "scoring_func", "score_func"})
+        if (auto v = config.find(field); v && v->is_string()) {
+            const std::string scoring = v->as_string();
+            if (scoring != "sigmoid" && scoring != "softmax")
+                throw Error(ErrorKind::input, "has " + std::string(field) + " '" + scoring + "', which llama.cpp's " + arch + " does not compute",
+                            {.file = config.source(), .code = "UnsupportedGguf"});
+            kv.push_back({arch + ".expert_gating_func", GgufValue::u32(scoring == "sigmoid" ? gating_sigmoid : gating_softmax)});
+            break;
+        }
     add_u32("attention.key_length", "head_dim");
     add_u32("attention.value_length", "head_dim");
 }
@@ -152,15 +183,6 @@ GgufArchitecture qwen3moe(const ModelPlan& plan, const ModelConfig& config) {
                .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
     a.tensor_name = qwen3moe_tensor_name;
     return a;
-}
-
-// ggml's expert gating functions (llama_expert_gating_func_type).
-constexpr std::uint32_t gating_softmax = 1, gating_sigmoid = 2;
-
-// Sets key `name` (already written) to `value` where it stands, keeping the key order.
-void replace_key(std::vector<GgufKeyValue>& kv, const std::string& name, GgufValue value) {
-    for (auto& entry : kv)
-        if (entry.key == name) entry.value = std::move(value);
 }
 
 GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, bool legacy_mla) {
@@ -182,7 +204,7 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
         kv.push_back({key("attention.key_length"), u32(nope + rope)});
         kv.push_back({key("attention.value_length"), u32(v_head)});
     } else {  // MQA over the compressed KV: one KV head of kv_lora (+ rope) values; the heads' own dims in *_mla
-        replace_key(kv, key("attention.head_count_kv"), u32(1));
+        set_key(kv, key("attention.head_count_kv"), u32(1));
         kv.push_back({key("attention.key_length"), u32(kv_lora + rope)});
         kv.push_back({key("attention.value_length"), u32(kv_lora)});
         kv.push_back({key("attention.key_length_mla"), u32(nope + rope)});
@@ -190,14 +212,13 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
         a.mla_split = MlaShape{.heads = heads, .nope = nope, .v = v_head, .kv_lora = kv_lora};
     }
     kv.push_back({key("expert_feed_forward_length"), u32_of(config, "moe_intermediate_size")});
-    kv.push_back({key("expert_count"), u32_of(config, "n_routed_experts")});
+    set_key(kv, key("expert_count"), u32_of(config, "n_routed_experts"));
     kv.push_back({key("expert_shared_count"), GgufValue::u32(static_cast<std::uint32_t>(config.int_or("n_shared_experts", 0)))});
     kv.push_back({key("expert_weights_scale"), GgufValue::f32(static_cast<float>(config.require("routed_scaling_factor").as_double()))});
     if (auto norm = config.find("norm_topk_prob"); norm && norm->is_bool()) kv.push_back({key("expert_weights_norm"), GgufValue::boolean(norm->as_bool())});
+    // DeepseekV2Model writes it whatever the base found: softmax when the config names none.
     const std::string scoring = config.string_or("scoring_func", "softmax");
-    if (scoring != "sigmoid" && scoring != "softmax")
-        throw Error(ErrorKind::input, "has scoring_func '" + scoring + "', which llama.cpp's deepseek2 does not compute", {.code = "UnsupportedGguf"});
-    kv.push_back({key("expert_gating_func"), GgufValue::u32(scoring == "sigmoid" ? gating_sigmoid : gating_softmax)});
+    set_key(kv, key("expert_gating_func"), GgufValue::u32(scoring == "sigmoid" ? gating_sigmoid : gating_softmax));
     kv.push_back({key("rope.dimension_count"), u32_of(config, "qk_rope_head_dim")});
     if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object() && scaling->get("factor")) {
         const std::string type = scaling->get("type") ? scaling->get("type")->as_string() : scaling->get("rope_type") ? scaling->get("rope_type")->as_string() : "";

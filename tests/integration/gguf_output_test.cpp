@@ -271,6 +271,10 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_becomes_deepseek2) {
     BOOST_TEST(first.find("deepseek2.leading_dense_block_count")->as_unsigned().value() == 1u);
     BOOST_TEST(first.find("deepseek2.expert_gating_func")->as_unsigned().value() == 2u);  // sigmoid
     BOOST_TEST(first.find("deepseek2.expert_weights_scale")->as_float().value() == 2.5);
+    // Group-limited routing (n_group 2, topk_group 1), which llama.cpp reads since 2025-10.
+    BOOST_TEST(first.find("deepseek2.expert_group_count")->as_unsigned().value() == 2u);
+    BOOST_TEST(first.find("deepseek2.expert_group_used_count")->as_unsigned().value() == 1u);
+    BOOST_TEST(first.find("deepseek2.expert_count")->as_unsigned().value() == 8u);
     BOOST_TEST(first.find("deepseek2.rope.scaling.type")->as_string().value() == "yarn");
     // Today's MLA layout: one KV head of kv_lora (+ rope) values; the heads' own dims in *_mla.
     BOOST_TEST(first.find("deepseek2.attention.head_count_kv")->as_unsigned().value() == 1u);
