@@ -111,6 +111,28 @@ std::optional<std::string> llama_tensor_name(const std::string& name) {
     return mapped_name(name, per_layer);
 }
 
+// GLM-4.5's names (MODEL_TENSORS[GLM4_MOE]): the norm before the MoE is post_attention_norm
+// (ATTN_POST_NORM; there is no ffn_norm), DeepSeek's router and shared experts.
+std::optional<std::string> glm4moe_tensor_name(const std::string& name) {
+    static const NameTable per_layer = [] {
+        NameTable names = llama_style_layer_names({
+            {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+            {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+            {"mlp.gate.weight", "ffn_gate_inp.weight"},
+            {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+            {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+            {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+            {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+            {"mlp.gate_proj.weight", "ffn_gate.weight"},
+            {"mlp.up_proj.weight", "ffn_up.weight"},
+            {"mlp.down_proj.weight", "ffn_down.weight"},
+        });
+        names["post_attention_layernorm.weight"] = "post_attention_norm.weight";
+        return names;
+    }();
+    return mapped_name(name, per_layer);
+}
+
 GgufValue u32_of(const ModelConfig& config, std::string_view key) {
     return GgufValue::u32(static_cast<std::uint32_t>(config.require_int(key)));
 }
@@ -238,6 +260,45 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
     return a;
 }
 
+// GLM-4.5/4.6/4.7 as llama.cpp's glm4moe (Glm4MoeModel): the text-model keys, the partial rotary
+// dimension, DeepSeek-style MoE keys with sigmoid gating, GLM's named special tokens. The MTP
+// layer is not written: block_count is num_hidden_layers and nextn_predict_layers is left out,
+// which llama.cpp reads as a model without one (the converter writes it, unused but for drafts).
+GgufArchitecture glm4moe(const ModelPlan& plan, const ModelConfig& config) {
+    GgufArchitecture a;
+    a.arch = "glm4moe";
+    a.pre = "glm4";
+    auto& kv = a.metadata;
+    add_text_model_keys(a.arch, config, kv);
+    auto key = [&](const char* name) { return a.arch + "." + name; };
+    const std::int64_t heads = config.require_int("num_attention_heads");
+    const std::int64_t head_dim =
+        config.find("head_dim") ? config.require_int("head_dim") : config.require_int("hidden_size") / std::max<std::int64_t>(heads, 1);
+    double partial = 0.5;
+    if (auto v = config.find("partial_rotary_factor"); v && v->is_number()) partial = v->as_double();
+    kv.push_back({key("rope.dimension_count"), GgufValue::u32(static_cast<std::uint32_t>(static_cast<double>(head_dim) * partial))});
+    if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object())
+        throw Error(ErrorKind::input, "has rope_scaling, which the GGUF writer does not map for glm4moe yet",
+                    {.file = config.source(), .code = "UnsupportedGguf"});
+    auto add_u32 = [&](const char* name, const char* field) {
+        if (auto v = config.find(field); v && v->is_number()) kv.push_back({key(name), u32_of(config, field)});
+    };
+    add_u32("expert_feed_forward_length", "moe_intermediate_size");
+    add_u32("expert_shared_count", "n_shared_experts");
+    add_u32("leading_dense_block_count", "first_k_dense_replace");
+    set_key(kv, key("expert_gating_func"), GgufValue::u32(gating_sigmoid));  // whatever the config says
+    if (auto v = config.find("routed_scaling_factor"); v && v->is_number())
+        kv.push_back({key("expert_weights_scale"), GgufValue::f32(static_cast<float>(v->as_double()))});
+    if (auto v = config.find("norm_topk_prob"); v && v->is_bool()) kv.push_back({key("expert_weights_norm"), GgufValue::boolean(v->as_bool())});
+    // _set_vocab_glm: [gMASK] opens every prompt; <|user|> ends a turn (its <|endoftext|> would not stop).
+    a.named_specials = {{"bos", "[gMASK]"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"eom", "<|observation|>"}};
+    const std::int64_t kv_heads = config.int_or("num_key_value_heads", heads);
+    a.facts = {.n_expert = static_cast<int>(plan.num_experts), .n_gqa = static_cast<int>(kv_heads > 0 ? heads / kv_heads : 1),
+               .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
+    a.tensor_name = glm4moe_tensor_name;
+    return a;
+}
+
 // Mixtral as llama.cpp's llama (LlamaModel, which registers MixtralForCausalLM): the text-model
 // keys, vocab_size, rope.dimension_count, linear rope scaling, the Q/K row interleave and the
 // SentencePiece ("llama") vocabulary.
@@ -297,8 +358,10 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
     if (plan.model_type == "qwen3_moe") return qwen3moe(plan, config);
     if (plan.model_type == "deepseek_v3" || plan.model_type == "deepseek_v2") return deepseek2(plan, config, request.legacy_mla);
     if (plan.model_type == "mixtral") return llama(plan, config);
+    if (plan.model_type == "glm4_moe") return glm4moe(plan, config);
     throw Error(ErrorKind::input,
-                "GGUF output is not written for model type '" + plan.model_type + "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, mixtral)",
+                "GGUF output is not written for model type '" + plan.model_type +
+                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, mixtral, glm4_moe)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 

@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moequant::formats {
@@ -33,6 +34,8 @@ struct GgufArchitecture {
     // deepseek2 as today's converter writes it: attn_kv_b split into attn_k_b / attn_v_b of this
     // shape (gguf_mla_split.hpp); nullopt keeps attn_kv_b whole (--legacy-mla, llama.cpp before 2025-04).
     std::optional<MlaShape> mla_split;
+    // Special tokens the converter names by their text ({type, content}, GgufVocabRequest).
+    std::vector<std::pair<std::string, std::string>> named_specials;
 };
 
 // What of the architecture the user chose: the older deepseek2 layout.

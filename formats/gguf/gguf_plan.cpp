@@ -235,7 +235,7 @@ GgufPlan plan_gguf(const OutputContext& context) {
     std::vector<GgufKeyValue> metadata = general_metadata(out.architecture, out.preset);
     metadata.insert(metadata.end(), out.architecture.metadata.begin(), out.architecture.metadata.end());
     const std::int64_t vocab = context.config->int_or("vocab_size", 0);
-    const GgufVocabRequest vocab_request{.pre = out.architecture.pre, .vocab_size = vocab};
+    const GgufVocabRequest vocab_request{.pre = out.architecture.pre, .vocab_size = vocab, .named_specials = out.architecture.named_specials};
     for (auto& kv : out.architecture.vocabulary == GgufArchitecture::Vocabulary::llama ? gguf_llama_vocab(source.directory(), vocab_request)
                                                                                       : gguf_bpe_vocab(source.directory(), vocab_request))
         metadata.push_back(std::move(kv));

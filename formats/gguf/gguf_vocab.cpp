@@ -17,6 +17,7 @@
 #include <charconv>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <utility>
 
@@ -35,6 +36,18 @@ constexpr SpecialType special_types[] = {
     {"unk", "tokenizer.ggml.unknown_token_id"},   {"sep", "tokenizer.ggml.seperator_token_id"},
     {"pad", "tokenizer.ggml.padding_token_id"},
 };
+// Types SpecialVocab never reads from the files, which a family's converter sets by name.
+constexpr SpecialType named_only_types[] = {
+    {"eot", "tokenizer.ggml.eot_token_id"},
+    {"eom", "tokenizer.ggml.eom_token_id"},
+};
+
+std::optional<std::string_view> special_key(std::string_view name) {
+    for (const std::span<const SpecialType> table : {std::span<const SpecialType>(special_types), std::span<const SpecialType>(named_only_types)})
+        for (const SpecialType& type : table)
+            if (type.name == name) return type.key;
+    return std::nullopt;
+}
 
 }  // namespace
 
@@ -332,7 +345,8 @@ std::optional<std::string> read_chat_template(const fs::path& dir, const json::o
 
 }  // namespace
 
-std::vector<GgufKeyValue> special_vocab_keys(const fs::path& model_dir, const json::object* tokenizer, std::size_t n_vocab) {
+std::vector<GgufKeyValue> special_vocab_keys(const fs::path& model_dir, const json::object* tokenizer, std::size_t n_vocab,
+                                             const std::vector<std::pair<std::string, std::string>>& named) {
     const fs::path tokenizer_file = model_dir / "tokenizer.json", config_file = model_dir / "config.json";
     const json::value* added_value = member(tokenizer, "added_tokens");
     const json::array* added_tokens = added_value ? added_value->if_array() : nullptr;
@@ -378,10 +392,20 @@ std::vector<GgufKeyValue> special_vocab_keys(const fs::path& model_dir, const js
         set_special(type.name, id, config_file);
     }
 
+    // The family's own: get_added_vocab()[content], where the type is still unset.
+    for (const auto& [name, content] : named) {
+        if (!special_key(name)) throw Error(ErrorKind::internal, "no GGUF key for special token type " + name);
+        if (!added_tokens) continue;
+        const json::string wanted(content);
+        for (const json::value& item : *added_tokens)
+            if (const json::object* token = item.if_object(); token && same(value_or_null(*token, "content"), wanted)) {
+                set_special(name, member(token, "id"), tokenizer_file);
+                break;
+            }
+    }
+
     std::vector<GgufKeyValue> out;
-    for (const auto& [name, id] : special_ids.items)
-        for (const SpecialType& type : special_types)
-            if (type.name == name) out.push_back({std::string(type.key), GgufValue::u32(id)});
+    for (const auto& [name, id] : special_ids.items) out.push_back({std::string(*special_key(name)), GgufValue::u32(id)});
     for (const auto& [name, value] : add.items)
         if (name == "bos" || name == "eos") out.push_back({"tokenizer.ggml.add_" + name + "_token", GgufValue::boolean(value)});
     if (chat_template) out.push_back({"tokenizer.chat_template", GgufValue::string(*chat_template)});
@@ -423,7 +447,7 @@ std::vector<GgufKeyValue> gguf_bpe_vocab(const std::filesystem::path& model_dir,
     out.push_back({"tokenizer.ggml.tokens", GgufValue::strings(vocab.tokens)});
     out.push_back({"tokenizer.ggml.token_type", GgufValue::i32s(vocab.types)});
     if (!merges.empty()) out.push_back({"tokenizer.ggml.merges", GgufValue::strings(merges)});
-    for (auto& kv : special_vocab_keys(model_dir, tokenizer, vocab.tokens.size())) out.push_back(std::move(kv));
+    for (auto& kv : special_vocab_keys(model_dir, tokenizer, vocab.tokens.size(), request.named_specials)) out.push_back(std::move(kv));
     return out;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moequant::formats {
@@ -20,6 +21,10 @@ namespace moequant::formats {
 struct GgufVocabRequest {
     std::string pre;
     std::int64_t vocab_size = 0;
+    // Special tokens a family's converter names by their text after SpecialVocab has read the
+    // files (e.g. GLM's bos "[gMASK]", eot "<|user|>"): set, as _set_special_token does, only
+    // where the files named none of that type, and only when the tokenizer has the added token.
+    std::vector<std::pair<std::string, std::string>> named_specials;  // {type, content}
 };
 
 // The largest vocabulary accepted (ids and vocab_size are bounded by it before anything is

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace moequant::formats::vocab_detail {
@@ -44,6 +45,9 @@ bool looks_special(std::string_view t);
 // SpecialVocab(model_dir, load_merges=False, n_vocab).add_to_gguf: the special token ids found in
 // tokenizer_config.json (matched against `tokenizer`'s added_tokens, when there is a
 // tokenizer.json) then config.json, add_bos/add_eos, and the chat template.
-std::vector<GgufKeyValue> special_vocab_keys(const fs::path& model_dir, const json::object* tokenizer, std::size_t n_vocab);
+// `named` ({type, content}) are then set from the added tokens by their text, where still unset
+// (the family's own _set_special_token calls; types bos, eos, unk, sep, pad, eot, eom).
+std::vector<GgufKeyValue> special_vocab_keys(const fs::path& model_dir, const json::object* tokenizer, std::size_t n_vocab,
+                                             const std::vector<std::pair<std::string, std::string>>& named = {});
 
 }  // namespace moequant::formats::vocab_detail

@@ -13,6 +13,7 @@
 #include <moequant/checkpoint.hpp>
 #include <moequant/dtype_convert.hpp>
 
+#include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
@@ -335,6 +336,67 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_becomes_deepseek2) {
 // Mixtral as llama.cpp's llama, as convert_hf_to_gguf.py's LlamaModel writes it: its keys, the
 // llama vocabulary from tokenizer.json (LlamaHfVocab), the router as ffn_gate_inp, and attn_q /
 // attn_k with their rows in llama's rotary order (BF16 from a BF16 source: bit for bit).
+// GLM-4.5 as llama.cpp's glm4moe: its norm before the MoE is post_attention_norm, q/k/v with
+// biases, DeepSeek's sigmoid router with the correction bias and a shared expert, the dense first
+// layer, half the head rotated; GLM's special tokens named by their text; no MTP layer.
+BOOST_AUTO_TEST_CASE(glm4_moe_becomes_glm4moe) {
+    TempDir dir;
+    const fs::path src = dir / "src", out = dir / "out";
+    synth_checkpoint(src, {"glm4_moe", "bf16"});
+    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto config = boost::json::parse(read_text(src / "config.json")).as_object();
+    auto config_int = [&](const char* key) { return static_cast<std::uint64_t>(config.at(key).to_number<std::int64_t>()); };
+    const std::uint64_t layers = config_int("num_hidden_layers");
+    const GgufFile first = read_gguf_file_header((out / "model-00001-of-00003.gguf").string());
+    auto u = [&](const std::string& key) {
+        const GgufValue* v = first.find(key);
+        BOOST_REQUIRE_MESSAGE(v && v->as_unsigned(), key);
+        return *v->as_unsigned();
+    };
+    BOOST_TEST(first.find("general.architecture")->as_string().value() == "glm4moe");
+    BOOST_TEST(u("glm4moe.block_count") == layers);  // the MTP layer is not written
+    BOOST_TEST(!first.find("glm4moe.nextn_predict_layers"));
+    BOOST_TEST(u("glm4moe.rope.dimension_count") == config_int("head_dim") / 2);  // partial_rotary_factor 0.5
+    BOOST_TEST(u("glm4moe.expert_count") == config_int("n_routed_experts"));
+    BOOST_TEST(u("glm4moe.expert_shared_count") == 1u);
+    BOOST_TEST(u("glm4moe.leading_dense_block_count") == config_int("first_k_dense_replace"));
+    BOOST_TEST(u("glm4moe.expert_feed_forward_length") == config_int("moe_intermediate_size"));
+    BOOST_TEST(u("glm4moe.expert_gating_func") == 2u);  // sigmoid
+    BOOST_TEST(first.find("glm4moe.expert_weights_scale")->as_float().value() == 1.0);
+    BOOST_TEST(first.find("glm4moe.expert_weights_norm")->as_bool().value());
+    BOOST_TEST(first.find("tokenizer.ggml.pre")->as_string().value() == "glm4");
+    const std::vector<std::string> tokens = first.find("tokenizer.ggml.tokens")->as_strings().value();
+    BOOST_TEST(tokens.at(u("tokenizer.ggml.bos_token_id")) == "[gMASK]");
+    BOOST_TEST(tokens.at(u("tokenizer.ggml.eot_token_id")) == "<|user|>");
+    BOOST_TEST(tokens.at(u("tokenizer.ggml.eos_token_id")) == "<|endoftext|>");
+    BOOST_TEST(!first.find("tokenizer.ggml.eom_token_id"));  // synth's tokenizer has no <|observation|>
+
+    const auto types = tensor_types(out, 3);
+    using namespace ggml_type_id;
+    BOOST_TEST(types.at("blk.1.post_attention_norm.weight") == f32);
+    BOOST_TEST(!types.count("blk.1.ffn_norm.weight"));
+    BOOST_TEST(types.at("blk.1.attn_q.bias") == f32);
+    BOOST_TEST(types.at("blk.1.exp_probs_b.bias") == f32);
+    BOOST_TEST(types.at("blk.1.ffn_gate_inp.weight") == f32);
+    BOOST_TEST(types.count("blk.1.ffn_down_shexp.weight") == 1u);
+    BOOST_TEST(types.count("blk.0.ffn_gate.weight") == 1u);  // the dense first layer
+    BOOST_TEST(!types.count("blk.0.ffn_gate_exps.weight"));
+    BOOST_TEST(types.at("blk.2.ffn_gate_exps.weight") == q4_k);
+    for (const auto& [name, type] : types) BOOST_TEST(name.rfind("blk." + std::to_string(layers) + ".", 0) != 0u, name);
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+
+    // The non-expert tensors are ggml's rows of the BF16 GGUF's, as llama-quantize makes them.
+    auto bf = run_moequant(gguf_args(src, dir / "bf16", {"--quant-method", "BF16"}));
+    BOOST_REQUIRE_MESSAGE(bf.exit_code == 0, bf.err);
+    for (const char* name : {"blk.1.attn_q.weight", "blk.1.ffn_up_shexp.weight", "blk.0.ffn_down.weight", "output.weight"}) {
+        const auto quantized = tensor_data(out / "model-00001-of-00003.gguf", name);
+        const auto bf16_rows = tensor_data(dir / "bf16" / "model-00001-of-00003.gguf", name);
+        BOOST_TEST((quantized.bytes == ggml_rows_from_bf16(bf16_rows, quantized.info)), name);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(mixtral_becomes_llama_with_permuted_q_and_k) {
     TempDir dir;
     const fs::path src = dir / "src", out = dir / "out", bf = dir / "bf16";
@@ -473,9 +535,9 @@ BOOST_AUTO_TEST_CASE(overrides_and_float_presets) {
 
 BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
     TempDir dir;
-    const fs::path qwen = dir / "qwen", glm = dir / "glm";
+    const fs::path qwen = dir / "qwen", minimax = dir / "minimax";
     synth_checkpoint(qwen, {"qwen3_moe", "bf16"});
-    synth_checkpoint(glm, {"glm4_moe", "bf16"});
+    synth_checkpoint(minimax, {"minimax_m2", "bf16"});
     const fs::path out = dir / "refused";
     check_refusals({
                        {gguf_args(qwen, out, {}), 2, "--format gguf needs --quant-method PRESET"},
@@ -483,8 +545,8 @@ BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q"}), 2, "expected PATTERN=TYPE"},
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q=q9_0"}), 2,
                         "is no GGUF type moequant writes"},
-                       {gguf_args(glm, out, {"--quant-method", "Q4_K_M"}), 3,
-                        "GGUF output is not written for model type 'glm4_moe' yet"},
+                       {gguf_args(minimax, out, {"--quant-method", "Q4_K_M"}), 3,
+                        "GGUF output is not written for model type 'minimax_m2' yet"},
                    },
                    out);
 }

@@ -215,6 +215,27 @@ BOOST_AUTO_TEST_CASE(special_ids_from_tokenizer_config_then_config_json) {
     BOOST_TEST(bool_at(kvs, "tokenizer.ggml.add_eos_token") == true);
 }
 
+// A family's specials by their text (GLM's _set_vocab_glm): set after the files, only where the
+// files named none of that type, only when the added token exists; eot/eom get their own keys.
+BOOST_AUTO_TEST_CASE(named_specials_fill_only_the_types_the_files_left_unset) {
+    Folder folder(small_model, R"([{"id":3,"content":"[gMASK]","special":true},{"id":4,"content":"<|user|>","special":true},
+                                   {"id":5,"content":"<|endoftext|>","special":true}])");
+    folder.with("tokenizer_config.json", R"({"eos_token":"<|endoftext|>","unk_token":"<|endoftext|>"})");
+    const auto kvs = gguf_bpe_vocab(folder.dir.path(), {.pre = "glm4",
+                                                        .named_specials = {{"bos", "[gMASK]"},
+                                                                           {"eot", "<|user|>"},
+                                                                           {"unk", "[gMASK]"},  // the file's unk stays
+                                                                           {"eom", "<|observation|>"}}});  // absent: left out
+    BOOST_TEST(keys_of(kvs) == (std::vector<std::string>{"tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
+                                                         "tokenizer.ggml.token_type", "tokenizer.ggml.merges",
+                                                         "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
+                                                         "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eot_token_id"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(u32_at(kvs, "tokenizer.ggml.bos_token_id") == 3u);
+    BOOST_TEST(u32_at(kvs, "tokenizer.ggml.eot_token_id") == 4u);
+    BOOST_TEST(u32_at(kvs, "tokenizer.ggml.unknown_token_id") == 5u);
+}
+
 BOOST_AUTO_TEST_CASE(a_list_eos_token_id_alone_gives_no_eos) {
     Folder folder(small_model);
     folder.with("config.json", R"({"eos_token_id":[1,2]})");
