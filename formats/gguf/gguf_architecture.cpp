@@ -133,6 +133,18 @@ std::optional<std::string> glm4moe_tensor_name(const std::string& name) {
     return mapped_name(name, per_layer);
 }
 
+// MiniMax-M2's names (MODEL_TENSORS[MINIMAXM2]): Mixtral's block_sparse_moe router, its
+// correction bias beside the gate (not under it), q/k norms over the whole projection.
+std::optional<std::string> minimax_m2_tensor_name(const std::string& name) {
+    static const NameTable per_layer = llama_style_layer_names({
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+        {"block_sparse_moe.e_score_correction_bias", "exp_probs_b.bias"},
+    });
+    return mapped_name(name, per_layer);
+}
+
 GgufValue u32_of(const ModelConfig& config, std::string_view key) {
     return GgufValue::u32(static_cast<std::uint32_t>(config.require_int(key)));
 }
@@ -299,6 +311,28 @@ GgufArchitecture glm4moe(const ModelPlan& plan, const ModelConfig& config) {
     return a;
 }
 
+// MiniMax-M2/M2.1/M2.5/M2.7 as llama.cpp's minimax-m2 (MiniMaxM2Model): the text-model keys
+// (sigmoid gating from scoring_func), intermediate_size as the experts' length, rotary_dim as
+// the rotary dimension (llama.cpp rotates it NeoX-style: rows as stored). The MTP modules are not
+// written, as the converter does not write them.
+GgufArchitecture minimax_m2(const ModelPlan& plan, const ModelConfig& config) {
+    GgufArchitecture a;
+    a.arch = "minimax-m2";
+    a.pre = "minimax-m2";
+    auto& kv = a.metadata;
+    add_text_model_keys(a.arch, config, kv);
+    kv.push_back({a.arch + ".expert_feed_forward_length", u32_of(config, "intermediate_size")});
+    kv.push_back({a.arch + ".rope.dimension_count", u32_of(config, "rotary_dim")});
+    if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object())
+        throw Error(ErrorKind::input, "has rope_scaling, which the GGUF writer does not map for minimax-m2 yet",
+                    {.file = config.source(), .code = "UnsupportedGguf"});
+    const std::int64_t heads = config.require_int("num_attention_heads"), kv_heads = config.int_or("num_key_value_heads", heads);
+    a.facts = {.n_expert = static_cast<int>(plan.num_experts), .n_gqa = static_cast<int>(kv_heads > 0 ? heads / kv_heads : 1),
+               .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
+    a.tensor_name = minimax_m2_tensor_name;
+    return a;
+}
+
 // Mixtral as llama.cpp's llama (LlamaModel, which registers MixtralForCausalLM): the text-model
 // keys, vocab_size, rope.dimension_count, linear rope scaling, the Q/K row interleave and the
 // SentencePiece ("llama") vocabulary.
@@ -359,9 +393,10 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
     if (plan.model_type == "deepseek_v3" || plan.model_type == "deepseek_v2") return deepseek2(plan, config, request.legacy_mla);
     if (plan.model_type == "mixtral") return llama(plan, config);
     if (plan.model_type == "glm4_moe") return glm4moe(plan, config);
+    if (plan.model_type == "minimax_m2") return minimax_m2(plan, config);
     throw Error(ErrorKind::input,
                 "GGUF output is not written for model type '" + plan.model_type +
-                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, mixtral, glm4_moe)",
+                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, mixtral, glm4_moe, minimax_m2)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 

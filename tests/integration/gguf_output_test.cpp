@@ -397,6 +397,44 @@ BOOST_AUTO_TEST_CASE(glm4_moe_becomes_glm4moe) {
     }
 }
 
+// MiniMax-M2 as llama.cpp's minimax-m2: q/k norms over the whole projection, the router's
+// correction bias beside the gate, sigmoid gating from scoring_func, rotary_dim; no MTP modules.
+BOOST_AUTO_TEST_CASE(minimax_m2_becomes_minimax_m2) {
+    TempDir dir;
+    const fs::path src = dir / "src", out = dir / "out";
+    synth_checkpoint(src, {"minimax_m2", "bf16"});
+    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto config = boost::json::parse(read_text(src / "config.json")).as_object();
+    auto config_int = [&](const char* key) { return static_cast<std::uint64_t>(config.at(key).to_number<std::int64_t>()); };
+    const std::uint64_t layers = config_int("num_hidden_layers");
+    const std::string part1 = "model-00001-of-0000" + std::to_string(layers + 1) + ".gguf";
+    const GgufFile first = read_gguf_file_header((out / part1).string());
+    auto u = [&](const std::string& key) {
+        const GgufValue* v = first.find(key);
+        BOOST_REQUIRE_MESSAGE(v && v->as_unsigned(), key);
+        return *v->as_unsigned();
+    };
+    BOOST_TEST(first.find("general.architecture")->as_string().value() == "minimax-m2");
+    BOOST_TEST(u("minimax-m2.block_count") == layers);
+    BOOST_TEST(u("minimax-m2.expert_count") == config_int("num_local_experts"));
+    BOOST_TEST(u("minimax-m2.expert_feed_forward_length") == config_int("intermediate_size"));
+    BOOST_TEST(u("minimax-m2.rope.dimension_count") == config_int("rotary_dim"));
+    BOOST_TEST(u("minimax-m2.expert_gating_func") == 2u);  // scoring_func sigmoid
+    BOOST_TEST(first.find("tokenizer.ggml.pre")->as_string().value() == "minimax-m2");
+    const auto types = tensor_types(out, layers + 1);
+    using namespace ggml_type_id;
+    const GgufTensorInfo* q_norm = first.tensor("blk.0.attn_q_norm.weight");
+    BOOST_REQUIRE(q_norm);
+    BOOST_TEST(static_cast<std::uint64_t>(q_norm->ne[0]) == config_int("num_attention_heads") * config_int("head_dim"));
+    BOOST_TEST(types.at("blk.0.exp_probs_b.bias") == f32);
+    BOOST_TEST(types.at("blk.0.ffn_norm.weight") == f32);
+    BOOST_TEST(types.at("blk.0.ffn_gate_exps.weight") == q4_k);
+    for (const auto& [name, type] : types) BOOST_TEST(name.rfind("blk." + std::to_string(layers) + ".", 0) != 0u, name);
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+}
+
 BOOST_AUTO_TEST_CASE(mixtral_becomes_llama_with_permuted_q_and_k) {
     TempDir dir;
     const fs::path src = dir / "src", out = dir / "out", bf = dir / "bf16";
@@ -535,9 +573,9 @@ BOOST_AUTO_TEST_CASE(overrides_and_float_presets) {
 
 BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
     TempDir dir;
-    const fs::path qwen = dir / "qwen", minimax = dir / "minimax";
+    const fs::path qwen = dir / "qwen", next = dir / "next";
     synth_checkpoint(qwen, {"qwen3_moe", "bf16"});
-    synth_checkpoint(minimax, {"minimax_m2", "bf16"});
+    synth_checkpoint(next, {"qwen3_next", "bf16"});
     const fs::path out = dir / "refused";
     check_refusals({
                        {gguf_args(qwen, out, {}), 2, "--format gguf needs --quant-method PRESET"},
@@ -545,8 +583,8 @@ BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q"}), 2, "expected PATTERN=TYPE"},
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q=q9_0"}), 2,
                         "is no GGUF type moequant writes"},
-                       {gguf_args(minimax, out, {"--quant-method", "Q4_K_M"}), 3,
-                        "GGUF output is not written for model type 'minimax_m2' yet"},
+                       {gguf_args(next, out, {"--quant-method", "Q4_K_M"}), 3,
+                        "GGUF output is not written for model type 'qwen3_next' yet"},
                    },
                    out);
 }
