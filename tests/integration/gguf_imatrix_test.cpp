@@ -235,8 +235,9 @@ BOOST_AUTO_TEST_CASE(calibration_measures_the_experts_importance_as_llama_imatri
                 const double v = inputs[static_cast<std::size_t>(t * hidden + c)];
                 sums[static_cast<std::size_t>(c)] += v * v;
             }
+        // The mean squares as llama-quantize computes them from an imatrix file: F32 sum / F32 count.
         std::vector<float> weights;
-        for (double s : sums) weights.push_back(static_cast<float>(s / static_cast<double>(rows.size())));
+        for (double s : sums) weights.push_back(static_cast<float>(s) / static_cast<float>(rows.size()));
         const auto expected = ggml_rows_of(source, "model.layers.0.mlp.experts." + std::to_string(e) + ".gate_proj.weight",
                                            std::string(ggml_type_name_of(gate.type)).c_str(), weights);
         BOOST_TEST((gguf_bytes(out / layer0_part, gate.name, static_cast<std::uint64_t>(e) * expert_bytes, expected.size()) == expected),
