@@ -400,8 +400,4 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 
-std::string gguf_expert_tensor_name(std::int64_t layer, Projection projection) {
-    return "blk." + std::to_string(layer) + ".ffn_" + std::string(projection_name(projection)) + "_exps.weight";
-}
-
 }  // namespace moequant::formats

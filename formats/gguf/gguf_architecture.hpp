@@ -6,6 +6,7 @@
 #pragma once
 
 #include "gguf_container.hpp"
+#include "gguf_expert_tensor_name.hpp"
 #include "gguf_mla_split.hpp"
 #include "gguf_type_policy.hpp"
 
@@ -49,8 +50,5 @@ std::int64_t gguf_rope_interleave_heads(const GgufArchitecture& arch, const std:
 // The architecture the plan's model maps to. Error(input) naming the model type when GGUF output
 // is not written for it (yet), listing the ones that are.
 GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config, const GgufArchitectureRequest& request = {});
-
-// blk.{L}.ffn_{gate,up,down}_exps.weight: the experts of a MoE layer, stacked [E, out, in].
-std::string gguf_expert_tensor_name(std::int64_t layer, Projection projection);
 
 }  // namespace moequant::formats

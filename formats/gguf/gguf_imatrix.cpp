@@ -223,6 +223,9 @@ std::vector<const ImatrixStatistics*> sorted_weights(const ImatrixRecord& record
             throw Error(ErrorKind::usage, "importance statistics of " + w.name + ": " + std::to_string(w.sums.size()) +
                                               " sums do not fill " + std::to_string(w.counts.size()) + " matrices of " +
                                               std::to_string(w.cols));
+        if (!w.input_sums.empty() && w.input_sums.size() != w.sums.size())
+            throw Error(ErrorKind::usage, "importance statistics of " + w.name + ": " + std::to_string(w.input_sums.size()) +
+                                              " input sums for " + std::to_string(w.sums.size()) + " sums of squares");
         out.push_back(&w);
     }
     std::sort(out.begin(), out.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
@@ -239,22 +242,25 @@ void write_imatrix_gguf(const fs::path& path, const ImatrixRecord& record) {
                                  {"imatrix.datasets", GgufValue::strings(record.datasets)},
                                  {"imatrix.chunk_count", GgufValue::u32(record.chunk_count)},
                                  {"imatrix.chunk_size", GgufValue::u32(record.chunk_size)}};
+    // Per weight, in llama-imatrix's order: in_sum2, counts, then in_sum when collected.
     std::vector<GgufTensorInfo> infos;
+    std::vector<const std::vector<float>*> data;
     for (const auto* w : weights) {
         const auto matrices = static_cast<std::int64_t>(w->counts.size());
         infos.push_back({.name = w->name + ".in_sum2", .ne = {w->cols, matrices}, .type = 0, .bytes = w->sums.size() * 4});
+        data.push_back(&w->sums);
         infos.push_back({.name = w->name + ".counts", .ne = {1, matrices}, .type = 0, .bytes = w->counts.size() * 4});
+        data.push_back(&w->counts);
+        if (w->input_sums.empty()) continue;
+        infos.push_back({.name = w->name + ".in_sum", .ne = {w->cols, matrices}, .type = 0, .bytes = w->input_sums.size() * 4});
+        data.push_back(&w->input_sums);
     }
     const GgufLayout layout = lay_out_gguf(kv, infos);
     OutputFile file(path, layout.file_size);
     file.write_at(0, std::as_bytes(std::span<const char>(layout.header.data(), layout.header.size())));
-    for (std::size_t i = 0; i < weights.size(); ++i) {
-        file.write_at(layout.tensors[2 * i].offset, float_bytes(weights[i]->sums));
-        file.write_at(layout.tensors[2 * i + 1].offset, float_bytes(weights[i]->counts));
-    }
-    const GgufTensorInfo& last = layout.tensors.back();
-    if (last.offset + last.bytes < layout.file_size)
-        file.write_at(last.offset + last.bytes, std::vector<std::byte>(layout.file_size - last.offset - last.bytes));
+    for (std::size_t i = 0; i < data.size(); ++i) file.write_at(layout.tensors[i].offset, float_bytes(*data[i]));
+    const std::uint64_t end = layout.tensors.empty() ? layout.header.size() : layout.tensors.back().offset + layout.tensors.back().bytes;
+    if (end < layout.file_size) file.write_at(end, std::vector<std::byte>(layout.file_size - end));
     file.commit();
 }
 

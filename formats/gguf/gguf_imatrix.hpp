@@ -79,6 +79,9 @@ struct ImatrixStatistics {
     std::int64_t cols = 0;
     std::vector<float> sums;     // [matrices][cols]
     std::vector<float> counts;   // [matrices]
+    // [matrices][cols] sums of the inputs (NAME.in_sum, which llama-imatrix writes for its
+    // statistics and llama-quantize ignores); empty: not written.
+    std::vector<float> input_sums;
 };
 
 struct ImatrixRecord {
@@ -88,8 +91,8 @@ struct ImatrixRecord {
     std::uint32_t chunk_size = 0;
 };
 
-// Writes the GGUF form llama-imatrix writes (general.type "imatrix", NAME.in_sum2 and NAME.counts
-// per weight, sorted by name), complete or not at all (OutputFile). Error(usage) for sizes that
+// Writes the GGUF form llama-imatrix writes (general.type "imatrix", NAME.in_sum2, NAME.counts
+// and, when given, NAME.in_sum per weight, sorted by name), complete or not at all (OutputFile). Error(usage) for sizes that
 // do not fit, Error(io) when it cannot be written.
 void write_imatrix_gguf(const std::filesystem::path& path, const ImatrixRecord& record);
 // Writes the legacy .dat form llama-imatrix writes with --output-format dat: per weight whose

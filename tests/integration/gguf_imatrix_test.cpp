@@ -4,6 +4,7 @@
 // GGUF and the legacy .dat form alike; the output records llama-quantize's quantize.imatrix.*
 // keys and the manifest the file's identity; a wrong file is refused before any output exists.
 // llama.cpp's llama-imatrix and llama-quantize on the same files: docs/gguf-imatrix.md.
+#include "checkpoint_rewrite.hpp"
 #include "ggml_types.hpp"
 #include "gguf_container.hpp"
 #include "gguf_imatrix.hpp"
@@ -104,6 +105,29 @@ void expect_weighed_as(const fs::path& src, const fs::path& out, const fs::path&
     BOOST_TEST(q.type != ggml_type_id::f32);
     const auto expected_q = ggml_rows_of(source, "model.layers.0.self_attn.q_proj.weight", q_type.c_str(), imatrix.weights(*q_entry));
     BOOST_TEST((gguf_bytes(out / first_part, q.name, 0, expected_q.size()) == expected_q));
+}
+
+// Every tensor of two GGUF files: the same names, types, dims and bytes.
+void expect_same_tensors(const fs::path& a, const fs::path& b) {
+    const GgufFile ha = read_gguf_file_header(a.string()), hb = read_gguf_file_header(b.string());
+    BOOST_REQUIRE(ha.tensors.size() == hb.tensors.size());
+    for (const GgufTensorInfo& t : ha.tensors) {
+        const GgufTensorInfo* u = hb.tensor(t.name);
+        BOOST_REQUIRE_MESSAGE(u, t.name << " only in " << a);
+        BOOST_TEST((u->type == t.type && u->ne == t.ne), t.name);
+        BOOST_TEST((gguf_bytes(a, t.name, 0, t.bytes) == gguf_bytes(b, t.name, 0, u->bytes)), t.name << " in " << a.filename());
+    }
+}
+
+std::vector<std::string> plus(std::vector<std::string> args, const std::vector<std::string>& more) {
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+}
+
+// `record --imatrix` on `samples` samples of at most `tokens` tokens of the embedded text.
+std::vector<std::string> record_args(const fs::path& src, const fs::path& imatrix, const std::string& samples, const std::string& tokens) {
+    return {"record", "--model_id", src.string(), "--dataset", "embedded", "--imatrix", imatrix.string(),
+            "--num_calibration_samples", samples, "--max_sequence_length", tokens};
 }
 
 }  // namespace
@@ -235,8 +259,9 @@ BOOST_AUTO_TEST_CASE(calibration_measures_the_experts_importance_as_llama_imatri
                 const double v = inputs[static_cast<std::size_t>(t * hidden + c)];
                 sums[static_cast<std::size_t>(c)] += v * v;
             }
+        // The mean squares as llama-quantize computes them from an imatrix file: F32 sum / F32 count.
         std::vector<float> weights;
-        for (double s : sums) weights.push_back(static_cast<float>(s / static_cast<double>(rows.size())));
+        for (double s : sums) weights.push_back(static_cast<float>(s) / static_cast<float>(rows.size()));
         const auto expected = ggml_rows_of(source, "model.layers.0.mlp.experts." + std::to_string(e) + ".gate_proj.weight",
                                            std::string(ggml_type_name_of(gate.type)).c_str(), weights);
         BOOST_TEST((gguf_bytes(out / layer0_part, gate.name, static_cast<std::uint64_t>(e) * expert_bytes, expected.size()) == expected),
@@ -247,6 +272,128 @@ BOOST_AUTO_TEST_CASE(calibration_measures_the_experts_importance_as_llama_imatri
     auto both = run_moequant(gguf_args(src, dir / "both", {"--calibrate", "--dataset", "embedded", "--imatrix", (dir / "i.gguf").string()}));
     BOOST_TEST(both.exit_code == 2, both.err);
     BOOST_TEST(contains(both.err, "give one of them"), both.err);
+}
+
+// record --imatrix writes what llama-imatrix writes for the stacked expert tensors, measured as
+// convert --calibrate measures them (one measurement, expert_importance_statistics.hpp): per
+// expert, F32 sums of the squared (in_sum2) and plain (in_sum) inputs over its routed tokens and
+// the token count. Quantizing with that file is then convert --calibrate, tensor for tensor —
+// also where experts saw no token (count 0, weighed 1 both ways) — and only the provenance keys
+// of part 1 differ. The legacy form's weights go through x ncall / ncall (its layout), so it
+// is checked against the GGUF form's to F32 rounding; llama-quantize itself on it: the developer
+// check in docs/gguf-imatrix.md.
+BOOST_AUTO_TEST_CASE(record_writes_the_importance_matrix_convert_calibrate_measures) {
+    TempDir dir;
+    const fs::path src = dir / "src";
+    synth_checkpoint(src, {"qwen3_moe", "bf16"});
+    struct Case {
+        std::string samples, tokens;
+        bool unseen;  // some expert of every layer sees no token
+    };
+    for (const Case& c : {Case{"6", "256", false}, Case{"1", "2", true}}) {
+        BOOST_TEST_CONTEXT(c.samples << " sample(s) of at most " << c.tokens << " tokens") {
+            const fs::path run = dir / ("run" + c.samples), imatrix = run / "i.gguf";
+            fs::create_directories(run);
+            auto rec = run_moequant(record_args(src, imatrix, c.samples, c.tokens));
+            BOOST_REQUIRE_MESSAGE(rec.exit_code == 0, rec.err);
+            BOOST_TEST(contains(rec.out, "GGUF imatrix, 6 expert entries"), rec.out);
+            auto legacy = run_moequant(plus(record_args(src, run / "i.dat", c.samples, c.tokens), {"--quiet"}));
+            BOOST_REQUIRE_MESSAGE(legacy.exit_code == 0, legacy.err);
+            BOOST_TEST(contains(legacy.out, "legacy imatrix"), legacy.out);
+
+            auto with_file = run_moequant(gguf_args(src, run / "file", {"--quiet", "--imatrix", imatrix.string()}));
+            BOOST_REQUIRE_MESSAGE(with_file.exit_code == 0, with_file.err);
+            auto measured = run_moequant(gguf_args(src, run / "calibrate", {"--quiet", "--calibrate", "--dataset", "embedded",
+                                                                             "--num_calibration_samples", c.samples, "--max_sequence_length", c.tokens}));
+            BOOST_REQUIRE_MESSAGE(measured.exit_code == 0, measured.err);
+            for (const char* part : {first_part, layer0_part, "model-00003-of-00003.gguf"})
+                expect_same_tensors(run / "file" / part, run / "calibrate" / part);
+            const GgufFile first = read_gguf_file_header((run / "file" / first_part).string());
+            BOOST_TEST(first.find("quantize.imatrix.file")->as_string().value() == imatrix.string());
+            BOOST_TEST(first.find("quantize.imatrix.dataset")->as_string().value() == "embedded");
+            BOOST_TEST(first.find("quantize.imatrix.chunks_count")->as_signed().value() == std::stoll(c.samples));
+            BOOST_TEST(first.find("quantize.imatrix.entries_count")->as_signed().value() == 6);
+
+            // The file: llama-imatrix's keys, its entries' shapes, the calibration's token counts.
+            const GgufFile header = read_gguf_file_header(imatrix.string());
+            BOOST_TEST(header.find("general.type")->as_string().value() == "imatrix");
+            BOOST_TEST((header.find("imatrix.datasets")->as_strings().value() == std::vector<std::string>{"embedded"}));
+            BOOST_TEST(header.find("imatrix.chunk_count")->as_unsigned().value() == std::stoull(c.samples));
+            BOOST_TEST((header.find("imatrix.chunk_size")->type == GgufType::u32));
+            BOOST_TEST(header.tensors.size() == 18u);  // 2 layers x 3 tensors x (in_sum2, counts, in_sum)
+            ImatrixFile file = ImatrixFile::open(imatrix);
+            file.check_contents();
+            ImatrixFile dat = ImatrixFile::open(run / "i.dat");
+            dat.check_contents();
+            const auto manifest = RunManifest::load(run / "calibrate");
+            BOOST_REQUIRE(manifest);
+            for (const auto& layer : manifest->completed_layers) {
+                const LayerCoverage& coverage = *layer.coverage;
+                const std::string blk = "blk." + std::to_string(layer.layer) + ".ffn_";
+                const GgufTensorInfo& sums = *header.tensor(blk + "down_exps.weight.in_sum2");
+                BOOST_TEST((sums.ne == std::vector<std::int64_t>{256, 8}));  // [intermediate, experts]
+                BOOST_TEST((header.tensor(blk + "gate_exps.weight.counts")->ne == std::vector<std::int64_t>{1, 8}));
+                const ImatrixEntry& gate = *file.find(blk + "gate_exps.weight");
+                const ImatrixEntry& up = *file.find(blk + "up_exps.weight");
+                BOOST_TEST((file.weights(gate) == file.weights(up)));  // the same inputs
+                bool unseen = false;
+                for (std::size_t e = 0; e < coverage.experts.size(); ++e) {
+                    const ColumnImportance g = file.matrix(gate, coverage.experts[e]);
+                    BOOST_TEST(g.tokens == coverage.tokens_per_expert[e], "expert " << coverage.experts[e]);
+                    unseen = unseen || g.tokens == 0;
+                    // The legacy form: the same weights, through its x ncall / ncall.
+                    const auto dat_down = dat.entry_for(blk + "down_exps.weight", 256, 8);
+                    BOOST_REQUIRE(dat_down.has_value());
+                    const std::vector<float> a = file.matrix(*file.find(blk + "down_exps.weight"), coverage.experts[e]).weights;
+                    const std::vector<float> b = dat.matrix(*dat_down, coverage.experts[e]).weights;
+                    for (std::size_t i = 0; i < a.size(); ++i)
+                        BOOST_TEST(std::abs(a[i] - b[i]) <= 1e-6f * std::abs(a[i]), "expert " << coverage.experts[e] << " column " << i);
+                }
+                BOOST_TEST(unseen == c.unseen, "layer " << layer.layer);
+                if (c.unseen)  // named in the note, with --quiet or not
+                    BOOST_TEST(contains(rec.err, "layer " + std::to_string(layer.layer) + ": no calibration token was routed to expert(s)"),
+                               rec.err);
+            }
+        }
+    }
+}
+
+// record's outputs are checked as --output is, before the model runs; non-finite statistics are
+// refused before the file is written; --output and --imatrix together write both.
+BOOST_AUTO_TEST_CASE(record_imatrix_is_refused_where_an_output_would_be) {
+    TempDir dir;
+    const fs::path src = dir / "src", mine = dir / "mine.gguf";
+    synth_checkpoint(src, {"qwen3_moe", "bf16"});
+    write_text(mine, "not mine to replace");
+    const std::vector<std::string> record = {"record", "--model_id", src.string(), "--dataset", "embedded", "--num_calibration_samples", "2", "--quiet"};
+    auto neither = run_moequant(record);
+    BOOST_TEST(neither.exit_code == 2, neither.err);
+    BOOST_TEST(contains(neither.err, "--output FILE or --imatrix FILE"), neither.err);
+    auto same = run_moequant(plus(record, {"--output", (dir / "a").string(), "--imatrix", (dir / "a").string()}));
+    BOOST_TEST(same.exit_code == 2, same.err);
+    auto exists = run_moequant(plus(record, {"--imatrix", mine.string()}));
+    BOOST_TEST(exists.exit_code == 5, exists.err);
+    BOOST_TEST(contains(exists.err, "OutputExists"), exists.err);
+    BOOST_TEST(read_text(mine) == "not mine to replace");
+    auto inside = run_moequant(plus(record, {"--imatrix", (src / "i.gguf").string()}));
+    BOOST_TEST(inside.exit_code == 5, inside.err);
+    BOOST_TEST(!fs::exists(src / "i.gguf"));
+    // A NaN expert weight makes its down inputs NaN: refused as llama-imatrix stops, no file.
+    const fs::path nan = dir / "nan";
+    fs::copy(src, nan, fs::copy_options::recursive);
+    edit_tensor_bytes(nan, "model.layers.1.mlp.experts.0.gate_proj.weight", [](std::uint8_t* data, std::size_t size) {
+        for (std::size_t i = 0; i + 1 < size; i += 2) data[i] = 0xC0, data[i + 1] = 0x7F;  // BF16 NaN
+    });
+    auto non_finite = run_moequant({"record", "--model_id", nan.string(), "--dataset", "embedded", "--num_calibration_samples", "2",
+                                    "--quiet", "--imatrix", (dir / "nan.gguf").string()});
+    BOOST_TEST(non_finite.exit_code == 3, non_finite.err);
+    BOOST_TEST(contains(non_finite.err, "blk.1.ffn_down_exps.weight are not finite (expert 0"), non_finite.err);
+    BOOST_TEST(!fs::exists(dir / "nan.gguf"));
+    // Both: the activations and the matrix, in one run.
+    auto both = run_moequant(plus(record, {"--output", (dir / "a.safetensors").string(), "--imatrix", (dir / "i.dat").string()}));
+    BOOST_REQUIRE_MESSAGE(both.exit_code == 0, both.err);
+    BOOST_TEST(fs::exists(dir / "a.safetensors"));
+    BOOST_TEST((ImatrixFile::open(dir / "i.dat").form() == ImatrixFile::Form::legacy));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

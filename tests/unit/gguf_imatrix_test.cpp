@@ -4,6 +4,7 @@
 // them (and a size it would refuse is refused), and damaged or hostile files are refused with
 // an input error naming the file, never a crash. llama.cpp's own tools on these files:
 // docs/gguf-imatrix.md.
+#include "gguf_container.hpp"
 #include "gguf_imatrix.hpp"
 
 #include "test_support.hpp"
@@ -92,6 +93,33 @@ BOOST_AUTO_TEST_CASE(gguf_form_reads_back_as_llama_quantize_computes_it) {
     BOOST_TEST(unseen.tokens == 0);
     BOOST_TEST((unseen.weights == std::vector<float>(4, 1.0f)));  // llama.cpp's stand-in
     BOOST_TEST(f.weights(*f.find("blk.0.attn_q.weight")).size() == 8u);
+}
+
+// llama-imatrix also writes each weight's input sums (NAME.in_sum, after in_sum2 and counts) for
+// its statistics; llama-quantize pairs only in_sum2 with counts, and so does the reader.
+BOOST_AUTO_TEST_CASE(input_sums_are_written_as_llama_imatrix_writes_them_and_ignored_when_read) {
+    TempDir dir;
+    ImatrixRecord record = sample_record();
+    for (float s : record.weights[0].sums) record.weights[0].input_sums.push_back(-s);
+    write_imatrix_gguf(dir / "imatrix.gguf", record);
+    const GgufFile header = read_gguf_file_header((dir / "imatrix.gguf").string());
+    std::vector<std::string> names;
+    for (const auto& t : header.tensors) names.push_back(t.name);
+    const std::vector<std::string> expected = {"blk.0.attn_q.weight.in_sum2", "blk.0.attn_q.weight.counts",
+                                               "blk.0.ffn_down_exps.weight.in_sum2", "blk.0.ffn_down_exps.weight.counts",
+                                               "blk.0.ffn_down_exps.weight.in_sum"};
+    BOOST_TEST(names == expected, boost::test_tools::per_element());
+    const GgufTensorInfo& in_sum = *header.tensor("blk.0.ffn_down_exps.weight.in_sum");
+    BOOST_TEST((in_sum.ne == std::vector<std::int64_t>{4, 3}));
+    BOOST_TEST(in_sum.type == 0u);  // F32
+    ImatrixFile f = ImatrixFile::open(dir / "imatrix.gguf");
+    f.check_contents();
+    BOOST_TEST(f.entries() == 2u);
+    BOOST_TEST(f.matrix(*f.find("blk.0.ffn_down_exps.weight"), 0).weights[0] == record.weights[0].sums[0] / 10.0f);
+
+    record.weights[0].input_sums.pop_back();  // not one per sum: refused before any file
+    BOOST_CHECK_THROW(write_imatrix_gguf(dir / "bad.gguf", record), Error);
+    BOOST_TEST(!fs::exists(dir / "bad.gguf"));
 }
 
 BOOST_AUTO_TEST_CASE(legacy_form_reads_back_as_llama_quantize_computes_it) {

@@ -1,5 +1,7 @@
 #include "importance_layer.hpp"
 
+#include "expert_input_squares.hpp"
+
 #include <moequant/expert_matrix.hpp>
 #include <moequant/engine/expert_parts.hpp>
 #include <moequant/engine/profiler.hpp>
@@ -14,29 +16,6 @@
 #include <span>
 
 namespace moequant {
-
-namespace {
-
-constexpr std::int64_t chunk_tokens = 1024;
-
-}  // namespace
-
-void ColumnSquares::add(const InputRows& rows) {
-    for (Eigen::Index r = 0; r < rows.rows(); ++r) {
-        const float* row = rows.data() + r * rows.cols();
-        for (std::size_t c = 0; c < sums_.size(); ++c) sums_[c] += static_cast<double>(row[c]) * row[c];
-    }
-    count_ += rows.rows();
-}
-
-ColumnImportance ColumnSquares::mean() const {
-    ColumnImportance out;
-    out.tokens = count_;
-    out.weights.resize(sums_.size(), 1.0f);
-    if (count_ > 0)
-        for (std::size_t c = 0; c < sums_.size(); ++c) out.weights[c] = static_cast<float>(sums_[c] / static_cast<double>(count_));
-    return out;
-}
 
 LayerCoverage quantize_importance_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
     std::array<const QuantizerImportance*, expert_projections.size()> facets{};
@@ -67,11 +46,7 @@ LayerCoverage quantize_importance_layer(const CalibratedLayerJob& job, const Moe
     // Experts that see all tokens share one measurement of the layer's inputs.
     std::optional<ColumnImportance> all_inputs;
     for (std::size_t e = 0; e < tokens.size() && !all_inputs; ++e)
-        if (tokens[e].all && !unseen[e] && owned(e)) {
-            ColumnSquares squares(hidden);
-            for_each_input_chunk(*job.calibration, layer.layer, tokens[e], chunk_tokens, [&](const InputRows& rows) { squares.add(rows); });
-            all_inputs = squares.mean();
-        }
+        if (tokens[e].all && !unseen[e] && owned(e)) all_inputs = input_squares(*job.calibration, layer.layer, tokens[e]).mean();
     parallel_for(0, layer.experts.size(), 1, [&](std::size_t first, std::size_t last) {
         for (std::size_t e = first; e < last; ++e) {
             if (!owned(e)) continue;
@@ -102,22 +77,14 @@ LayerCoverage quantize_importance_layer(const CalibratedLayerJob& job, const Moe
             } else if (tokens[e].all) {
                 inputs = *all_inputs;
             } else {
-                ColumnSquares squares(hidden);
-                const ProfileSpan span("importance (gate/up)");
-                for_each_input_chunk(*job.calibration, layer.layer, tokens[e], chunk_tokens, [&](const InputRows& rows) { squares.add(rows); });
-                inputs = squares.mean();
+                inputs = input_squares(*job.calibration, layer.layer, tokens[e]).mean();
             }
             quantize(Projection::gate, gate, inputs);
             quantize(Projection::up, up, inputs);
             const Tensor down = job.load(source(Projection::down));
-            ColumnImportance down_inputs = ones(gate.shape()[0]);
-            if (!unseen[e]) {
-                ColumnSquares squares(gate.shape()[0]);
-                const ProfileSpan span("importance (down_proj)");
-                for_each_down_input_chunk(*job.calibration, layer.layer, tokens[e], gate, up, job.plan->expert_activation,
-                                          [&](const InputRows& rows) { squares.add(rows); });
-                down_inputs = squares.mean();
-            }
+            const ColumnImportance down_inputs =
+                unseen[e] ? ones(gate.shape()[0])
+                          : down_input_squares(*job.calibration, layer.layer, tokens[e], gate, up, job.plan->expert_activation).mean();
             quantize(Projection::down, down, down_inputs);
             ::malloc_trim(0);
         }

@@ -2,24 +2,14 @@
 // llama-imatrix measures it, and the layer's experts quantized with it through their
 // quantizers' importance facet (QuantizerImportance): per expert, the mean square of each input
 // column over the tokens routed to it — the layer's inputs for gate and up, act(gate x) * up x
-// for down. An expert no token reaches weighs every column 1, as llama.cpp's stand-in.
+// for down (expert_input_squares.hpp; column_squares.hpp: the arithmetic of llama-quantize on
+// the file `record --imatrix` writes). An expert no token reaches weighs every column 1, as
+// llama.cpp's stand-in.
 #pragma once
 
 #include "calibrated_layer.hpp"
 
 namespace moequant {
-
-// The mean square of each column over `rows`, accumulated in double.
-class ColumnSquares {
-public:
-    explicit ColumnSquares(std::int64_t cols) : sums_(static_cast<std::size_t>(cols), 0.0) {}
-    void add(const InputRows& rows);
-    ColumnImportance mean() const;
-
-private:
-    std::vector<double> sums_;
-    std::int64_t count_ = 0;
-};
 
 // Quantizes the layer (job.quantizer's matrices through their importance facet) and returns
 // the tokens each expert was measured on (0 for experts that got none).

@@ -8,6 +8,8 @@
 #   - runs llama-perplexity on a short text with moequant's file and with llama-quantize's;
 #   - again with an importance matrix: llama-imatrix on the BF16 GGUF over moequant's embedded
 #     text, then llama-quantize --imatrix and moequant convert --imatrix, compared the same way;
+#   - and with moequant's own: `moequant record --imatrix` (legacy .dat) on the same text, then
+#     llama-quantize --imatrix and moequant convert --imatrix with that file;
 #   - the first preset packed: --single-file, and --split-max-size / --split-max-tensors parts
 #     against llama-gguf-split's split of that single file (bytes), loaded, same perplexity.
 # Prints a table and the llama.cpp commit; exits 1 on an unexpected difference or failure.
@@ -178,12 +180,13 @@ expected() {
   ! grep -v -E '^[^ ]+: Q4_0 (\([0-9, ]*\)) vs IQ4_NL \1$' "$1" | grep -q .
 }
 
-# quantize PRESET IMATRIX: moequant's and llama-quantize's PRESET (with the importance matrix
-# IMATRIX unless it is empty) compared tensor by tensor, loaded, perplexity; one table row.
+# quantize PRESET IMATRIX [LABEL]: moequant's and llama-quantize's PRESET (with the importance
+# matrix IMATRIX unless it is empty, named LABEL in the table: "imatrix" by default) compared
+# tensor by tensor, loaded, perplexity; one table row.
 quantize() {
-  local preset=$1 imatrix=$2 name=$1 crc same note gen p_ours p_ref kinds base ours ref changed
+  local preset=$1 imatrix=$2 label=${3:-imatrix} name=$1 crc same note gen p_ours p_ref kinds base ours ref changed
   local override=() with=()
-  if [ -n "$imatrix" ]; then name="$preset imatrix" with=(--imatrix "$imatrix"); fi
+  if [ -n "$imatrix" ]; then name="$preset $label" with=(--imatrix "$imatrix"); fi
   local tag=${name// /-}
   log "$family ($dtype): $name"
   # The older llama-quantize gives attn_kv_b the preset's base type (Q4_K_M: q4_K), as any
@@ -296,9 +299,15 @@ for spec in $families; do
        > "$dir/imatrix.log" 2>&1 || [ ! -s "$imatrix" ]; then
     tail -5 "$dir/imatrix.log" >&2; echo "llama-imatrix failed ($dir/imatrix.log)" >&2; exit 1
   fi
+  # moequant's importance matrix of the routed experts on the same text (the legacy form, which
+  # every llama-quantize reads).
+  recorded=$dir/record-imatrix.dat
+  "$moequant" record --model_id "$dir/src" --dataset embedded --imatrix "$recorded" --quiet > "$dir/record.log" 2>&1 ||
+    { cat "$dir/record.log" >&2; exit 1; }
   for preset in $presets; do
     quantize "$preset" ''
     quantize "$preset" "$imatrix"
+    quantize "$preset" "$recorded" "record imatrix"
   done
   packing "$(set -- $presets; echo "$1")"
 done
