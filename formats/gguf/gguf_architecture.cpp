@@ -203,18 +203,37 @@ void add_text_model_keys(const std::string& arch, const ModelConfig& config, std
     add_u32("attention.value_length", "head_dim");
 }
 
+// What llama-quantize's rules read of the model: its experts, query heads per KV head, layers.
+GgufModelFacts model_facts(const ModelPlan& plan, const ModelConfig& config, std::int64_t kv_heads) {
+    const std::int64_t heads = config.require_int("num_attention_heads");
+    return {.n_expert = static_cast<int>(plan.num_experts), .n_gqa = static_cast<int>(kv_heads > 0 ? heads / kv_heads : 1),
+            .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
+}
+GgufModelFacts model_facts(const ModelPlan& plan, const ModelConfig& config) {
+    return model_facts(plan, config, config.int_or("num_key_value_heads", config.require_int("num_attention_heads")));
+}
+
+// head_dim, or hidden_size / num_attention_heads where the config has none.
+std::int64_t head_dim_of(const ModelConfig& config) {
+    if (config.find("head_dim")) return config.require_int("head_dim");
+    return config.require_int("hidden_size") / std::max<std::int64_t>(config.require_int("num_attention_heads"), 1);
+}
+
+// For the architectures whose rope scaling keys are not mapped yet.
+void refuse_rope_scaling(const ModelConfig& config, const std::string& arch) {
+    if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object())
+        throw Error(ErrorKind::input, "has rope_scaling, which the GGUF writer does not map for " + arch + " yet",
+                    {.file = config.source(), .code = "UnsupportedGguf"});
+}
+
 GgufArchitecture qwen3moe(const ModelPlan& plan, const ModelConfig& config) {
     GgufArchitecture a;
     a.arch = "qwen3moe";
     a.pre = "qwen2";
     add_text_model_keys(a.arch, config, a.metadata);
     a.metadata.push_back({a.arch + ".expert_feed_forward_length", u32_of(config, "moe_intermediate_size")});
-    if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object())
-        throw Error(ErrorKind::input, "has rope_scaling, which the GGUF writer does not map yet",
-                    {.code = "UnsupportedGguf"});
-    const std::int64_t heads = config.require_int("num_attention_heads"), kv_heads = config.int_or("num_key_value_heads", heads);
-    a.facts = {.n_expert = static_cast<int>(plan.num_experts), .n_gqa = static_cast<int>(kv_heads > 0 ? heads / kv_heads : 1),
-               .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
+    refuse_rope_scaling(config, a.arch);
+    a.facts = model_facts(plan, config);
     a.tensor_name = qwen3moe_tensor_name;
     return a;
 }
@@ -265,9 +284,7 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
         kv.push_back({key("rope.scaling.yarn_log_multiplier"),
                       GgufValue::f32(static_cast<float>(0.1 * (scaling->get("mscale_all_dim") ? scaling->get("mscale_all_dim")->as_double() : 0.0)))});
     }
-    const std::int64_t kv_heads = legacy_mla ? config.int_or("num_key_value_heads", heads) : 1;
-    a.facts = {.n_expert = static_cast<int>(plan.num_experts), .n_gqa = static_cast<int>(kv_heads > 0 ? heads / kv_heads : 1),
-               .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
+    a.facts = legacy_mla ? model_facts(plan, config) : model_facts(plan, config, 1);
     a.tensor_name = deepseek2_tensor_name;
     return a;
 }
@@ -283,15 +300,10 @@ GgufArchitecture glm4moe(const ModelPlan& plan, const ModelConfig& config) {
     auto& kv = a.metadata;
     add_text_model_keys(a.arch, config, kv);
     auto key = [&](const char* name) { return a.arch + "." + name; };
-    const std::int64_t heads = config.require_int("num_attention_heads");
-    const std::int64_t head_dim =
-        config.find("head_dim") ? config.require_int("head_dim") : config.require_int("hidden_size") / std::max<std::int64_t>(heads, 1);
     double partial = 0.5;
     if (auto v = config.find("partial_rotary_factor"); v && v->is_number()) partial = v->as_double();
-    kv.push_back({key("rope.dimension_count"), GgufValue::u32(static_cast<std::uint32_t>(static_cast<double>(head_dim) * partial))});
-    if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object())
-        throw Error(ErrorKind::input, "has rope_scaling, which the GGUF writer does not map for glm4moe yet",
-                    {.file = config.source(), .code = "UnsupportedGguf"});
+    kv.push_back({key("rope.dimension_count"), GgufValue::u32(static_cast<std::uint32_t>(static_cast<double>(head_dim_of(config)) * partial))});
+    refuse_rope_scaling(config, a.arch);
     auto add_u32 = [&](const char* name, const char* field) {
         if (auto v = config.find(field); v && v->is_number()) kv.push_back({key(name), u32_of(config, field)});
     };
@@ -304,9 +316,7 @@ GgufArchitecture glm4moe(const ModelPlan& plan, const ModelConfig& config) {
     if (auto v = config.find("norm_topk_prob"); v && v->is_bool()) kv.push_back({key("expert_weights_norm"), GgufValue::boolean(v->as_bool())});
     // _set_vocab_glm: [gMASK] opens every prompt; <|user|> ends a turn (its <|endoftext|> would not stop).
     a.named_specials = {{"bos", "[gMASK]"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"eom", "<|observation|>"}};
-    const std::int64_t kv_heads = config.int_or("num_key_value_heads", heads);
-    a.facts = {.n_expert = static_cast<int>(plan.num_experts), .n_gqa = static_cast<int>(kv_heads > 0 ? heads / kv_heads : 1),
-               .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
+    a.facts = model_facts(plan, config);
     a.tensor_name = glm4moe_tensor_name;
     return a;
 }
@@ -323,12 +333,8 @@ GgufArchitecture minimax_m2(const ModelPlan& plan, const ModelConfig& config) {
     add_text_model_keys(a.arch, config, kv);
     kv.push_back({a.arch + ".expert_feed_forward_length", u32_of(config, "intermediate_size")});
     kv.push_back({a.arch + ".rope.dimension_count", u32_of(config, "rotary_dim")});
-    if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object())
-        throw Error(ErrorKind::input, "has rope_scaling, which the GGUF writer does not map for minimax-m2 yet",
-                    {.file = config.source(), .code = "UnsupportedGguf"});
-    const std::int64_t heads = config.require_int("num_attention_heads"), kv_heads = config.int_or("num_key_value_heads", heads);
-    a.facts = {.n_expert = static_cast<int>(plan.num_experts), .n_gqa = static_cast<int>(kv_heads > 0 ? heads / kv_heads : 1),
-               .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
+    refuse_rope_scaling(config, a.arch);
+    a.facts = model_facts(plan, config);
     a.tensor_name = minimax_m2_tensor_name;
     return a;
 }
@@ -346,9 +352,7 @@ GgufArchitecture llama(const ModelPlan& plan, const ModelConfig& config) {
     auto key = [&](const char* name) { return a.arch + "." + name; };
     kv.push_back({key("vocab_size"), u32_of(config, "vocab_size")});
     const std::int64_t heads = config.require_int("num_attention_heads");
-    const std::int64_t head_dim =
-        config.find("head_dim") ? config.require_int("head_dim") : config.require_int("hidden_size") / std::max<std::int64_t>(heads, 1);
-    kv.push_back({key("rope.dimension_count"), GgufValue::u32(static_cast<std::uint32_t>(head_dim))});
+    kv.push_back({key("rope.dimension_count"), GgufValue::u32(static_cast<std::uint32_t>(head_dim_of(config)))});
     // The converter writes linear scaling (a rope_scaling with a factor), and drops every other
     // kind, which llama then would not compute (llama3's rope_freqs are not Mixtral's): refused.
     if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object() && scaling->get("factor")) {
@@ -367,11 +371,9 @@ GgufArchitecture llama(const ModelPlan& plan, const ModelConfig& config) {
                     "has sliding_window " + std::to_string(window->as_int()) +
                         ", shorter than max_position_embeddings; llama.cpp's llama attends over the whole context",
                     {.file = config.source(), .code = "UnsupportedGguf"});
-    const std::int64_t kv_heads = config.int_or("num_key_value_heads", heads);
     a.rope_interleave_q_heads = heads;
-    a.rope_interleave_k_heads = kv_heads;
-    a.facts = {.n_expert = static_cast<int>(plan.num_experts), .n_gqa = static_cast<int>(kv_heads > 0 ? heads / kv_heads : 1),
-               .n_layer = static_cast<int>(config.require_int("num_hidden_layers"))};
+    a.rope_interleave_k_heads = config.int_or("num_key_value_heads", heads);
+    a.facts = model_facts(plan, config);
     a.tensor_name = llama_tensor_name;
     return a;
 }
