@@ -31,6 +31,19 @@ std::vector<std::string> gguf_args(const fs::path& src, const fs::path& out, std
     return args;
 }
 
+// An integer of a synthesized model's config.json.
+std::uint64_t config_number(const fs::path& model, const char* key) {
+    const auto config = boost::json::parse(read_text(model / "config.json")).as_object();
+    return static_cast<std::uint64_t>(config.at(key).to_number<std::int64_t>());
+}
+
+// An unsigned key the file must have.
+std::uint64_t unsigned_key(const GgufFile& file, const std::string& key) {
+    const GgufValue* v = file.find(key);
+    BOOST_REQUIRE_MESSAGE(v && v->as_unsigned(), key);
+    return *v->as_unsigned();
+}
+
 // gguf-split's name of part `k` (from 1) of `parts`.
 std::string part_name(std::size_t k, std::size_t parts) {
     char name[64];
@@ -333,9 +346,6 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_becomes_deepseek2) {
     BOOST_TEST(v_mismatch == 0u);
 }
 
-// Mixtral as llama.cpp's llama, as convert_hf_to_gguf.py's LlamaModel writes it: its keys, the
-// llama vocabulary from tokenizer.json (LlamaHfVocab), the router as ffn_gate_inp, and attn_q /
-// attn_k with their rows in llama's rotary order (BF16 from a BF16 source: bit for bit).
 // GLM-4.5 as llama.cpp's glm4moe: its norm before the MoE is post_attention_norm, q/k/v with
 // biases, DeepSeek's sigmoid router with the correction bias and a shared expert, the dense first
 // layer, half the head rotated; GLM's special tokens named by their text; no MTP layer.
@@ -345,15 +355,10 @@ BOOST_AUTO_TEST_CASE(glm4_moe_becomes_glm4moe) {
     synth_checkpoint(src, {"glm4_moe", "bf16"});
     auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    const auto config = boost::json::parse(read_text(src / "config.json")).as_object();
-    auto config_int = [&](const char* key) { return static_cast<std::uint64_t>(config.at(key).to_number<std::int64_t>()); };
+    auto config_int = [&](const char* key) { return config_number(src, key); };
     const std::uint64_t layers = config_int("num_hidden_layers");
     const GgufFile first = read_gguf_file_header((out / "model-00001-of-00003.gguf").string());
-    auto u = [&](const std::string& key) {
-        const GgufValue* v = first.find(key);
-        BOOST_REQUIRE_MESSAGE(v && v->as_unsigned(), key);
-        return *v->as_unsigned();
-    };
+    auto u = [&](const std::string& key) { return unsigned_key(first, key); };
     BOOST_TEST(first.find("general.architecture")->as_string().value() == "glm4moe");
     BOOST_TEST(u("glm4moe.block_count") == layers);  // the MTP layer is not written
     BOOST_TEST(!first.find("glm4moe.nextn_predict_layers"));
@@ -405,16 +410,11 @@ BOOST_AUTO_TEST_CASE(minimax_m2_becomes_minimax_m2) {
     synth_checkpoint(src, {"minimax_m2", "bf16"});
     auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    const auto config = boost::json::parse(read_text(src / "config.json")).as_object();
-    auto config_int = [&](const char* key) { return static_cast<std::uint64_t>(config.at(key).to_number<std::int64_t>()); };
+    auto config_int = [&](const char* key) { return config_number(src, key); };
     const std::uint64_t layers = config_int("num_hidden_layers");
     const std::string part1 = "model-00001-of-0000" + std::to_string(layers + 1) + ".gguf";
     const GgufFile first = read_gguf_file_header((out / part1).string());
-    auto u = [&](const std::string& key) {
-        const GgufValue* v = first.find(key);
-        BOOST_REQUIRE_MESSAGE(v && v->as_unsigned(), key);
-        return *v->as_unsigned();
-    };
+    auto u = [&](const std::string& key) { return unsigned_key(first, key); };
     BOOST_TEST(first.find("general.architecture")->as_string().value() == "minimax-m2");
     BOOST_TEST(u("minimax-m2.block_count") == layers);
     BOOST_TEST(u("minimax-m2.expert_count") == config_int("num_local_experts"));
@@ -435,6 +435,9 @@ BOOST_AUTO_TEST_CASE(minimax_m2_becomes_minimax_m2) {
     BOOST_TEST(v.exit_code == 0, v.out << v.err);
 }
 
+// Mixtral as llama.cpp's llama, as convert_hf_to_gguf.py's LlamaModel writes it: its keys, the
+// llama vocabulary from tokenizer.json (LlamaHfVocab), the router as ffn_gate_inp, and attn_q /
+// attn_k with their rows in llama's rotary order (BF16 from a BF16 source: bit for bit).
 BOOST_AUTO_TEST_CASE(mixtral_becomes_llama_with_permuted_q_and_k) {
     TempDir dir;
     const fs::path src = dir / "src", out = dir / "out", bf = dir / "bf16";
