@@ -88,11 +88,16 @@ int report_dry_run(const ConversionJob& job, const std::string& method) {
         std::cout << "  " << name << std::string(width + 2 - std::min(width, name.size()), ' ')
                   << std::string(digits - std::min(digits, bytes.size()), ' ') << bytes << " bytes" << note << "\n";
     };
-    for (const auto& f : plan->files) line(f, "");
+    std::size_t staged = 0;
+    for (const auto& f : plan->files) {
+        line(f, f.staged ? "  (staged: removed at the end)" : "");
+        staged += f.staged;
+    }
     line(plan->manifest, "  (about: the run's record)");
     const std::uint64_t total = plan->total_bytes(), need = bytes_to_write(*plan, job.output), free = free_bytes_at(job.output);
     std::cout << "total: " << with_commas(total) << " bytes (" << human_bytes(total) << ") in " << plan->files.size() + 1
               << " files";
+    if (staged > 0) std::cout << " at the peak (" << staged << " of them staged)";
     if (need != total) std::cout << ", " << with_commas(need) << " of them still to write";
     std::cout << "\nfree at the output: " << with_commas(free) << " bytes (" << human_bytes(free) << "): "
               << (need <= free ? "fits" : "does not fit") << "\n";

@@ -189,7 +189,7 @@ public:
         std::vector<PlannedFile> files;
         for (const auto& s : plan_.splits) files.push_back({s.name, s.layout.file_size});
         if (plan_.packed)
-            for (const auto& [layer, staged] : plan_.layer_files) files.push_back({staged.name, staged.layout.file_size});
+            for (const auto& [layer, staged] : plan_.layer_files) files.push_back({staged.name, staged.layout.file_size, true});
         return files;
     }
 

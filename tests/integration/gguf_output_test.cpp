@@ -221,6 +221,9 @@ BOOST_AUTO_TEST_CASE(single_file_and_split_max_size_hold_the_same_tensors) {
     for (int at = static_cast<int>(size.size()) - 3; at > 0; at -= 3) size.insert(static_cast<std::size_t>(at), ",");
     BOOST_TEST(contains(dry.out, "model.gguf"), dry.out);
     BOOST_TEST(contains(dry.out, size + " bytes"), dry.out);
+    BOOST_TEST(contains(dry.out, "model-layer-00001.staged"), dry.out);  // on disk at the peak
+    BOOST_TEST(contains(dry.out, "(staged: removed at the end)"), dry.out);
+    BOOST_TEST(contains(dry.out, "at the peak (2 of them staged)"), dry.out);
 
     // By size, with gguf-split's rule: a part ends before the tensor that would take its data past the bound.
     const fs::path sized = dir / "sized";

@@ -50,7 +50,8 @@ PlannedFile estimated_manifest(const ConversionJob& job, const CheckedJob& check
         m.completed_layers.push_back(std::move(entry));
     }
     // Which list a file lands in does not change its entry's size.
-    for (const PlannedFile& f : files) m.final_files.push_back({f.name, f.bytes, digest});
+    for (const PlannedFile& f : files)
+        if (!f.staged) m.final_files.push_back({f.name, f.bytes, digest});
     m.complete = true;
     return {run_manifest_name, m.text().size()};
 }

@@ -37,6 +37,9 @@ inline constexpr const char* partial_marker = ".moequant.partial";
 struct PlannedFile {
     std::string name;  // relative to the output folder
     std::uint64_t bytes = 0;
+    // Written during the run and removed at its end (e.g. the gguf format's staged experts): on
+    // disk at the peak, not part of the output.
+    bool staged = false;
 };
 
 // "<dir>/.<name>.moequant.partial" for "<dir>/<name>" (never ends in .safetensors).

@@ -16,7 +16,7 @@
 //       ModelAdapter::synth_releases() (SynthRelease); 21: Quantizer::carrier() (StoredCodeCarrier);
 //   22: OutputFormat::quantizer_options(); 23: importance.hpp (ExpertImportance),
 //       Quantizer::importance() (QuantizerImportance), OutputFormat::expert_importance();
-//   24: OutputWriter::folds_layer_files().
+//   24: OutputWriter::folds_layer_files(), PlannedFile::staged.
 #pragma once
 
 #include <moequant/version.hpp>
@@ -26,7 +26,7 @@
 
 #define MOEQUANT_PLUGIN_ABI_VERSION MOEQUANT_VERSION_MINOR
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "f0c5152ec6b7e0ac"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "ec964d5a3ec644ee"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u
