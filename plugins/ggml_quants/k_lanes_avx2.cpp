@@ -55,6 +55,7 @@ inline I nearest_int_lanes(F x) {
 inline M or_m(M a, M b) { return _mm256_or_ps(a, b); }
 inline F min_f(F a, F b) { return _mm256_min_ps(a, b); }
 inline F max_f(F a, F b) { return _mm256_max_ps(a, b); }
+inline F round_even(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 // Every lane in m or in flat.
 inline bool all_or_flat(M m, M flat) { return _mm256_movemask_ps(_mm256_or_ps(m, flat)) == 0xFF; }
 

@@ -125,6 +125,10 @@ inline F div(F a, F b) { return {_mm512_div_ps(a.lo, b.lo), _mm512_div_ps(a.hi, 
 inline F sqrt_f(F a) { return {_mm512_sqrt_ps(a.lo), _mm512_sqrt_ps(a.hi)}; }
 inline F min_f(F a, F b) { return {_mm512_min_ps(a.lo, b.lo), _mm512_min_ps(a.hi, b.hi)}; }
 inline F max_f(F a, F b) { return {_mm512_max_ps(a.lo, b.lo), _mm512_max_ps(a.hi, b.hi)}; }
+inline F round_even(F a) {
+    return {_mm512_roundscale_ps(a.lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+            _mm512_roundscale_ps(a.hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+}
 inline F abs_f(F a) { return {MOEQUANT_K_LANES_AVX512::abs_f(a.lo), MOEQUANT_K_LANES_AVX512::abs_f(a.hi)}; }
 inline F negate(F a) { return {MOEQUANT_K_LANES_AVX512::negate(a.lo), MOEQUANT_K_LANES_AVX512::negate(a.hi)}; }
 inline I and_i(I a, I b) { return {_mm512_and_si512(a.lo, b.lo), _mm512_and_si512(a.hi, b.hi)}; }
