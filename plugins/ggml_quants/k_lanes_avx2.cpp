@@ -69,6 +69,16 @@ inline void store_levels(const float (*lt)[W], std::uint8_t* levels) {
         for (int i = 0; i < 32; ++i) levels[32 * k + i] = static_cast<std::uint8_t>(static_cast<int>(lt[i][k]));
 }
 
+// The transpositions of symmetric_levels_16, value by value.
+inline void load_transposed_16(const float* x, float (*xt)[W]) {
+    for (int i = 0; i < 16; ++i)
+        for (int k = 0; k < W; ++k) xt[i][k] = x[16 * k + i];
+}
+inline void store_levels_16(const int (*lt)[W], std::int8_t* levels) {
+    for (int k = 0; k < W; ++k)
+        for (int i = 0; i < 16; ++i) levels[16 * k + i] = static_cast<std::int8_t>(lt[i][k]);
+}
+
 // For q8_lanes.inc.
 inline F loadu(const float* p) { return _mm256_loadu_ps(p); }
 inline M ge(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }

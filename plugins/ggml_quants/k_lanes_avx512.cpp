@@ -68,6 +68,53 @@ inline I nearest_int_lanes(F x) {
     return sub_i(and_i(as_int(add(x, set1(12582912.f))), set1_i(0x007fffff)), set1_i(0x00400000));
 }
 
+inline M or_m(M a, M b) { return static_cast<M>(a | b); }
+inline F min_f(F a, F b) { return _mm512_min_ps(a, b); }
+inline F round_even(F a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+// Every lane in m or in flat.
+inline bool all_or_flat(M m, M flat) { return static_cast<M>(m | flat) == 0xFFFF; }
+
+// r[k][i] -> r[i][k] for a 16 x 16 block of floats.
+inline void transpose16(__m512* r) {
+    __m512 t[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // Each 128-bit lane L of r[4g + j] then holds rows 4g..4g+3 of column 4L + j.
+    for (int g = 0; g < 4; ++g) {
+        r[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        r[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        r[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        r[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; ++j) {
+        const __m512 ab_even = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), ab_odd = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+        const __m512 cd_even = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88), cd_odd = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+        t[j] = _mm512_shuffle_f32x4(ab_even, cd_even, 0x88);
+        t[4 + j] = _mm512_shuffle_f32x4(ab_odd, cd_odd, 0x88);
+        t[8 + j] = _mm512_shuffle_f32x4(ab_even, cd_even, 0xDD);
+        t[12 + j] = _mm512_shuffle_f32x4(ab_odd, cd_odd, 0xDD);
+    }
+    for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// The transpositions of symmetric_levels_16: 16 sub-blocks of 16 values (x[16 k + i]) into
+// xt[i][k], and the levels lt[i][k] back into bytes levels[16 k + i].
+inline void load_transposed_16(const float* x, float (*xt)[W]) {
+    __m512 r[16];
+    for (int k = 0; k < 16; ++k) r[k] = _mm512_loadu_ps(x + 16 * k);
+    transpose16(r);
+    for (int i = 0; i < 16; ++i) _mm512_store_ps(xt[i], r[i]);
+}
+inline void store_levels_16(const int (*lt)[W], std::int8_t* levels) {
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_castsi512_ps(_mm512_load_si512(lt[i]));
+    transpose16(r);
+    for (int k = 0; k < 16; ++k)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(levels + 16 * k), _mm512_cvtepi32_epi8(_mm512_castps_si512(r[k])));
+}
+
 // For q8_lanes.inc.
 inline F loadu(const float* p) { return _mm512_loadu_ps(p); }
 inline F max_f(F a, F b) { return _mm512_max_ps(a, b); }
@@ -151,31 +198,6 @@ inline F select(M m, F a, F b) {
 }
 inline I nearest_int_lanes(F x) {
     return {MOEQUANT_K_LANES_AVX512::nearest_int_lanes(x.lo), MOEQUANT_K_LANES_AVX512::nearest_int_lanes(x.hi)};
-}
-
-// r[k][i] -> r[i][k] for a 16 x 16 block of floats.
-inline void transpose16(__m512* r) {
-    __m512 t[16];
-    for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    // Each 128-bit lane L of r[4g + j] then holds rows 4g..4g+3 of column 4L + j.
-    for (int g = 0; g < 4; ++g) {
-        r[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-        r[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-        r[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-        r[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-    }
-    for (int j = 0; j < 4; ++j) {
-        const __m512 ab_even = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), ab_odd = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
-        const __m512 cd_even = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88), cd_odd = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
-        t[j] = _mm512_shuffle_f32x4(ab_even, cd_even, 0x88);
-        t[4 + j] = _mm512_shuffle_f32x4(ab_odd, cd_odd, 0x88);
-        t[8 + j] = _mm512_shuffle_f32x4(ab_even, cd_even, 0xDD);
-        t[12 + j] = _mm512_shuffle_f32x4(ab_odd, cd_odd, 0xDD);
-    }
-    for (int i = 0; i < 16; ++i) r[i] = t[i];
 }
 
 // 32 sub-blocks of 32 values (x[32 k + i]) into xt[i][k], as four 16 x 16 blocks.
