@@ -1,7 +1,8 @@
 // Whole-model conversion: `moequant convert` of a Qwen3-MoE-style checkpoint with 4 GB of BF16
 // experts, to AMX INT4 and INT8 and to GGUF Q4_K_M and Q8_0, timed as a ratio to copying the same
 // input bytes into a folder with fsync (measured in the same run), GGUF also as a ratio to the
-// same run's INT4 time, and the peak RSS of the INT4 and GGUF conversions for that model and for
+// same run's INT4 time (and CPU time, user + system: the figure other load on the machine
+// disturbs least), and the peak RSS of the INT4 and GGUF conversions for that model and for
 // one with twice the layers (bounded memory: the two should be within 10%).
 // The model is complete enough for GGUF: attention, norms, embeddings, output head (together
 // about 3% of the expert bytes) and a BPE tokenizer.json (synth's Qwen-style one).
@@ -133,6 +134,7 @@ double copy_with_fsync(const fs::path& from, const fs::path& to) {
 struct Run {
     double seconds = 0;
     long peak_rss_kib = 0;
+    double cpu_seconds = 0;  // user + system, all threads: what other load on the machine changes least
 };
 
 // `method` is an AMX one (int4, int8) or, with gguf, a llama-quantize preset (Q4_K_M, Q8_0).
@@ -155,7 +157,8 @@ Run run_convert(const std::string& exe, const fs::path& in, const fs::path& out,
     int status = 0;
     struct rusage usage {};
     ::wait4(pid, &status, 0, &usage);
-    Run r{now() - start, usage.ru_maxrss};
+    auto seconds_of = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+    Run r{now() - start, usage.ru_maxrss, seconds_of(usage.ru_utime) + seconds_of(usage.ru_stime)};
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         std::fprintf(stderr, "moequant convert failed (status %d)\n", status);
         std::exit(1);
@@ -186,9 +189,11 @@ int main(int argc, char** argv) {
     for (const Case& c : cases) {
         Run r = run_convert(exe, work / "model", work / "out", c.method, c.gguf);
         fs::remove_all(work / "out");
-        std::printf("convert %-6s %-6s  %7.2f s = %5.2f x the copy, %.2f GB/s of input, peak RSS %.0f MiB", c.gguf ? "gguf" : "amx",
-                    c.method, r.seconds, r.seconds / copy, bytes / r.seconds / 1e9, r.peak_rss_kib / 1024.0);
-        if (c.gguf) std::printf(", %.2f x the int4 time", r.seconds / int4.seconds);  // int4 runs first
+        std::printf("convert %-6s %-6s  %7.2f s = %5.2f x the copy, %.2f GB/s of input, peak RSS %.0f MiB, CPU %.2f s",
+                    c.gguf ? "gguf" : "amx", c.method, r.seconds, r.seconds / copy, bytes / r.seconds / 1e9, r.peak_rss_kib / 1024.0,
+                    r.cpu_seconds);
+        if (c.gguf)  // int4 runs first
+            std::printf(", %.2f x the int4 time (CPU %.2f x)", r.seconds / int4.seconds, r.cpu_seconds / int4.cpu_seconds);
         std::printf("\n");
         const std::string m = c.method;
         if (m == "int4") int4 = r;

@@ -1,4 +1,4 @@
-// The GGUF K-quant row codecs (plugins/ggml_quants) on one thread, with and without an
+// The GGUF K-quant and Q8_0 row codecs (plugins/ggml_quants) on one thread, with and without an
 // importance matrix, under every ISA this CPU has (moequant/cpu_isa.hpp): GB/s of BF16 input
 // (2 bytes a value) and the speed-up over the scalar path measured in the same run. Also checks
 // that every ISA writes the scalar path's bytes.
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     for (float& v : x) v = normal(rng);
     for (float& v : importance) v = std::abs(normal(rng)) * 50.f;
     int mismatches = 0;
-    for (const char* name : {"q4_K", "q5_K", "q6_K"}) {
+    for (const char* name : {"q8_0", "q4_K", "q5_K", "q6_K"}) {
         if (!only.empty() && only != name) continue;
         const auto* type = ggml_quants::ggml_type_named(name);
         for (bool with_importance : {false, true}) {

@@ -21,4 +21,20 @@ SymmetricLanes active_symmetric_lanes() noexcept {
     }
 }
 
+Q8Blocks active_q8_0_blocks() noexcept {
+    switch (active_isa()) {
+    case Isa::avx512: return lanes_avx512::q8_0_blocks;
+    case Isa::avx2: return lanes_avx2::q8_0_blocks;
+    default: return nullptr;
+    }
+}
+
+OffsetRequantize active_offset_requantize() noexcept {
+    switch (active_isa()) {
+    case Isa::avx512: return lanes_avx512::offset_requantize_8x32;
+    case Isa::avx2: return lanes_avx2::offset_requantize_8x32;
+    default: return nullptr;
+    }
+}
+
 }  // namespace moequant::ggml_quants

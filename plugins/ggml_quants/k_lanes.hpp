@@ -2,7 +2,8 @@
 // sub-block per SIMD lane. Each lane performs the scalar search's float operations in the
 // scalar order (sums stay sequential over the sub-block's values, no fused multiply-adds, the
 // same rounding trick and comparisons), so every result is bit-identical to the scalar search;
-// only independent sub-blocks share an instruction.
+// only independent sub-blocks share an instruction. Q8_0's blocks and Q4_K/Q5_K's requantizing
+// are element-wise: there each lane is one value, with the same operations as the scalar code.
 #pragma once
 
 #include "quant_search.hpp"
@@ -24,20 +25,36 @@ using OffsetLanes = void (*)(int count, int nmax, const float* x, const float* w
 using SymmetricLanes = void (*)(int count, int nmax, const float* x, const float* weights, std::int8_t* levels,
                                 float* scales);
 
+// Q8_0 (ggml's quantize_row_q8_0_ref) on `blocks` blocks of 32 values: writes the 32 level
+// bytes of block b at out[34 * b + 2] and its scale d at scales[b], leaving the two fp16 bytes
+// of each block to the caller; W values per instruction, bit for bit the scalar arithmetic.
+using Q8Blocks = void (*)(std::int64_t blocks, const float* x, std::uint8_t* out, float* scales);
+
+// Q4_K / Q5_K's requantizing of one super-block (k_rows.cpp's scale_min_finish): for each of its
+// 8 sub-blocks j with ds[j] != 0, levels[32 j + i] = clamp(nearest_int((x + dm[j]) / ds[j]), 0,
+// nmax), bit for bit the scalar arithmetic; sub-blocks with ds[j] == 0 keep their levels.
+using OffsetRequantize = void (*)(const float* x, const float* ds, const float* dm, int nmax, std::uint8_t* levels);
+
 // The lane kernels of the active ISA (moequant/cpu_isa.hpp), or null where only the scalar
 // search runs (the CPU or MOEQUANT_ISA / set_isa_limit allows no vector path).
 OffsetLanes active_offset_lanes() noexcept;
 SymmetricLanes active_symmetric_lanes() noexcept;
+Q8Blocks active_q8_0_blocks() noexcept;
+OffsetRequantize active_offset_requantize() noexcept;
 
 namespace lanes_avx2 {
 void offset_levels_32(int count, int nmax, const float* x, const float* weights, bool flat_when_below, OffsetSearch search,
                       std::uint8_t* levels, float* scales, float* negated_mins);
 void symmetric_levels_16(int count, int nmax, const float* x, const float* weights, std::int8_t* levels, float* scales);
+void q8_0_blocks(std::int64_t blocks, const float* x, std::uint8_t* out, float* scales);
+void offset_requantize_8x32(const float* x, const float* ds, const float* dm, int nmax, std::uint8_t* levels);
 }
 namespace lanes_avx512 {
 void offset_levels_32(int count, int nmax, const float* x, const float* weights, bool flat_when_below, OffsetSearch search,
                       std::uint8_t* levels, float* scales, float* negated_mins);
 void symmetric_levels_16(int count, int nmax, const float* x, const float* weights, std::int8_t* levels, float* scales);
+void q8_0_blocks(std::int64_t blocks, const float* x, std::uint8_t* out, float* scales);
+void offset_requantize_8x32(const float* x, const float* ds, const float* dm, int nmax, std::uint8_t* levels);
 }
 
 }  // namespace moequant::ggml_quants

@@ -3,6 +3,8 @@
 // inline function can replace the portable one elsewhere.
 #include "k_lanes.hpp"
 
+#include <type_traits>
+
 #include <immintrin.h>
 
 namespace moequant::ggml_quants::lanes_avx2 {
@@ -50,9 +52,60 @@ inline I nearest_int_lanes(F x) {
     return sub_i(and_i(as_int(add(x, set1(12582912.f))), set1_i(0x007fffff)), set1_i(0x00400000));
 }
 
+inline M or_m(M a, M b) { return _mm256_or_ps(a, b); }
+inline F min_f(F a, F b) { return _mm256_min_ps(a, b); }
+inline F max_f(F a, F b) { return _mm256_max_ps(a, b); }
+inline F round_even(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+// Every lane in m or in flat.
+inline bool all_or_flat(M m, M flat) { return _mm256_movemask_ps(_mm256_or_ps(m, flat)) == 0xFF; }
+
+// The transpositions of offset_levels_32, value by value.
+inline void load_transposed(const float* x, float (*xt)[W]) {
+    for (int i = 0; i < 32; ++i)
+        for (int k = 0; k < W; ++k) xt[i][k] = x[32 * k + i];
+}
+inline void store_levels(const float (*lt)[W], std::uint8_t* levels) {
+    for (int k = 0; k < W; ++k)
+        for (int i = 0; i < 32; ++i) levels[32 * k + i] = static_cast<std::uint8_t>(static_cast<int>(lt[i][k]));
+}
+
+// The transpositions of symmetric_levels_16, value by value.
+inline void load_transposed_16(const float* x, float (*xt)[W]) {
+    for (int i = 0; i < 16; ++i)
+        for (int k = 0; k < W; ++k) xt[i][k] = x[16 * k + i];
+}
+inline void store_levels_16(const int (*lt)[W], std::int8_t* levels) {
+    for (int k = 0; k < W; ++k)
+        for (int i = 0; i < 16; ++i) levels[16 * k + i] = static_cast<std::int8_t>(lt[i][k]);
+}
+
+// For q8_lanes.inc.
+inline F loadu(const float* p) { return _mm256_loadu_ps(p); }
+inline M ge(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
+inline F trunc_f(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
+inline F and_f(F a, F b) { return _mm256_and_ps(a, b); }
+inline F or_f(F a, F b) { return _mm256_or_ps(a, b); }
+inline I cvtt_i(F a) { return _mm256_cvttps_epi32(a); }
+// The low byte of each of the 8 lanes into 8 bytes.
+inline void store_low_bytes(std::uint8_t* p, I v) {
+    const I low = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                                          0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    const __m128i packed = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(low, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0)));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), packed);
+}
+// Lanes are non-negative and not NaN: the order of the maxima does not matter.
+inline float hmax(F a) {
+    __m128 q = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_max_ss(q, _mm_shuffle_ps(q, q, 1));
+    return _mm_cvtss_f32(q);
+}
+
 }  // namespace
 
 #include "offset_lanes.inc"
 #include "symmetric_lanes.inc"
+#include "q8_lanes.inc"
+#include "requantize_lanes.inc"
 
 }  // namespace moequant::ggml_quants::lanes_avx2

@@ -227,14 +227,18 @@ void scale_min_finish(const float* x, bool with_importance, const ScaleMinType& 
     put_f16(head + k4_dmin, dmin);
 
     const float d_all = get_f16(head + k4_d), m_all = get_f16(head + k4_dmin);
+    float ds[8], dm[8];
     for (int j = 0; j < 8; ++j) {
         int sc, m;
         scale_min_at(head + k4_scales, j, sc, m);
-        const float ds = d_all * static_cast<float>(sc);
-        if (ds == 0) continue;
-        const float dm = m_all * static_cast<float>(m);
+        ds[j] = d_all * static_cast<float>(sc);
+        dm[j] = m_all * static_cast<float>(m);
+    }
+    if (const OffsetRequantize lanes = active_offset_requantize()) return lanes(x, ds, dm, type.nmax, levels);
+    for (int j = 0; j < 8; ++j) {
+        if (ds[j] == 0) continue;
         for (int i = 32 * j; i < 32 * j + 32; ++i)
-            levels[i] = static_cast<std::uint8_t>(clamp(nearest_int((x[i] + dm) / ds), 0, type.nmax));
+            levels[i] = static_cast<std::uint8_t>(clamp(nearest_int((x[i] + dm[j]) / ds[j]), 0, type.nmax));
     }
 }
 

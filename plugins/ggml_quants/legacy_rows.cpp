@@ -4,6 +4,7 @@
 // (make_qx_quants for the symmetric types, make_qkx3_quants for the offset ones). Q8_0 ignores
 // the importance matrix, as ggml_quantize_chunk does. Dequantizers match dequantize_row_q*.
 #include "block_bytes.hpp"
+#include "k_lanes.hpp"
 #include "quant_search.hpp"
 #include "row_codecs.hpp"
 
@@ -189,6 +190,16 @@ void dequantize_row_q5_1(const std::uint8_t* in, float* y, std::int64_t n) { deq
 
 // Q8_0: scale = max|x| / 127, levels rounded half away from zero (roundf); no importance path.
 void quantize_row_q8_0(const float* x, std::uint8_t* out, std::int64_t n, const float*) {
+    if (const Q8Blocks lanes = active_q8_0_blocks()) {  // the same arithmetic in SIMD lanes (k_lanes.hpp)
+        constexpr std::int64_t chunk = 64;
+        float scales[chunk];
+        for (std::int64_t at = 0; at < n; at += chunk * qk, x += chunk * qk, out += chunk * q8_block_bytes) {
+            const std::int64_t blocks = std::min(chunk, (n - at) / qk);
+            lanes(blocks, x, out, scales);
+            for (std::int64_t b = 0; b < blocks; ++b) put_f16(out + b * q8_block_bytes, scales[b]);
+        }
+        return;
+    }
     for (std::int64_t at = 0; at < n; at += qk, out += q8_block_bytes) {
         float amax = 0.0f;
         for (int j = 0; j < qk; ++j) amax = std::max(amax, std::fabs(x[at + j]));

@@ -50,6 +50,52 @@ inline simde__m512i cvtps_epi32(simde__m512 a) {
     return r;
 }
 
+// vcvttps2dq: toward zero; NaN and values out of int32 range give INT32_MIN (per lane, as above).
+inline simde__m512i cvttps_epi32(simde__m512 a) {
+    float in[16];
+    std::int32_t out[16];
+    std::memcpy(in, &a, sizeof in);
+    for (int i = 0; i < 16; ++i)
+        out[i] = in[i] >= -2147483648.0f && in[i] < 2147483648.0f ? static_cast<std::int32_t>(in[i]) : INT32_MIN;
+    simde__m512i r;
+    std::memcpy(&r, out, sizeof r);
+    return r;
+}
+
+// vrndscaleps with imm8 = (M << 4) | rounding (0 nearest even, 1 down, 2 up, 3 toward zero;
+// bit 2, the MXCSR mode, unused): SIMDe 0.7.4 scales by the rounding bits too, so per lane.
+inline simde__m512 roundscale_ps(simde__m512 a, int imm8) {
+    float v[16];
+    std::memcpy(v, &a, sizeof v);
+    const float scale = std::ldexp(1.0f, (imm8 >> 4) & 15);
+    for (float& x : v) {
+        if (!std::isfinite(x)) continue;
+        const float s = x * scale;
+        float r;
+        switch (imm8 & 3) {
+        case 0: r = std::nearbyint(s); break;
+        case 1: r = std::floor(s); break;
+        case 2: r = std::ceil(s); break;
+        default: r = std::trunc(s); break;
+        }
+        x = r / scale;
+    }
+    simde__m512 r;
+    std::memcpy(&r, v, sizeof r);
+    return r;
+}
+
+// vpmovdb: the low byte of each lane.
+inline simde__m128i cvtepi32_epi8(simde__m512i a) {
+    std::uint32_t in[16];
+    std::uint8_t out[16];
+    std::memcpy(in, &a, sizeof in);
+    for (int i = 0; i < 16; ++i) out[i] = static_cast<std::uint8_t>(in[i] & 0xff);
+    simde__m128i r;
+    std::memcpy(&r, out, sizeof r);
+    return r;
+}
+
 inline simde__m512i cvtepu8_epi32(simde__m128i a) {
     return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(simde_mm256_cvtepu8_epi32(a)),
                                    simde_mm256_cvtepu8_epi32(simde_mm_srli_si128(a, 8)), 1);
@@ -102,6 +148,10 @@ inline void stream_si512(void* p, simde__m512i a) { simde_mm512_storeu_si512(p, 
 #define _mm512_cvtepi32_epi16(a) moequant_avx512_emulation::cvtepi32_epi16(a)
 #undef _mm512_cvtps_epi32
 #define _mm512_cvtps_epi32(a) moequant_avx512_emulation::cvtps_epi32(a)
+#undef _mm512_cvttps_epi32
+#define _mm512_cvttps_epi32(a) moequant_avx512_emulation::cvttps_epi32(a)
+#undef _mm512_cvtepi32_epi8
+#define _mm512_cvtepi32_epi8(a) moequant_avx512_emulation::cvtepi32_epi8(a)
 #undef _mm512_cvtepu8_epi32
 #define _mm512_cvtepu8_epi32(a) moequant_avx512_emulation::cvtepu8_epi32(a)
 #undef _mm512_cvtepi32_ps
@@ -121,5 +171,10 @@ inline void stream_si512(void* p, simde__m512i a) { simde_mm512_storeu_si512(p, 
 #define _mm256_mask_storeu_epi16(p, m, v) moequant_avx512_emulation::masked_store<2>(p, m, v)
 #undef _mm512_mask_storeu_epi32
 #define _mm512_mask_storeu_epi32(p, m, v) moequant_avx512_emulation::masked_store<4>(p, m, v)
+#undef _mm512_roundscale_ps
+#define _mm512_roundscale_ps(a, imm8) moequant_avx512_emulation::roundscale_ps(a, imm8)
+// SIMDe 0.7.4 has it under its own name only.
+#undef _mm512_shuffle_f32x4
+#define _mm512_shuffle_f32x4(a, b, imm8) simde_mm512_shuffle_f32x4(a, b, imm8)
 #undef _mm512_stream_si512
 #define _mm512_stream_si512(p, a) moequant_avx512_emulation::stream_si512(p, a)

@@ -5,7 +5,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include "quant_search.hpp"
+#include "row_codecs.hpp"
 
+#include <moequant/cpu_isa.hpp>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,7 +21,10 @@ namespace moequant::ggml_quants::lanes_avx512_emulated {
 void offset_levels_32(int count, int nmax, const float* x, const float* weights, bool flat_when_below, OffsetSearch search,
                       std::uint8_t* levels, float* scales, float* negated_mins);
 void symmetric_levels_16(int count, int nmax, const float* x, const float* weights, std::int8_t* levels, float* scales);
+void q8_0_blocks(std::int64_t blocks, const float* x, std::uint8_t* out, float* scales);
+void offset_requantize_8x32(const float* x, const float* ds, const float* dm, int nmax, std::uint8_t* levels);
 }  // namespace moequant::ggml_quants::lanes_avx512_emulated
+
 
 using namespace moequant::ggml_quants;
 namespace emulated = moequant::ggml_quants::lanes_avx512_emulated;
@@ -122,6 +129,58 @@ BOOST_AUTO_TEST_CASE(symmetric_lanes_match_the_scalar_search) {
             BOOST_TEST(same_bits(want_scales.data(), got_scales.data(), 4 * count), "scales, count " << count);
         }
     }
+}
+
+// Q8_0: the scalar row (MOEQUANT_ISA=scalar's path) against the emulated blocks, with the fp16
+// scales put as the row codec puts them. Besides sub_blocks' kinds, blocks whose values fall
+// exactly on halves (roundf's ties, away from zero) and on the largest level.
+BOOST_AUTO_TEST_CASE(q8_0_lanes_match_the_scalar_row) {
+    const moequant::Isa before = moequant::active_isa();
+    moequant::set_isa_limit(moequant::Isa::scalar);
+    for (int count : {1, 7, 64, 90}) {
+        std::vector<float> x = sub_blocks(count, 32);
+        for (int i = 0; i < 32 && count > 1; ++i) x[static_cast<std::size_t>(i)] = i == 0 ? 127.f : static_cast<float>(i - 16) + 0.5f;
+        for (int i = 0; i < 32 && count > 2; ++i) x[static_cast<std::size_t>(32 + i)] = i == 5 ? -127.f : -static_cast<float>(i) - 0.5f;
+        const auto n = static_cast<std::int64_t>(x.size());
+        std::vector<std::uint8_t> want(static_cast<std::size_t>(34 * count)), got(want.size(), 0xA5);
+        std::vector<float> scales(static_cast<std::size_t>(count));
+        quantize_row_q8_0(x.data(), want.data(), n, nullptr);
+        emulated::q8_0_blocks(count, x.data(), got.data(), scales.data());
+        for (int b = 0; b < count; ++b) {
+            const std::uint16_t h = to_f16(scales[static_cast<std::size_t>(b)]);
+            got[static_cast<std::size_t>(34 * b)] = static_cast<std::uint8_t>(h & 0xff);
+            got[static_cast<std::size_t>(34 * b + 1)] = static_cast<std::uint8_t>(h >> 8);
+        }
+        std::size_t first = 0;
+        while (first < want.size() && want[first] == got[first]) ++first;
+        BOOST_TEST(want == got, "q8_0 blocks, count " << count << ", first difference at byte " << first);
+    }
+    moequant::set_isa_limit(before);
+}
+
+// Q4_K / Q5_K's requantizing (k_rows.cpp's scale_min_finish) against its scalar loop, with
+// scales and minimums of every kind: zero (the sub-block keeps its levels), tiny, huge, NaN.
+BOOST_AUTO_TEST_CASE(offset_requantize_lanes_match_the_scalar_loop) {
+    std::uniform_real_distribution<float> uniform(0.f, 1.f);
+    for (int nmax : {15, 31})
+        for (int round = 0; round < 40; ++round) {
+            const std::vector<float> x = sub_blocks(8, 32);
+            float ds[8], dm[8];
+            for (int j = 0; j < 8; ++j) {
+                const float kinds[] = {0.f, 1e-3f * uniform(k_rng), 0.02f * uniform(k_rng), 1e30f, NAN, 1e-40f, -0.f, uniform(k_rng)};
+                ds[j] = kinds[(j + round) % 8];
+                dm[j] = kinds[(3 * j + round + 1) % 8];
+            }
+            std::vector<std::uint8_t> want(256, 0x5A), got(256, 0x5A);
+            for (int j = 0; j < 8; ++j) {
+                if (ds[j] == 0) continue;
+                for (int i = 32 * j; i < 32 * j + 32; ++i)
+                    want[static_cast<std::size_t>(i)] =
+                        static_cast<std::uint8_t>(std::clamp(nearest_int((x[static_cast<std::size_t>(i)] + dm[j]) / ds[j]), 0, nmax));
+            }
+            emulated::offset_requantize_8x32(x.data(), ds, dm, nmax, got.data());
+            BOOST_TEST(want == got, "requantize, nmax " << nmax << ", round " << round);
+        }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,4 +1,4 @@
-// The GGUF K-quant row codecs under every vector ISA this CPU has (moequant/cpu_isa.hpp) write
+// The GGUF K-quant and Q8_0 row codecs under every vector ISA this CPU has (moequant/cpu_isa.hpp) write
 // the scalar path's bytes, on rows made to reach the searches' corners: magnitudes from
 // subnormal to 1e30, flat and constant sub-blocks, a lone outlier, one-signed rows, and
 // importance matrices with zeros. The scalar path itself is held to ggml's bytes by
@@ -105,7 +105,7 @@ BOOST_AUTO_TEST_CASE(every_isa_writes_the_scalar_paths_k_quant_bytes) {
         for (unsigned seed : {1u, 2u, 3u}) {
             const std::vector<Row> rows = corner_rows(n, seed);
             const auto weights = importances(n, seed);
-            for (const char* type_name : {"q2_K", "q3_K", "q4_K", "q5_K", "q6_K"}) {
+            for (const char* type_name : {"q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K"}) {
                 const auto& type = *ggml_quants::ggml_type_named(type_name);
                 const auto bytes = static_cast<std::size_t>(type.row_bytes(n));
                 for (const Row& row : rows)

@@ -199,7 +199,9 @@ private:
                 unseen.insert(expert.expert);
             }
             for (int part = 0; part < job_.parts; ++part) {
-                Tensor piece = split_expert_part(matrix, projection, part, job_.parts);
+                // One part is the whole matrix: quantized where it lies, not copied first.
+                const Tensor split = job_.parts == 1 ? Tensor() : split_expert_part(matrix, projection, part, job_.parts);
+                const Tensor& piece = job_.parts == 1 ? matrix : split;
                 QuantizedTensor quantized = [&] {
                     const ProfileSpan span("quantize", expert.weights[static_cast<int>(projection)].tensor);
                     if (importance.weights.empty()) return quantizer.quantize(piece.view());
