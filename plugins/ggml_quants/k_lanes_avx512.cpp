@@ -39,7 +39,6 @@ inline F add(F a, F b) { return _mm512_add_ps(a, b); }
 inline F sub(F a, F b) { return _mm512_sub_ps(a, b); }
 inline F mul(F a, F b) { return _mm512_mul_ps(a, b); }
 inline F div(F a, F b) { return _mm512_div_ps(a, b); }
-inline F sqrt_f(F a) { return _mm512_sqrt_ps(a); }
 inline F abs_f(F a) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff))); }
 inline F negate(F a) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN))); }
 inline I as_int(F a) { return _mm512_castps_si512(a); }
@@ -54,7 +53,6 @@ inline F to_float(I a) { return _mm512_cvtepi32_ps(a); }
 inline M lt(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
 inline M gt(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
 inline M le(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
-inline M eq(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
 inline M ne(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }  // true for NaN, as !=
 inline M and_m(M a, M b) { return static_cast<M>(a & b); }
 inline M and_not(M a, M b) { return static_cast<M>(a & ~b); }
@@ -178,8 +176,6 @@ inline F round_even(F a) {
 }
 inline F abs_f(F a) { return {MOEQUANT_K_LANES_AVX512::abs_f(a.lo), MOEQUANT_K_LANES_AVX512::abs_f(a.hi)}; }
 inline F negate(F a) { return {MOEQUANT_K_LANES_AVX512::negate(a.lo), MOEQUANT_K_LANES_AVX512::negate(a.hi)}; }
-inline I and_i(I a, I b) { return {_mm512_and_si512(a.lo, b.lo), _mm512_and_si512(a.hi, b.hi)}; }
-inline I sub_i(I a, I b) { return {_mm512_sub_epi32(a.lo, b.lo), _mm512_sub_epi32(a.hi, b.hi)}; }
 inline I max_i(I a, I b) { return {_mm512_max_epi32(a.lo, b.lo), _mm512_max_epi32(a.hi, b.hi)}; }
 inline I min_i(I a, I b) { return {_mm512_min_epi32(a.lo, b.lo), _mm512_min_epi32(a.hi, b.hi)}; }
 inline F to_float(I a) { return {_mm512_cvtepi32_ps(a.lo), _mm512_cvtepi32_ps(a.hi)}; }
