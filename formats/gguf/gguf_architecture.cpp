@@ -203,6 +203,15 @@ void add_text_model_keys(const std::string& arch, const ModelConfig& config, std
     add_u32("attention.value_length", "head_dim");
 }
 
+// An architecture named `arch` with tokenizer pre-type `pre`, holding the text-model keys so far.
+GgufArchitecture text_architecture(const std::string& arch, const std::string& pre, const ModelConfig& config) {
+    GgufArchitecture a;
+    a.arch = arch;
+    a.pre = pre;
+    add_text_model_keys(a.arch, config, a.metadata);
+    return a;
+}
+
 // What llama-quantize's rules read of the model: its experts, query heads per KV head, layers.
 GgufModelFacts model_facts(const ModelPlan& plan, const ModelConfig& config, std::int64_t kv_heads) {
     const std::int64_t heads = config.require_int("num_attention_heads");
@@ -227,10 +236,7 @@ void refuse_rope_scaling(const ModelConfig& config, const std::string& arch) {
 }
 
 GgufArchitecture qwen3moe(const ModelPlan& plan, const ModelConfig& config) {
-    GgufArchitecture a;
-    a.arch = "qwen3moe";
-    a.pre = "qwen2";
-    add_text_model_keys(a.arch, config, a.metadata);
+    GgufArchitecture a = text_architecture("qwen3moe", "qwen2", config);
     a.metadata.push_back({a.arch + ".expert_feed_forward_length", u32_of(config, "moe_intermediate_size")});
     refuse_rope_scaling(config, a.arch);
     a.facts = model_facts(plan, config);
@@ -239,11 +245,8 @@ GgufArchitecture qwen3moe(const ModelPlan& plan, const ModelConfig& config) {
 }
 
 GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, bool legacy_mla) {
-    GgufArchitecture a;
-    a.arch = "deepseek2";
-    a.pre = "deepseek-v3";
+    GgufArchitecture a = text_architecture("deepseek2", "deepseek-v3", config);
     auto& kv = a.metadata;
-    add_text_model_keys(a.arch, config, kv);
     auto key = [&](const char* name) { return a.arch + "." + name; };
     kv.push_back({key("leading_dense_block_count"), GgufValue::u32(static_cast<std::uint32_t>(config.int_or("first_k_dense_replace", 0)))});
     kv.push_back({key("vocab_size"), u32_of(config, "vocab_size")});
@@ -294,11 +297,8 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
 // layer is not written: block_count is num_hidden_layers and nextn_predict_layers is left out,
 // which llama.cpp reads as a model without one (the converter writes it, unused but for drafts).
 GgufArchitecture glm4moe(const ModelPlan& plan, const ModelConfig& config) {
-    GgufArchitecture a;
-    a.arch = "glm4moe";
-    a.pre = "glm4";
+    GgufArchitecture a = text_architecture("glm4moe", "glm4", config);
     auto& kv = a.metadata;
-    add_text_model_keys(a.arch, config, kv);
     auto key = [&](const char* name) { return a.arch + "." + name; };
     double partial = 0.5;
     if (auto v = config.find("partial_rotary_factor"); v && v->is_number()) partial = v->as_double();
@@ -326,11 +326,8 @@ GgufArchitecture glm4moe(const ModelPlan& plan, const ModelConfig& config) {
 // the rotary dimension (llama.cpp rotates it NeoX-style: rows as stored). The MTP modules are not
 // written, as the converter does not write them.
 GgufArchitecture minimax_m2(const ModelPlan& plan, const ModelConfig& config) {
-    GgufArchitecture a;
-    a.arch = "minimax-m2";
-    a.pre = "minimax-m2";
+    GgufArchitecture a = text_architecture("minimax-m2", "minimax-m2", config);
     auto& kv = a.metadata;
-    add_text_model_keys(a.arch, config, kv);
     kv.push_back({a.arch + ".expert_feed_forward_length", u32_of(config, "intermediate_size")});
     kv.push_back({a.arch + ".rope.dimension_count", u32_of(config, "rotary_dim")});
     refuse_rope_scaling(config, a.arch);
@@ -343,12 +340,9 @@ GgufArchitecture minimax_m2(const ModelPlan& plan, const ModelConfig& config) {
 // keys, vocab_size, rope.dimension_count, linear rope scaling, the Q/K row interleave and the
 // SentencePiece ("llama") vocabulary.
 GgufArchitecture llama(const ModelPlan& plan, const ModelConfig& config) {
-    GgufArchitecture a;
-    a.arch = "llama";
-    a.pre = "default";
+    GgufArchitecture a = text_architecture("llama", "default", config);
     a.vocabulary = GgufArchitecture::Vocabulary::llama;
     auto& kv = a.metadata;
-    add_text_model_keys(a.arch, config, kv);
     auto key = [&](const char* name) { return a.arch + "." + name; };
     kv.push_back({key("vocab_size"), u32_of(config, "vocab_size")});
     const std::int64_t heads = config.require_int("num_attention_heads");
