@@ -33,23 +33,35 @@ namespace fs = std::filesystem;
 
 std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span<const char>(s.data(), s.size())); }
 
-// A checkpoint weight as float32 rows: decoded by its encoding (in BF16 when `bf16`), or
-// converted from its stored dtype (rounded to BF16 when `bf16`).
-std::vector<float> weight_values(const Checkpoint& source, const std::string& name, bool bf16) {
+// Rows [first, first + count) of a checkpoint weight as float32 (rows of its last dimension):
+// decoded by its encoding (in BF16 when `bf16`), or converted from its stored dtype (rounded to
+// BF16 when `bf16`).
+std::vector<float> weight_rows(const Checkpoint& source, const std::string& name, std::int64_t first, std::int64_t count,
+                               bool bf16) {
     const EncodedWeight* w = source.find_weight(name);
     if (w && w->shape.size() == 2) {
-        const Tensor t = decode_matrix(source, *w, 0, bf16 ? DecodeTarget::bf16 : DecodeTarget::f32);
-        std::vector<float> out(t.elements());
-        if (bf16) convert_bf16_to_f32(t.data(), out.data(), out.size());
-        else std::memcpy(out.data(), t.data(), out.size() * 4);
+        const DecodeWindow window{.row_begin = first, .row_end = first + count, .col_end = w->shape[1]};
+        const std::size_t n = static_cast<std::size_t>(window.rows() * window.cols());
+        std::vector<float> out(n);
+        if (bf16) {
+            std::vector<std::uint16_t> decoded(n);
+            decode_weight(source, *w, window, DecodeTarget::bf16, std::as_writable_bytes(std::span(decoded)));
+            convert_bf16_to_f32(decoded.data(), out.data(), n);
+        } else {
+            decode_weight(source, *w, window, DecodeTarget::f32, std::as_writable_bytes(std::span(out)));
+        }
         return out;
     }
     const TensorView v = source.view(name);
-    std::vector<float> out(v.elements());
+    const std::size_t row = v.shape.empty() ? 1 : static_cast<std::size_t>(v.shape.back());
+    const std::size_t begin = static_cast<std::size_t>(first) * row, n = static_cast<std::size_t>(count) * row;
+    if (begin + n > v.elements()) throw Error(ErrorKind::internal, "rows past the end of " + name);
+    std::vector<float> out(n);
+    const std::byte* data = static_cast<const std::byte*>(v.data());
     switch (v.dtype) {
-    case DType::F32: std::memcpy(out.data(), v.data(), out.size() * 4); break;
-    case DType::BF16: convert_bf16_to_f32(v.data(), out.data(), out.size()); break;
-    case DType::F16: convert_f16_to_f32(v.data(), out.data(), out.size()); break;
+    case DType::F32: std::memcpy(out.data(), data + begin * 4, n * 4); break;
+    case DType::BF16: convert_bf16_to_f32(data + begin * 2, out.data(), n); break;
+    case DType::F16: convert_f16_to_f32(data + begin * 2, out.data(), n); break;
     default:
         throw Error(ErrorKind::input, "is " + std::string(dtype_name(v.dtype)) + "; GGUF output reads float tensors",
                     {.tensor = name, .code = "UnsupportedDtype"});
@@ -57,6 +69,13 @@ std::vector<float> weight_values(const Checkpoint& source, const std::string& na
     if (bf16 && v.dtype != DType::BF16)
         for (float& x : out) x = bf16_to_f32(f32_to_bf16(x));
     return out;
+}
+
+// Rows of a tensor: its values over ne[0], one for a 1-D tensor.
+std::int64_t tensor_rows(const GgufTensorInfo& info) {
+    std::int64_t rows = 1;
+    for (std::size_t d = 1; d < info.ne.size(); ++d) rows *= info.ne[d];
+    return rows;
 }
 
 // Writes the zero padding after a part's last tensor: its length is its layout's (the gaps
@@ -68,32 +87,58 @@ void pad_to_end(OutputFile& file, const GgufSplit& split) {
     if (end < split.layout.file_size) file.write_at(end, std::vector<std::byte>(split.layout.file_size - end));
 }
 
-// A non-expert tensor's data in its GGUF type, rows of ne[0] values, weighed by its
-// importance-matrix entry when it has one.
-std::vector<std::uint8_t> encode_tensor(const Checkpoint& source, const GgufPlannedTensor& t, const ImatrixFile* imatrix) {
-    // A tensor llama.cpp quantizes comes to llama-quantize in the converter's BF16: it starts
-    // from the BF16 decode here too, as the experts do (an FP8 source's values are not BF16).
-    std::vector<float> values = rope_interleave_rows(weight_values(source, t.source, t.info.type != ggml_type_id::f32), t.info.ne, t.rope_heads);
-    if (t.mla_part) values = mla_kv_b_part(values, t.mla, *t.mla_part);
-    std::vector<std::uint8_t> out(static_cast<std::size_t>(t.info.bytes));
+// `values` (rows `first_row`.. of tensor `t`, in the tensor's row order) as `t`'s GGUF type,
+// written at their place in `file`; each row weighed by its importance-matrix entry when it has one.
+void write_rows(OutputFile& file, const GgufPlannedTensor& t, const std::vector<float>& values, std::int64_t first_row,
+                const std::vector<float>& importance) {
+    const std::int64_t cols = t.info.ne[0], rows = static_cast<std::int64_t>(values.size()) / cols;
+    const std::uint64_t offset = t.info.offset + static_cast<std::uint64_t>(first_row) * (t.info.bytes / static_cast<std::uint64_t>(tensor_rows(t.info)));
     if (t.info.type == ggml_type_id::f32) {
-        std::memcpy(out.data(), values.data(), out.size());
-        return out;
+        file.write_at(offset, std::as_bytes(std::span(values)));
+        return;
     }
     const auto* type = ggml_quants::ggml_type_named(ggml_type_name_of(t.info.type));
     if (!type) throw Error(ErrorKind::internal, "no row codec for GGUF type " + std::to_string(t.info.type));
-    const std::int64_t cols = t.info.ne[0], rows = static_cast<std::int64_t>(values.size()) / cols, row_bytes = type->row_bytes(cols);
+    const std::int64_t row_bytes = type->row_bytes(cols);
     // A 3-D tensor (attn_k_b: one matrix per head) is weighed per matrix, as llama-quantize hands
     // ggml imatrix + i03 * ne[0] for each.
-    const std::vector<float> importance = imatrix && t.importance ? imatrix->weights(*t.importance) : std::vector<float>{};
-    const std::int64_t matrices = t.info.ne.size() > 2 ? t.info.ne[2] : 1, rows_per_matrix = rows / matrices;
-    parallel_for(0, static_cast<std::size_t>(rows), 64, [&](std::size_t first, std::size_t last) {
-        for (auto r = static_cast<std::int64_t>(first); r < static_cast<std::int64_t>(last); ++r) {
-            const float* weights = importance.empty() ? nullptr : importance.data() + (r / rows_per_matrix) * cols;
+    const std::int64_t rows_per_matrix = tensor_rows(t.info) / (t.info.ne.size() > 2 ? t.info.ne[2] : 1);
+    std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * row_bytes));
+    parallel_for(0, static_cast<std::size_t>(rows), 64, [&](std::size_t begin, std::size_t end) {
+        for (auto r = static_cast<std::int64_t>(begin); r < static_cast<std::int64_t>(end); ++r) {
+            const std::int64_t matrix = (first_row + r) / rows_per_matrix;
+            const float* weights = importance.empty() ? nullptr : importance.data() + matrix * cols;
             type->quantize(values.data() + r * cols, out.data() + r * row_bytes, cols, weights);
         }
     });
-    return out;
+    file.write_at(offset, std::as_bytes(std::span<const std::uint8_t>(out)));
+}
+
+// A non-expert tensor's data, written into `file` in chunks of rows (about 32 MiB of float32
+// each), so a vocabulary-sized token_embd costs one chunk of memory, not the whole tensor twice.
+void write_tensor(OutputFile& file, const Checkpoint& source, const GgufPlannedTensor& t, const ImatrixFile* imatrix) {
+    // A tensor llama.cpp quantizes comes to llama-quantize in the converter's BF16: it starts
+    // from the BF16 decode here too, as the experts do (an FP8 source's values are not BF16).
+    const bool bf16 = t.info.type != ggml_type_id::f32;
+    const std::vector<float> importance = imatrix && t.importance ? imatrix->weights(*t.importance) : std::vector<float>{};
+    const std::int64_t rows = tensor_rows(t.info), cols = t.info.ne[0];
+    if (t.mla_part) {  // kv_b_proj's heads transposed: small, taken whole
+        write_rows(file, t, mla_kv_b_part(weight_rows(source, t.source, 0, t.mla.heads * (t.mla.nope + t.mla.v), bf16), t.mla, *t.mla_part),
+                   0, importance);
+        source.release_pages(t.source);
+        return;
+    }
+    // Chunks hold whole rotary heads, whose rows the interleave reorders among themselves.
+    const std::int64_t head_rows = t.rope_heads > 0 ? rows / t.rope_heads : 1;
+    constexpr std::int64_t chunk_values = 8 << 20;
+    const std::int64_t chunk_rows = std::max<std::int64_t>(1, chunk_values / std::max<std::int64_t>(1, cols * head_rows)) * head_rows;
+    for (std::int64_t first = 0; first < rows; first += chunk_rows) {
+        const std::int64_t count = std::min(chunk_rows, rows - first);
+        std::vector<float> values = weight_rows(source, t.source, first, count, bf16);
+        if (t.rope_heads > 0) values = rope_interleave_rows(std::move(values), t.info.ne, count / head_rows);
+        write_rows(file, t, values, first, importance);
+        source.release_pages(t.source);  // the chunk's mapped pages too: resident memory stays one chunk
+    }
 }
 
 // One MoE layer's part: its header first, each expert's rows at their place as they come.
@@ -164,9 +209,7 @@ public:
                     copy_staged_experts(c_.directory / staged.name, staged.tensors.at(static_cast<std::size_t>(t.projection)), file, t);
                     continue;
                 }
-                const std::vector<std::uint8_t> data = encode_tensor(*c_.source, t, plan_.imatrix.get());
-                file.write_at(t.info.offset, std::as_bytes(std::span<const std::uint8_t>(data)));
-                c_.source->release_pages(t.source);
+                write_tensor(file, *c_.source, t, plan_.imatrix.get());
             }
             pad_to_end(file, split);
             file.commit();
