@@ -145,6 +145,29 @@ std::optional<std::string> minimax_m2_tensor_name(const std::string& name) {
     return mapped_name(name, per_layer);
 }
 
+// Qwen3-Next's names (MODEL_TENSORS[QWEN3NEXT]): post_attention_layernorm is ATTN_POST_NORM
+// (no ffn_norm), the shared expert with its sigmoid gate, and the gated delta-net layers'
+// tensors (in_proj_qkvz, A_log, dt_bias and conv1d go through qwen3next_transforms).
+std::optional<std::string> qwen3next_tensor_name(const std::string& name) {
+    static const NameTable per_layer = [] {
+        NameTable names = llama_style_layer_names({
+            {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+            {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+            {"mlp.gate.weight", "ffn_gate_inp.weight"},
+            {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+            {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+            {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+            {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+            {"linear_attn.in_proj_ba.weight", "ssm_ba.weight"},
+            {"linear_attn.norm.weight", "ssm_norm.weight"},
+            {"linear_attn.out_proj.weight", "ssm_out.weight"},
+        });
+        names["post_attention_layernorm.weight"] = "post_attention_norm.weight";
+        return names;
+    }();
+    return mapped_name(name, per_layer);
+}
+
 GgufValue u32_of(const ModelConfig& config, std::string_view key) {
     return GgufValue::u32(static_cast<std::uint32_t>(config.require_int(key)));
 }
@@ -336,6 +359,86 @@ GgufArchitecture minimax_m2(const ModelPlan& plan, const ModelConfig& config) {
     return a;
 }
 
+// The gated delta-net's dimensions (linear_* in the config).
+struct DeltaNetShape {
+    std::int64_t k_heads = 0, v_heads = 0, k_dim = 0, v_dim = 0;
+};
+
+// What Qwen3NextModel.modify_tensors does beyond renaming, for `name` of `shape`:
+// - in_proj_qkvz, stored per key head as [q, k, v, z] (v and z: v_heads / k_heads value heads),
+//   becomes attn_qkv (every head's q rows, then k, then v) and attn_gate (every head's z rows);
+// - A_log becomes ssm_a = -exp(A_log); dt_bias becomes ssm_dt.bias; conv1d [C, 1, K] becomes
+//   ssm_conv1d [C, K];
+// - every *norm.weight but the delta-net's own linear_attn.norm gets + 1 (Qwen3-Next's RMSNorm
+//   scales by 1 + weight).
+std::vector<GgufTensorTransform> qwen3next_transforms(const DeltaNetShape& d, const std::string& name, const std::vector<std::int64_t>& shape) {
+    const auto layer = layer_tensor(name);
+    using Values = GgufTensorTransform::Values;
+    if (layer) {
+        const std::string blk = "blk." + std::to_string(layer->first) + ".";
+        const std::string& rest = layer->second;
+        if (rest == "linear_attn.in_proj_qkvz.weight") {
+            const std::int64_t per_k = d.v_heads / d.k_heads * d.v_dim, group = 2 * d.k_dim + 2 * per_k;
+            if (shape.size() != 2 || shape[0] != d.k_heads * group)
+                throw Error(ErrorKind::input,
+                            "has " + std::to_string(shape.empty() ? 0 : shape[0]) + " rows; Qwen3-Next's in_proj_qkvz needs linear_num_key_heads x (2 x " +
+                                "linear_key_head_dim + 2 x linear_value_head_dim x value heads per key head) = " + std::to_string(d.k_heads * group),
+                            {.tensor = name, .code = "ShapeMismatch"});
+            GgufTensorTransform qkv{.gguf_name = blk + "attn_qkv.weight"}, gate{.gguf_name = blk + "attn_gate.weight"};
+            auto take = [&](std::vector<std::int64_t>& rows, std::int64_t offset, std::int64_t count) {
+                for (std::int64_t h = 0; h < d.k_heads; ++h)
+                    for (std::int64_t r = 0; r < count; ++r) rows.push_back(h * group + offset + r);
+            };
+            take(qkv.rows, 0, d.k_dim);                  // q
+            take(qkv.rows, d.k_dim, d.k_dim);            // k
+            take(qkv.rows, 2 * d.k_dim, per_k);          // v
+            take(gate.rows, 2 * d.k_dim + per_k, per_k);  // z
+            return {qkv, gate};
+        }
+        if (rest == "linear_attn.A_log") return {{.gguf_name = blk + "ssm_a", .values = Values::negative_exp}};
+        if (rest == "linear_attn.dt_bias") return {{.gguf_name = blk + "ssm_dt.bias"}};
+        if (rest == "linear_attn.conv1d.weight") return {{.gguf_name = blk + "ssm_conv1d.weight", .squeeze = true}};
+    }
+    if (name.ends_with("norm.weight") && !name.ends_with("linear_attn.norm.weight"))
+        if (auto gguf = qwen3next_tensor_name(name)) return {{.gguf_name = *gguf, .values = Values::plus_one}};
+    return {};
+}
+
+// Qwen3-Next as llama.cpp's qwen3next (Qwen3NextModel): Qwen2-MoE's keys (the experts' and the
+// shared expert's lengths), the gated delta-net's (ssm.*: conv kernel, key head dim as the state
+// size, key heads as groups, value heads as the time-step rank, value dims as the inner size),
+// the full-attention interval and the partial rotary dimension. The MTP layer is not written
+// (block_count is num_hidden_layers, no nextn_predict_layers: a model without one to llama.cpp).
+GgufArchitecture qwen3next(const ModelPlan& plan, const ModelConfig& config) {
+    GgufArchitecture a = text_architecture("qwen3next", "qwen2", config);
+    auto& kv = a.metadata;
+    auto key = [&](const char* name) { return a.arch + "." + name; };
+    kv.push_back({key("expert_feed_forward_length"), u32_of(config, "moe_intermediate_size")});
+    if (config.find("shared_expert_intermediate_size"))
+        kv.push_back({key("expert_shared_feed_forward_length"), u32_of(config, "shared_expert_intermediate_size")});
+    const DeltaNetShape d{.k_heads = config.require_int("linear_num_key_heads"), .v_heads = config.require_int("linear_num_value_heads"),
+                          .k_dim = config.require_int("linear_key_head_dim"), .v_dim = config.require_int("linear_value_head_dim")};
+    if (d.k_heads <= 0 || d.v_heads <= 0 || d.k_dim <= 0 || d.v_dim <= 0 || d.v_heads % d.k_heads != 0)
+        throw Error(ErrorKind::input, "has linear_num_value_heads " + std::to_string(d.v_heads) + " not a positive multiple of linear_num_key_heads " +
+                                          std::to_string(d.k_heads) + " (or a non-positive head dim)",
+                    {.file = config.source(), .code = "InvalidConfig"});
+    auto u32 = [](std::int64_t v) { return GgufValue::u32(static_cast<std::uint32_t>(v)); };
+    kv.push_back({key("ssm.conv_kernel"), u32_of(config, "linear_conv_kernel_dim")});
+    kv.push_back({key("ssm.state_size"), u32(d.k_dim)});
+    kv.push_back({key("ssm.group_count"), u32(d.k_heads)});
+    kv.push_back({key("ssm.time_step_rank"), u32(d.v_heads)});
+    kv.push_back({key("ssm.inner_size"), u32(d.v_dim * d.v_heads)});
+    kv.push_back({key("full_attention_interval"), u32(config.int_or("full_attention_interval", 4))});
+    double partial = 0.25;
+    if (auto v = config.find("partial_rotary_factor"); v && v->is_number()) partial = v->as_double();
+    kv.push_back({key("rope.dimension_count"), u32(static_cast<std::int64_t>(static_cast<double>(head_dim_of(config)) * partial))});
+    refuse_rope_scaling(config, a.arch);
+    a.facts = model_facts(plan, config);
+    a.tensor_name = qwen3next_tensor_name;
+    a.transforms = [d](const std::string& name, const std::vector<std::int64_t>& shape) { return qwen3next_transforms(d, name, shape); };
+    return a;
+}
+
 // Mixtral as llama.cpp's llama (LlamaModel, which registers MixtralForCausalLM): the text-model
 // keys, vocab_size, rope.dimension_count, linear rope scaling, the Q/K row interleave and the
 // SentencePiece ("llama") vocabulary.
@@ -390,9 +493,10 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
     if (plan.model_type == "mixtral") return llama(plan, config);
     if (plan.model_type == "glm4_moe") return glm4moe(plan, config);
     if (plan.model_type == "minimax_m2") return minimax_m2(plan, config);
+    if (plan.model_type == "qwen3_next") return qwen3next(plan, config);
     throw Error(ErrorKind::input,
                 "GGUF output is not written for model type '" + plan.model_type +
-                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, mixtral, glm4_moe, minimax_m2)",
+                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, mixtral, glm4_moe, minimax_m2, qwen3_next)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 

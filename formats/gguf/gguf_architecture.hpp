@@ -13,12 +13,23 @@
 #include <moequant/model_adapter.hpp>
 #include <moequant/model_config.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace moequant::formats {
+
+// What the converter makes of a checkpoint weight beyond renaming it (qwen3next's gated delta-net
+// tensors, its zero-centred norms): one GGUF tensor, of some of the weight's rows or with its
+// values changed as torch changes them in float32.
+struct GgufTensorTransform {
+    std::string gguf_name;
+    std::vector<std::int64_t> rows;  // the weight's rows (over its last dimension) in output order; empty: all, as stored
+    bool squeeze = false;            // dimensions of 1 dropped (a conv1d [C, 1, K] becomes [C, K])
+    enum class Values { as_stored, plus_one, negative_exp } values = Values::as_stored;
+};
 
 struct GgufArchitecture {
     std::string arch;  // general.architecture, e.g. qwen3moe
@@ -35,6 +46,9 @@ struct GgufArchitecture {
     // deepseek2 as today's converter writes it: attn_kv_b split into attn_k_b / attn_v_b of this
     // shape (gguf_mla_split.hpp); nullopt keeps attn_kv_b whole (--legacy-mla, llama.cpp before 2025-04).
     std::optional<MlaShape> mla_split;
+    // The tensors a checkpoint weight of `shape` becomes when the converter does more than rename
+    // it; empty (or no function) for a weight tensor_name() maps as stored.
+    std::function<std::vector<GgufTensorTransform>(const std::string& checkpoint_name, const std::vector<std::int64_t>& shape)> transforms;
     // Special tokens the converter names by their text ({type, content}, GgufVocabRequest).
     std::vector<std::pair<std::string, std::string>> named_specials;
 };

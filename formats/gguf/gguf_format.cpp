@@ -23,6 +23,7 @@
 #include <moequant/parallel.hpp>
 #include <moequant/plugin.hpp>
 
+#include <cmath>
 #include <cstring>
 
 namespace {
@@ -87,6 +88,32 @@ void pad_to_end(OutputFile& file, const GgufSplit& split) {
     if (end < split.layout.file_size) file.write_at(end, std::vector<std::byte>(split.layout.file_size - end));
 }
 
+// Rows [first, first + count) of tensor `t`: the source's rows it takes (GgufPlannedTensor::
+// source_rows, read in runs of consecutive rows) with its values transformed as the converter
+// does in float32, then rounded to BF16 when `bf16`.
+std::vector<float> tensor_rows_of(const Checkpoint& source, const GgufPlannedTensor& t, std::int64_t first, std::int64_t count, bool bf16) {
+    using Values = GgufTensorTransform::Values;
+    const bool transformed = t.values != Values::as_stored;
+    std::vector<float> values;
+    if (t.source_rows.empty()) {
+        values = weight_rows(source, t.source, first, count, bf16 && !transformed);
+    } else {
+        for (std::int64_t k = first, end = first + count; k < end;) {
+            std::int64_t run = 1;
+            while (k + run < end && t.source_rows[static_cast<std::size_t>(k + run)] == t.source_rows[static_cast<std::size_t>(k)] + run) ++run;
+            const std::vector<float> part = weight_rows(source, t.source, t.source_rows[static_cast<std::size_t>(k)], run, bf16 && !transformed);
+            values.insert(values.end(), part.begin(), part.end());
+            k += run;
+        }
+    }
+    if (!transformed) return values;
+    for (float& x : values) {
+        x = t.values == Values::plus_one ? x + 1.0f : -std::exp(x);
+        if (bf16) x = bf16_to_f32(f32_to_bf16(x));
+    }
+    return values;
+}
+
 // `values` (rows `first_row`.. of tensor `t`, in the tensor's row order) as `t`'s GGUF type,
 // written at their place in `file`; each row weighed by its importance-matrix entry when it has one.
 void write_rows(OutputFile& file, const GgufPlannedTensor& t, const std::vector<float>& values, std::int64_t first_row,
@@ -134,7 +161,7 @@ void write_tensor(OutputFile& file, const Checkpoint& source, const GgufPlannedT
     const std::int64_t chunk_rows = std::max<std::int64_t>(1, chunk_values / std::max<std::int64_t>(1, cols * head_rows)) * head_rows;
     for (std::int64_t first = 0; first < rows; first += chunk_rows) {
         const std::int64_t count = std::min(chunk_rows, rows - first);
-        std::vector<float> values = weight_rows(source, t.source, first, count, bf16);
+        std::vector<float> values = tensor_rows_of(source, t, first, count, bf16);
         if (t.rope_heads > 0) values = rope_interleave_rows(std::move(values), t.info.ne, count / head_rows);
         write_rows(file, t, values, first, importance);
         source.release_pages(t.source);  // the chunk's mapped pages too: resident memory stays one chunk

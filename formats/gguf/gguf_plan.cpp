@@ -20,16 +20,34 @@ using namespace ggml_type_id;
 constexpr std::uint32_t quantization_version = 2;  // GGML_QNT_VERSION
 
 // What llama.cpp's converter writes a non-expert tensor in before llama-quantize sees it: F32
-// for 1-D tensors, norms, routers and anything not named ".weight"; BF16 otherwise (only the
+// for 1-D tensors, norms, routers, convolutions and anything not named ".weight"; BF16 otherwise (only the
 // first kind keeps its type: llama-quantize quantizes the others).
 std::uint32_t converter_type(const std::string& name, const std::vector<std::int64_t>& ne) {
     const bool weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
-    if (ne.size() < 2 || !weight || name.find("_norm.weight") != std::string::npos || name.find("ffn_gate_inp") != std::string::npos)
+    if (ne.size() < 2 || !weight || name.find("_norm.weight") != std::string::npos || name.find("ffn_gate_inp") != std::string::npos ||
+        name.find("ssm_conv1d") != std::string::npos)
         return f32;
     return bf16;
 }
 
 std::vector<std::int64_t> ggml_dims(const Shape& shape) { return {shape.rbegin(), shape.rend()}; }
+
+// ggml_n_dims: trailing dimensions of 1 do not count (one dimension at least).
+void drop_trailing_unit_dims(std::vector<std::int64_t>& ne) {
+    while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
+}
+
+// The shape of what `transform` makes of a weight of `shape`: its rows taken, its dimensions of
+// 1 dropped.
+Shape transformed_shape(const Shape& shape, const GgufTensorTransform& transform) {
+    Shape out = shape;
+    if (!transform.rows.empty()) out = {static_cast<std::int64_t>(transform.rows.size()), shape.back()};
+    if (transform.squeeze) {
+        std::erase(out, 1);
+        if (out.empty()) out = {1};
+    }
+    return out;
+}
 
 GgufTypeRequest type_request(const Options& options) {
     const std::string preset_name = options.get_string("preset", "");
@@ -190,11 +208,25 @@ GgufPlan plan_gguf(const OutputContext& context) {
         const EncodedWeight* w = source.weight_holding(name);
         if (w && name != w->primary()) continue;  // a scale or zero point of an encoded weight
         const std::string weight = w ? w->name : name;
+        const Shape shape = w ? w->shape : source.info(name).shape;
+        if (auto made = out.architecture.transforms ? out.architecture.transforms(weight, shape) : std::vector<GgufTensorTransform>{};
+            !made.empty()) {
+            for (GgufTensorTransform& m : made) {
+                const auto source_rows = static_cast<std::int64_t>(shape_elements(shape).value_or(0) /
+                                                                   static_cast<std::uint64_t>(std::max<std::int64_t>(shape.empty() ? 1 : shape.back(), 1)));
+                if (std::any_of(m.rows.begin(), m.rows.end(), [&](std::int64_t r) { return r < 0 || r >= source_rows; }))
+                    throw Error(ErrorKind::internal, m.gguf_name + " takes rows outside " + weight);
+                GgufPlannedTensor t{.info = {.name = m.gguf_name, .ne = ggml_dims(transformed_shape(shape, m))},
+                                    .source = weight, .source_rows = std::move(m.rows), .values = m.values};
+                typed.push_back({t.info.name, t.info.ne, converter_type(t.info.name, t.info.ne)});
+                by_name.emplace(t.info.name, std::move(t));
+            }
+            continue;
+        }
         const auto gguf = out.architecture.tensor_name(weight);
         if (!gguf)
             throw Error(ErrorKind::input, "has no GGUF name in llama.cpp's " + out.architecture.arch + " architecture",
                         {.tensor = weight, .code = "UnmappedGgufTensor"});
-        const Shape shape = w ? w->shape : source.info(name).shape;
         GgufPlannedTensor t{.info = {.name = *gguf, .ne = ggml_dims(shape)}, .source = weight};
         if (const auto& mla = out.architecture.mla_split; mla && gguf->ends_with(".attn_kv_b.weight")) {
             check_mla_kv_b(weight, shape.front(), shape.back(), *mla);
@@ -223,6 +255,9 @@ GgufPlan plan_gguf(const OutputContext& context) {
             typed.push_back({t.info.name, t.info.ne, bf16});
             by_name.emplace(t.info.name, std::move(t));
         }
+    // The float presets are the converter's own output; the others are llama-quantize's, whose
+    // writer stores ggml_n_dims dimensions (Qwen3-Next's [1, n_embd] shared-expert gate: 1-D).
+    const bool written_by_llama_quantize = out.preset.default_type != bf16 && out.preset.default_type != f16;
     for (const auto& t : choose_gguf_types(typed, out.architecture.facts, request)) {
         GgufPlannedTensor& planned = by_name.at(t.name);
         planned.info.type = t.type;
@@ -230,6 +265,7 @@ GgufPlan plan_gguf(const OutputContext& context) {
         if (planned.layer >= 0) planned.expert_bytes = static_cast<std::int64_t>(planned.info.bytes / static_cast<std::uint64_t>(t.ne[2]));
         if (out.imatrix && t.type != t.source_type)  // llama-quantize looks up the tensors it quantizes
             planned.importance = out.imatrix->entry_for(t.name, t.ne[0], t.ne.size() > 2 ? t.ne[2] : 1);
+        if (written_by_llama_quantize) drop_trailing_unit_dims(planned.info.ne);
     }
 
     std::vector<GgufKeyValue> metadata = general_metadata(out.architecture, out.preset);

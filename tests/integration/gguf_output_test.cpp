@@ -16,6 +16,7 @@
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -438,6 +439,114 @@ BOOST_AUTO_TEST_CASE(minimax_m2_becomes_minimax_m2) {
     BOOST_TEST(v.exit_code == 0, v.out << v.err);
 }
 
+// Qwen3-Next as llama.cpp's qwen3next, as Qwen3NextModel writes it: the gated delta-net's keys
+// and tensors (in_proj_qkvz split into attn_qkv and attn_gate, -exp(A_log), dt_bias, the conv1d
+// squeezed), the zero-centred norms + 1 (not the delta-net's own), post_attention_norm, the
+// shared expert's gate; no MTP layer. llama-quantize's output holds the gate 1-D (ggml_n_dims).
+BOOST_AUTO_TEST_CASE(qwen3_next_becomes_qwen3next) {
+    TempDir dir;
+    const fs::path src = dir / "src", out = dir / "out", bf = dir / "bf16";
+    synth_checkpoint(src, {"qwen3_next", "bf16"});  // tiny: 4 layers, the 4th full attention
+    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto config_int = [&](const char* key) { return config_number(src, key); };
+    const std::uint64_t layers = config_int("num_hidden_layers"), k_heads = config_int("linear_num_key_heads"),
+                        v_heads = config_int("linear_num_value_heads"), k_dim = config_int("linear_key_head_dim"),
+                        v_dim = config_int("linear_value_head_dim"), hidden = config_int("hidden_size");
+    const std::string part1 = part_name(1, layers + 1);
+    const GgufFile first = read_gguf_file_header((out / part1).string());
+    auto u = [&](const std::string& key) { return unsigned_key(first, key); };
+    BOOST_TEST(first.find("general.architecture")->as_string().value() == "qwen3next");
+    BOOST_TEST(u("qwen3next.block_count") == layers);
+    BOOST_TEST(!first.find("qwen3next.nextn_predict_layers"));
+    BOOST_TEST(u("qwen3next.expert_feed_forward_length") == config_int("moe_intermediate_size"));
+    BOOST_TEST(u("qwen3next.expert_shared_feed_forward_length") == config_int("shared_expert_intermediate_size"));
+    BOOST_TEST(u("qwen3next.ssm.conv_kernel") == config_int("linear_conv_kernel_dim"));
+    BOOST_TEST(u("qwen3next.ssm.state_size") == k_dim);
+    BOOST_TEST(u("qwen3next.ssm.group_count") == k_heads);
+    BOOST_TEST(u("qwen3next.ssm.time_step_rank") == v_heads);
+    BOOST_TEST(u("qwen3next.ssm.inner_size") == v_dim * v_heads);
+    BOOST_TEST(u("qwen3next.full_attention_interval") == config_int("full_attention_interval"));
+    BOOST_TEST(u("qwen3next.rope.dimension_count") == config_int("head_dim") / 4);  // partial_rotary_factor 0.25
+    const auto types = tensor_types(out, layers + 1);
+    using namespace ggml_type_id;
+    for (const char* name : {"blk.0.ssm_a", "blk.0.ssm_dt.bias", "blk.0.ssm_conv1d.weight", "blk.0.ssm_norm.weight",
+                             "blk.0.post_attention_norm.weight", "blk.0.ffn_gate_inp_shexp.weight", "blk.3.attn_q_norm.weight"})
+        BOOST_TEST(types.at(name) == f32, name);
+    for (const char* name : {"blk.0.attn_qkv.weight", "blk.0.attn_gate.weight", "blk.0.ssm_out.weight", "blk.3.attn_q.weight"})
+        BOOST_TEST((types.at(name) != f32 && types.at(name) != bf16), name);
+    BOOST_TEST(!types.count("blk.0.attn_q.weight"));  // a delta-net layer
+    BOOST_TEST(!types.count("blk.3.attn_qkv.weight"));  // the full-attention layer
+    BOOST_TEST(!types.count("blk.0.ffn_norm.weight"));
+    for (const auto& [name, type] : types) BOOST_TEST(name.rfind("blk." + std::to_string(layers) + ".", 0) != 0u, name);
+    BOOST_TEST(first.tensor("blk.0.ffn_gate_inp_shexp.weight")->ne == std::vector<std::int64_t>{static_cast<std::int64_t>(hidden)},
+               boost::test_tools::per_element());
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+
+    // The converter's BF16 GGUF: every tensor from the source, as modify_tensors makes it.
+    auto b = run_moequant(gguf_args(src, bf, {"--quant-method", "BF16"}));
+    BOOST_REQUIRE_MESSAGE(b.exit_code == 0, b.err);
+    const fs::path part = bf / part1;
+    const GgufFile floats = read_gguf_file_header(part.string());
+    const Checkpoint source = Checkpoint::open(src);
+    const std::string L0 = "model.layers.0.";
+    // in_proj_qkvz [k_heads x (q k v z), hidden]: torch's permute, view(hidden, k_heads, -1), split, cat.
+    const TensorView qkvz = source.view(L0 + "linear_attn.in_proj_qkvz.weight");
+    const auto* in = reinterpret_cast<const std::uint16_t*>(qkvz.data());
+    const std::uint64_t per_k = v_heads / k_heads * v_dim, group = 2 * k_dim + 2 * per_k;
+    std::vector<std::uint16_t> qkv, gate;
+    auto gather = [&](std::vector<std::uint16_t>& to, std::uint64_t from, std::uint64_t width) {
+        for (std::uint64_t h = 0; h < k_heads; ++h)
+            for (std::uint64_t j = 0; j < width; ++j)
+                for (std::uint64_t c = 0; c < hidden; ++c) to.push_back(in[(h * group + from + j) * hidden + c]);
+    };
+    gather(qkv, 0, k_dim);
+    gather(qkv, k_dim, k_dim);
+    gather(qkv, 2 * k_dim, per_k);
+    gather(gate, 2 * k_dim + per_k, per_k);
+    BOOST_TEST(gguf_bf16(part, *floats.tensor("blk.0.attn_qkv.weight")) == qkv);
+    BOOST_TEST(gguf_bf16(part, *floats.tensor("blk.0.attn_gate.weight")) == gate);
+    BOOST_TEST(qkv != std::vector<std::uint16_t>(in, in + qkv.size()));  // reordered, not a prefix
+    BOOST_TEST(floats.tensor("blk.0.ffn_gate_inp_shexp.weight")->ne.size() == 2u);  // the converter's [1, hidden]
+    auto f32_of = [&](const std::string& name) {
+        const auto data = tensor_data(part, name);
+        std::vector<float> values(data.bytes.size() / 4);
+        std::memcpy(values.data(), data.bytes.data(), data.bytes.size());
+        return values;
+    };
+    auto source_floats = [&](const std::string& name) {
+        const TensorView t = source.view(name);
+        std::vector<float> values(t.elements());
+        convert_bf16_to_f32(t.data(), values.data(), values.size());
+        return values;
+    };
+    auto mapped = [](std::vector<float> x, float (*f)(float)) {
+        std::transform(x.begin(), x.end(), x.begin(), f);
+        return x;
+    };
+    auto plus_one = [](float x) { return x + 1.0f; };
+    auto minus_exp = [](float x) { return -std::exp(x); };
+    auto as_is = [](float x) { return x; };
+    BOOST_TEST(f32_of("blk.0.ssm_a") == mapped(source_floats(L0 + "linear_attn.A_log"), minus_exp), boost::test_tools::per_element());
+    BOOST_TEST(f32_of("blk.0.ssm_dt.bias") == mapped(source_floats(L0 + "linear_attn.dt_bias"), as_is), boost::test_tools::per_element());
+    BOOST_TEST(f32_of("blk.0.ssm_conv1d.weight") == source_floats(L0 + "linear_attn.conv1d.weight"));
+    BOOST_TEST(floats.tensor("blk.0.ssm_conv1d.weight")->ne ==
+                   (std::vector<std::int64_t>{static_cast<std::int64_t>(config_int("linear_conv_kernel_dim")), static_cast<std::int64_t>(2 * k_dim * k_heads + v_dim * v_heads)}),
+               boost::test_tools::per_element());
+    BOOST_TEST(f32_of("blk.0.ssm_norm.weight") == source_floats(L0 + "linear_attn.norm.weight"));  // no + 1
+    BOOST_TEST(f32_of("blk.0.attn_norm.weight") == mapped(source_floats(L0 + "input_layernorm.weight"), plus_one));
+    BOOST_TEST(f32_of("blk.0.post_attention_norm.weight") == mapped(source_floats(L0 + "post_attention_layernorm.weight"), plus_one));
+    BOOST_TEST(f32_of("blk.3.attn_k_norm.weight") == mapped(source_floats("model.layers.3.self_attn.k_norm.weight"), plus_one));
+    BOOST_TEST(f32_of("output_norm.weight") == mapped(source_floats("model.norm.weight"), plus_one));
+
+    // The quantized ones are ggml's rows of those, as llama-quantize makes them.
+    for (const char* name : {"blk.0.attn_qkv.weight", "blk.0.attn_gate.weight", "blk.0.ssm_out.weight", "blk.3.attn_q.weight"}) {
+        const auto quantized = tensor_data(out / part1, name);
+        BOOST_TEST((quantized.bytes == ggml_rows_from_bf16(tensor_data(part, name), quantized.info)), name);
+    }
+}
+
 // Mixtral as llama.cpp's llama, as convert_hf_to_gguf.py's LlamaModel writes it: its keys, the
 // llama vocabulary from tokenizer.json (LlamaHfVocab), the router as ffn_gate_inp, and attn_q /
 // attn_k with their rows in llama's rotary order (BF16 from a BF16 source: bit for bit).
@@ -579,9 +688,9 @@ BOOST_AUTO_TEST_CASE(overrides_and_float_presets) {
 
 BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
     TempDir dir;
-    const fs::path qwen = dir / "qwen", next = dir / "next";
+    const fs::path qwen = dir / "qwen", m3 = dir / "m3";
     synth_checkpoint(qwen, {"qwen3_moe", "bf16"});
-    synth_checkpoint(next, {"qwen3_next", "bf16"});
+    synth_checkpoint(m3, {"minimax_m3", "bf16"});
     const fs::path out = dir / "refused";
     check_refusals({
                        {gguf_args(qwen, out, {}), 2, "--format gguf needs --quant-method PRESET"},
@@ -589,8 +698,8 @@ BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q"}), 2, "expected PATTERN=TYPE"},
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q=q9_0"}), 2,
                         "is no GGUF type moequant writes"},
-                       {gguf_args(next, out, {"--quant-method", "Q4_K_M"}), 3,
-                        "GGUF output is not written for model type 'qwen3_next' yet"},
+                       {gguf_args(m3, out, {"--quant-method", "Q4_K_M"}), 3,
+                        "GGUF output is not written for model type 'minimax_m3_vl' yet"},
                    },
                    out);
 }
