@@ -23,15 +23,18 @@ usage() {
 usage: $(basename "$0") --work DIR [options]
 
   --work DIR          where sources, builds, models and logs go (reused by a rerun)
-  --llama PATH        llama.cpp git checkout or bare repository
-                      (default: /work/.mirror/ggerganov+llama.cpp/repo)
+  --llama PATH        llama.cpp git checkout or bare repository (default:
+                      /work/.mirror/unslothai+llama.cpp/repo, a fork whose d32676d77426 holds
+                      upstream ggml-org/llama.cpp 82bb48500's sources, 2026-08; the older
+                      snapshot c392e509 is /work/.mirror/ggerganov+llama.cpp/repo)
   --commit REV        commit to build (default: HEAD of --llama)
   --llama-tree DIR    use this already exported llama.cpp source tree and its DIR/build instead
                       of exporting one: its files are checked against --commit first
   --moequant BIN      moequant binary (default: moequant on PATH)
   --families "F[:DTYPE] ..."
                       synth families and source dtypes
-                      (default: "deepseek_v3:fp8 deepseek_v3:bf16 qwen3_moe mixtral")
+                      (default: "deepseek_v3:fp8 deepseek_v3:bf16 qwen3_moe mixtral glm4_moe
+                      minimax_m2 qwen3_next")
   --presets "P ..."   quant presets (default: "Q4_K_M Q8_0 Q6_K IQ4_XS")
   --jobs N            build jobs (default 2)
   --python PY         python with numpy; gguf-py is taken from PYTHONPATH, else from the
@@ -49,8 +52,8 @@ absorbed-MLA tensors (attn_k_b / attn_v_b, 2025-04) gets DeepSeek with --legacy-
 EOF
 }
 
-work='' llama=/work/.mirror/ggerganov+llama.cpp/repo commit=HEAD tree='' moequant=moequant jobs=2 python=''
-families="deepseek_v3:fp8 deepseek_v3:bf16 qwen3_moe mixtral"
+work='' llama=/work/.mirror/unslothai+llama.cpp/repo commit=HEAD tree='' moequant=moequant jobs=2 python=''
+families="deepseek_v3:fp8 deepseek_v3:bf16 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next"
 presets="Q4_K_M Q8_0 Q6_K IQ4_XS"
 while [ $# -gt 0 ]; do
   case $1 in -h|--help) usage; exit 0 ;; esac
