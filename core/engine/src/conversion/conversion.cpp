@@ -26,6 +26,7 @@
 #include <csignal>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -138,12 +139,23 @@ std::set<std::string> shards_feeding(const Checkpoint& source, const MoeLayerPla
     return shards;
 }
 
+// "layer 3 is" or "layers 0, 1, 2 are" (at most 16 named, then how many in all).
+std::string layers_sentence(const std::vector<std::int64_t>& layers) {
+    constexpr std::size_t named = 16;
+    std::string list;
+    for (std::size_t i = 0; i < std::min(layers.size(), named); ++i) list += (i ? ", " : "") + std::to_string(layers[i]);
+    if (layers.size() > named) list += ", ... (" + std::to_string(layers.size()) + " in all)";
+    return (layers.size() == 1 ? "layer " : "layers ") + list + (layers.size() == 1 ? " is" : " are");
+}
+
 // Why a layer an earlier run completed cannot be adopted, or nullopt when it can: every file it
 // recorded must still hold the bytes written (digest), the format must name the same files, and
 // the source shards feeding the layer must be as they were (size, modification time, header).
 std::optional<std::string> why_redo(const ConversionJob& job, const OutputWriter& writer, const MoeLayerPlan& layer,
                                     const ManifestLayer& done, const RunManifest& earlier, const RunManifest& now) {
     auto expected = writer.layer_files(done.layer);
+    if (done.files.empty() && writer.folds_layer_files())  // the earlier run finished and removed them
+        return "the earlier run folded its experts into the output's files, which keep no per-layer file to resume from";
     if (expected.size() != done.files.size()) return "the output format now names other files for it";
     for (const auto& shard : shards_feeding(*job.source, layer)) {
         const ManifestShard* then = earlier.source_shard(shard);
@@ -258,12 +270,13 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
     carried.completed_layers = manifest.completed_layers;
     std::vector<ManifestLayer> kept;
     std::vector<std::size_t> todo;  // indices into plan->moe_layers of the layers to convert
+    std::map<std::string, std::vector<std::int64_t>> redone;  // why -> the layers converted again
     for (std::size_t i = 0; i < steps && cluster.root(); ++i) {
         const MoeLayerPlan& layer = job.plan->moe_layers[i];
         const ManifestLayer* done = carried.completed(layer.layer);
         if (done && mode->adopts_completed_layers()) {
             if (const auto reason = why_redo(job, *writer, layer, *done, prepared.earlier, manifest)) {
-                progress.note("layer " + std::to_string(layer.layer) + " is converted again: " + *reason);
+                redone[*reason].push_back(layer.layer);
             } else {
                 writer->adopt_layer(layer.layer);
                 kept.push_back(*done);
@@ -275,6 +288,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         }
         todo.push_back(i);
     }
+    for (const auto& [reason, layers] : redone) progress.note(layers_sentence(layers) + " converted again: " + reason);
     todo = shared_layer_list(cluster, todo);
 
     // Rank 0's record of a converted layer: in the manifest after every layer, so an
