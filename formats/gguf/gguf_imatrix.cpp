@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 namespace moequant::formats {
 
@@ -155,15 +156,25 @@ ColumnImportance ImatrixFile::matrix(const ImatrixEntry& e, std::int64_t index) 
             for (float& v : out.weights) v /= static_cast<float>(e.ncall);
         return out;
     }
-    float count = 0;
-    file_.read_at(&count, 4, e.counts_offset + 4 * static_cast<std::uint64_t>(index));
-    if (count > 0.0f) {
-        for (float& v : out.weights) v /= count;
-        out.tokens = std::isfinite(count) ? static_cast<std::int64_t>(std::min(count, 9.0e18f)) : -1;
-    } else {
-        std::fill(out.weights.begin(), out.weights.end(), 1.0f);  // llama.cpp: an expert that saw no token weighs 1
-        out.tokens = 0;
+    // Each value over the count of its group in the file (llama-quantize's sums[j*ne0+i] / counts[j]).
+    const std::int64_t per_count = e.values_per_count > 0 ? e.values_per_count : e.cols;
+    std::optional<std::int64_t> tokens;
+    for (std::int64_t j = 0; j < e.cols;) {
+        const std::int64_t at = index * e.cols + j, group = at / per_count, end = std::min(e.cols, (group + 1) * per_count - index * e.cols);
+        float count = 0;
+        file_.read_at(&count, 4, e.counts_offset + 4 * static_cast<std::uint64_t>(group));
+        const auto first = out.weights.begin() + j, last = out.weights.begin() + end;
+        std::int64_t seen = 0;
+        if (count > 0.0f) {
+            std::for_each(first, last, [&](float& v) { v /= count; });
+            seen = std::isfinite(count) ? static_cast<std::int64_t>(std::min(count, 9.0e18f)) : -1;
+        } else {
+            std::fill(first, last, 1.0f);  // llama.cpp: an expert that saw no token weighs 1
+        }
+        tokens = tokens ? std::min(*tokens, seen) : seen;
+        j = end;
     }
+    out.tokens = tokens.value_or(0);
     return out;
 }
 
@@ -186,11 +197,10 @@ std::optional<ImatrixEntry> ImatrixFile::entry_for(const std::string& name, std:
                            std::to_string(cols) + " per matrix x " + std::to_string(matrices) + " matrices",
                "ImatrixSizeMismatch");
     }
-    if (form_ == Form::gguf && e->cols != cols)
-        refuse(path(), "entry " + name + " holds " + std::to_string(e->matrices) + " matrices of " + std::to_string(e->cols) +
-                           " values; the tensor has " + std::to_string(matrices) + " of " + std::to_string(cols),
-               "ImatrixSizeMismatch");
-    ImatrixEntry shaped = *e;  // a legacy entry's values split into the tensor's matrices
+    // The values split into the tensor's matrices, as llama-quantize hands them to ggml: a legacy
+    // entry has no grouping of its own; a GGUF one keeps its counts' (values_per_count).
+    ImatrixEntry shaped = *e;
+    if (form_ == Form::gguf && e->cols != cols) shaped.values_per_count = e->values_per_count > 0 ? e->values_per_count : e->cols;
     shaped.cols = cols;
     shaped.matrices = matrices;
     return shaped;

@@ -28,6 +28,10 @@ struct ImatrixEntry {
     std::uint64_t values_offset = 0;  // F32 [matrices][cols]: GGUF sums, legacy means x ncall
     std::uint64_t counts_offset = 0;  // GGUF: F32 [matrices] tokens
     std::int32_t ncall = 0;           // legacy
+    // GGUF: the values one count divides, when the file groups them otherwise than `cols` (a
+    // 3-D weight multiplied by ggml_mul_mat, whose counts llama-imatrix merges into one when
+    // they are equal); 0: `cols`.
+    std::int64_t values_per_count = 0;
 };
 
 class ImatrixFile {

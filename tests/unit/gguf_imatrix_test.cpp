@@ -161,8 +161,37 @@ BOOST_AUTO_TEST_CASE(entries_are_shaped_to_their_tensor_as_llama_quantize_checks
     std::string what;
     error_code_of([&] { f.entry_for("blk.0.attn_q.weight", 16, 1); }, what);
     BOOST_TEST(contains(what, "entry blk.0.attn_q.weight holds 8 values; the tensor needs 16 per matrix x 1 matrices"), what);
-    error_code_of([&] { f.entry_for("blk.0.ffn_down_exps.weight", 2, 6); }, what);  // same size, other shape
-    BOOST_TEST(contains(what, "holds 3 matrices of 4 values; the tensor has 6 of 2"), what);
+}
+
+// llama-quantize checks only an entry's size against the tensor's (ne[0] x ne[2]); each value is
+// divided by the count of its group in the file. llama-imatrix merges the equal counts of a 3-D
+// weight ggml_mul_mat multiplies per head (deepseek2's attn_k_b) into one: one count, all values.
+BOOST_AUTO_TEST_CASE(a_gguf_entry_grouped_otherwise_than_its_tensor_keeps_its_counts) {
+    TempDir dir;
+    const ImatrixRecord record = sample_record();
+    write_imatrix_gguf(dir / "i.gguf", record);
+    const ImatrixFile f = ImatrixFile::open(dir / "i.gguf");
+    // attn_q's 8 values over its one count (2600), as 2 matrices of 4 (attn_k_b's heads).
+    const auto heads = f.entry_for("blk.0.attn_q.weight", 4, 2);
+    BOOST_REQUIRE(heads.has_value());
+    const auto& dense = record.weights[1];
+    for (std::int64_t m = 0; m < 2; ++m) {
+        const ColumnImportance one = f.matrix(*heads, m);
+        BOOST_TEST(one.tokens == 2600);
+        for (std::size_t c = 0; c < 4; ++c) BOOST_TEST(one.weights[c] == dense.sums[static_cast<std::size_t>(m) * 4 + c] / 2600.0f);
+    }
+    // The experts' 3 x 4 values as 6 x 2: matrices 2 and 3 are the unseen expert's (weight 1).
+    const auto pairs = f.entry_for("blk.0.ffn_down_exps.weight", 2, 6);
+    BOOST_REQUIRE(pairs.has_value());
+    const auto& experts = record.weights[0];
+    const std::vector<float> flat = f.weights(*pairs);
+    BOOST_REQUIRE(flat.size() == 12u);
+    for (std::size_t i = 0; i < 12; ++i) {
+        const float count = experts.counts[i / 4];
+        BOOST_TEST(flat[i] == (count > 0 ? experts.sums[i] / count : 1.0f), i);
+    }
+    BOOST_TEST(f.matrix(*pairs, 2).tokens == 0);
+    BOOST_TEST(f.matrix(*pairs, 5).tokens == 1300);
 }
 
 BOOST_AUTO_TEST_CASE(damaged_and_hostile_files_are_refused_naming_the_file) {
