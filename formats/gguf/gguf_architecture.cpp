@@ -168,6 +168,19 @@ std::optional<std::string> qwen3next_tensor_name(const std::string& name) {
     return mapped_name(name, per_layer);
 }
 
+// DeepSeek-V3.2's names (MODEL_TENSORS[DEEPSEEK32]): deepseek2's and the DSA indexer's.
+std::optional<std::string> deepseek32_tensor_name(const std::string& name) {
+    static const NameTable per_layer = {
+        {"self_attn.indexer.k_norm.weight", "indexer.k_norm.weight"},
+        {"self_attn.indexer.k_norm.bias", "indexer.k_norm.bias"},
+        {"self_attn.indexer.weights_proj.weight", "indexer.proj.weight"},
+        {"self_attn.indexer.wk.weight", "indexer.attn_k.weight"},
+        {"self_attn.indexer.wq_b.weight", "indexer.attn_q_b.weight"},
+    };
+    if (auto mapped = mapped_name(name, per_layer)) return mapped;
+    return deepseek2_tensor_name(name);
+}
+
 GgufValue u32_of(const ModelConfig& config, std::string_view key) {
     return GgufValue::u32(static_cast<std::uint32_t>(config.require_int(key)));
 }
@@ -312,6 +325,24 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
     }
     a.facts = legacy_mla ? model_facts(plan, config) : model_facts(plan, config, 1);
     a.tensor_name = deepseek2_tensor_name;
+    return a;
+}
+
+// DeepSeek-V3.2 as llama.cpp's deepseek32 (DeepseekV32Model): deepseek2's keys and its DSA
+// lightning indexer's (head count, head dim, top-k). llama.cpp builds deepseek32 with the
+// absorbed MLA only, so --legacy-mla is refused. The MTP layer is not written (no
+// nextn_predict_layers: a model without one).
+GgufArchitecture deepseek32(const ModelPlan& plan, const ModelConfig& config, bool legacy_mla) {
+    if (legacy_mla)
+        throw Error(ErrorKind::usage, "--legacy-mla: llama.cpp's deepseek32 (DeepSeek-V3.2) loads only the absorbed MLA layout",
+                    {.code = "UnsupportedGguf", .hint = "convert without --legacy-mla"});
+    GgufArchitecture a = deepseek2(plan, config, false);
+    a.arch = "deepseek32";
+    for (auto& kv : a.metadata) kv.key = "deepseek32" + kv.key.substr(kv.key.find('.'));
+    a.metadata.push_back({"deepseek32.attention.indexer.head_count", u32_of(config, "index_n_heads")});
+    a.metadata.push_back({"deepseek32.attention.indexer.key_length", u32_of(config, "index_head_dim")});
+    a.metadata.push_back({"deepseek32.attention.indexer.top_k", u32_of(config, "index_topk")});
+    a.tensor_name = deepseek32_tensor_name;
     return a;
 }
 
@@ -490,13 +521,14 @@ std::int64_t gguf_rope_interleave_heads(const GgufArchitecture& arch, const std:
 GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config, const GgufArchitectureRequest& request) {
     if (plan.model_type == "qwen3_moe") return qwen3moe(plan, config);
     if (plan.model_type == "deepseek_v3" || plan.model_type == "deepseek_v2") return deepseek2(plan, config, request.legacy_mla);
+    if (plan.model_type == "deepseek_v32") return deepseek32(plan, config, request.legacy_mla);
     if (plan.model_type == "mixtral") return llama(plan, config);
     if (plan.model_type == "glm4_moe") return glm4moe(plan, config);
     if (plan.model_type == "minimax_m2") return minimax_m2(plan, config);
     if (plan.model_type == "qwen3_next") return qwen3next(plan, config);
     throw Error(ErrorKind::input,
                 "GGUF output is not written for model type '" + plan.model_type +
-                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, mixtral, glm4_moe, minimax_m2, qwen3_next)",
+                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, mixtral, glm4_moe, minimax_m2, qwen3_next)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 

@@ -20,12 +20,13 @@ using namespace ggml_type_id;
 constexpr std::uint32_t quantization_version = 2;  // GGML_QNT_VERSION
 
 // What llama.cpp's converter writes a non-expert tensor in before llama-quantize sees it: F32
-// for 1-D tensors, norms, routers, convolutions and anything not named ".weight"; BF16 otherwise (only the
+// for 1-D tensors, norms, routers, convolutions, the DSA indexer's head weights and anything not
+// named ".weight"; BF16 otherwise (only the
 // first kind keeps its type: llama-quantize quantizes the others).
 std::uint32_t converter_type(const std::string& name, const std::vector<std::int64_t>& ne) {
     const bool weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
     if (ne.size() < 2 || !weight || name.find("_norm.weight") != std::string::npos || name.find("ffn_gate_inp") != std::string::npos ||
-        name.find("ssm_conv1d") != std::string::npos)
+        name.find("ssm_conv1d") != std::string::npos || name.find("indexer.proj.weight") != std::string::npos)
         return f32;
     return bf16;
 }

@@ -291,6 +291,9 @@ std::vector<GgufTensorType> choose_gguf_types(std::vector<GgufTensorType> tensor
             continue;
         }
         std::uint32_t type = preset_type;
+        // The float presets are the converter's output, which keeps its F32 tensors (a DSA
+        // indexer's proj, say); llama-quantize would quantize those it allows.
+        if (!is_quantized(preset_type) && t.source_type == f32) type = f32;
         if (is_quantized(preset_type)) {
             bool manual = false;
             for (const auto& o : request.overrides)

@@ -350,6 +350,45 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_becomes_deepseek2) {
     BOOST_TEST(v_mismatch == 0u);
 }
 
+// DeepSeek-V3.2 as llama.cpp's deepseek32: deepseek2's MLA (split only) and the DSA indexer's
+// keys and tensors, its proj kept F32 by the converter (quantized by llama-quantize's rules).
+BOOST_AUTO_TEST_CASE(deepseek_v32_becomes_deepseek32) {
+    TempDir dir;
+    const fs::path src = dir / "src", out = dir / "out", bf = dir / "bf16";
+    synth_checkpoint(src, {"deepseek_v32", "fp8"});
+    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto config_int = [&](const char* key) { return config_number(src, key); };
+    const GgufFile first = read_gguf_file_header((out / "model-00001-of-00003.gguf").string());
+    auto u = [&](const std::string& key) { return unsigned_key(first, key); };
+    BOOST_TEST(first.find("general.architecture")->as_string().value() == "deepseek32");
+    BOOST_TEST(u("deepseek32.block_count") == config_int("num_hidden_layers"));  // no MTP layer
+    BOOST_TEST(u("deepseek32.attention.indexer.head_count") == config_int("index_n_heads"));
+    BOOST_TEST(u("deepseek32.attention.indexer.key_length") == config_int("index_head_dim"));
+    BOOST_TEST(u("deepseek32.attention.indexer.top_k") == config_int("index_topk"));
+    BOOST_TEST(u("deepseek32.attention.head_count_kv") == 1u);
+    BOOST_TEST(u("deepseek32.attention.key_length_mla") == config_int("qk_nope_head_dim") + config_int("qk_rope_head_dim"));
+    BOOST_TEST(!first.find("deepseek2.block_count"));
+    const auto types = tensor_types(out, 3);
+    using namespace ggml_type_id;
+    for (const char* name : {"blk.1.indexer.k_norm.weight", "blk.1.indexer.k_norm.bias"}) BOOST_TEST(types.at(name) == f32, name);
+    for (const char* name : {"blk.1.indexer.proj.weight", "blk.1.indexer.attn_k.weight", "blk.1.indexer.attn_q_b.weight", "blk.1.attn_k_b.weight"})
+        BOOST_TEST((types.at(name) != f32 && types.at(name) != bf16), name);
+    BOOST_TEST(!types.count("blk.1.attn_kv_b.weight"));
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+
+    auto b = run_moequant(gguf_args(src, bf, {"--quant-method", "BF16"}));
+    BOOST_REQUIRE_MESSAGE(b.exit_code == 0, b.err);
+    const GgufFile floats = read_gguf_file_header((bf / "model-00001-of-00003.gguf").string());
+    BOOST_TEST(floats.tensor("blk.1.indexer.proj.weight")->type == f32);  // the converter's INDEXER_PROJ
+    BOOST_TEST(floats.tensor("blk.1.indexer.attn_k.weight")->type == bf16);
+    const auto legacy = run_moequant(gguf_args(src, dir / "legacy", {"--quant-method", "Q4_K_M", "--legacy-mla"}));
+    BOOST_TEST(legacy.exit_code == 2, legacy.err);
+    BOOST_TEST(contains(legacy.err, "loads only the absorbed MLA layout"), legacy.err);
+    BOOST_TEST(!fs::exists(dir / "legacy" / "model-00001-of-00003.gguf"));
+}
+
 // GLM-4.5 as llama.cpp's glm4moe: its norm before the MoE is post_attention_norm, q/k/v with
 // biases, DeepSeek's sigmoid router with the correction bias and a shared expert, the dense first
 // layer, half the head rotated; GLM's special tokens named by their text; no MTP layer.

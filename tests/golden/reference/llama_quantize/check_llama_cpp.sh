@@ -167,10 +167,19 @@ results=$work/results.tsv
 : > "$results"
 status=0
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$results"; }
-ppl() {  # ppl MODEL LOG: llama-perplexity's final estimate, or FAIL
-  if timeout 600 "$bin/llama-perplexity" -m "$1" -f "$text" -c 128 -t 2 > "$2" 2>&1; then
-    sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' "$2" | tail -1 | grep . || echo FAIL
-  else echo FAIL; fi
+# ppl MODEL LOG: llama-perplexity's final estimate, or FAIL. Up to three tries: on a loaded
+# machine today's llama-perplexity (82bb48500) now and then exits 0 before its asynchronous log
+# has written the estimate, for llama-quantize's files as for moequant's.
+ppl() {
+  local try
+  for try in 1 2 3; do
+    timeout 600 "$bin/llama-perplexity" -m "$1" -f "$text" -c 128 -t 2 > "$2" 2>&1 || { echo FAIL; return; }
+    if grep -q 'Final estimate: PPL = ' "$2"; then
+      sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' "$2" | tail -1
+      return
+    fi
+  done
+  echo FAIL
 }
 generates() {  # generates MODEL LOG: ok when the tool loads the model and generates
   if timeout 300 "$bin/$generator" -m "$1" -p "The river" -n 8 -no-cnv -t 2 --seed 1 --temp 0 \
