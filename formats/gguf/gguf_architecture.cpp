@@ -32,8 +32,17 @@ const NameTable& global_names() {
     return names;
 }
 
+// The converter's ModelBase.filter_tensors: a multimodal model's text weights lose their
+// "language_model." (Kimi-K2.5's language_model.model.layers.L…, Qwen3-VL's model.language_model.…).
+std::string text_model_name(std::string name) {
+    constexpr std::string_view prefix = "language_model.";
+    for (std::size_t at; (at = name.find(prefix)) != std::string::npos;) name.erase(at, prefix.size());
+    return name;
+}
+
 // A name through the global table, or "model.layers.L.<rest>" through the per-layer one.
-std::optional<std::string> mapped_name(const std::string& name, const NameTable& per_layer) {
+std::optional<std::string> mapped_name(const std::string& checkpoint_name, const NameTable& per_layer) {
+    const std::string name = text_model_name(checkpoint_name);
     if (auto it = global_names().find(name); it != global_names().end()) return it->second;
     const auto layer = layer_tensor(name);
     if (!layer) return std::nullopt;
@@ -402,7 +411,9 @@ struct DeltaNetShape {
 //   ssm_conv1d [C, K];
 // - every *norm.weight but the delta-net's own linear_attn.norm gets + 1 (Qwen3-Next's RMSNorm
 //   scales by 1 + weight).
-std::vector<GgufTensorTransform> qwen3next_transforms(const DeltaNetShape& d, const std::string& name, const std::vector<std::int64_t>& shape) {
+std::vector<GgufTensorTransform> qwen3next_transforms(const DeltaNetShape& d, const std::string& checkpoint_name,
+                                                     const std::vector<std::int64_t>& shape) {
+    const std::string name = text_model_name(checkpoint_name);
     const auto layer = layer_tensor(name);
     using Values = GgufTensorTransform::Values;
     if (layer) {
@@ -508,6 +519,20 @@ GgufArchitecture llama(const ModelPlan& plan, const ModelConfig& config) {
 
 }  // namespace
 
+bool gguf_skips_multimodal(const std::string& name) {
+    // TextModel.filter_tensors' list (the converter writes these to an mmproj file of their own).
+    static constexpr std::string_view prefixes[] = {"mlp", "vit.", "vpm.", "siglip2.", "conformer.", "merger.", "resampler.",
+                                                    "sound_encoder.", "sound_projection.", "speech_embeddings."};
+    static constexpr std::string_view parts[] = {"visual.", "vision.", "audio.", "talker.", "vision_", "audio_", "token2wav.", "code2wav.",
+                                                 "projector.", "pre_mm_projector_norm", "image_newline", "view_seperator", "patch_embed",
+                                                 "patch_embedding", "patch_merger.", "patch_merge_mlp.", "model.connector."};
+    for (std::string_view p : prefixes)
+        if (name.starts_with(p)) return true;
+    for (std::string_view p : parts)
+        if (name.find(p) != std::string::npos) return true;
+    return false;
+}
+
 std::int64_t gguf_rope_interleave_heads(const GgufArchitecture& arch, const std::string& gguf_name) {
     auto is = [&](std::string_view tensor) {
         return gguf_name.rfind("blk.", 0) == 0 &&
@@ -522,13 +547,19 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
     if (plan.model_type == "qwen3_moe") return qwen3moe(plan, config);
     if (plan.model_type == "deepseek_v3" || plan.model_type == "deepseek_v2") return deepseek2(plan, config, request.legacy_mla);
     if (plan.model_type == "deepseek_v32") return deepseek32(plan, config, request.legacy_mla);
+    if (plan.model_type == "kimi_k2") {  // Kimi-K2/K2.5/K2.6: DeepSeek-V3's model, its own tokenizer
+        GgufArchitecture a = deepseek2(plan, config, request.legacy_mla);
+        a.pre = "kimi-k2";
+        a.tiktoken_fallback = true;
+        return a;
+    }
     if (plan.model_type == "mixtral") return llama(plan, config);
     if (plan.model_type == "glm4_moe") return glm4moe(plan, config);
     if (plan.model_type == "minimax_m2") return minimax_m2(plan, config);
     if (plan.model_type == "qwen3_next") return qwen3next(plan, config);
     throw Error(ErrorKind::input,
                 "GGUF output is not written for model type '" + plan.model_type +
-                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, mixtral, glm4_moe, minimax_m2, qwen3_next)",
+                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, mixtral, glm4_moe, minimax_m2, qwen3_next)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 

@@ -49,6 +49,9 @@ struct GgufArchitecture {
     // The tensors a checkpoint weight of `shape` becomes when the converter does more than rename
     // it; empty (or no function) for a weight tensor_name() maps as stored.
     std::function<std::vector<GgufTensorTransform>(const std::string& checkpoint_name, const std::vector<std::int64_t>& shape)> transforms;
+    // The gpt2 vocabulary may come from tiktoken.model where the folder has no tokenizer.json
+    // (Kimi-K2's release: DeepseekV2Model.set_vocab's "kimi-k2" path, gguf_tiktoken_vocab.hpp).
+    bool tiktoken_fallback = false;
     // Special tokens the converter names by their text ({type, content}, GgufVocabRequest).
     std::vector<std::pair<std::string, std::string>> named_specials;
 };
@@ -57,6 +60,10 @@ struct GgufArchitecture {
 struct GgufArchitectureRequest {
     bool legacy_mla = false;
 };
+
+// Whether llama.cpp's converter leaves checkpoint tensor `name` out of the text model's GGUF as a
+// multimodal one (a vision tower, a projector: it writes those to a separate mmproj file).
+bool gguf_skips_multimodal(const std::string& name);
 
 // The heads whose rows `arch` interleaves in the GGUF tensor `gguf_name`; 0 for none.
 std::int64_t gguf_rope_interleave_heads(const GgufArchitecture& arch, const std::string& gguf_name);

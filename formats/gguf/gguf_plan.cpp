@@ -2,6 +2,7 @@
 
 #include "gguf_packing.hpp"
 #include "gguf_rope_interleave.hpp"
+#include "gguf_tiktoken_vocab.hpp"
 #include "gguf_vocab.hpp"
 
 #include <moequant/checkpoint.hpp>
@@ -16,6 +17,7 @@ namespace moequant::formats {
 namespace {
 
 using namespace ggml_type_id;
+namespace fs = std::filesystem;
 
 constexpr std::uint32_t quantization_version = 2;  // GGML_QNT_VERSION
 
@@ -172,6 +174,16 @@ void lay_out_files(GgufPlan& out, const ModelPlan& plan, const std::map<std::str
     }
 }
 
+// The tokenizer's keys: SentencePiece's (llama), or byte-level BPE's from tokenizer.json — or
+// from tiktoken.model where the family's converter reads one and the folder has no tokenizer.json.
+std::vector<GgufKeyValue> vocabulary_metadata(const GgufArchitecture& arch, const fs::path& dir, const GgufVocabRequest& request) {
+    if (arch.vocabulary == GgufArchitecture::Vocabulary::llama) return gguf_llama_vocab(dir, request);
+    std::error_code ec;
+    if (arch.tiktoken_fallback && !fs::exists(dir / "tokenizer.json", ec) && fs::exists(dir / tiktoken_file_name, ec))
+        return gguf_tiktoken_vocab(dir, request);
+    return gguf_bpe_vocab(dir, request);
+}
+
 }  // namespace
 
 std::string gguf_staged_layer_name(std::int64_t layer) {
@@ -206,6 +218,7 @@ GgufPlan plan_gguf(const OutputContext& context) {
         if (role == TensorRole::routed_expert || role == TensorRole::routed_expert_scale || role == TensorRole::skipped_mtp ||
             role == TensorRole::skipped_buffer)
             continue;
+        if (role == TensorRole::other && gguf_skips_multimodal(name)) continue;  // the converter's mmproj, not this file
         const EncodedWeight* w = source.weight_holding(name);
         if (w && name != w->primary()) continue;  // a scale or zero point of an encoded weight
         const std::string weight = w ? w->name : name;
@@ -273,9 +286,7 @@ GgufPlan plan_gguf(const OutputContext& context) {
     metadata.insert(metadata.end(), out.architecture.metadata.begin(), out.architecture.metadata.end());
     const std::int64_t vocab = context.config->int_or("vocab_size", 0);
     const GgufVocabRequest vocab_request{.pre = out.architecture.pre, .vocab_size = vocab, .named_specials = out.architecture.named_specials};
-    for (auto& kv : out.architecture.vocabulary == GgufArchitecture::Vocabulary::llama ? gguf_llama_vocab(source.directory(), vocab_request)
-                                                                                      : gguf_bpe_vocab(source.directory(), vocab_request))
-        metadata.push_back(std::move(kv));
+    for (auto& kv : vocabulary_metadata(out.architecture, source.directory(), vocab_request)) metadata.push_back(std::move(kv));
     if (out.imatrix)
         for (auto& kv : imatrix_metadata(*out.imatrix, imatrix_path)) metadata.push_back(std::move(kv));
     if (measured) {  // what the importance was measured on, and the stacked expert tensors it weighed

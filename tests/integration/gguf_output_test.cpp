@@ -389,6 +389,29 @@ BOOST_AUTO_TEST_CASE(deepseek_v32_becomes_deepseek32) {
     BOOST_TEST(!fs::exists(dir / "legacy" / "model-00001-of-00003.gguf"));
 }
 
+// Kimi-K2.6 as the converter writes KimiK25ForConditionalGeneration's text model: deepseek2 with
+// the kimi-k2 pre-tokenizer, its weights without "language_model.", its vision tower and
+// projector left to the converter's separate mmproj file.
+BOOST_AUTO_TEST_CASE(kimi_k26_becomes_deepseek2_without_its_vision_tower) {
+    TempDir dir;
+    const fs::path src = dir / "src", out = dir / "out";
+    synth_checkpoint(src, {"kimi_k26", "bf16"});
+    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const GgufFile first = read_gguf_file_header((out / "model-00001-of-00003.gguf").string());
+    BOOST_TEST(first.find("general.architecture")->as_string().value() == "deepseek2");
+    BOOST_TEST(first.find("tokenizer.ggml.pre")->as_string().value() == "kimi-k2");
+    BOOST_TEST(first.find("deepseek2.rope.scaling.factor")->as_float().value() == 64.0);
+    for (const auto& t : first.tensors) {
+        BOOST_TEST((t.name.find("vision") == std::string::npos && t.name.find("mm_projector") == std::string::npos), t.name);
+        BOOST_TEST(t.name.find("language_model") == std::string::npos, t.name);
+    }
+    BOOST_TEST(first.tensor("output.weight") != nullptr);  // language_model.lm_head.weight
+    BOOST_TEST(first.tensor("blk.1.attn_k_b.weight") != nullptr);
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+}
+
 // GLM-4.5 as llama.cpp's glm4moe: its norm before the MoE is post_attention_norm, q/k/v with
 // biases, DeepSeek's sigmoid router with the correction bias and a shared expert, the dense first
 // layer, half the head rotated; GLM's special tokens named by their text; no MTP layer.
