@@ -102,7 +102,15 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     std::size_t longest_sample = 0;
     for (const auto& sample : tokenized.samples) longest_sample = std::max(longest_sample, sample.size());
     const auto forward = source_decoder_forward(registry, source, source.plan);
-    const ScratchFolder scratch(scratch_bytes(tokenized.tokens(), source.plan.hidden_size, true, max_memory_gb > 0));
+    // The imatrix's statistics wait in the scratch folder too, a layer at a time (recorded_imatrix.hpp).
+    std::uint64_t imatrix_spool = 0;
+    if (!imatrix.empty())
+        for (const auto& layer : source.plan.moe_layers) {
+            const auto& weights = layer.experts.front().weights;
+            imatrix_spool += RecordedImatrix::spool_bytes(imatrix, source.plan.num_experts, 1, weights[static_cast<int>(Projection::gate)].cols,
+                                                          weights[static_cast<int>(Projection::down)].cols);
+        }
+    const ScratchFolder scratch(scratch_bytes(tokenized.tokens(), source.plan.hidden_size, true, max_memory_gb > 0) + imatrix_spool);
     // Under mpirun the sample blocks are shared out; rank 0 writes the file (docs/cluster.md).
     Cluster& cluster = Cluster::world();
     SequentialCalibration run(*forward, source.plan, std::move(tokenized.samples), scratch.path(),
@@ -116,7 +124,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     std::size_t done = 0;
     ForwardReadCheck source_reads(cluster, source.checkpoint, source.plan);  // every rank reads what rank 0 reads
     std::optional<RecordedImatrix> importance;
-    if (!imatrix.empty()) importance.emplace(source.plan.num_experts);
+    if (!imatrix.empty()) importance.emplace(source.plan.num_experts, imatrix, scratch.path());
     std::vector<std::string> unseen_notes;
     auto load = [&](const ExpertWeightSource& s) { return load_expert_matrix(source.checkpoint, s); };
     for (const auto& layer : source.plan.moe_layers) {
@@ -134,7 +142,7 @@ int run_record_command(const std::vector<std::string>& args, GlobalOptions globa
     sink.finish();
     run.finish();
     if (importance && cluster.root())
-        importance->write(imatrix, text.dataset, static_cast<std::uint32_t>(run.samples()), static_cast<std::uint32_t>(longest_sample));
+        importance->write(text.dataset, static_cast<std::uint32_t>(run.samples()), static_cast<std::uint32_t>(longest_sample));
     cluster.barrier();  // no rank reports success before rank 0 wrote the files
     // Said even with --quiet: it is about the file, not progress (llama-quantize weighs such an expert 1).
     for (const std::string& note : unseen_notes)

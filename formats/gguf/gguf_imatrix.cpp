@@ -226,9 +226,33 @@ void ImatrixFile::check_contents() {
 
 namespace {
 
-std::vector<const ImatrixStatistics*> sorted_weights(const ImatrixRecord& record) {
-    std::vector<const ImatrixStatistics*> out;
-    for (const auto& w : record.weights) {
+std::vector<const ImatrixWeightView*> sorted_weights(const ImatrixWeights& weights) {
+    std::vector<const ImatrixWeightView*> out;
+    for (const auto& w : weights.weights) {
+        if (w.cols < 1 || w.counts.empty() || !w.read)
+            throw Error(ErrorKind::usage, "importance statistics of " + w.name + ": no matrices of " + std::to_string(w.cols) + " values");
+        out.push_back(&w);
+    }
+    std::sort(out.begin(), out.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
+    return out;
+}
+
+std::span<const std::byte> float_bytes(std::span<const float> v) { return std::as_bytes(v); }
+
+// One matrix of sums at a time into `file` at `offset`.
+void write_matrices(OutputFile& file, std::uint64_t offset, const ImatrixWeightView& w, bool input) {
+    std::vector<float> row(static_cast<std::size_t>(w.cols));
+    for (std::size_t m = 0; m < w.counts.size(); ++m) {
+        w.read(static_cast<std::int64_t>(m), input, row);
+        file.write_at(offset + m * row.size() * 4, float_bytes(row));
+    }
+}
+
+}  // namespace
+
+ImatrixWeights view_of(const ImatrixRecord& record) {
+    ImatrixWeights out{.datasets = record.datasets, .chunk_count = record.chunk_count, .chunk_size = record.chunk_size};
+    for (const ImatrixStatistics& w : record.weights) {
         if (w.cols < 1 || w.counts.empty() || w.sums.size() != static_cast<std::size_t>(w.cols) * w.counts.size())
             throw Error(ErrorKind::usage, "importance statistics of " + w.name + ": " + std::to_string(w.sums.size()) +
                                               " sums do not fill " + std::to_string(w.counts.size()) + " matrices of " +
@@ -236,75 +260,84 @@ std::vector<const ImatrixStatistics*> sorted_weights(const ImatrixRecord& record
         if (!w.input_sums.empty() && w.input_sums.size() != w.sums.size())
             throw Error(ErrorKind::usage, "importance statistics of " + w.name + ": " + std::to_string(w.input_sums.size()) +
                                               " input sums for " + std::to_string(w.sums.size()) + " sums of squares");
-        out.push_back(&w);
+        out.weights.push_back({.name = w.name, .cols = w.cols, .counts = w.counts, .has_input_sums = !w.input_sums.empty(),
+                               .read = [&w](std::int64_t m, bool input, std::span<float> row) {
+                                   const std::vector<float>& from = input ? w.input_sums : w.sums;
+                                   std::copy_n(from.begin() + m * w.cols, row.size(), row.begin());
+                               }});
     }
-    std::sort(out.begin(), out.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
     return out;
 }
 
-std::span<const std::byte> float_bytes(const std::vector<float>& v) { return std::as_bytes(std::span<const float>(v)); }
-
-}  // namespace
-
-void write_imatrix_gguf(const fs::path& path, const ImatrixRecord& record) {
-    const std::vector<const ImatrixStatistics*> weights = sorted_weights(record);
+void write_imatrix_gguf(const fs::path& path, const ImatrixWeights& record) {
+    const std::vector<const ImatrixWeightView*> weights = sorted_weights(record);
     std::vector<GgufKeyValue> kv{{"general.type", GgufValue::string("imatrix")},
                                  {"imatrix.datasets", GgufValue::strings(record.datasets)},
                                  {"imatrix.chunk_count", GgufValue::u32(record.chunk_count)},
                                  {"imatrix.chunk_size", GgufValue::u32(record.chunk_size)}};
     // Per weight, in llama-imatrix's order: in_sum2, counts, then in_sum when collected.
+    enum class Part { sums, counts, input_sums };
     std::vector<GgufTensorInfo> infos;
-    std::vector<const std::vector<float>*> data;
+    std::vector<std::pair<const ImatrixWeightView*, Part>> parts;
     for (const auto* w : weights) {
         const auto matrices = static_cast<std::int64_t>(w->counts.size());
-        infos.push_back({.name = w->name + ".in_sum2", .ne = {w->cols, matrices}, .type = 0, .bytes = w->sums.size() * 4});
-        data.push_back(&w->sums);
+        const std::uint64_t bytes = static_cast<std::uint64_t>(w->cols) * w->counts.size() * 4;
+        infos.push_back({.name = w->name + ".in_sum2", .ne = {w->cols, matrices}, .type = 0, .bytes = bytes});
+        parts.emplace_back(w, Part::sums);
         infos.push_back({.name = w->name + ".counts", .ne = {1, matrices}, .type = 0, .bytes = w->counts.size() * 4});
-        data.push_back(&w->counts);
-        if (w->input_sums.empty()) continue;
-        infos.push_back({.name = w->name + ".in_sum", .ne = {w->cols, matrices}, .type = 0, .bytes = w->input_sums.size() * 4});
-        data.push_back(&w->input_sums);
+        parts.emplace_back(w, Part::counts);
+        if (!w->has_input_sums) continue;
+        infos.push_back({.name = w->name + ".in_sum", .ne = {w->cols, matrices}, .type = 0, .bytes = bytes});
+        parts.emplace_back(w, Part::input_sums);
     }
     const GgufLayout layout = lay_out_gguf(kv, infos);
     OutputFile file(path, layout.file_size);
     file.write_at(0, std::as_bytes(std::span<const char>(layout.header.data(), layout.header.size())));
-    for (std::size_t i = 0; i < data.size(); ++i) file.write_at(layout.tensors[i].offset, float_bytes(*data[i]));
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        const auto& [w, part] = parts[i];
+        if (part == Part::counts) file.write_at(layout.tensors[i].offset, float_bytes(w->counts));
+        else write_matrices(file, layout.tensors[i].offset, *w, part == Part::input_sums);
+    }
     const std::uint64_t end = layout.tensors.empty() ? layout.header.size() : layout.tensors.back().offset + layout.tensors.back().bytes;
     if (end < layout.file_size) file.write_at(end, std::vector<std::byte>(layout.file_size - end));
     file.commit();
 }
 
-void write_imatrix_legacy(const fs::path& path, const ImatrixRecord& record) {
+void write_imatrix_gguf(const fs::path& path, const ImatrixRecord& record) { write_imatrix_gguf(path, view_of(record)); }
+
+void write_imatrix_legacy(const fs::path& path, const ImatrixWeights& record) {
     if (record.chunk_size == 0) throw Error(ErrorKind::usage, "a legacy imatrix needs the chunk size its ncall counts in");
-    std::string out;
-    auto put = [&](std::int32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
-    std::vector<const ImatrixStatistics*> kept;
+    std::vector<const ImatrixWeightView*> kept;
     for (const auto* w : sorted_weights(record))
         if (std::any_of(w->counts.begin(), w->counts.end(), [](float c) { return c > 0; })) kept.push_back(w);
+    const std::string dataset = record.datasets.empty() ? std::string() : record.datasets.front();
+    std::uint64_t size = 4 + 8 + dataset.size();
+    for (const auto* w : kept) size += 12 + w->name.size() + static_cast<std::uint64_t>(w->cols) * w->counts.size() * 4;
+    OutputFile file(path, size);
+    auto put = [&](std::int32_t v) { file.append(std::as_bytes(std::span<const std::int32_t>(&v, 1))); };
     put(static_cast<std::int32_t>(kept.size()));
+    std::vector<float> row;
     for (const auto* w : kept) {
         put(static_cast<std::int32_t>(w->name.size()));
-        out += w->name;
+        file.append(w->name);
         const float most = *std::max_element(w->counts.begin(), w->counts.end());
         const auto ncall = static_cast<std::int32_t>(std::ceil(most / static_cast<float>(record.chunk_size)));
         put(ncall);
-        put(static_cast<std::int32_t>(w->sums.size()));
-        std::vector<float> values(w->sums.size());
-        for (std::size_t m = 0; m < w->counts.size(); ++m)
-            for (std::int64_t c = 0; c < w->cols; ++c) {
-                const std::size_t i = m * static_cast<std::size_t>(w->cols) + static_cast<std::size_t>(c);
-                values[i] = (w->counts[m] > 0 ? w->sums[i] / w->counts[m] : 1.0f) * static_cast<float>(ncall);
-            }
-        out.append(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+        put(static_cast<std::int32_t>(static_cast<std::uint64_t>(w->cols) * w->counts.size()));
+        row.resize(static_cast<std::size_t>(w->cols));
+        for (std::size_t m = 0; m < w->counts.size(); ++m) {
+            w->read(static_cast<std::int64_t>(m), false, row);
+            for (float& v : row) v = (w->counts[m] > 0 ? v / w->counts[m] : 1.0f) * static_cast<float>(ncall);
+            file.append(float_bytes(row));
+        }
     }
     put(static_cast<std::int32_t>(record.chunk_count));
-    const std::string dataset = record.datasets.empty() ? std::string() : record.datasets.front();
     put(static_cast<std::int32_t>(dataset.size()));
-    out += dataset;
-    OutputFile file(path, out.size());
-    file.append(std::string_view(out));
+    file.append(dataset);
     file.commit();
 }
+
+void write_imatrix_legacy(const fs::path& path, const ImatrixRecord& record) { write_imatrix_legacy(path, view_of(record)); }
 
 std::string ImatrixFile::identity() const {
     return path().filename().string() + " (" + (form_ == Form::gguf ? "GGUF" : "legacy") + " imatrix, " +

@@ -13,8 +13,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -95,13 +97,36 @@ struct ImatrixRecord {
     std::uint32_t chunk_size = 0;
 };
 
+// One weight's statistics as the writers read them: its counts, and its sums a matrix at a time
+// (so a writer holds one matrix, however large the record; RecordedImatrix keeps them on disk).
+struct ImatrixWeightView {
+    std::string name;  // the GGUF weight name
+    std::int64_t cols = 0;
+    std::vector<float> counts;  // [matrices]
+    bool has_input_sums = false;
+    // Matrix m's `cols` sums of squares (input = false) or input sums (input = true) into `out`.
+    std::function<void(std::int64_t m, bool input, std::span<float> out)> read;
+};
+
+struct ImatrixWeights {
+    std::vector<ImatrixWeightView> weights;
+    std::vector<std::string> datasets;
+    std::uint32_t chunk_count = 0;
+    std::uint32_t chunk_size = 0;
+};
+
+// `record` as the writers read it (the views refer to it: it must outlive them).
+ImatrixWeights view_of(const ImatrixRecord& record);
+
 // Writes the GGUF form llama-imatrix writes (general.type "imatrix", NAME.in_sum2, NAME.counts
 // and, when given, NAME.in_sum per weight, sorted by name), complete or not at all (OutputFile). Error(usage) for sizes that
 // do not fit, Error(io) when it cannot be written.
+void write_imatrix_gguf(const std::filesystem::path& path, const ImatrixWeights& weights);
 void write_imatrix_gguf(const std::filesystem::path& path, const ImatrixRecord& record);
 // Writes the legacy .dat form llama-imatrix writes with --output-format dat: per weight whose
 // matrices saw any token, ncall = ceil(most tokens / chunk_size) and values = mean square x ncall
 // (1 x ncall where a matrix saw none), sorted by name; then the chunk count and first dataset.
+void write_imatrix_legacy(const std::filesystem::path& path, const ImatrixWeights& weights);
 void write_imatrix_legacy(const std::filesystem::path& path, const ImatrixRecord& record);
 
 }  // namespace moequant::formats
