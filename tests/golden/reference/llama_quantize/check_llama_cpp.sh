@@ -33,8 +33,8 @@ usage: $(basename "$0") --work DIR [options]
   --moequant BIN      moequant binary (default: moequant on PATH)
   --families "F[:DTYPE] ..."
                       synth families and source dtypes
-                      (default: "deepseek_v3:fp8 deepseek_v3:bf16 qwen3_moe mixtral glm4_moe
-                      minimax_m2 qwen3_next")
+                      (default: "deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 kimi_k2
+                      kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next")
   --presets "P ..."   quant presets (default: "Q4_K_M Q8_0 Q6_K IQ4_XS")
   --jobs N            build jobs (default 2)
   --python PY         python with numpy; gguf-py is taken from PYTHONPATH, else from the
@@ -53,7 +53,7 @@ EOF
 }
 
 work='' llama=/work/.mirror/unslothai+llama.cpp/repo commit=HEAD tree='' moequant=moequant jobs=2 python=''
-families="deepseek_v3:fp8 deepseek_v3:bf16 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next"
+families="deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 kimi_k2 kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next"
 presets="Q4_K_M Q8_0 Q6_K IQ4_XS"
 while [ $# -gt 0 ]; do
   case $1 in -h|--help) usage; exit 0 ;; esac
@@ -168,12 +168,12 @@ results=$work/results.tsv
 status=0
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$results"; }
 # ppl MODEL LOG: llama-perplexity's final estimate, or FAIL. Up to three tries: on a loaded
-# machine today's llama-perplexity (82bb48500) now and then exits 0 before its asynchronous log
-# has written the estimate, for llama-quantize's files as for moequant's.
+# machine today's llama-perplexity (82bb48500) now and then ends before its log has written the
+# estimate (exit 0, or not), for llama-quantize's files as for moequant's; a rerun gives it.
 ppl() {
   local try
   for try in 1 2 3; do
-    timeout 600 "$bin/llama-perplexity" -m "$1" -f "$text" -c 128 -t 2 > "$2" 2>&1 || { echo FAIL; return; }
+    timeout 600 "$bin/llama-perplexity" -m "$1" -f "$text" -c 128 -t 2 > "$2" 2>&1 || continue
     if grep -q 'Final estimate: PPL = ' "$2"; then
       sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' "$2" | tail -1
       return
@@ -288,7 +288,7 @@ for spec in $families; do
     { cat "$dir/synth.log" >&2; exit 1; }
   # A llama.cpp without the absorbed-MLA tensors (before 2025-04) loads DeepSeek's attn_kv_b whole only.
   legacy_mla=()
-  case $family in deepseek*) grep -q 'ATTN_K_B' "$tree/src/llama-arch.cpp" 2>/dev/null || legacy_mla=(--legacy-mla) ;; esac
+  case $family in deepseek*|kimi*) grep -q 'ATTN_K_B' "$tree/src/llama-arch.cpp" 2>/dev/null || legacy_mla=(--legacy-mla) ;; esac
   rc=0; "$moequant" convert -i "$dir/src" -o "$dir/BF16" --format gguf --quant-method BF16 "${legacy_mla[@]}" > "$dir/BF16.log" 2>&1 || rc=$?
   if [ $rc = 3 ]; then
     row "$family" "$dtype" "all" "-" "-" "-" "-" "moequant refuses: $(sed -n 's/.*error: \(.*[^ ]\) *(.*/\1/p' "$dir/BF16.log" | head -1)"
@@ -314,7 +314,9 @@ for spec in $families; do
   # moequant's importance matrix of the routed experts on the same text (the legacy form, which
   # every llama-quantize reads).
   recorded=$dir/record-imatrix.dat
-  "$moequant" record --model_id "$dir/src" --dataset embedded --imatrix "$recorded" --quiet > "$dir/record.log" 2>&1 ||
+  # DeepSeek-V3.2's dense calibration forward is its model only up to index_topk tokens (64 here).
+  record_limit=(); [ "$family" = deepseek_v32 ] && record_limit=(--max_sequence_length 64)
+  "$moequant" record --model_id "$dir/src" --dataset embedded --imatrix "$recorded" "${record_limit[@]}" --quiet > "$dir/record.log" 2>&1 ||
     { cat "$dir/record.log" >&2; exit 1; }
   for preset in $presets; do
     quantize "$preset" ''
