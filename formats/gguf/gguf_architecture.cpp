@@ -1,5 +1,7 @@
 #include "gguf_architecture.hpp"
 
+#include "gguf_rope_keys.hpp"
+
 #include <moequant/error.hpp>
 
 #include <algorithm>
@@ -195,7 +197,7 @@ GgufValue u32_of(const ModelConfig& config, std::string_view key) {
 }
 
 // ggml's expert gating functions (llama_expert_gating_func_type).
-constexpr std::uint32_t gating_softmax = 1, gating_sigmoid = 2;
+constexpr std::uint32_t gating_softmax = 1, gating_sigmoid = 2, gating_sqrtsoftplus = 4;
 
 // Sets key `name` where it stands, or adds it at the end (gguf-py's writer overwrites a key a
 // subclass writes again in place).
@@ -225,23 +227,33 @@ void add_text_model_keys(const std::string& arch, const ModelConfig& config, std
     add_u32("feed_forward_length", "intermediate_size");
     add_u32("attention.head_count", "num_attention_heads");
     add_u32("attention.head_count_kv", "num_key_value_heads");
-    add_f32("rope.freq_base", "rope_theta");
+    add_rope_keys(arch, config, kv);
     add_f32("attention.layer_norm_rms_epsilon", "rms_norm_eps");
+    for (const char* field : {"layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"})
+        if (config.find(field)) {
+            add_f32("attention.layer_norm_epsilon", field);
+            break;
+        }
     for (const char* field : {"num_local_experts", "num_experts", "n_routed_experts"})
         if (config.find(field)) {
             add_u32("expert_count", field);
             break;
         }
-    add_u32("expert_used_count", "num_experts_per_tok");
+    for (const char* field : {"num_experts_per_tok", "num_experts_per_token", "top_k_experts"})
+        if (config.find(field)) {
+            add_u32("expert_used_count", field);
+            break;
+        }
     add_u32("expert_group_count", "n_group");
     add_u32("expert_group_used_count", "topk_group");
-    for (const char* field : {"score_function", "scoring_func", "score_func"})
+    for (const char* field : {"score_function", "scoring_func", "score_func", "moe_router_activation", "moe_router_activation_func", "expert_selection_fn"})
         if (auto v = config.find(field); v && v->is_string()) {
             const std::string scoring = v->as_string();
-            if (scoring != "sigmoid" && scoring != "softmax")
+            const std::uint32_t gating = scoring == "sigmoid" ? gating_sigmoid : scoring == "softmax" ? gating_softmax : scoring == "sqrtsoftplus" ? gating_sqrtsoftplus : 0;
+            if (!gating)
                 throw Error(ErrorKind::input, "has " + std::string(field) + " '" + scoring + "', which llama.cpp's " + arch + " does not compute",
                             {.file = config.source(), .code = "UnsupportedGguf"});
-            kv.push_back({arch + ".expert_gating_func", GgufValue::u32(scoring == "sigmoid" ? gating_sigmoid : gating_softmax)});
+            kv.push_back({arch + ".expert_gating_func", GgufValue::u32(gating)});
             break;
         }
     add_u32("attention.key_length", "head_dim");
@@ -273,17 +285,10 @@ std::int64_t head_dim_of(const ModelConfig& config) {
     return config.require_int("hidden_size") / std::max<std::int64_t>(config.require_int("num_attention_heads"), 1);
 }
 
-// For the architectures whose rope scaling keys are not mapped yet.
-void refuse_rope_scaling(const ModelConfig& config, const std::string& arch) {
-    if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object())
-        throw Error(ErrorKind::input, "has rope_scaling, which the GGUF writer does not map for " + arch + " yet",
-                    {.file = config.source(), .code = "UnsupportedGguf"});
-}
 
 GgufArchitecture qwen3moe(const ModelPlan& plan, const ModelConfig& config) {
     GgufArchitecture a = text_architecture("qwen3moe", "qwen2", config);
     a.metadata.push_back({a.arch + ".expert_feed_forward_length", u32_of(config, "moe_intermediate_size")});
-    refuse_rope_scaling(config, a.arch);
     a.facts = model_facts(plan, config);
     a.tensor_name = qwen3moe_tensor_name;
     return a;
@@ -302,12 +307,12 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
     const std::int64_t heads = config.require_int("num_attention_heads");
     auto u32 = [](std::int64_t v) { return GgufValue::u32(static_cast<std::uint32_t>(v)); };
     if (legacy_mla) {  // per-head K and V, as the converter wrote before its absorbed MLA (2025-04)
-        kv.push_back({key("attention.key_length"), u32(nope + rope)});
-        kv.push_back({key("attention.value_length"), u32(v_head)});
+        set_key(kv, key("attention.key_length"), u32(nope + rope));
+        set_key(kv, key("attention.value_length"), u32(v_head));
     } else {  // MQA over the compressed KV: one KV head of kv_lora (+ rope) values; the heads' own dims in *_mla
         set_key(kv, key("attention.head_count_kv"), u32(1));
-        kv.push_back({key("attention.key_length"), u32(kv_lora + rope)});
-        kv.push_back({key("attention.value_length"), u32(kv_lora)});
+        set_key(kv, key("attention.key_length"), u32(kv_lora + rope));
+        set_key(kv, key("attention.value_length"), u32(kv_lora));
         kv.push_back({key("attention.key_length_mla"), u32(nope + rope)});
         kv.push_back({key("attention.value_length_mla"), u32(v_head)});
         a.mla_split = MlaShape{.heads = heads, .nope = nope, .v = v_head, .kv_lora = kv_lora};
@@ -321,17 +326,9 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
     const std::string scoring = config.string_or("scoring_func", "softmax");
     set_key(kv, key("expert_gating_func"), GgufValue::u32(scoring == "sigmoid" ? gating_sigmoid : gating_softmax));
     kv.push_back({key("rope.dimension_count"), u32_of(config, "qk_rope_head_dim")});
-    if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object() && scaling->get("factor")) {
-        const std::string type = scaling->get("type") ? scaling->get("type")->as_string() : scaling->get("rope_type") ? scaling->get("rope_type")->as_string() : "";
-        if (type != "yarn") throw Error(ErrorKind::input, "has rope_scaling type '" + type + "'; deepseek2 GGUFs take yarn", {.code = "UnsupportedGguf"});
-        kv.push_back({key("rope.scaling.type"), GgufValue::string("yarn")});
-        kv.push_back({key("rope.scaling.factor"), GgufValue::f32(static_cast<float>(scaling->get("factor")->as_double()))});
-        kv.push_back({key("rope.scaling.original_context_length"),
-                      GgufValue::u32(static_cast<std::uint32_t>(scaling->get("original_max_position_embeddings")->as_int()))});
-        // The converter's legacy 0.1 x mscale_all_dim, which llama.cpp divides back.
-        kv.push_back({key("rope.scaling.yarn_log_multiplier"),
-                      GgufValue::f32(static_cast<float>(0.1 * (scaling->get("mscale_all_dim") ? scaling->get("mscale_all_dim")->as_double() : 0.0)))});
-    }
+    // The converter's legacy 0.1 x mscale_all_dim (TextModel wrote the yarn keys), which llama.cpp divides back.
+    if (const auto mscale_all = rope_parameter(config, "mscale_all_dim"))
+        kv.push_back({key("rope.scaling.yarn_log_multiplier"), GgufValue::f32(static_cast<float>(0.1 * *mscale_all))});
     a.facts = legacy_mla ? model_facts(plan, config) : model_facts(plan, config, 1);
     a.tensor_name = deepseek2_tensor_name;
     return a;
@@ -342,18 +339,24 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
 // absorbed MLA only, so --legacy-mla is refused. The MTP layer is not written (no
 // nextn_predict_layers: a model without one).
 GgufArchitecture deepseek32(const ModelPlan& plan, const ModelConfig& config, bool legacy_mla) {
+    const std::string arch = "deepseek32";
     if (legacy_mla)
-        throw Error(ErrorKind::usage, "--legacy-mla: llama.cpp's deepseek32 (DeepSeek-V3.2) loads only the absorbed MLA layout",
+        throw Error(ErrorKind::usage, "--legacy-mla: llama.cpp's " + arch + " loads only the absorbed MLA layout",
                     {.code = "UnsupportedGguf", .hint = "convert without --legacy-mla"});
     GgufArchitecture a = deepseek2(plan, config, false);
-    a.arch = "deepseek32";
-    for (auto& kv : a.metadata) kv.key = "deepseek32" + kv.key.substr(kv.key.find('.'));
-    a.metadata.push_back({"deepseek32.attention.indexer.head_count", u32_of(config, "index_n_heads")});
-    a.metadata.push_back({"deepseek32.attention.indexer.key_length", u32_of(config, "index_head_dim")});
-    a.metadata.push_back({"deepseek32.attention.indexer.top_k", u32_of(config, "index_topk")});
+    a.arch = arch;
+    for (auto& kv : a.metadata) kv.key = arch + kv.key.substr(kv.key.find('.'));
+    a.metadata.push_back({arch + ".attention.indexer.head_count", u32_of(config, "index_n_heads")});
+    a.metadata.push_back({arch + ".attention.indexer.key_length", u32_of(config, "index_head_dim")});
+    a.metadata.push_back({arch + ".attention.indexer.top_k", u32_of(config, "index_topk")});
     a.tensor_name = deepseek32_tensor_name;
     return a;
 }
+
+// _set_vocab_glm's special tokens, named by their text: [gMASK] opens every prompt; <|user|> ends
+// a turn (its <|endoftext|> would not stop).
+const std::vector<std::pair<std::string, std::string>> glm_named_specials = {
+    {"bos", "[gMASK]"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"eom", "<|observation|>"}};
 
 // GLM-4.5/4.6/4.7 as llama.cpp's glm4moe (Glm4MoeModel): the text-model keys, the partial rotary
 // dimension, DeepSeek-style MoE keys with sigmoid gating, GLM's named special tokens. The MTP
@@ -366,7 +369,6 @@ GgufArchitecture glm4moe(const ModelPlan& plan, const ModelConfig& config) {
     double partial = 0.5;
     if (auto v = config.find("partial_rotary_factor"); v && v->is_number()) partial = v->as_double();
     kv.push_back({key("rope.dimension_count"), GgufValue::u32(static_cast<std::uint32_t>(static_cast<double>(head_dim_of(config)) * partial))});
-    refuse_rope_scaling(config, a.arch);
     auto add_u32 = [&](const char* name, const char* field) {
         if (auto v = config.find(field); v && v->is_number()) kv.push_back({key(name), u32_of(config, field)});
     };
@@ -377,8 +379,7 @@ GgufArchitecture glm4moe(const ModelPlan& plan, const ModelConfig& config) {
     if (auto v = config.find("routed_scaling_factor"); v && v->is_number())
         kv.push_back({key("expert_weights_scale"), GgufValue::f32(static_cast<float>(v->as_double()))});
     if (auto v = config.find("norm_topk_prob"); v && v->is_bool()) kv.push_back({key("expert_weights_norm"), GgufValue::boolean(v->as_bool())});
-    // _set_vocab_glm: [gMASK] opens every prompt; <|user|> ends a turn (its <|endoftext|> would not stop).
-    a.named_specials = {{"bos", "[gMASK]"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"eom", "<|observation|>"}};
+    a.named_specials = glm_named_specials;
     a.facts = model_facts(plan, config);
     a.tensor_name = glm4moe_tensor_name;
     return a;
@@ -393,7 +394,6 @@ GgufArchitecture minimax_m2(const ModelPlan& plan, const ModelConfig& config) {
     auto& kv = a.metadata;
     kv.push_back({a.arch + ".expert_feed_forward_length", u32_of(config, "intermediate_size")});
     kv.push_back({a.arch + ".rope.dimension_count", u32_of(config, "rotary_dim")});
-    refuse_rope_scaling(config, a.arch);
     a.facts = model_facts(plan, config);
     a.tensor_name = minimax_m2_tensor_name;
     return a;
@@ -474,7 +474,6 @@ GgufArchitecture qwen3next(const ModelPlan& plan, const ModelConfig& config) {
     double partial = 0.25;
     if (auto v = config.find("partial_rotary_factor"); v && v->is_number()) partial = v->as_double();
     kv.push_back({key("rope.dimension_count"), u32(static_cast<std::int64_t>(static_cast<double>(head_dim_of(config)) * partial))});
-    refuse_rope_scaling(config, a.arch);
     a.facts = model_facts(plan, config);
     a.tensor_name = qwen3next_tensor_name;
     a.transforms = [d](const std::string& name, const std::vector<std::int64_t>& shape) { return qwen3next_transforms(d, name, shape); };
@@ -492,17 +491,6 @@ GgufArchitecture llama(const ModelPlan& plan, const ModelConfig& config) {
     kv.push_back({key("vocab_size"), u32_of(config, "vocab_size")});
     const std::int64_t heads = config.require_int("num_attention_heads");
     kv.push_back({key("rope.dimension_count"), GgufValue::u32(static_cast<std::uint32_t>(head_dim_of(config)))});
-    // The converter writes linear scaling (a rope_scaling with a factor), and drops every other
-    // kind, which llama then would not compute (llama3's rope_freqs are not Mixtral's): refused.
-    if (auto scaling = config.find("rope_scaling"); scaling && scaling->is_object() && scaling->get("factor")) {
-        const auto type = scaling->get("type") ? scaling->get("type") : scaling->get("rope_type");
-        const std::string name = type && type->is_string() ? type->as_string() : "";
-        if (name != "linear")
-            throw Error(ErrorKind::input, "has rope_scaling type '" + name + "'; llama.cpp's llama GGUF takes linear scaling only",
-                        {.file = config.source(), .code = "UnsupportedGguf"});
-        kv.push_back({key("rope.scaling.type"), GgufValue::string("linear")});
-        kv.push_back({key("rope.scaling.factor"), GgufValue::f32(static_cast<float>(scaling->get("factor")->as_double()))});
-    }
     // llama.cpp's llama attends over the whole context: a window shorter than it would be dropped.
     if (auto window = config.find("sliding_window"); window && window->is_number() &&
                                                      window->as_int() < config.int_or("max_position_embeddings", 0))

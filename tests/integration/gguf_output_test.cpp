@@ -699,16 +699,34 @@ BOOST_AUTO_TEST_CASE(mixtral_rope_scaling_and_sliding_window) {
         text.replace(text.find(from), from.size(), to);
         write_text(src / "config.json", text);
     };
-    with("\"sliding_window\": null", "\"sliding_window\": null, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}");
-    auto r = run_moequant(gguf_args(src, dir / "linear", {"--quant-method", "Q8_0"}));
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    const GgufFile first = read_gguf_file_header((dir / "linear" / "model-00001-of-00003.gguf").string());
-    BOOST_TEST(first.find("llama.rope.scaling.type")->as_string().value() == "linear");
-    BOOST_TEST(first.find("llama.rope.scaling.factor")->as_float().value() == 2.0);
+    auto keys_of = [&](const char* name, const std::string& rope) {
+        with("\"sliding_window\": null", "\"sliding_window\": null, " + rope);
+        auto r = run_moequant(gguf_args(src, dir / name, {"--quant-method", "Q8_0"}));
+        BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        return read_gguf_file_header((dir / name / "model-00001-of-00003.gguf").string());
+    };
+    const GgufFile linear = keys_of("linear", "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}");
+    BOOST_TEST(linear.find("llama.rope.scaling.type")->as_string().value() == "linear");
+    BOOST_TEST(linear.find("llama.rope.scaling.factor")->as_float().value() == 2.0);
+    // TextModel's yarn keys, beta_fast/slow included (Kimi-K2's 1.0 is not llama.cpp's default 32).
+    const GgufFile yarn = keys_of("yarn", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                                          "\"original_max_position_embeddings\": 8192, \"beta_fast\": 1.0, \"beta_slow\": 1.0}");
+    BOOST_TEST(yarn.find("llama.rope.scaling.type")->as_string().value() == "yarn");
+    BOOST_TEST(yarn.find("llama.rope.scaling.factor")->as_float().value() == 4.0);
+    BOOST_TEST(yarn.find("llama.rope.scaling.original_context_length")->as_unsigned().value() == 8192u);
+    BOOST_TEST(yarn.find("llama.rope.scaling.yarn_beta_fast")->as_float().value() == 1.0);
+    BOOST_TEST(yarn.find("llama.rope.scaling.yarn_beta_slow")->as_float().value() == 1.0);
+    BOOST_TEST(!yarn.find("llama.rope.scaling.yarn_ext_factor"));
+    // transformers v5's rope_parameters: its rope_theta is the base.
+    const GgufFile v5 = keys_of("v5", "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 500000.0}");
+    BOOST_TEST(v5.find("llama.rope.freq_base")->as_float().value() == 500000.0);
+    BOOST_TEST(!v5.find("llama.rope.scaling.type"));
 
     const fs::path out = dir / "refused";
     with("\"sliding_window\": null", "\"sliding_window\": null, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0}");
-    check_refusals({{gguf_args(src, out, {"--quant-method", "Q4_K_M"}), 3, "has rope_scaling type 'yarn'"}}, out);
+    check_refusals({{gguf_args(src, out, {"--quant-method", "Q4_K_M"}), 3, "yarn rope scaling without original_max_position_embeddings"}}, out);
+    with("\"sliding_window\": null", "\"sliding_window\": null, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}");
+    check_refusals({{gguf_args(src, out, {"--quant-method", "Q4_K_M"}), 3, "rope type 'llama3'"}}, out);
     with("\"sliding_window\": null", "\"sliding_window\": 4096");
     check_refusals({{gguf_args(src, out, {"--quant-method", "Q4_K_M"}), 3, "has sliding_window 4096"}}, out);
 }
