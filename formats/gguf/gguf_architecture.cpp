@@ -320,8 +320,11 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
     kv.push_back({key("expert_feed_forward_length"), u32_of(config, "moe_intermediate_size")});
     set_key(kv, key("expert_count"), u32_of(config, "n_routed_experts"));
     kv.push_back({key("expert_shared_count"), GgufValue::u32(static_cast<std::uint32_t>(config.int_or("n_shared_experts", 0)))});
-    kv.push_back({key("expert_weights_scale"), GgufValue::f32(static_cast<float>(config.require("routed_scaling_factor").as_double()))});
-    if (auto norm = config.find("norm_topk_prob"); norm && norm->is_bool()) kv.push_back({key("expert_weights_norm"), GgufValue::boolean(norm->as_bool())});
+    // DeepseekV2Model writes the scale when the config has one, the norm only when true.
+    if (auto scale = config.find("routed_scaling_factor"); scale && scale->is_number())
+        kv.push_back({key("expert_weights_scale"), GgufValue::f32(static_cast<float>(scale->as_double()))});
+    if (auto norm = config.find("norm_topk_prob"); norm && norm->is_bool() && norm->as_bool())
+        kv.push_back({key("expert_weights_norm"), GgufValue::boolean(true)});
     // DeepseekV2Model writes it whatever the base found: softmax when the config names none.
     const std::string scoring = config.string_or("scoring_func", "softmax");
     set_key(kv, key("expert_gating_func"), GgufValue::u32(scoring == "sigmoid" ? gating_sigmoid : gating_softmax));
