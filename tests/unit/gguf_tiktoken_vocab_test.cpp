@@ -27,20 +27,6 @@ namespace {
 
 const fs::path unpacked_dir = MOEQUANT_TOKENIZER_UNPACKED_DIR;
 
-std::vector<std::string> strings_at(const std::vector<GgufKeyValue>& kvs, std::string_view key) {
-    const GgufValue* v = find(kvs, key);
-    BOOST_TEST_REQUIRE(v != nullptr, key);
-    return v->as_strings().value();
-}
-
-std::vector<std::int32_t> types_of(const std::vector<GgufKeyValue>& kvs) {
-    const GgufValue* v = find(kvs, "tokenizer.ggml.token_type");
-    BOOST_TEST_REQUIRE(v != nullptr);
-    std::vector<std::int32_t> types(v->count);
-    std::memcpy(types.data(), v->bytes.data(), v->bytes.size());
-    return types;
-}
-
 // The byte each character of GPT-2's byte-level alphabet stands for (its definition: printable
 // Latin-1 for itself, the rest from U+0100 in byte order), by the character's UTF-8.
 std::map<std::string, char> byte_of_glyph() {

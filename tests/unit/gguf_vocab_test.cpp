@@ -23,23 +23,6 @@ namespace {
 
 const fs::path unpacked_dir = MOEQUANT_TOKENIZER_UNPACKED_DIR;
 
-std::vector<std::string> strings_at(const std::vector<GgufKeyValue>& kvs, std::string_view key) {
-    const GgufValue* v = find(kvs, key);
-    BOOST_TEST_REQUIRE(v != nullptr, key);
-    return v->as_strings().value();
-}
-
-// token_type as the i32s it was written from.
-std::vector<std::int32_t> types_of(const std::vector<GgufKeyValue>& kvs) {
-    const GgufValue* v = find(kvs, "tokenizer.ggml.token_type");
-    BOOST_TEST_REQUIRE(v != nullptr);
-    BOOST_TEST_REQUIRE((v->type == GgufType::array && v->element == GgufType::i32));
-    std::vector<std::int32_t> types(v->count);
-    BOOST_TEST_REQUIRE(v->bytes.size() == types.size() * sizeof(std::int32_t));
-    std::memcpy(types.data(), v->bytes.data(), v->bytes.size());
-    return types;
-}
-
 std::uint64_t u32_at(const std::vector<GgufKeyValue>& kvs, std::string_view key) {
     const GgufValue* v = find(kvs, key);
     BOOST_TEST_REQUIRE(v != nullptr, key);
