@@ -170,6 +170,8 @@ std::optional<std::string> qwen3next_tensor_name(const std::string& name) {
             {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
             {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
             {"linear_attn.in_proj_ba.weight", "ssm_ba.weight"},
+            {"linear_attn.in_proj_a.weight", "ssm_alpha.weight"},  // Qwen3.5
+            {"linear_attn.in_proj_b.weight", "ssm_beta.weight"},
             {"linear_attn.norm.weight", "ssm_norm.weight"},
             {"linear_attn.out_proj.weight", "ssm_out.weight"},
         });
@@ -369,8 +371,7 @@ GgufArchitecture glm4moe(const ModelPlan& plan, const ModelConfig& config) {
     GgufArchitecture a = text_architecture("glm4moe", "glm4", config);
     auto& kv = a.metadata;
     auto key = [&](const char* name) { return a.arch + "." + name; };
-    double partial = 0.5;
-    if (auto v = config.find("partial_rotary_factor"); v && v->is_number()) partial = v->as_double();
+    const double partial = rope_parameter(config, "partial_rotary_factor").value_or(0.5);
     kv.push_back({key("rope.dimension_count"), GgufValue::u32(static_cast<std::uint32_t>(static_cast<double>(head_dim_of(config)) * partial))});
     auto add_u32 = [&](const char* name, const char* field) {
         if (auto v = config.find(field); v && v->is_number()) kv.push_back({key(name), u32_of(config, field)});
@@ -402,10 +403,71 @@ GgufArchitecture minimax_m2(const ModelPlan& plan, const ModelConfig& config) {
     return a;
 }
 
-// The gated delta-net's dimensions (linear_* in the config).
+// The gated delta-net's dimensions (linear_* in the config); Qwen3.5's value heads go in tiled order.
 struct DeltaNetShape {
     std::int64_t k_heads = 0, v_heads = 0, k_dim = 0, v_dim = 0;
+    bool tiled_v = false;
 };
+
+// _LinearAttentionVReorderBase._reorder_v_heads: indices `offset`.. of value heads stored grouped by
+// key head ([k_heads][v_heads / k_heads][width]) in tiled order ([v_heads / k_heads][k_heads][width]),
+// as ggml broadcasts them.
+std::vector<std::int64_t> tiled_value_heads(const DeltaNetShape& d, std::int64_t width, std::int64_t offset = 0) {
+    const std::int64_t per_k = d.v_heads / d.k_heads;
+    std::vector<std::int64_t> order;
+    for (std::int64_t j = 0; j < per_k; ++j)
+        for (std::int64_t g = 0; g < d.k_heads; ++g)
+            for (std::int64_t w = 0; w < width; ++w) order.push_back(offset + (g * per_k + j) * width + w);
+    return order;
+}
+
+// Qwen3.5's delta-net tensors: in_proj_qkv (its v rows), in_proj_z, in_proj_a/b, conv1d (its v
+// channels), A_log / dt_bias (their elements), out_proj (its columns) with the value heads tiled.
+std::vector<GgufTensorTransform> qwen35_delta_net(const DeltaNetShape& d, const std::string& blk, const std::string& rest,
+                                                  const std::string& name, const std::vector<std::int64_t>& shape) {
+    using Values = GgufTensorTransform::Values;
+    const std::int64_t qk = 2 * d.k_heads * d.k_dim, v = d.v_heads * d.v_dim;
+    auto expect = [&](std::int64_t dim, std::int64_t want, const char* what) {
+        const std::int64_t have = dim < static_cast<std::int64_t>(shape.size()) ? shape[static_cast<std::size_t>(dim)] : 0;
+        if (have != want)
+            throw Error(ErrorKind::input, "has " + std::to_string(have) + " " + what + "; Qwen3.5's gated delta-net needs " + std::to_string(want) +
+                                              " from linear_num_key_heads/value_heads and their head dims",
+                        {.tensor = name, .code = "ShapeMismatch"});
+    };
+    auto concat = [](std::vector<std::int64_t> a, const std::vector<std::int64_t>& b) {
+        a.insert(a.end(), b.begin(), b.end());
+        return a;
+    };
+    std::vector<std::int64_t> qk_rows(static_cast<std::size_t>(qk));
+    for (std::int64_t i = 0; i < qk; ++i) qk_rows[static_cast<std::size_t>(i)] = i;
+    if (rest == "linear_attn.in_proj_qkv.weight") {
+        expect(0, qk + v, "rows");
+        return {{.gguf_name = blk + "attn_qkv.weight", .rows = concat(qk_rows, tiled_value_heads(d, d.v_dim, qk))}};
+    }
+    if (rest == "linear_attn.in_proj_z.weight") {
+        expect(0, v, "rows");
+        return {{.gguf_name = blk + "attn_gate.weight", .rows = tiled_value_heads(d, d.v_dim)}};
+    }
+    if (rest == "linear_attn.in_proj_a.weight" || rest == "linear_attn.in_proj_b.weight") {
+        expect(0, d.v_heads, "rows");
+        return {{.gguf_name = blk + (rest == "linear_attn.in_proj_a.weight" ? "ssm_alpha.weight" : "ssm_beta.weight"), .rows = tiled_value_heads(d, 1)}};
+    }
+    if (rest == "linear_attn.A_log" || rest == "linear_attn.dt_bias") {
+        expect(0, d.v_heads, "values");
+        const bool a_log = rest == "linear_attn.A_log";
+        return {{.gguf_name = blk + (a_log ? "ssm_a" : "ssm_dt.bias"), .cols = tiled_value_heads(d, 1),
+                 .values = a_log ? Values::negative_exp : Values::as_stored}};
+    }
+    if (rest == "linear_attn.conv1d.weight") {
+        expect(0, qk + v, "channels");
+        return {{.gguf_name = blk + "ssm_conv1d.weight", .rows = concat(qk_rows, tiled_value_heads(d, d.v_dim, qk)), .squeeze = true}};
+    }
+    if (rest == "linear_attn.out_proj.weight") {
+        expect(1, v, "columns");
+        return {{.gguf_name = blk + "ssm_out.weight", .cols = tiled_value_heads(d, d.v_dim)}};
+    }
+    return {};
+}
 
 // What Qwen3NextModel.modify_tensors does beyond renaming, for `name` of `shape`:
 // - in_proj_qkvz, stored per key head as [q, k, v, z] (v and z: v_heads / k_heads value heads),
@@ -422,6 +484,8 @@ std::vector<GgufTensorTransform> qwen3next_transforms(const DeltaNetShape& d, co
     if (layer) {
         const std::string blk = "blk." + std::to_string(layer->first) + ".";
         const std::string& rest = layer->second;
+        if (d.tiled_v)
+            if (auto made = qwen35_delta_net(d, blk, rest, name, shape); !made.empty()) return made;
         if (rest == "linear_attn.in_proj_qkvz.weight") {
             const std::int64_t per_k = d.v_heads / d.k_heads * d.v_dim, group = 2 * d.k_dim + 2 * per_k;
             if (shape.size() != 2 || shape[0] != d.k_heads * group)
@@ -454,15 +518,16 @@ std::vector<GgufTensorTransform> qwen3next_transforms(const DeltaNetShape& d, co
 // size, key heads as groups, value heads as the time-step rank, value dims as the inner size),
 // the full-attention interval and the partial rotary dimension. The MTP layer is not written
 // (block_count is num_hidden_layers, no nextn_predict_layers: a model without one to llama.cpp).
-GgufArchitecture qwen3next(const ModelPlan& plan, const ModelConfig& config) {
-    GgufArchitecture a = text_architecture("qwen3next", "qwen2", config);
+GgufArchitecture qwen3next(const ModelPlan& plan, const ModelConfig& config, bool qwen35 = false) {
+    GgufArchitecture a = text_architecture(qwen35 ? "qwen35moe" : "qwen3next", "qwen2", config);
     auto& kv = a.metadata;
     auto key = [&](const char* name) { return a.arch + "." + name; };
     kv.push_back({key("expert_feed_forward_length"), u32_of(config, "moe_intermediate_size")});
     if (config.find("shared_expert_intermediate_size"))
         kv.push_back({key("expert_shared_feed_forward_length"), u32_of(config, "shared_expert_intermediate_size")});
     const DeltaNetShape d{.k_heads = config.require_int("linear_num_key_heads"), .v_heads = config.require_int("linear_num_value_heads"),
-                          .k_dim = config.require_int("linear_key_head_dim"), .v_dim = config.require_int("linear_value_head_dim")};
+                          .k_dim = config.require_int("linear_key_head_dim"), .v_dim = config.require_int("linear_value_head_dim"),
+                          .tiled_v = qwen35};
     if (d.k_heads <= 0 || d.v_heads <= 0 || d.k_dim <= 0 || d.v_dim <= 0 || d.v_heads % d.k_heads != 0)
         throw Error(ErrorKind::input, "has linear_num_value_heads " + std::to_string(d.v_heads) + " not a positive multiple of linear_num_key_heads " +
                                           std::to_string(d.k_heads) + " (or a non-positive head dim)",
@@ -474,9 +539,11 @@ GgufArchitecture qwen3next(const ModelPlan& plan, const ModelConfig& config) {
     kv.push_back({key("ssm.time_step_rank"), u32(d.v_heads)});
     kv.push_back({key("ssm.inner_size"), u32(d.v_dim * d.v_heads)});
     kv.push_back({key("full_attention_interval"), u32(config.int_or("full_attention_interval", 4))});
-    double partial = 0.25;
-    if (auto v = config.find("partial_rotary_factor"); v && v->is_number()) partial = v->as_double();
+    const double partial = rope_parameter(config, "partial_rotary_factor").value_or(0.25);
     kv.push_back({key("rope.dimension_count"), u32(static_cast<std::int64_t>(static_cast<double>(head_dim_of(config)) * partial))});
+    // _Qwen35MRopeMixin: llama.cpp's qwen35moe requires the M-RoPE sections; Qwen3.5's default.
+    if (qwen35 && std::none_of(kv.begin(), kv.end(), [&](const GgufKeyValue& e) { return e.key == key("rope.dimension_sections"); }))
+        kv.push_back({key("rope.dimension_sections"), GgufValue::i32s({11, 11, 10, 0})});
     a.facts = model_facts(plan, config);
     a.tensor_name = qwen3next_tensor_name;
     a.transforms = [d](const std::string& name, const std::vector<std::int64_t>& shape) { return qwen3next_transforms(d, name, shape); };
@@ -548,9 +615,10 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
     if (plan.model_type == "glm4_moe") return glm4moe(plan, config);
     if (plan.model_type == "minimax_m2") return minimax_m2(plan, config);
     if (plan.model_type == "qwen3_next") return qwen3next(plan, config);
+    if (plan.model_type == "qwen3_5_moe_text" || plan.model_type == "qwen3_5_moe") return qwen3next(plan, config, true);
     throw Error(ErrorKind::input,
                 "GGUF output is not written for model type '" + plan.model_type +
-                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, mixtral, glm4_moe, minimax_m2, qwen3_next)",
+                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, mixtral, glm4_moe, minimax_m2, qwen3_next, qwen3_5_moe)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 

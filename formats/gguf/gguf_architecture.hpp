@@ -22,11 +22,12 @@
 namespace moequant::formats {
 
 // What the converter makes of a checkpoint weight beyond renaming it (qwen3next's gated delta-net
-// tensors, its zero-centred norms): one GGUF tensor, of some of the weight's rows or with its
-// values changed as torch changes them in float32.
+// tensors, its zero-centred norms, Qwen3.5's value heads in tiled order): one GGUF tensor, of some
+// of the weight's rows, its columns reordered, or its values changed as torch changes them in float32.
 struct GgufTensorTransform {
     std::string gguf_name;
     std::vector<std::int64_t> rows;  // the weight's rows (over its last dimension) in output order; empty: all, as stored
+    std::vector<std::int64_t> cols;  // each row's columns (its last dimension) in output order; empty: as stored
     bool squeeze = false;            // dimensions of 1 dropped (a conv1d [C, 1, K] becomes [C, K])
     enum class Values { as_stored, plus_one, negative_exp } values = Values::as_stored;
 };

@@ -89,8 +89,8 @@ void pad_to_end(OutputFile& file, const GgufSplit& split) {
 }
 
 // Rows [first, first + count) of tensor `t`: the source's rows it takes (GgufPlannedTensor::
-// source_rows, read in runs of consecutive rows) with its values transformed as the converter
-// does in float32, then rounded to BF16 when `bf16`.
+// source_rows, read in runs of consecutive rows), their columns reordered (source_cols), with its
+// values transformed as the converter does in float32, then rounded to BF16 when `bf16`.
 std::vector<float> tensor_rows_of(const Checkpoint& source, const GgufPlannedTensor& t, std::int64_t first, std::int64_t count, bool bf16) {
     using Values = GgufTensorTransform::Values;
     const bool transformed = t.values != Values::as_stored;
@@ -104,6 +104,14 @@ std::vector<float> tensor_rows_of(const Checkpoint& source, const GgufPlannedTen
             const std::vector<float> part = weight_rows(source, t.source, t.source_rows[static_cast<std::size_t>(k)], run, bf16 && !transformed);
             values.insert(values.end(), part.begin(), part.end());
             k += run;
+        }
+    }
+    if (!t.source_cols.empty()) {  // each row's columns in the tensor's order
+        const std::size_t cols = t.source_cols.size();
+        std::vector<float> row(cols);
+        for (std::size_t at = 0; at + cols <= values.size(); at += cols) {
+            for (std::size_t c = 0; c < cols; ++c) row[c] = values[at + static_cast<std::size_t>(t.source_cols[c])];
+            std::copy(row.begin(), row.end(), values.begin() + static_cast<std::ptrdiff_t>(at));
         }
     }
     if (!transformed) return values;

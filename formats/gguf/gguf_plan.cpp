@@ -228,10 +228,13 @@ GgufPlan plan_gguf(const OutputContext& context) {
             for (GgufTensorTransform& m : made) {
                 const auto source_rows = static_cast<std::int64_t>(shape_elements(shape).value_or(0) /
                                                                    static_cast<std::uint64_t>(std::max<std::int64_t>(shape.empty() ? 1 : shape.back(), 1)));
-                if (std::any_of(m.rows.begin(), m.rows.end(), [&](std::int64_t r) { return r < 0 || r >= source_rows; }))
-                    throw Error(ErrorKind::internal, m.gguf_name + " takes rows outside " + weight);
+                const std::int64_t source_cols = shape.empty() ? 1 : shape.back();
+                if (std::any_of(m.rows.begin(), m.rows.end(), [&](std::int64_t r) { return r < 0 || r >= source_rows; }) ||
+                    (!m.cols.empty() && static_cast<std::int64_t>(m.cols.size()) != source_cols) ||
+                    std::any_of(m.cols.begin(), m.cols.end(), [&](std::int64_t c) { return c < 0 || c >= source_cols; }))
+                    throw Error(ErrorKind::internal, m.gguf_name + " takes rows or columns outside " + weight);
                 GgufPlannedTensor t{.info = {.name = m.gguf_name, .ne = ggml_dims(transformed_shape(shape, m))},
-                                    .source = weight, .source_rows = std::move(m.rows), .values = m.values};
+                                    .source = weight, .source_rows = std::move(m.rows), .source_cols = std::move(m.cols), .values = m.values};
                 typed.push_back({t.info.name, t.info.ne, converter_type(t.info.name, t.info.ne)});
                 by_name.emplace(t.info.name, std::move(t));
             }

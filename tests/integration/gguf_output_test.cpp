@@ -350,6 +350,71 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_becomes_deepseek2) {
     BOOST_TEST(v_mismatch == 0u);
 }
 
+// Qwen3.5-MoE as llama.cpp's qwen35moe (Qwen3_5MoeTextModel): Qwen3-Next's tensors from its
+// split projections, the value heads reordered from grouped by key head to tiled
+// (_reorder_v_heads: [k][v/k][d] -> [v/k][k][d]) in the rows of in_proj_qkv's v part, in_proj_z,
+// in_proj_a/b and the conv1d's v channels, the columns of out_proj and the elements of A_log and
+// dt_bias; the M-RoPE sections; no vision tower, no MTP layer.
+BOOST_AUTO_TEST_CASE(qwen3_5_moe_becomes_qwen35moe_with_tiled_value_heads) {
+    TempDir dir;
+    const fs::path src = dir / "src", bf = dir / "bf16";
+    synth_checkpoint(src, {"qwen3_5_moe", "bf16"});  // 2 key heads, 4 value heads of 32
+    auto r = run_moequant(gguf_args(src, bf, {"--quant-method", "BF16"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto text = boost::json::parse(read_text(src / "config.json")).as_object().at("text_config").as_object();
+    auto hp = [&](const char* key) { return text.at(key).to_number<std::int64_t>(); };
+    const std::int64_t k_heads = hp("linear_num_key_heads"), v_heads = hp("linear_num_value_heads"), k_dim = hp("linear_key_head_dim"),
+                       v_dim = hp("linear_value_head_dim"), hidden = hp("hidden_size"), per_k = v_heads / k_heads;
+    const fs::path part = bf / part_name(1, static_cast<std::size_t>(hp("num_hidden_layers")) + 1);
+    const GgufFile file = read_gguf_file_header(part.string());
+    BOOST_TEST(file.find("general.architecture")->as_string().value() == "qwen35moe");
+    const GgufValue* sections = file.find("qwen35moe.rope.dimension_sections");
+    BOOST_REQUIRE(sections != nullptr);
+    BOOST_TEST(sections->count == 4u);
+    for (const auto& t : file.tensors) BOOST_TEST(t.name.find("visual") == std::string::npos, t.name);
+    // The tiled index of stored value-head index (g, j, w): [j][g][w].
+    auto tiled = [&](std::int64_t stored, std::int64_t width) {
+        const std::int64_t head = stored / width, w = stored % width, g = head / per_k, j = head % per_k;
+        return (j * k_heads + g) * width + w;
+    };
+    const Checkpoint source = Checkpoint::open(src);
+    const std::string L0 = "model.language_model.layers.0.linear_attn.";
+    auto rows_of = [&](const std::string& name) {
+        const TensorView t = source.view(name);
+        const auto* p = reinterpret_cast<const std::uint16_t*>(t.data());
+        return std::vector<std::uint16_t>(p, p + t.elements());
+    };
+    // in_proj_qkv: q and k rows as stored, v rows tiled.
+    const auto qkv = rows_of(L0 + "in_proj_qkv.weight");
+    std::vector<std::uint16_t> expected(qkv.size());
+    const std::int64_t qk = 2 * k_heads * k_dim;
+    for (std::int64_t row = 0; row < qk + v_heads * v_dim; ++row) {
+        const std::int64_t to = row < qk ? row : qk + tiled(row - qk, v_dim);
+        std::copy_n(qkv.begin() + row * hidden, hidden, expected.begin() + to * hidden);
+    }
+    BOOST_TEST(gguf_bf16(part, *file.tensor("blk.0.attn_qkv.weight")) == expected);
+    // out_proj: each row's columns tiled.
+    const auto out_proj = rows_of(L0 + "out_proj.weight");
+    const std::int64_t cols = v_heads * v_dim;
+    std::vector<std::uint16_t> tiled_cols(out_proj.size());
+    for (std::int64_t row = 0; row < hidden; ++row)
+        for (std::int64_t c = 0; c < cols; ++c) tiled_cols[static_cast<std::size_t>(row * cols + tiled(c, v_dim))] = out_proj[static_cast<std::size_t>(row * cols + c)];
+    BOOST_TEST(gguf_bf16(part, *file.tensor("blk.0.ssm_out.weight")) == tiled_cols);
+    // A_log: -exp of each value head's entry, tiled.
+    const auto a_log = rows_of(L0 + "A_log");
+    std::vector<float> ssm_a(a_log.size());
+    for (std::size_t h = 0; h < a_log.size(); ++h) {
+        float x = 0;
+        convert_bf16_to_f32(&a_log[h], &x, 1);
+        ssm_a[static_cast<std::size_t>(tiled(static_cast<std::int64_t>(h), 1))] = -std::exp(x);
+    }
+    const auto stored = tensor_data(part, "blk.0.ssm_a");
+    std::vector<float> written(stored.bytes.size() / 4);
+    std::memcpy(written.data(), stored.bytes.data(), stored.bytes.size());
+    BOOST_TEST(written == ssm_a, boost::test_tools::per_element());
+    BOOST_TEST(per_k == 2);  // so the order above is not the identity
+}
+
 // DeepSeek-V3.2 as llama.cpp's deepseek32: deepseek2's MLA (split only) and the DSA indexer's
 // keys and tensors, its proj kept F32 by the converter (quantized by llama-quantize's rules).
 BOOST_AUTO_TEST_CASE(deepseek_v32_becomes_deepseek32) {
