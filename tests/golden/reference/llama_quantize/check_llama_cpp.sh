@@ -34,7 +34,7 @@ usage: $(basename "$0") --work DIR [options]
   --families "F[:DTYPE] ..."
                       synth families and source dtypes
                       (default: "deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 kimi_k2
-                      kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next")
+                      kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next qwen3_5_moe")
   --presets "P ..."   quant presets (default: "Q4_K_M Q8_0 Q6_K IQ4_XS")
   --jobs N            build jobs (default 2)
   --python PY         python with numpy; gguf-py is taken from PYTHONPATH, else from the
@@ -53,7 +53,7 @@ EOF
 }
 
 work='' llama=/work/.mirror/unslothai+llama.cpp/repo commit=HEAD tree='' moequant=moequant jobs=2 python=''
-families="deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 kimi_k2 kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next"
+families="deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 kimi_k2 kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next qwen3_5_moe"
 presets="Q4_K_M Q8_0 Q6_K IQ4_XS"
 while [ $# -gt 0 ]; do
   case $1 in -h|--help) usage; exit 0 ;; esac
@@ -167,12 +167,12 @@ results=$work/results.tsv
 : > "$results"
 status=0
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$results"; }
-# ppl MODEL LOG: llama-perplexity's final estimate, or FAIL. Up to three tries: on a loaded
+# ppl MODEL LOG: llama-perplexity's final estimate, or FAIL. Up to five tries: on a loaded
 # machine today's llama-perplexity (82bb48500) now and then ends before its log has written the
 # estimate (exit 0, or not), for llama-quantize's files as for moequant's; a rerun gives it.
 ppl() {
   local try
-  for try in 1 2 3; do
+  for try in 1 2 3 4 5; do
     timeout 600 "$bin/llama-perplexity" -m "$1" -f "$text" -c 128 -t 2 > "$2" 2>&1 || continue
     if grep -q 'Final estimate: PPL = ' "$2"; then
       sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' "$2" | tail -1
