@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <mutex>
 
 namespace moequant::formats {
 namespace {
@@ -176,12 +177,39 @@ void lay_out_files(GgufPlan& out, const ModelPlan& plan, const std::map<std::str
 
 // The tokenizer's keys: SentencePiece's (llama), or byte-level BPE's from tokenizer.json — or
 // from tiktoken.model where the family's converter reads one and the folder has no tokenizer.json.
-std::vector<GgufKeyValue> vocabulary_metadata(const GgufArchitecture& arch, const fs::path& dir, const GgufVocabRequest& request) {
+std::vector<GgufKeyValue> read_vocabulary(const GgufArchitecture& arch, const fs::path& dir, const GgufVocabRequest& request) {
     if (arch.vocabulary == GgufArchitecture::Vocabulary::llama) return gguf_llama_vocab(dir, request);
     std::error_code ec;
     if (arch.tiktoken_fallback && !fs::exists(dir / "tokenizer.json", ec) && fs::exists(dir / tiktoken_file_name, ec))
         return gguf_tiktoken_vocab(dir, request);
     return gguf_bpe_vocab(dir, request);
+}
+
+// read_vocabulary(), kept for the next call with the same request on the same files: plan_gguf()
+// runs for each of the format's entry points, and a large vocabulary takes a good part of a
+// second to read (Kimi's merges are rebuilt from its ranks).
+std::vector<GgufKeyValue> vocabulary_metadata(const GgufArchitecture& arch, const fs::path& dir, const GgufVocabRequest& request) {
+    std::string key = dir.string() + '\n' + std::to_string(static_cast<int>(arch.vocabulary)) + std::to_string(arch.tiktoken_fallback) + '\n' +
+                      request.pre + '\n' + std::to_string(request.vocab_size) + '\n';
+    for (const auto& [type, content] : request.named_specials) key += type + '=' + content + '\n';
+    for (const char* name : {"tokenizer.json", "tokenizer.model", tiktoken_file_name, "tokenizer_config.json", "config.json",
+                             "special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "chat_template.json"}) {
+        std::error_code ec;
+        const auto size = fs::file_size(dir / name, ec);
+        const auto time = ec ? fs::file_time_type{} : fs::last_write_time(dir / name, ec);
+        key += ec ? std::string("-") : std::to_string(size) + '@' + std::to_string(time.time_since_epoch().count());
+        key += '\n';
+    }
+    static std::mutex mutex;
+    static std::pair<std::string, std::vector<GgufKeyValue>> last;
+    {
+        const std::lock_guard lock(mutex);
+        if (last.first == key) return last.second;
+    }
+    std::vector<GgufKeyValue> kv = read_vocabulary(arch, dir, request);
+    const std::lock_guard lock(mutex);
+    last = {key, kv};
+    return kv;
 }
 
 }  // namespace
