@@ -27,7 +27,7 @@ namespace moequant::formats {
 struct GgufTensorTransform {
     std::string gguf_name;
     std::vector<std::int64_t> rows;  // the weight's rows (over its last dimension) in output order; empty: all, as stored
-    std::vector<std::int64_t> cols;  // each row's columns (its last dimension) in output order; empty: as stored
+    std::vector<std::int64_t> cols;  // the columns (last dimension) each row keeps, in output order; empty: all, as stored
     bool squeeze = false;            // dimensions of 1 dropped (a conv1d [C, 1, K] becomes [C, K])
     enum class Values { as_stored, plus_one, negative_exp } values = Values::as_stored;
 };

@@ -89,7 +89,7 @@ void pad_to_end(OutputFile& file, const GgufSplit& split) {
 }
 
 // Rows [first, first + count) of tensor `t`: the source's rows it takes (GgufPlannedTensor::
-// source_rows, read in runs of consecutive rows), their columns reordered (source_cols), with its
+// source_rows, read in runs of consecutive rows), the columns it takes (source_cols), with its
 // values transformed as the converter does in float32, then rounded to BF16 when `bf16`.
 std::vector<float> tensor_rows_of(const Checkpoint& source, const GgufPlannedTensor& t, std::int64_t first, std::int64_t count, bool bf16) {
     using Values = GgufTensorTransform::Values;
@@ -106,13 +106,12 @@ std::vector<float> tensor_rows_of(const Checkpoint& source, const GgufPlannedTen
             k += run;
         }
     }
-    if (!t.source_cols.empty()) {  // each row's columns in the tensor's order
-        const std::size_t cols = t.source_cols.size();
-        std::vector<float> row(cols);
-        for (std::size_t at = 0; at + cols <= values.size(); at += cols) {
-            for (std::size_t c = 0; c < cols; ++c) row[c] = values[at + static_cast<std::size_t>(t.source_cols[c])];
-            std::copy(row.begin(), row.end(), values.begin() + static_cast<std::ptrdiff_t>(at));
-        }
+    if (!t.source_cols.empty()) {  // each row's columns the tensor takes, in its order
+        const std::size_t width = values.size() / static_cast<std::size_t>(count), cols = t.source_cols.size();
+        std::vector<float> taken(static_cast<std::size_t>(count) * cols);
+        for (std::size_t r = 0; r < static_cast<std::size_t>(count); ++r)
+            for (std::size_t c = 0; c < cols; ++c) taken[r * cols + c] = values[r * width + static_cast<std::size_t>(t.source_cols[c])];
+        values = std::move(taken);
     }
     if (!transformed) return values;
     for (float& x : values) {

@@ -41,11 +41,12 @@ void drop_trailing_unit_dims(std::vector<std::int64_t>& ne) {
     while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
 }
 
-// The shape of what `transform` makes of a weight of `shape`: its rows taken, its dimensions of
-// 1 dropped.
+// The shape of what `transform` makes of a weight of `shape`: its rows and columns taken, its
+// dimensions of 1 dropped.
 Shape transformed_shape(const Shape& shape, const GgufTensorTransform& transform) {
     Shape out = shape;
     if (!transform.rows.empty()) out = {static_cast<std::int64_t>(transform.rows.size()), shape.back()};
+    if (!transform.cols.empty()) out.back() = static_cast<std::int64_t>(transform.cols.size());
     if (transform.squeeze) {
         std::erase(out, 1);
         if (out.empty()) out = {1};
@@ -258,7 +259,7 @@ GgufPlan plan_gguf(const OutputContext& context) {
                                                                    static_cast<std::uint64_t>(std::max<std::int64_t>(shape.empty() ? 1 : shape.back(), 1)));
                 const std::int64_t source_cols = shape.empty() ? 1 : shape.back();
                 if (std::any_of(m.rows.begin(), m.rows.end(), [&](std::int64_t r) { return r < 0 || r >= source_rows; }) ||
-                    (!m.cols.empty() && static_cast<std::int64_t>(m.cols.size()) != source_cols) ||
+                    static_cast<std::int64_t>(m.cols.size()) > source_cols ||
                     std::any_of(m.cols.begin(), m.cols.end(), [&](std::int64_t c) { return c < 0 || c >= source_cols; }))
                     throw Error(ErrorKind::internal, m.gguf_name + " takes rows or columns outside " + weight);
                 GgufPlannedTensor t{.info = {.name = m.gguf_name, .ne = ggml_dims(transformed_shape(shape, m))},
