@@ -145,6 +145,33 @@ std::optional<std::string> minimax_m2_tensor_name(const std::string& name) {
     return mapped_name(name, per_layer);
 }
 
+// gpt-oss's names (MODEL_TENSORS[GPT_OSS]): the norm before the MoE is post_attention_norm
+// (ATTN_POST_NORM), the attention sinks a weight of their own, the router `mlp.router` with its
+// bias, and the experts' biases beside the stacked experts (gate_up's split by
+// gpt_oss_deinterleaved_names).
+std::optional<std::string> gpt_oss_tensor_name(const std::string& name) {
+    static const NameTable per_layer = [] {
+        NameTable names = llama_style_layer_names({
+            {"self_attn.o_proj.bias", "attn_output.bias"},
+            {"self_attn.sinks", "attn_sinks.weight"},
+            {"mlp.router.weight", "ffn_gate_inp.weight"},
+            {"mlp.router.bias", "ffn_gate_inp.bias"},
+            {"mlp.experts.down_proj_bias", "ffn_down_exps.bias"},
+        });
+        names["post_attention_layernorm.weight"] = "post_attention_norm.weight";
+        return names;
+    }();
+    return mapped_name(name, per_layer);
+}
+
+// gate_up_proj_bias [E, 2I]: the converter's [..., ::2] is the gate's, [..., 1::2] the up's.
+std::optional<std::pair<std::string, std::string>> gpt_oss_deinterleaved_names(const std::string& name) {
+    const auto layer = layer_tensor(name);
+    if (!layer || layer->second != "mlp.experts.gate_up_proj_bias") return std::nullopt;
+    const std::string block = "blk." + std::to_string(layer->first) + ".";
+    return std::pair{block + "ffn_gate_exps.bias", block + "ffn_up_exps.bias"};
+}
+
 GgufValue u32_of(const ModelConfig& config, std::string_view key) {
     return GgufValue::u32(static_cast<std::uint32_t>(config.require_int(key)));
 }
@@ -336,6 +363,68 @@ GgufArchitecture minimax_m2(const ModelPlan& plan, const ModelConfig& config) {
     return a;
 }
 
+// The rope scaling of a config as TextModel writes it: transformers v5's rope_parameters, else
+// rope_scaling; yarn only (gpt-oss's), before rope.freq_base, each optional yarn key when present.
+// None when the config scales nothing.
+std::vector<GgufKeyValue> yarn_rope_keys(const std::string& arch, const ModelConfig& config) {
+    auto scaling = config.find("rope_parameters");
+    if (!scaling || !scaling->is_object()) scaling = config.find("rope_scaling");
+    if (!scaling || !scaling->is_object()) return {};
+    const auto type = scaling->get("rope_type") ? scaling->get("rope_type") : scaling->get("type");
+    const std::string name = type && type->is_string() ? type->as_string() : "";
+    if (name.empty()) return {};
+    const auto factor = scaling->get("factor");
+    if (name != "yarn" || !factor || !factor->is_number())
+        throw Error(ErrorKind::input, "has rope_scaling type '" + name + "'; the GGUF writer maps yarn scaling with a factor for " + arch,
+                    {.file = config.source(), .code = "UnsupportedGguf"});
+    const auto original = scaling->get("original_max_position_embeddings");
+    if (!original || !original->is_number())
+        throw Error(ErrorKind::input, "has yarn rope_scaling without original_max_position_embeddings, which llama.cpp's yarn needs",
+                    {.file = config.source(), .code = "UnsupportedGguf"});
+    std::vector<GgufKeyValue> kv{
+        {arch + ".rope.scaling.type", GgufValue::string("yarn")},
+        {arch + ".rope.scaling.factor", GgufValue::f32(static_cast<float>(factor->as_double()))},
+        {arch + ".rope.scaling.original_context_length", GgufValue::u32(static_cast<std::uint32_t>(original->as_int()))},
+    };
+    const std::pair<const char*, const char*> optional_keys[] = {{"extrapolation_factor", "yarn_ext_factor"},
+                                                                 {"attention_factor", "yarn_attn_factor"},
+                                                                 {"attn_factor", "yarn_attn_factor"},
+                                                                 {"beta_fast", "yarn_beta_fast"},
+                                                                 {"beta_slow", "yarn_beta_slow"}};
+    for (const auto& [field, key] : optional_keys)
+        if (auto v = scaling->get(field); v && v->is_number())
+            set_key(kv, arch + ".rope.scaling." + key, GgufValue::f32(static_cast<float>(v->as_double())));
+    return kv;
+}
+
+// gpt-oss as llama.cpp's gpt-oss (GptOssModel): the text-model keys with the yarn keys before
+// rope.freq_base (TextModel's order), sliding_window, intermediate_size as the experts' length;
+// the sliding-window pattern is not written (llama.cpp's default: every other layer from layer 0),
+// so a config whose layer_types say otherwise is refused.
+GgufArchitecture gpt_oss(const ModelPlan& plan, const ModelConfig& config) {
+    GgufArchitecture a = text_architecture("gpt-oss", "gpt-4o", config);
+    auto& kv = a.metadata;
+    const auto base = std::find_if(kv.begin(), kv.end(), [&](const GgufKeyValue& e) { return e.key == a.arch + ".rope.freq_base"; });
+    const std::vector<GgufKeyValue> yarn = yarn_rope_keys(a.arch, config);
+    kv.insert(base, yarn.begin(), yarn.end());
+    kv.push_back({a.arch + ".attention.sliding_window", u32_of(config, "sliding_window")});
+    kv.push_back({a.arch + ".expert_feed_forward_length", u32_of(config, "intermediate_size")});
+    if (auto types = config.find("layer_types"); types && types->is_array())
+        for (std::size_t l = 0; l < types->size(); ++l) {
+            const ConfigValue type = types->at(l);
+            const std::string expected = l % 2 == 0 ? "sliding_attention" : "full_attention";
+            if (!type.is_string() || type.as_string() != expected)
+                throw Error(ErrorKind::input,
+                            "has layer_types[" + std::to_string(l) + "] other than '" + expected +
+                                "'; llama.cpp's gpt-oss slides the window on the even layers and attends fully on the odd ones",
+                            {.file = config.source(), .code = "UnsupportedGguf"});
+        }
+    a.facts = model_facts(plan, config);
+    a.tensor_name = gpt_oss_tensor_name;
+    a.deinterleaved_names = gpt_oss_deinterleaved_names;
+    return a;
+}
+
 // Mixtral as llama.cpp's llama (LlamaModel, which registers MixtralForCausalLM): the text-model
 // keys, vocab_size, rope.dimension_count, linear rope scaling, the Q/K row interleave and the
 // SentencePiece ("llama") vocabulary.
@@ -390,9 +479,10 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
     if (plan.model_type == "mixtral") return llama(plan, config);
     if (plan.model_type == "glm4_moe") return glm4moe(plan, config);
     if (plan.model_type == "minimax_m2") return minimax_m2(plan, config);
+    if (plan.model_type == "gpt_oss") return gpt_oss(plan, config);
     throw Error(ErrorKind::input,
                 "GGUF output is not written for model type '" + plan.model_type +
-                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, mixtral, glm4_moe, minimax_m2)",
+                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, mixtral, glm4_moe, minimax_m2, gpt_oss)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 

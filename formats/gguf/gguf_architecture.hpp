@@ -37,6 +37,10 @@ struct GgufArchitecture {
     std::optional<MlaShape> mla_split;
     // Special tokens the converter names by their text ({type, content}, GgufVocabRequest).
     std::vector<std::pair<std::string, std::string>> named_specials;
+    // Checkpoint tensors the converter splits by interleaved columns (gpt-oss's gate_up_proj_bias:
+    // gate the even values of each row, up the odd): the GGUF names of the even and the odd half;
+    // nullopt for the others. Null when the architecture splits none.
+    std::optional<std::pair<std::string, std::string>> (*deinterleaved_names)(const std::string& checkpoint_name) = nullptr;
 };
 
 // What of the architecture the user chose: the older deepseek2 layout.

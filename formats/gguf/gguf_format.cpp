@@ -75,6 +75,7 @@ std::vector<std::uint8_t> encode_tensor(const Checkpoint& source, const GgufPlan
     // from the BF16 decode here too, as the experts do (an FP8 source's values are not BF16).
     std::vector<float> values = rope_interleave_rows(weight_values(source, t.source, t.info.type != ggml_type_id::f32), t.info.ne, t.rope_heads);
     if (t.mla_part) values = mla_kv_b_part(values, t.mla, *t.mla_part);
+    if (t.column_step > 1) values = take_interleaved_columns(values, t.info.ne[0] * t.column_step, t.column_offset, t.column_step);
     std::vector<std::uint8_t> out(static_cast<std::size_t>(t.info.bytes));
     if (t.info.type == ggml_type_id::f32) {
         std::memcpy(out.data(), values.data(), out.size());
@@ -207,7 +208,9 @@ public:
     }
     Options quantizer_options(const OutputContext& context) const override {
         Options options;
-        options.set("gguf.expert_types", gguf_expert_types(plan_gguf(context)));
+        const GgufPlan plan = plan_gguf(context);
+        options.set("gguf.expert_types", gguf_expert_types(plan));
+        if (plan.carries_mxfp4) options.set("gguf.carry", "mxfp4");
         return options;
     }
     void check(const OutputContext& context) const override {

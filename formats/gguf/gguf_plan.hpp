@@ -34,6 +34,9 @@ struct GgufPlannedTensor {
     // Its importance-matrix entry (--imatrix), shaped as the tensor: quantized tensors only.
     std::optional<ImatrixEntry> importance;
     std::int64_t rope_heads = 0;  // rows interleaved per head as llama's converter does (0: none)
+    // Of each source row, the values at column_offset, + column_step, ... (gpt-oss's gate_up bias
+    // split into the gate's even and the up's odd values); step 1 takes the row whole.
+    std::int64_t column_offset = 0, column_step = 1;
 };
 
 struct GgufSplit {
@@ -50,6 +53,9 @@ struct GgufPlan {
     // `splits`), or when packed a staging file the end of the run folds into the parts.
     std::map<std::int64_t, GgufSplit> layer_files;
     bool packed = false;
+    // The source stores its experts in MXFP4 and every expert tensor is MXFP4: the `gguf`
+    // quantizer carries the stored codes (option gguf.carry=mxfp4), as the converter does.
+    bool carries_mxfp4 = false;
     std::shared_ptr<const ImatrixFile> imatrix;  // option "imatrix" (indexed, values not read)
 };
 

@@ -29,4 +29,14 @@ std::vector<float> rope_interleave_rows(std::vector<float> values, const std::ve
     return out;
 }
 
+std::vector<float> take_interleaved_columns(const std::vector<float>& values, std::int64_t row_length, std::int64_t offset,
+                                            std::int64_t step) {
+    std::vector<float> out;
+    if (row_length <= 0 || step <= 0) return out;
+    out.reserve(values.size() / static_cast<std::size_t>(step) + 1);
+    for (std::size_t row = 0; row + static_cast<std::size_t>(row_length) <= values.size(); row += static_cast<std::size_t>(row_length))
+        for (std::int64_t c = offset; c < row_length; c += step) out.push_back(values[row + static_cast<std::size_t>(c)]);
+    return out;
+}
+
 }  // namespace moequant::formats
