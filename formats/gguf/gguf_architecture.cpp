@@ -44,7 +44,7 @@ std::optional<std::string> mapped_name(const std::string& name, const NameTable&
 
 // The per-layer names every Llama-style decoder shares (gguf-py tensor_mapping): the two norms,
 // q/k/v/o and their biases; a family adds its own to them.
-NameTable llama_style_layer_names(std::initializer_list<NameTable::value_type> own) {
+NameTable llama_style_layer_names(const NameTable& own) {
     NameTable names = {
         {"input_layernorm.weight", "attn_norm.weight"},
         {"post_attention_layernorm.weight", "ffn_norm.weight"},
@@ -57,6 +57,30 @@ NameTable llama_style_layer_names(std::initializer_list<NameTable::value_type> o
         {"self_attn.v_proj.bias", "attn_v.bias"},
     };
     names.insert(own.begin(), own.end());
+    return names;
+}
+
+// The same, with the norm before the MoE as post_attention_norm (ATTN_POST_NORM: the
+// architecture has no ffn_norm), as GLM-4.5 and gpt-oss have it.
+NameTable post_attention_norm_layer_names(const NameTable& own) {
+    NameTable names = llama_style_layer_names(own);
+    names["post_attention_layernorm.weight"] = "post_attention_norm.weight";
+    return names;
+}
+
+// DeepSeek's MoE block, which GLM-4.5 shares: the router and its correction bias, the shared
+// experts, the dense first layers' MLP.
+NameTable deepseek_moe_names(NameTable names) {
+    names.insert({
+        {"mlp.gate.weight", "ffn_gate_inp.weight"},
+        {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+        {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+        {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+        {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},
+        {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"},
+    });
     return names;
 }
 
@@ -77,7 +101,7 @@ std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
 // DeepSeek-V2/V3's names (MODEL_TENSORS[DEEPSEEK2]); kv_b_proj maps to attn_kv_b, which the
 // plan writes split into attn_k_b / attn_v_b unless the architecture keeps it whole (mla_split).
 std::optional<std::string> deepseek2_tensor_name(const std::string& name) {
-    static const NameTable per_layer = {
+    static const NameTable per_layer = deepseek_moe_names({
         {"input_layernorm.weight", "attn_norm.weight"},
         {"post_attention_layernorm.weight", "ffn_norm.weight"},
         {"self_attn.q_proj.weight", "attn_q.weight"},
@@ -88,15 +112,7 @@ std::optional<std::string> deepseek2_tensor_name(const std::string& name) {
         {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
         {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
         {"self_attn.o_proj.weight", "attn_output.weight"},
-        {"mlp.gate.weight", "ffn_gate_inp.weight"},
-        {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
-        {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
-        {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
-        {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
-        {"mlp.gate_proj.weight", "ffn_gate.weight"},
-        {"mlp.up_proj.weight", "ffn_up.weight"},
-        {"mlp.down_proj.weight", "ffn_down.weight"},
-    };
+    });
     return mapped_name(name, per_layer);
 }
 
@@ -114,22 +130,10 @@ std::optional<std::string> llama_tensor_name(const std::string& name) {
 // GLM-4.5's names (MODEL_TENSORS[GLM4_MOE]): the norm before the MoE is post_attention_norm
 // (ATTN_POST_NORM; there is no ffn_norm), DeepSeek's router and shared experts.
 std::optional<std::string> glm4moe_tensor_name(const std::string& name) {
-    static const NameTable per_layer = [] {
-        NameTable names = llama_style_layer_names({
-            {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-            {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-            {"mlp.gate.weight", "ffn_gate_inp.weight"},
-            {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
-            {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
-            {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
-            {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
-            {"mlp.gate_proj.weight", "ffn_gate.weight"},
-            {"mlp.up_proj.weight", "ffn_up.weight"},
-            {"mlp.down_proj.weight", "ffn_down.weight"},
-        });
-        names["post_attention_layernorm.weight"] = "post_attention_norm.weight";
-        return names;
-    }();
+    static const NameTable per_layer = post_attention_norm_layer_names(deepseek_moe_names({
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    }));
     return mapped_name(name, per_layer);
 }
 
@@ -150,17 +154,13 @@ std::optional<std::string> minimax_m2_tensor_name(const std::string& name) {
 // bias, and the experts' biases beside the stacked experts (gate_up's split by
 // gpt_oss_deinterleaved_names).
 std::optional<std::string> gpt_oss_tensor_name(const std::string& name) {
-    static const NameTable per_layer = [] {
-        NameTable names = llama_style_layer_names({
-            {"self_attn.o_proj.bias", "attn_output.bias"},
-            {"self_attn.sinks", "attn_sinks.weight"},
-            {"mlp.router.weight", "ffn_gate_inp.weight"},
-            {"mlp.router.bias", "ffn_gate_inp.bias"},
-            {"mlp.experts.down_proj_bias", "ffn_down_exps.bias"},
-        });
-        names["post_attention_layernorm.weight"] = "post_attention_norm.weight";
-        return names;
-    }();
+    static const NameTable per_layer = post_attention_norm_layer_names({
+        {"self_attn.o_proj.bias", "attn_output.bias"},
+        {"self_attn.sinks", "attn_sinks.weight"},
+        {"mlp.router.weight", "ffn_gate_inp.weight"},
+        {"mlp.router.bias", "ffn_gate_inp.bias"},
+        {"mlp.experts.down_proj_bias", "ffn_down_exps.bias"},
+    });
     return mapped_name(name, per_layer);
 }
 

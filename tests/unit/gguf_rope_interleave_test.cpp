@@ -41,4 +41,12 @@ BOOST_AUTO_TEST_CASE(rows_that_do_not_split_into_even_heads_are_refused) {
         });
 }
 
+// gpt-oss's gate_up_proj_bias [experts, 2I]: [..., ::2] is the gate's, [..., 1::2] the up's.
+BOOST_AUTO_TEST_CASE(interleaved_columns_split_per_row) {
+    const std::vector<float> rows = {0, 1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15};  // 2 rows of 6
+    BOOST_TEST(take_interleaved_columns(rows, 6, 0, 2) == (std::vector<float>{0, 2, 4, 10, 12, 14}), boost::test_tools::per_element());
+    BOOST_TEST(take_interleaved_columns(rows, 6, 1, 2) == (std::vector<float>{1, 3, 5, 11, 13, 15}), boost::test_tools::per_element());
+    BOOST_TEST(take_interleaved_columns(rows, 6, 0, 1) == rows, boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -31,7 +31,8 @@ usage: $(basename "$0") --work DIR [options]
   --moequant BIN      moequant binary (default: moequant on PATH)
   --families "F[:DTYPE] ..."
                       synth families and source dtypes
-                      (default: "deepseek_v3:fp8 deepseek_v3:bf16 qwen3_moe mixtral")
+                      (default: "deepseek_v3:fp8 deepseek_v3:bf16 qwen3_moe mixtral"; gpt-oss
+                      is gpt_oss:mxfp4, its experts as released)
   --presets "P ..."   quant presets (default: "Q4_K_M Q8_0 Q6_K IQ4_XS")
   --jobs N            build jobs (default 2)
   --python PY         python with numpy; gguf-py is taken from PYTHONPATH, else from the
@@ -198,7 +199,7 @@ quantize() {
   "$moequant" convert -i "$dir/src" -o "$dir/$tag" --format gguf --quant-method "$preset" "${legacy_mla[@]}" "${override[@]}" "${with[@]}" \
     > "$dir/$tag.log" 2>&1 || { cat "$dir/$tag.log" >&2; exit 1; }
   ours=$(part1 "$dir/$tag") ref=$dir/llama-quantize-$tag.gguf
-  timeout 600 "$bin/llama-quantize" "${with[@]}" "$bf16" "$ref" "$preset" 2 > "$dir/llama-quantize-$tag.log" 2>&1 ||
+  timeout 600 "$bin/llama-quantize" "${requantize[@]}" "${with[@]}" "$bf16" "$ref" "$preset" 2 > "$dir/llama-quantize-$tag.log" 2>&1 ||
     { tail -5 "$dir/llama-quantize-$tag.log" >&2; exit 1; }
   crc=0; "$python" "$here/compare_tensors.py" "$dir/$tag" "$ref" > "$dir/compare-$tag.txt" 2>&1 || crc=$?
   [ $crc -le 1 ] || { cat "$dir/compare-$tag.txt" >&2; exit 1; }
@@ -285,6 +286,15 @@ for spec in $families; do
     cat "$dir/BF16.log" >&2; exit 1
   fi
   bf16=$(part1 "$dir/BF16")
+  # gpt-oss's converter keeps MXFP4 experts MXFP4 in its BF16 GGUF, as moequant does: llama-quantize
+  # then requantizes them only with --allow-requantize (MXFP4_MOE copies them).
+  requantize=()
+  if "$python" - "$dir/BF16" <<'PY'; then requantize=(--allow-requantize); fi
+import glob, sys
+from gguf import GGUFReader, GGMLQuantizationType as T
+files = glob.glob(sys.argv[1] + "/*.gguf")
+sys.exit(0 if any(t.tensor_type not in (T.F32, T.F16, T.BF16) for f in files for t in GGUFReader(f).tensors) else 1)
+PY
   gen=$(generates "$bf16" "$dir/BF16.gen.log")
   arch=$(sed -n 's/.*general\.architecture  *str  *= \([^ ]*\).*/\1/p' "$dir/BF16.gen.log" | head -1)
   if grep -q "unknown model architecture" "$dir/BF16.gen.log"; then
@@ -301,13 +311,19 @@ for spec in $families; do
   fi
   # moequant's importance matrix of the routed experts on the same text (the legacy form, which
   # every llama-quantize reads).
+  # A family moequant runs no forward for (gpt-oss: its router bias) has none: rows without it.
   recorded=$dir/record-imatrix.dat
-  "$moequant" record --model_id "$dir/src" --dataset embedded --imatrix "$recorded" --quiet > "$dir/record.log" 2>&1 ||
-    { cat "$dir/record.log" >&2; exit 1; }
+  rc=0; "$moequant" record --model_id "$dir/src" --dataset embedded --imatrix "$recorded" --quiet > "$dir/record.log" 2>&1 || rc=$?
+  if [ $rc != 0 ] && grep -q '(NoForward)' "$dir/record.log"; then
+    row "$family" "$dtype" "record imatrix" "-" "-" "-" "-" "moequant refuses: $(sed -n 's/.*error: \(.*[^ ]\) *(.*/\1/p' "$dir/record.log" | head -1)"
+    recorded=''
+  elif [ $rc != 0 ]; then
+    cat "$dir/record.log" >&2; exit 1
+  fi
   for preset in $presets; do
     quantize "$preset" ''
     quantize "$preset" "$imatrix"
-    quantize "$preset" "$recorded" "record imatrix"
+    [ -z "$recorded" ] || quantize "$preset" "$recorded" "record imatrix"
   done
   packing "$(set -- $presets; echo "$1")"
 done
