@@ -703,6 +703,14 @@ BOOST_AUTO_TEST_CASE(gpt_oss_keeps_its_mxfp4_experts_and_splits_the_biases) {
     BOOST_TEST(tensor_types(dir / "q8_0", 3).at("blk.1.ffn_down_exps.weight") == q8_0);
     auto v8 = run_moequant({"verify", "--source", src.string(), "--converted", (dir / "q8_0").string()});
     BOOST_TEST(v8.exit_code == 0, v8.out << v8.err);
+    // Some expert tensors in another type: nothing is carried, the MXFP4 ones are ggml's MXFP4 of the values.
+    auto mixed = run_moequant(gguf_args(src, dir / "mixed", {"--quant-method", "MXFP4_MOE", "--tensor-type", "ffn_down_exps=q8_0"}));
+    BOOST_REQUIRE_MESSAGE(mixed.exit_code == 0, mixed.err);
+    const auto mixed_types = tensor_types(dir / "mixed", 3);
+    BOOST_TEST(mixed_types.at("blk.1.ffn_down_exps.weight") == q8_0);
+    BOOST_TEST(mixed_types.at("blk.1.ffn_up_exps.weight") == mxfp4);
+    auto vm = run_moequant({"verify", "--source", src.string(), "--converted", (dir / "mixed").string()});
+    BOOST_TEST(vm.exit_code == 0, vm.out << vm.err);
 }
 
 // A gpt-oss tensor llama.cpp would load in other dims, or layers it would attend otherwise, is
