@@ -223,12 +223,16 @@ GgufPlan plan_gguf(const OutputContext& context) {
         if (role == TensorRole::routed_expert && !gguf && !halves) continue;
         const Shape shape = w ? w->shape : source.info(name).shape;
         if (halves) {  // split by interleaved columns: the even ones, then the odd ones
+            if (shape.back() % 2 != 0)
+                throw Error(ErrorKind::input, "has rows of " + std::to_string(shape.back()) + " values, which do not split into " +
+                                                  halves->first + " and " + halves->second,
+                            {.tensor = weight, .code = "BadGgufShape"});
             std::vector<std::int64_t> ne = ggml_dims(shape);
             ne[0] /= 2;
             for (std::int64_t half = 0; half < 2; ++half) {
                 GgufPlannedTensor t{.info = {.name = half ? halves->second : halves->first, .ne = ne}, .source = weight,
                                     .column_offset = half, .column_step = 2};
-                check_gguf_dims(weight, t.info.name, shape.back() % 2 ? std::vector<std::int64_t>{} : ne, plan, *context.config);
+                check_gguf_dims(weight, t.info.name, ne, plan, *context.config);
                 typed.push_back({t.info.name, t.info.ne, converter_type(t.info.name, t.info.ne)});
                 by_name.emplace(t.info.name, std::move(t));
             }

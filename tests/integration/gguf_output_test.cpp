@@ -697,20 +697,20 @@ BOOST_AUTO_TEST_CASE(gpt_oss_keeps_its_mxfp4_experts_and_splits_the_biases) {
     BOOST_TEST(floats.find("general.file_type")->as_unsigned().value() == 38u);
     BOOST_TEST(floats.tensor("blk.0.attn_q.weight")->type == bf16);
     BOOST_TEST((read_bytes(dir / "bf16" / "model-00003-of-00003.gguf") == read_bytes(layer1)));
-    // Q8_0: the experts quantized from their values, as llama-quantize --allow-requantize does.
-    auto q8 = run_moequant(gguf_args(src, dir / "q8_0", {"--quant-method", "Q8_0"}));
-    BOOST_REQUIRE_MESSAGE(q8.exit_code == 0, q8.err);
-    BOOST_TEST(tensor_types(dir / "q8_0", 3).at("blk.1.ffn_down_exps.weight") == q8_0);
-    auto v8 = run_moequant({"verify", "--source", src.string(), "--converted", (dir / "q8_0").string()});
-    BOOST_TEST(v8.exit_code == 0, v8.out << v8.err);
-    // Some expert tensors in another type: nothing is carried, the MXFP4 ones are ggml's MXFP4 of the values.
-    auto mixed = run_moequant(gguf_args(src, dir / "mixed", {"--quant-method", "MXFP4_MOE", "--tensor-type", "ffn_down_exps=q8_0"}));
-    BOOST_REQUIRE_MESSAGE(mixed.exit_code == 0, mixed.err);
-    const auto mixed_types = tensor_types(dir / "mixed", 3);
-    BOOST_TEST(mixed_types.at("blk.1.ffn_down_exps.weight") == q8_0);
-    BOOST_TEST(mixed_types.at("blk.1.ffn_up_exps.weight") == mxfp4);
-    auto vm = run_moequant({"verify", "--source", src.string(), "--converted", (dir / "mixed").string()});
-    BOOST_TEST(vm.exit_code == 0, vm.out << vm.err);
+    // The experts quantized from their values, as llama-quantize --allow-requantize does, verified
+    // against the source: Q8_0, and MXFP4_MOE with some expert tensors in another type (nothing
+    // is carried then: the MXFP4 ones are ggml's MXFP4 of the values).
+    const std::pair<const char*, std::vector<std::string>> requantized[] = {
+        {"q8_0", {"--quant-method", "Q8_0"}}, {"mixed", {"--quant-method", "MXFP4_MOE", "--tensor-type", "ffn_down_exps=q8_0"}}};
+    for (const auto& [name, args] : requantized) {
+        auto converted = run_moequant(gguf_args(src, dir / name, args));
+        BOOST_REQUIRE_MESSAGE(converted.exit_code == 0, converted.err);
+        auto verified = run_moequant({"verify", "--source", src.string(), "--converted", (dir / name).string()});
+        BOOST_TEST(verified.exit_code == 0, verified.out << verified.err);
+    }
+    BOOST_TEST(tensor_types(dir / "q8_0", 3).at("blk.1.ffn_up_exps.weight") == q8_0);
+    BOOST_TEST(tensor_types(dir / "mixed", 3).at("blk.1.ffn_down_exps.weight") == q8_0);
+    BOOST_TEST(tensor_types(dir / "mixed", 3).at("blk.1.ffn_up_exps.weight") == mxfp4);
 }
 
 // A gpt-oss tensor llama.cpp would load in other dims, or layers it would attend otherwise, is
