@@ -10,7 +10,7 @@
 // What it can become (§5.5): kt-kernel's AMX formats have no place for expert biases or the
 // clamped (up + 1) · σ(1.702 · gate) activation, so kt-safetensors/kt-tree refuse the plan (they
 // refuse routed-expert tensors that are no expert's weight: the biases); `bf16-safetensors`
-// writes transformers' dequantized layout. The router (bias added to the logits, softmax over
+// writes transformers' dequantized layout; `gguf` llama.cpp's gpt-oss (docs/gguf-format.md). The router (bias added to the logits, softmax over
 // the top-k logits) is reported but its tensors are not recorded: routed-only calibration
 // would ignore the bias, so it refuses. No calibration forward (the default refuses).
 
@@ -36,8 +36,8 @@ FamilyRules gpt_oss_rules() {
     r.router_weights = {};  // not recorded: routing without the logit bias would misroute
     r.unmodelled_routing = {{.warning = "gpt-oss routing adds the router bias to the logits, which the plan cannot express: "
                                        "it records no router, so routed-only calibration is refused",
-                             .forward_hint = "no quantized format holds its expert biases; convert --format "
-                                             "bf16-safetensors exports it"}};
+                             .forward_hint = "convert --format gguf (llama.cpp's gpt-oss, MXFP4 experts as stored) or "
+                                             "--format bf16-safetensors converts it without calibration"}};
     r.interleaved_gate_up = true;
     r.layer_prefixes = {"model.layers."};
     return r;
@@ -77,7 +77,8 @@ public:
     void add_warnings(const ModelConfig&, ModelPlan& plan) const override {
         plan.warnings.push_back(
             "gpt-oss experts have biases and a clamped SwiGLU with (up + 1): kt-kernel's AMX formats cannot hold "
-            "them (kt-safetensors and kt-tree refuse); --format bf16-safetensors exports transformers' layout");
+            "them (kt-safetensors and kt-tree refuse); --format gguf writes llama.cpp's gpt-oss, --format "
+            "bf16-safetensors transformers' layout");
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {

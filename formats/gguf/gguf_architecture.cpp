@@ -55,7 +55,7 @@ std::optional<std::string> mapped_name(const std::string& checkpoint_name, const
 
 // The per-layer names every Llama-style decoder shares (gguf-py tensor_mapping): the two norms,
 // q/k/v/o and their biases; a family adds its own to them.
-NameTable llama_style_layer_names(std::initializer_list<NameTable::value_type> own) {
+NameTable llama_style_layer_names(const NameTable& own) {
     NameTable names = {
         {"input_layernorm.weight", "attn_norm.weight"},
         {"post_attention_layernorm.weight", "ffn_norm.weight"},
@@ -68,6 +68,30 @@ NameTable llama_style_layer_names(std::initializer_list<NameTable::value_type> o
         {"self_attn.v_proj.bias", "attn_v.bias"},
     };
     names.insert(own.begin(), own.end());
+    return names;
+}
+
+// The same, with the norm before the MoE as post_attention_norm (ATTN_POST_NORM: the
+// architecture has no ffn_norm), as GLM-4.5 and gpt-oss have it.
+NameTable post_attention_norm_layer_names(const NameTable& own) {
+    NameTable names = llama_style_layer_names(own);
+    names["post_attention_layernorm.weight"] = "post_attention_norm.weight";
+    return names;
+}
+
+// DeepSeek's MoE block, which GLM-4.5 shares: the router and its correction bias, the shared
+// experts, the dense first layers' MLP.
+NameTable deepseek_moe_names(NameTable names) {
+    names.insert({
+        {"mlp.gate.weight", "ffn_gate_inp.weight"},
+        {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+        {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+        {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+        {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},
+        {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"},
+    });
     return names;
 }
 
@@ -88,7 +112,7 @@ std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
 // DeepSeek-V2/V3's names (MODEL_TENSORS[DEEPSEEK2]); kv_b_proj maps to attn_kv_b, which the
 // plan writes split into attn_k_b / attn_v_b unless the architecture keeps it whole (mla_split).
 std::optional<std::string> deepseek2_tensor_name(const std::string& name) {
-    static const NameTable per_layer = {
+    static const NameTable per_layer = deepseek_moe_names({
         {"input_layernorm.weight", "attn_norm.weight"},
         {"post_attention_layernorm.weight", "ffn_norm.weight"},
         {"self_attn.q_proj.weight", "attn_q.weight"},
@@ -99,15 +123,7 @@ std::optional<std::string> deepseek2_tensor_name(const std::string& name) {
         {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
         {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
         {"self_attn.o_proj.weight", "attn_output.weight"},
-        {"mlp.gate.weight", "ffn_gate_inp.weight"},
-        {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
-        {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
-        {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
-        {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
-        {"mlp.gate_proj.weight", "ffn_gate.weight"},
-        {"mlp.up_proj.weight", "ffn_up.weight"},
-        {"mlp.down_proj.weight", "ffn_down.weight"},
-    };
+    });
     return mapped_name(name, per_layer);
 }
 
@@ -125,22 +141,10 @@ std::optional<std::string> llama_tensor_name(const std::string& name) {
 // GLM-4.5's names (MODEL_TENSORS[GLM4_MOE]): the norm before the MoE is post_attention_norm
 // (ATTN_POST_NORM; there is no ffn_norm), DeepSeek's router and shared experts.
 std::optional<std::string> glm4moe_tensor_name(const std::string& name) {
-    static const NameTable per_layer = [] {
-        NameTable names = llama_style_layer_names({
-            {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-            {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-            {"mlp.gate.weight", "ffn_gate_inp.weight"},
-            {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
-            {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
-            {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
-            {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
-            {"mlp.gate_proj.weight", "ffn_gate.weight"},
-            {"mlp.up_proj.weight", "ffn_up.weight"},
-            {"mlp.down_proj.weight", "ffn_down.weight"},
-        });
-        names["post_attention_layernorm.weight"] = "post_attention_norm.weight";
-        return names;
-    }();
+    static const NameTable per_layer = post_attention_norm_layer_names(deepseek_moe_names({
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    }));
     return mapped_name(name, per_layer);
 }
 
@@ -160,24 +164,20 @@ std::optional<std::string> minimax_m2_tensor_name(const std::string& name) {
 // (no ffn_norm), the shared expert with its sigmoid gate, and the gated delta-net layers'
 // tensors (in_proj_qkvz, A_log, dt_bias and conv1d go through qwen3next_transforms).
 std::optional<std::string> qwen3next_tensor_name(const std::string& name) {
-    static const NameTable per_layer = [] {
-        NameTable names = llama_style_layer_names({
-            {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-            {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-            {"mlp.gate.weight", "ffn_gate_inp.weight"},
-            {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
-            {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
-            {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
-            {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
-            {"linear_attn.in_proj_ba.weight", "ssm_ba.weight"},
-            {"linear_attn.in_proj_a.weight", "ssm_alpha.weight"},  // Qwen3.5
-            {"linear_attn.in_proj_b.weight", "ssm_beta.weight"},
-            {"linear_attn.norm.weight", "ssm_norm.weight"},
-            {"linear_attn.out_proj.weight", "ssm_out.weight"},
-        });
-        names["post_attention_layernorm.weight"] = "post_attention_norm.weight";
-        return names;
-    }();
+    static const NameTable per_layer = post_attention_norm_layer_names({
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"mlp.gate.weight", "ffn_gate_inp.weight"},
+        {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+        {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+        {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+        {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+        {"linear_attn.in_proj_ba.weight", "ssm_ba.weight"},
+        {"linear_attn.in_proj_a.weight", "ssm_alpha.weight"},  // Qwen3.5
+        {"linear_attn.in_proj_b.weight", "ssm_beta.weight"},
+        {"linear_attn.norm.weight", "ssm_norm.weight"},
+        {"linear_attn.out_proj.weight", "ssm_out.weight"},
+    });
     return mapped_name(name, per_layer);
 }
 
@@ -192,6 +192,39 @@ std::optional<std::string> deepseek32_tensor_name(const std::string& name) {
     };
     if (auto mapped = mapped_name(name, per_layer)) return mapped;
     return deepseek2_tensor_name(name);
+}
+
+// gpt-oss's names (MODEL_TENSORS[GPT_OSS]): the norm before the MoE is post_attention_norm
+// (ATTN_POST_NORM), the attention sinks a weight of their own, the router `mlp.router` with its
+// bias, and the experts' biases beside the stacked experts (gate_up's split by gpt_oss_transforms).
+std::optional<std::string> gpt_oss_tensor_name(const std::string& name) {
+    static const NameTable per_layer = post_attention_norm_layer_names({
+        {"self_attn.o_proj.bias", "attn_output.bias"},
+        {"self_attn.sinks", "attn_sinks.weight"},
+        {"mlp.router.weight", "ffn_gate_inp.weight"},
+        {"mlp.router.bias", "ffn_gate_inp.bias"},
+        {"mlp.experts.down_proj_bias", "ffn_down_exps.bias"},
+    });
+    return mapped_name(name, per_layer);
+}
+
+// gate_up_proj_bias [E, 2I]: the converter's [..., ::2] is the gate's, [..., 1::2] the up's.
+std::vector<GgufTensorTransform> gpt_oss_transforms(const std::string& name, const std::vector<std::int64_t>& shape) {
+    const auto layer = layer_tensor(name);
+    if (!layer || layer->second != "mlp.experts.gate_up_proj_bias") return {};
+    const std::string block = "blk." + std::to_string(layer->first) + ".";
+    const std::int64_t width = shape.empty() ? 0 : shape.back();
+    if (width % 2 != 0)
+        throw Error(ErrorKind::input,
+                    "has rows of " + std::to_string(width) + " values, which do not split into " + block + "ffn_gate_exps.bias and " + block +
+                        "ffn_up_exps.bias",
+                    {.tensor = name, .code = "BadGgufShape"});
+    GgufTensorTransform gate{.gguf_name = block + "ffn_gate_exps.bias"}, up{.gguf_name = block + "ffn_up_exps.bias"};
+    for (std::int64_t c = 0; c < width; c += 2) {
+        gate.cols.push_back(c);
+        up.cols.push_back(c + 1);
+    }
+    return {gate, up};
 }
 
 GgufValue u32_of(const ModelConfig& config, std::string_view key) {
@@ -550,6 +583,31 @@ GgufArchitecture qwen3next(const ModelPlan& plan, const ModelConfig& config, boo
     return a;
 }
 
+// gpt-oss as llama.cpp's gpt-oss (GptOssModel): the text-model keys (its yarn keys among them,
+// gguf_rope_keys), sliding_window, intermediate_size as the experts' length;
+// the sliding-window pattern is not written (llama.cpp's default: every other layer from layer 0),
+// so a config whose layer_types say otherwise is refused.
+GgufArchitecture gpt_oss(const ModelPlan& plan, const ModelConfig& config) {
+    GgufArchitecture a = text_architecture("gpt-oss", "gpt-4o", config);
+    auto& kv = a.metadata;
+    kv.push_back({a.arch + ".attention.sliding_window", u32_of(config, "sliding_window")});
+    kv.push_back({a.arch + ".expert_feed_forward_length", u32_of(config, "intermediate_size")});
+    if (auto types = config.find("layer_types"); types && types->is_array())
+        for (std::size_t l = 0; l < types->size(); ++l) {
+            const ConfigValue type = types->at(l);
+            const std::string expected = l % 2 == 0 ? "sliding_attention" : "full_attention";
+            if (!type.is_string() || type.as_string() != expected)
+                throw Error(ErrorKind::input,
+                            "has layer_types[" + std::to_string(l) + "] other than '" + expected +
+                                "'; llama.cpp's gpt-oss slides the window on the even layers and attends fully on the odd ones",
+                            {.file = config.source(), .code = "UnsupportedGguf"});
+        }
+    a.facts = model_facts(plan, config);
+    a.tensor_name = gpt_oss_tensor_name;
+    a.transforms = gpt_oss_transforms;
+    return a;
+}
+
 // Mixtral as llama.cpp's llama (LlamaModel, which registers MixtralForCausalLM): the text-model
 // keys, vocab_size, rope.dimension_count, linear rope scaling, the Q/K row interleave and the
 // SentencePiece ("llama") vocabulary.
@@ -616,9 +674,11 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
     if (plan.model_type == "minimax_m2") return minimax_m2(plan, config);
     if (plan.model_type == "qwen3_next") return qwen3next(plan, config);
     if (plan.model_type == "qwen3_5_moe_text" || plan.model_type == "qwen3_5_moe") return qwen3next(plan, config, true);
+    if (plan.model_type == "gpt_oss") return gpt_oss(plan, config);
     throw Error(ErrorKind::input,
                 "GGUF output is not written for model type '" + plan.model_type +
-                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, mixtral, glm4_moe, minimax_m2, qwen3_next, qwen3_5_moe)",
+                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, mixtral, glm4_moe, minimax_m2, qwen3_next, "
+                    "qwen3_5_moe, gpt_oss)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 

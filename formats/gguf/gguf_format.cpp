@@ -284,7 +284,9 @@ public:
     }
     Options quantizer_options(const OutputContext& context) const override {
         Options options;
-        options.set("gguf.expert_types", gguf_expert_types(plan_gguf(context)));
+        const GgufPlan plan = plan_gguf(context);
+        options.set("gguf.expert_types", gguf_expert_types(plan));
+        if (plan.carries_mxfp4) options.set("gguf.carry", "mxfp4");
         return options;
     }
     void check(const OutputContext& context) const override {

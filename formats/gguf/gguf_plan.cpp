@@ -54,6 +54,27 @@ Shape transformed_shape(const Shape& shape, const GgufTensorTransform& transform
     return out;
 }
 
+// Error(input) naming the checkpoint tensor when the GGUF tensor `gguf` it becomes would not have
+// the dims llama.cpp's loader creates it with: the experts' biases {rows, experts} (gpt-oss), the
+// attention sinks {heads}.
+void check_gguf_dims(const std::string& weight, const std::string& gguf, const std::vector<std::int64_t>& ne, const ModelPlan& plan,
+                     const ModelConfig& config) {
+    std::vector<std::int64_t> expected;
+    if (gguf.ends_with(".ffn_gate_exps.bias") || gguf.ends_with(".ffn_up_exps.bias"))
+        expected = {plan.expert_intermediate_size, plan.num_experts};
+    else if (gguf.ends_with(".ffn_down_exps.bias")) expected = {plan.hidden_size, plan.num_experts};
+    else if (gguf.ends_with(".attn_sinks.weight")) expected = {config.require_int("num_attention_heads")};
+    else return;
+    if (ne == expected) return;
+    auto dims = [](const std::vector<std::int64_t>& d) {
+        std::string text;
+        for (auto n : d) text += (text.empty() ? "" : ", ") + std::to_string(n);
+        return "{" + text + "}";
+    };
+    throw Error(ErrorKind::input, "would be GGUF " + gguf + " of dims " + dims(ne) + "; llama.cpp loads it as " + dims(expected),
+                {.tensor = weight, .code = "BadGgufShape"});
+}
+
 GgufTypeRequest type_request(const Options& options) {
     const std::string preset_name = options.get_string("preset", "");
     const auto preset = gguf_preset_named(preset_name);
@@ -81,6 +102,14 @@ GgufTypeRequest type_request(const Options& options) {
     request.pure = options.get_bool("pure", false);
     request.leave_output = options.get_bool("leave-output-tensor", false);
     return request;
+}
+
+// Whether the plan's expert matrices are stored in MXFP4 (the first expert's stand for all: the
+// gguf quantizer's carrier checks every one).
+bool stores_mxfp4_experts(const Checkpoint& source, const ModelPlan& plan) {
+    if (plan.moe_layers.empty()) return false;
+    const EncodedWeight* w = source.find_weight(plan.moe_layers.front().experts.front().weights[0].tensor);
+    return w && w->encoding == "mxfp4";
 }
 
 // What llama-quantize records of the importance matrix it used (its kv overrides: strings cut to
@@ -244,9 +273,7 @@ GgufPlan plan_gguf(const OutputContext& context) {
     std::vector<GgufTensorType> typed;
     std::map<std::string, GgufPlannedTensor> by_name;
     for (const auto& [name, role] : plan.roles) {
-        if (role == TensorRole::routed_expert || role == TensorRole::routed_expert_scale || role == TensorRole::skipped_mtp ||
-            role == TensorRole::skipped_buffer)
-            continue;
+        if (role == TensorRole::routed_expert_scale || role == TensorRole::skipped_mtp || role == TensorRole::skipped_buffer) continue;
         if (role == TensorRole::other && gguf_skips_multimodal(name)) continue;  // the converter's mmproj, not this file
         const EncodedWeight* w = source.weight_holding(name);
         if (w && name != w->primary()) continue;  // a scale or zero point of an encoded weight
@@ -264,16 +291,20 @@ GgufPlan plan_gguf(const OutputContext& context) {
                     throw Error(ErrorKind::internal, m.gguf_name + " takes rows or columns outside " + weight);
                 GgufPlannedTensor t{.info = {.name = m.gguf_name, .ne = ggml_dims(transformed_shape(shape, m))},
                                     .source = weight, .source_rows = std::move(m.rows), .source_cols = std::move(m.cols), .values = m.values};
+                check_gguf_dims(weight, t.info.name, t.info.ne, plan, *context.config);
                 typed.push_back({t.info.name, t.info.ne, converter_type(t.info.name, t.info.ne)});
                 by_name.emplace(t.info.name, std::move(t));
             }
             continue;
         }
         const auto gguf = out.architecture.tensor_name(weight);
+        // The experts' matrices are stacked below; what else of them the architecture names (gpt-oss's biases) is a tensor here.
+        if (role == TensorRole::routed_expert && !gguf) continue;
         if (!gguf)
             throw Error(ErrorKind::input, "has no GGUF name in llama.cpp's " + out.architecture.arch + " architecture",
                         {.tensor = weight, .code = "UnmappedGgufTensor"});
         GgufPlannedTensor t{.info = {.name = *gguf, .ne = ggml_dims(shape)}, .source = weight};
+        check_gguf_dims(weight, *gguf, t.info.ne, plan, *context.config);
         if (const auto& mla = out.architecture.mla_split; mla && gguf->ends_with(".attn_kv_b.weight")) {
             check_mla_kv_b(weight, shape.front(), shape.back(), *mla);
             const std::string stem = gguf->substr(0, gguf->size() - std::string_view("attn_kv_b.weight").size());
@@ -291,6 +322,11 @@ GgufPlan plan_gguf(const OutputContext& context) {
         typed.push_back({*gguf, t.info.ne, converter_type(*gguf, t.info.ne)});
         by_name.emplace(*gguf, std::move(t));
     }
+    // The converter writes MXFP4 experts (gpt-oss's) as they are stored, whatever its outtype:
+    // they reach llama-quantize in MXFP4, and a float preset keeps them so (file type MXFP4_MOE).
+    const bool mxfp4_experts = stores_mxfp4_experts(source, plan);
+    const bool float_preset = out.preset.default_type == f32 || out.preset.default_type == f16 || out.preset.default_type == bf16;
+    if (mxfp4_experts && float_preset) out.preset.file_type = gguf_preset_named("MXFP4_MOE")->file_type;
     for (const auto& layer : plan.moe_layers)
         for (Projection p : expert_projections) {
             const ExpertWeightSource& s = layer.experts.front().weights[static_cast<int>(p)];
@@ -298,7 +334,7 @@ GgufPlan plan_gguf(const OutputContext& context) {
                                          .ne = {s.cols, s.rows, static_cast<std::int64_t>(layer.experts.size())}},
                                 .layer = layer.layer,
                                 .projection = p};
-            typed.push_back({t.info.name, t.info.ne, bf16});
+            typed.push_back({t.info.name, t.info.ne, mxfp4_experts ? mxfp4 : bf16});
             by_name.emplace(t.info.name, std::move(t));
         }
     // The float presets are the converter's own output; the others are llama-quantize's, whose
@@ -306,13 +342,17 @@ GgufPlan plan_gguf(const OutputContext& context) {
     const bool written_by_llama_quantize = out.preset.default_type != bf16 && out.preset.default_type != f16;
     for (const auto& t : choose_gguf_types(typed, out.architecture.facts, request)) {
         GgufPlannedTensor& planned = by_name.at(t.name);
-        planned.info.type = t.type;
-        planned.info.bytes = gguf_tensor_bytes(t.name, t.type, t.ne);
+        planned.info.type = planned.layer >= 0 && mxfp4_experts && float_preset ? mxfp4 : t.type;
+        planned.info.bytes = gguf_tensor_bytes(t.name, planned.info.type, t.ne);
         if (planned.layer >= 0) planned.expert_bytes = static_cast<std::int64_t>(planned.info.bytes / static_cast<std::uint64_t>(t.ne[2]));
-        if (out.imatrix && t.type != t.source_type)  // llama-quantize looks up the tensors it quantizes
+        if (out.imatrix && planned.info.type != t.source_type)  // llama-quantize looks up the tensors it quantizes
             planned.importance = out.imatrix->entry_for(t.name, t.ne[0], t.ne.size() > 2 ? t.ne[2] : 1);
         if (written_by_llama_quantize) drop_trailing_unit_dims(planned.info.ne);
     }
+
+    out.carries_mxfp4 = mxfp4_experts && std::all_of(by_name.begin(), by_name.end(), [](const auto& entry) {
+        return entry.second.layer < 0 || entry.second.info.type == mxfp4;
+    });
 
     std::vector<GgufKeyValue> metadata = general_metadata(out.architecture, out.preset);
     metadata.insert(metadata.end(), out.architecture.metadata.begin(), out.architecture.metadata.end());

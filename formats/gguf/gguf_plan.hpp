@@ -54,6 +54,9 @@ struct GgufPlan {
     // `splits`), or when packed a staging file the end of the run folds into the parts.
     std::map<std::int64_t, GgufSplit> layer_files;
     bool packed = false;
+    // The source stores its experts in MXFP4 and every expert tensor is MXFP4: the `gguf`
+    // quantizer carries the stored codes (option gguf.carry=mxfp4), as the converter does.
+    bool carries_mxfp4 = false;
     std::shared_ptr<const ImatrixFile> imatrix;  // option "imatrix" (indexed, values not read)
 };
 

@@ -2,7 +2,10 @@
 // (llama-quantize's mixture: Q4_K_M puts some layers' ffn_down_exps in Q6_K). The format hands
 // it, through Quantizer::configure(), option gguf.expert_types, "LAYER:GATE,UP,DOWN;..." with
 // ggml's type names; each expert matrix then goes to the gguf-<type> quantizer of its tensor
-// (for_matrix()). The registered object, unconfigured, quantizes nothing.
+// (for_matrix()). The registered object, unconfigured, quantizes nothing. With option
+// gguf.carry=mxfp4 (the format sets it when every expert tensor is MXFP4 and the source stores its
+// experts in MXFP4, as gpt-oss does) it carries the stored codes instead (StoredCodeCarrier):
+// each row's E8M0 bytes as they are, its nibbles re-laid in ggml's block order.
 #pragma once
 
 #include "ggml_quantizer.hpp"
@@ -14,7 +17,7 @@
 
 namespace moequant::ggml_quants {
 
-class GgufMixQuantizer final : public Quantizer, public QuantizerImportance {
+class GgufMixQuantizer final : public Quantizer, public QuantizerImportance, public StoredCodeCarrier {
 public:
     GgufMixQuantizer();
 
@@ -33,11 +36,17 @@ public:
     const QuantizerImportance* importance() const override { return this; }
     Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override;
 
+    const StoredCodeCarrier* carrier() const override { return carry_mxfp4_ ? this : nullptr; }
+    // Error(input) naming the tensor when the expert is not stored as MXFP4 rows ggml's blocks can take.
+    std::shared_ptr<const Quantizer> bind_source(const Checkpoint& checkpoint, const ExpertWeightSource& source) const override;
+    QuantizedTensor carry(const Checkpoint& checkpoint, const ExpertWeightSource& source) const override;
+
 private:
     // One quantizer per type, shared by every configured mixture.
     std::shared_ptr<const std::vector<std::unique_ptr<GgmlQuantizer>>> types_;
     std::map<std::int64_t, std::array<const GgmlQuantizer*, 3>> layers_;  // by layer: gate, up, down
     std::string expert_types_;  // the option as given, for settings()
+    bool carry_mxfp4_ = false;  // gguf.carry=mxfp4
 };
 
 }  // namespace moequant::ggml_quants

@@ -70,4 +70,16 @@ void dequantize_row_mxfp4(const std::uint8_t* in, float* y, std::int64_t n) {
     }
 }
 
+void relay_mxfp4_row(const std::uint8_t* codes, const std::uint8_t* scales, std::uint8_t* out, std::int64_t n) noexcept {
+    std::uint8_t levels[qk];
+    for (std::int64_t block = 0; block < n / qk; ++block, codes += qk / 2, out += block_bytes) {
+        for (int k = 0; k < qk / 2; ++k) {
+            levels[2 * k] = codes[k] & 0x0f;
+            levels[2 * k + 1] = codes[k] >> 4;
+        }
+        out[0] = scales[block];  // E8M0 as stored: ggml's doubled codes times 2^(e - 128) are the same values
+        pack_nibbles32(levels, out + 1);
+    }
+}
+
 }  // namespace moequant::ggml_quants

@@ -29,4 +29,11 @@ MOEQUANT_GGML_ROW_CODEC(mxfp4)
 
 #undef MOEQUANT_GGML_ROW_CODEC
 
+// One row of n MXFP4 values as Hugging Face checkpoints store them (gpt-oss's `_blocks` /
+// `_scales`, DeepSeek-V4's packed weight and scale: byte k of a row holds element 2k in its low
+// nibble and 2k + 1 in its high one; one E8M0 byte per 32 elements) into ggml's MXFP4 blocks, the
+// values unchanged: each block is the scale byte as stored, then byte j holding element j (low)
+// and j + 16 (high). n a multiple of 32.
+void relay_mxfp4_row(const std::uint8_t* codes, const std::uint8_t* scales, std::uint8_t* out, std::int64_t n) noexcept;
+
 }  // namespace moequant::ggml_quants

@@ -16,6 +16,7 @@
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -829,6 +830,178 @@ BOOST_AUTO_TEST_CASE(overrides_and_float_presets) {
     auto vb = run_moequant({"verify", "--source", src.string(), "--converted", (dir / "bf16").string()});
     BOOST_TEST(vb.exit_code == 0, vb.out << vb.err);
     BOOST_TEST(contains(vb.out, "SNR inf dB"), vb.out);  // BF16 experts from a BF16 source: exact
+}
+
+// gpt-oss as llama.cpp's gpt-oss (GptOssModel): its keys (the yarn keys before rope.freq_base,
+// sliding_window, intermediate_size as the experts'), attn_sinks, the router's bias and the
+// experts' biases, gate_up's even values the gate's and its odd ones the up's; the MXFP4 experts
+// carried as stored by MXFP4_MOE and the float presets (ggml's blocks re-derived here from the
+// release's nibble order), quantized from their values by the other presets.
+BOOST_AUTO_TEST_CASE(gpt_oss_keeps_its_mxfp4_experts_and_splits_the_biases) {
+    TempDir dir;
+    const fs::path src = dir / "src", out = dir / "out";
+    synth_checkpoint(src, {"gpt_oss", "mxfp4"});  // tiny: 2 layers, 4 experts of 256, 4 heads of 64, 1 KV head
+    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "MXFP4_MOE"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const fs::path part1 = out / "model-00001-of-00003.gguf";
+    const GgufFile first = read_gguf_file_header(part1.string());
+    auto u = [&](const std::string& key) { return unsigned_key(first, key); };
+    auto f = [&](const std::string& key) { return first.find(key)->as_float().value(); };
+    BOOST_TEST(first.find("general.architecture")->as_string().value() == "gpt-oss");
+    BOOST_TEST(u("general.file_type") == 38u);  // MOSTLY_MXFP4_MOE
+    BOOST_TEST(u("gpt-oss.block_count") == 2u);
+    BOOST_TEST(u("gpt-oss.attention.sliding_window") == 128u);
+    BOOST_TEST(u("gpt-oss.expert_feed_forward_length") == config_number(src, "intermediate_size"));
+    BOOST_TEST(u("gpt-oss.expert_count") == 4u);
+    BOOST_TEST(u("gpt-oss.expert_used_count") == 2u);
+    BOOST_TEST(u("gpt-oss.attention.key_length") == 64u);
+    BOOST_TEST(first.find("gpt-oss.rope.scaling.type")->as_string().value() == "yarn");
+    BOOST_TEST(f("gpt-oss.rope.scaling.factor") == 32.0);
+    BOOST_TEST(u("gpt-oss.rope.scaling.original_context_length") == 4096u);
+    BOOST_TEST(f("gpt-oss.rope.scaling.yarn_beta_fast") == 32.0);
+    BOOST_TEST(f("gpt-oss.rope.scaling.yarn_beta_slow") == 1.0);
+    BOOST_TEST(f("gpt-oss.rope.freq_base") == 150000.0);
+    BOOST_TEST(!first.find("gpt-oss.attention.sliding_window_pattern"));  // llama.cpp's default: every other layer
+    std::vector<std::string> keys;
+    for (const auto& kv : first.metadata) keys.push_back(kv.key);
+    auto position = [&](const std::string& key) { return std::find(keys.begin(), keys.end(), key) - keys.begin(); };
+    BOOST_TEST(position("gpt-oss.rope.scaling.yarn_beta_slow") + 1 == position("gpt-oss.rope.freq_base"));
+    BOOST_TEST(first.find("tokenizer.ggml.model")->as_string().value() == "gpt2");
+    BOOST_TEST(first.find("tokenizer.ggml.pre")->as_string().value() == "gpt-4o");
+
+    const auto types = tensor_types(out, 3);
+    using namespace ggml_type_id;
+    for (const char* t : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+        BOOST_TEST(types.at(std::string("blk.1.") + t + ".weight") == mxfp4, t);
+        const GgufTensorInfo* bias = first.tensor(std::string("blk.1.") + t + ".bias");
+        BOOST_TEST_REQUIRE(bias != nullptr, t);
+        BOOST_TEST((bias->type == f32 && bias->ne == std::vector<std::int64_t>{256, 4}), t);  // {rows, experts}
+    }
+    for (const char* t : {"attn_sinks.weight", "ffn_gate_inp.bias", "ffn_gate_inp.weight", "attn_output.bias", "attn_q.bias",
+                          "post_attention_norm.weight"})
+        BOOST_TEST(types.at(std::string("blk.0.") + t) == f32, t);
+    BOOST_TEST((first.tensor("blk.0.attn_sinks.weight")->ne == std::vector<std::int64_t>{4}));
+    BOOST_TEST(!types.count("blk.0.ffn_norm.weight"));
+    for (const char* t : {"blk.0.attn_q.weight", "blk.0.attn_output.weight", "token_embd.weight", "output.weight"})
+        BOOST_TEST(types.at(t) == q8_0, t);  // MXFP4_MOE: every other matrix Q8_0
+    BOOST_TEST(types.size() == 41u);
+
+    // Each expert's MXFP4 block: the scale byte as stored, then byte j = element j (low nibble) and
+    // element j + 16 (high), where the release's byte k holds elements 2k (low) and 2k + 1 (high).
+    const Checkpoint source = Checkpoint::open(src);
+    const std::string experts = "model.layers.1.mlp.experts.";
+    const TensorView blocks = source.view(experts + "gate_up_proj_blocks"), scales = source.view(experts + "gate_up_proj_scales");
+    const auto* hf = reinterpret_cast<const std::uint8_t*>(blocks.data());
+    const auto* e8m0 = reinterpret_cast<const std::uint8_t*>(scales.data());
+    auto nibble = [&](std::int64_t stored_row, std::int64_t element) {
+        const std::uint8_t byte = hf[stored_row * 128 + element / 2];
+        return element % 2 ? byte >> 4 : byte & 0x0f;
+    };
+    const fs::path layer1 = out / "model-00003-of-00003.gguf";
+    constexpr float e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const auto* mxfp4_rows = ggml_quants::ggml_type_named("mxfp4");
+    for (std::int64_t half = 0; half < 2; ++half) {  // gate: the even rows of gate_up, up: the odd ones
+        const TensorData ours = tensor_data(layer1, half ? "blk.1.ffn_up_exps.weight" : "blk.1.ffn_gate_exps.weight");
+        std::vector<std::uint8_t> expected;
+        std::vector<float> values, decoded(256);
+        for (std::int64_t e = 0; e < 4; ++e)
+            for (std::int64_t row = 0; row < 256; ++row) {
+                const std::int64_t stored = e * 512 + 2 * row + half;
+                for (std::int64_t b = 0; b < 8; ++b) {
+                    expected.push_back(e8m0[stored * 8 + b]);
+                    for (std::int64_t j = 0; j < 16; ++j)
+                        expected.push_back(static_cast<std::uint8_t>(nibble(stored, 32 * b + j) | nibble(stored, 32 * b + j + 16) << 4));
+                    for (std::int64_t j = 0; j < 32; ++j) {  // the release's value: E2M1 x 2^(e - 127)
+                        const int code = nibble(stored, 32 * b + j);
+                        values.push_back((code & 8 ? -1.0f : 1.0f) * e2m1[code & 7] * std::ldexp(1.0f, e8m0[stored * 8 + b] - 127));
+                    }
+                }
+            }
+        BOOST_TEST((ours.bytes == expected), half);
+        std::vector<float> dequantized;
+        for (std::size_t row = 0; row < 4 * 256; ++row) {
+            mxfp4_rows->dequantize(ours.bytes.data() + row * mxfp4_rows->row_bytes(256), decoded.data(), 256);
+            dequantized.insert(dequantized.end(), decoded.begin(), decoded.end());
+        }
+        BOOST_TEST((dequantized == values), half);  // ggml's to_float gives the release's values
+    }
+    // The biases, BF16 in the release, in F32: gate_up's even values the gate's, its odd ones the up's.
+    const TensorView gate_up_bias = source.view(experts + "gate_up_proj_bias"), down_bias = source.view(experts + "down_proj_bias");
+    const auto* bias_bits = reinterpret_cast<const std::uint16_t*>(gate_up_bias.data());
+    for (std::int64_t half = 0; half < 2; ++half) {
+        const TensorData ours = tensor_data(part1, half ? "blk.1.ffn_up_exps.bias" : "blk.1.ffn_gate_exps.bias");
+        std::vector<float> expected;
+        for (std::int64_t i = 0; i < 4 * 256; ++i) expected.push_back(bf16_to_f32(bias_bits[2 * i + half]));
+        std::vector<float> got(expected.size());
+        std::memcpy(got.data(), ours.bytes.data(), ours.bytes.size());
+        BOOST_TEST((got == expected), half);
+    }
+    std::vector<float> down(4 * 256), got_down(4 * 256);
+    convert_bf16_to_f32(down_bias.data(), down.data(), down.size());
+    std::memcpy(got_down.data(), tensor_data(part1, "blk.1.ffn_down_exps.bias").bytes.data(), got_down.size() * 4);
+    BOOST_TEST((got_down == down));
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+
+    // BF16, as the converter writes it: the experts the same MXFP4 bytes, the other matrices BF16.
+    auto bf = run_moequant(gguf_args(src, dir / "bf16", {"--quant-method", "BF16"}));
+    BOOST_REQUIRE_MESSAGE(bf.exit_code == 0, bf.err);
+    const GgufFile floats = read_gguf_file_header((dir / "bf16" / "model-00001-of-00003.gguf").string());
+    BOOST_TEST(floats.find("general.file_type")->as_unsigned().value() == 38u);
+    BOOST_TEST(floats.tensor("blk.0.attn_q.weight")->type == bf16);
+    BOOST_TEST((read_bytes(dir / "bf16" / "model-00003-of-00003.gguf") == read_bytes(layer1)));
+    // The experts quantized from their values, as llama-quantize --allow-requantize does, verified
+    // against the source: Q8_0, and MXFP4_MOE with some expert tensors in another type (nothing
+    // is carried then: the MXFP4 ones are ggml's MXFP4 of the values).
+    const std::pair<const char*, std::vector<std::string>> requantized[] = {
+        {"q8_0", {"--quant-method", "Q8_0"}}, {"mixed", {"--quant-method", "MXFP4_MOE", "--tensor-type", "ffn_down_exps=q8_0"}}};
+    for (const auto& [name, args] : requantized) {
+        auto converted = run_moequant(gguf_args(src, dir / name, args));
+        BOOST_REQUIRE_MESSAGE(converted.exit_code == 0, converted.err);
+        auto verified = run_moequant({"verify", "--source", src.string(), "--converted", (dir / name).string()});
+        BOOST_TEST(verified.exit_code == 0, verified.out << verified.err);
+    }
+    BOOST_TEST(tensor_types(dir / "q8_0", 3).at("blk.1.ffn_up_exps.weight") == q8_0);
+    BOOST_TEST(tensor_types(dir / "mixed", 3).at("blk.1.ffn_down_exps.weight") == q8_0);
+    BOOST_TEST(tensor_types(dir / "mixed", 3).at("blk.1.ffn_up_exps.weight") == mxfp4);
+}
+
+// A gpt-oss tensor llama.cpp would load in other dims, or layers it would attend otherwise, is
+// refused naming the tensor or key.
+BOOST_AUTO_TEST_CASE(gpt_oss_shapes_llama_cpp_cannot_load_are_refused) {
+    TempDir dir;
+    const fs::path src = dir / "src", windows = dir / "windows", out = dir / "refused";
+    synth_checkpoint(src, {"gpt_oss", "mxfp4"});
+    fs::copy(src, windows, fs::copy_options::recursive);
+    auto config = boost::json::parse(read_text(windows / "config.json")).as_object();
+    config["layer_types"] = boost::json::array{"full_attention", "full_attention"};
+    write_text(windows / "config.json", boost::json::serialize(config));
+    // Four sinks stored as [2, 2]: the same bytes, in the dims llama.cpp would not take.
+    for (const auto& shard : fs::directory_iterator(src)) {
+        if (shard.path().extension() != ".safetensors") continue;
+        std::vector<std::uint8_t> bytes = read_bytes(shard.path());
+        std::uint64_t n = 0;
+        std::memcpy(&n, bytes.data(), 8);
+        auto header = boost::json::parse(std::string(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n))).as_object();
+        auto* sinks = header.if_contains("model.layers.0.self_attn.sinks");
+        if (!sinks) continue;
+        sinks->as_object()["shape"] = boost::json::array{2, 2};
+        std::string text = boost::json::serialize(header);
+        text.append((8 - text.size() % 8) % 8, ' ');
+        std::vector<std::uint8_t> rewritten(8);
+        const std::uint64_t length = text.size();
+        std::memcpy(rewritten.data(), &length, 8);
+        rewritten.insert(rewritten.end(), text.begin(), text.end());
+        rewritten.insert(rewritten.end(), bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n), bytes.end());
+        write_bytes(shard.path(), rewritten);
+    }
+    check_refusals({
+                       {gguf_args(src, out, {"--quant-method", "MXFP4_MOE"}), 3,
+                        "tensor 'model.layers.0.self_attn.sinks': would be GGUF blk.0.attn_sinks.weight of dims {2, 2}; llama.cpp "
+                        "loads it as {4}"},
+                       {gguf_args(windows, out, {"--quant-method", "Q8_0"}), 3, "has layer_types[0] other than 'sliding_attention'"},
+                   },
+                   out);
 }
 
 BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {

@@ -34,7 +34,8 @@ usage: $(basename "$0") --work DIR [options]
   --families "F[:DTYPE] ..."
                       synth families and source dtypes
                       (default: "deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 kimi_k2
-                      kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next qwen3_5_moe")
+                      kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next qwen3_5_moe
+                      gpt_oss:mxfp4": gpt-oss's experts as released)
   --presets "P ..."   quant presets (default: "Q4_K_M Q8_0 Q6_K IQ4_XS")
   --jobs N            build jobs (default 2)
   --python PY         python with numpy; gguf-py is taken from PYTHONPATH, else from the
@@ -53,7 +54,7 @@ EOF
 }
 
 work='' llama=/work/.mirror/unslothai+llama.cpp/repo commit=HEAD tree='' moequant=moequant jobs=2 python=''
-families="deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 kimi_k2 kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next qwen3_5_moe"
+families="deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 kimi_k2 kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next qwen3_5_moe gpt_oss:mxfp4"
 presets="Q4_K_M Q8_0 Q6_K IQ4_XS"
 while [ $# -gt 0 ]; do
   case $1 in -h|--help) usage; exit 0 ;; esac
@@ -168,13 +169,14 @@ results=$work/results.tsv
 status=0
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$results"; }
 # ppl MODEL LOG: llama-perplexity's final estimate, or FAIL. Up to five tries: on a loaded
-# machine today's llama-perplexity (82bb48500) now and then ends before its log has written the
-# estimate (exit 0, or not), for llama-quantize's files as for moequant's; a rerun gives it.
+# machine today's llama-perplexity (82bb48500) now and then ends before its asynchronous log has
+# written the estimate (exit 0, or not; llama.cpp leaks its logger, #22142), for llama-quantize's
+# files as for moequant's; a rerun gives it.
 ppl() {
   local try
   for try in 1 2 3 4 5; do
     timeout 600 "$bin/llama-perplexity" -m "$1" -f "$text" -c 128 -t 2 > "$2" 2>&1 || continue
-    if grep -q 'Final estimate: PPL = ' "$2"; then
+    if grep -a -q 'Final estimate: PPL = ' "$2"; then
       sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' "$2" | tail -1
       return
     fi
@@ -210,7 +212,7 @@ quantize() {
   "$moequant" convert -i "$dir/src" -o "$dir/$tag" --format gguf --quant-method "$preset" "${legacy_mla[@]}" "${override[@]}" "${with[@]}" \
     > "$dir/$tag.log" 2>&1 || { cat "$dir/$tag.log" >&2; exit 1; }
   ours=$(part1 "$dir/$tag") ref=$dir/llama-quantize-$tag.gguf
-  timeout 600 "$bin/llama-quantize" "${with[@]}" "$bf16" "$ref" "$preset" 2 > "$dir/llama-quantize-$tag.log" 2>&1 ||
+  timeout 600 "$bin/llama-quantize" "${requantize[@]}" "${with[@]}" "$bf16" "$ref" "$preset" 2 > "$dir/llama-quantize-$tag.log" 2>&1 ||
     { tail -5 "$dir/llama-quantize-$tag.log" >&2; exit 1; }
   crc=0; "$python" "$here/compare_tensors.py" "$dir/$tag" "$ref" > "$dir/compare-$tag.txt" 2>&1 || crc=$?
   [ $crc -le 1 ] || { cat "$dir/compare-$tag.txt" >&2; exit 1; }
@@ -297,6 +299,15 @@ for spec in $families; do
     cat "$dir/BF16.log" >&2; exit 1
   fi
   bf16=$(part1 "$dir/BF16")
+  # gpt-oss's converter keeps MXFP4 experts MXFP4 in its BF16 GGUF, as moequant does: llama-quantize
+  # then requantizes them only with --allow-requantize (MXFP4_MOE copies them).
+  requantize=()
+  if "$python" - "$dir/BF16" <<'PY'; then requantize=(--allow-requantize); fi
+import glob, sys
+from gguf import GGUFReader, GGMLQuantizationType as T
+files = glob.glob(sys.argv[1] + "/*.gguf")
+sys.exit(0 if any(t.tensor_type not in (T.F32, T.F16, T.BF16) for f in files for t in GGUFReader(f).tensors) else 1)
+PY
   gen=$(generates "$bf16" "$dir/BF16.gen.log")
   arch=$(sed -n 's/.*general\.architecture  *str  *= \([^ ]*\).*/\1/p' "$dir/BF16.gen.log" | head -1)
   if grep -q "unknown model architecture" "$dir/BF16.gen.log"; then
@@ -313,15 +324,21 @@ for spec in $families; do
   fi
   # moequant's importance matrix of the routed experts on the same text (the legacy form, which
   # every llama-quantize reads).
+  # A family moequant runs no forward for (gpt-oss: its router bias) has none: rows without it.
   recorded=$dir/record-imatrix.dat
   # DeepSeek-V3.2's dense calibration forward is its model only up to index_topk tokens (64 here).
   record_limit=(); [ "$family" = deepseek_v32 ] && record_limit=(--max_sequence_length 64)
-  "$moequant" record --model_id "$dir/src" --dataset embedded --imatrix "$recorded" "${record_limit[@]}" --quiet > "$dir/record.log" 2>&1 ||
-    { cat "$dir/record.log" >&2; exit 1; }
+  rc=0; "$moequant" record --model_id "$dir/src" --dataset embedded --imatrix "$recorded" "${record_limit[@]}" --quiet > "$dir/record.log" 2>&1 || rc=$?
+  if [ $rc != 0 ] && grep -q '(NoForward)' "$dir/record.log"; then
+    row "$family" "$dtype" "record imatrix" "-" "-" "-" "-" "moequant records none: $(sed -n 's/.*error: \([^(]*[^ (]\) *(.*/\1/p' "$dir/record.log" | head -1)"
+    recorded=''
+  elif [ $rc != 0 ]; then
+    cat "$dir/record.log" >&2; exit 1
+  fi
   for preset in $presets; do
     quantize "$preset" ''
     quantize "$preset" "$imatrix"
-    quantize "$preset" "$recorded" "record imatrix"
+    [ -z "$recorded" ] || quantize "$preset" "$recorded" "record imatrix"
   done
   packing "$(set -- $presets; echo "$1")"
 done
