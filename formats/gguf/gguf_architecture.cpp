@@ -376,6 +376,18 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
 // lightning indexer's (head count, head dim, top-k). llama.cpp builds deepseek32 with the
 // absorbed MLA only, so --legacy-mla is refused. The MTP layer is not written (no
 // nextn_predict_layers: a model without one).
+// llama.cpp's DSA indexer (deepseek32.cpp, glm-dsa.cpp at 82bb48500) takes each indexer head's
+// non-rotary part at the offset of its own length: right only when the head is twice the rotary
+// dimension, as in the released models. Another would be computed wrongly (or abort): refused.
+void check_indexer_head(const ModelConfig& config, const std::string& arch, std::int64_t rotary) {
+    const std::int64_t head = config.require_int("index_head_dim");
+    if (head != 2 * rotary)
+        throw Error(ErrorKind::input,
+                    "has index_head_dim " + std::to_string(head) + " with a rotary dimension of " + std::to_string(rotary) + "; llama.cpp's " + arch +
+                        " splits an indexer head correctly only when it is twice the rotary dimension (as the released models have it)",
+                    {.file = config.source(), .code = "UnsupportedGguf"});
+}
+
 GgufArchitecture deepseek32(const ModelPlan& plan, const ModelConfig& config, bool legacy_mla) {
     const std::string arch = "deepseek32";
     if (legacy_mla)
@@ -395,6 +407,27 @@ GgufArchitecture deepseek32(const ModelPlan& plan, const ModelConfig& config, bo
 // a turn (its <|endoftext|> would not stop).
 const std::vector<std::pair<std::string, std::string>> glm_named_specials = {
     {"bos", "[gMASK]"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"eom", "<|observation|>"}};
+
+// GLM-5/5.1/5.2 as llama.cpp's glm-dsa (GlmMoeDsaModel): deepseek32's keys and tensors, the rotary
+// dimension qk_rope_head_dim x partial_rotary_factor, the indexer_types (full or shared, per layer)
+// when the config has them, GLM's vocabulary. The MTP layer is not written.
+GgufArchitecture glm_dsa(const ModelPlan& plan, const ModelConfig& config, bool legacy_mla) {
+    const double partial = rope_parameter(config, "partial_rotary_factor").value_or(1.0);
+    const auto rotary = static_cast<std::int64_t>(static_cast<double>(config.require_int("qk_rope_head_dim")) * partial);
+    check_indexer_head(config, "glm-dsa", rotary);
+    GgufArchitecture a = deepseek32(plan, config, legacy_mla);
+    a.arch = "glm-dsa";
+    for (auto& kv : a.metadata) kv.key = a.arch + kv.key.substr(kv.key.find('.'));
+    a.pre = "glm4";
+    set_key(a.metadata, a.arch + ".rope.dimension_count", GgufValue::u32(static_cast<std::uint32_t>(rotary)));
+    if (auto types = config.find("indexer_types"); types && types->is_array()) {
+        std::vector<std::uint8_t> full;
+        for (std::size_t i = 0; i < types->size(); ++i) full.push_back(types->at(i).is_string() && types->at(i).as_string() == "full");
+        a.metadata.push_back({a.arch + ".attention.indexer.types", GgufValue::booleans(full)});
+    }
+    a.named_specials = glm_named_specials;
+    return a;
+}
 
 // GLM-4.5/4.6/4.7 as llama.cpp's glm4moe (Glm4MoeModel): the text-model keys, the partial rotary
 // dimension, DeepSeek-style MoE keys with sigmoid gating, GLM's named special tokens. The MTP
@@ -662,7 +695,11 @@ std::int64_t gguf_rope_interleave_heads(const GgufArchitecture& arch, const std:
 GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config, const GgufArchitectureRequest& request) {
     if (plan.model_type == "qwen3_moe") return qwen3moe(plan, config);
     if (plan.model_type == "deepseek_v3" || plan.model_type == "deepseek_v2") return deepseek2(plan, config, request.legacy_mla);
-    if (plan.model_type == "deepseek_v32") return deepseek32(plan, config, request.legacy_mla);
+    if (plan.model_type == "deepseek_v32") {
+        check_indexer_head(config, "deepseek32", config.require_int("qk_rope_head_dim"));
+        return deepseek32(plan, config, request.legacy_mla);
+    }
+    if (plan.model_type == "glm_moe_dsa") return glm_dsa(plan, config, request.legacy_mla);
     if (plan.model_type == "kimi_k2") {  // Kimi-K2/K2.5/K2.6: DeepSeek-V3's model, its own tokenizer
         GgufArchitecture a = deepseek2(plan, config, request.legacy_mla);
         a.pre = "kimi-k2";
@@ -677,7 +714,7 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
     if (plan.model_type == "gpt_oss") return gpt_oss(plan, config);
     throw Error(ErrorKind::input,
                 "GGUF output is not written for model type '" + plan.model_type +
-                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, mixtral, glm4_moe, minimax_m2, qwen3_next, "
+                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, glm_moe_dsa, mixtral, glm4_moe, minimax_m2, qwen3_next, "
                     "qwen3_5_moe, gpt_oss)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }

@@ -174,6 +174,7 @@ GgufValue GgufValue::strings(const std::vector<std::string>& v) {
 }
 GgufValue GgufValue::f32s(const std::vector<float>& v) { return scalar_array(GgufType::f32, v); }
 GgufValue GgufValue::i32s(const std::vector<std::int32_t>& v) { return scalar_array(GgufType::i32, v); }
+GgufValue GgufValue::booleans(const std::vector<std::uint8_t>& v) { return scalar_array(GgufType::boolean, v); }
 
 std::optional<std::uint64_t> GgufValue::as_unsigned() const {
     switch (type) {

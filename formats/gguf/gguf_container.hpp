@@ -44,6 +44,7 @@ struct GgufValue {
     static GgufValue strings(const std::vector<std::string>& v);
     static GgufValue f32s(const std::vector<float>& v);
     static GgufValue i32s(const std::vector<std::int32_t>& v);
+    static GgufValue booleans(const std::vector<std::uint8_t>& v);  // 0 or 1 each
 
     // Typed reads; nullopt when the value is of another type.
     std::optional<std::uint64_t> as_unsigned() const;  // u8 .. u64

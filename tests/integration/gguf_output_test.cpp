@@ -455,6 +455,35 @@ BOOST_AUTO_TEST_CASE(deepseek_v32_becomes_deepseek32) {
     BOOST_TEST(!fs::exists(dir / "legacy" / "model-00001-of-00003.gguf"));
 }
 
+// GLM-5 as llama.cpp's glm-dsa: deepseek32's keys renamed, the indexer_types as booleans, GLM's
+// vocabulary; the shared-indexer layers have no indexer tensors. An indexer head that is not twice
+// the rotary dimension (the tiny synth's) is refused: llama.cpp would split it wrongly.
+BOOST_AUTO_TEST_CASE(glm5_becomes_glm_dsa) {
+    TempDir dir;
+    const fs::path src = dir / "src", tiny = dir / "tiny", out = dir / "out";
+    synth_checkpoint(src, {"glm_moe_dsa", "bf16"}, {"--preset", "small"});
+    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const std::uint64_t layers = config_number(src, "num_hidden_layers"), dense = config_number(src, "first_k_dense_replace");
+    const GgufFile first = read_gguf_file_header((out / part_name(1, layers - dense + 1)).string());
+    BOOST_TEST(first.find("general.architecture")->as_string().value() == "glm-dsa");
+    BOOST_TEST(first.find("tokenizer.ggml.pre")->as_string().value() == "glm4");
+    BOOST_TEST(unsigned_key(first, "glm-dsa.rope.dimension_count") == config_number(src, "qk_rope_head_dim"));
+    BOOST_TEST(unsigned_key(first, "glm-dsa.attention.indexer.key_length") == config_number(src, "index_head_dim"));
+    const GgufValue* types = first.find("glm-dsa.attention.indexer.types");
+    BOOST_REQUIRE(types != nullptr);
+    BOOST_TEST((types->element == GgufType::boolean && types->count == layers));
+    BOOST_TEST(types->bytes == std::string("\x01\x01\x00\x01\x00\x01", 6));  // "shared" layers reuse the previous top-k
+    BOOST_TEST(first.tensor("blk.1.indexer.attn_k.weight") != nullptr);
+    BOOST_TEST(first.tensor("blk.2.indexer.attn_k.weight") == nullptr);
+    BOOST_TEST(!first.find("deepseek32.block_count"));
+
+    synth_checkpoint(tiny, {"glm_moe_dsa", "bf16"});
+    check_refusals({{gguf_args(tiny, dir / "refused", {"--quant-method", "Q4_K_M"}), 3,
+                     "splits an indexer head correctly only when it is twice the rotary dimension"}},
+                   dir / "refused");
+}
+
 // Kimi-K2.6 as the converter writes KimiK25ForConditionalGeneration's text model: deepseek2 with
 // the kimi-k2 pre-tokenizer, its weights without "language_model.", its vision tower and
 // projector left to the converter's separate mmproj file.

@@ -33,8 +33,8 @@ usage: $(basename "$0") --work DIR [options]
   --moequant BIN      moequant binary (default: moequant on PATH)
   --families "F[:DTYPE] ..."
                       synth families and source dtypes
-                      (default: "deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 kimi_k2
-                      kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next qwen3_5_moe
+                      (default: "deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 glm_moe_dsa
+                      kimi_k2 kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next qwen3_5_moe
                       gpt_oss:mxfp4": gpt-oss's experts as released)
   --presets "P ..."   quant presets (default: "Q4_K_M Q8_0 Q6_K IQ4_XS")
   --jobs N            build jobs (default 2)
@@ -54,7 +54,7 @@ EOF
 }
 
 work='' llama=/work/.mirror/unslothai+llama.cpp/repo commit=HEAD tree='' moequant=moequant jobs=2 python=''
-families="deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 kimi_k2 kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next qwen3_5_moe gpt_oss:mxfp4"
+families="deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 glm_moe_dsa kimi_k2 kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 qwen3_next qwen3_5_moe gpt_oss:mxfp4"
 presets="Q4_K_M Q8_0 Q6_K IQ4_XS"
 while [ $# -gt 0 ]; do
   case $1 in -h|--help) usage; exit 0 ;; esac
@@ -286,7 +286,10 @@ for spec in $families; do
   dir=$work/models/$family-$dtype
   rm -rf "$dir" && mkdir -p "$dir"
   log "$family ($dtype): synth, BF16 GGUF"
-  "$moequant" synth --family "$family" --dtype "$dtype" --out "$dir/src" > "$dir/synth.log" 2>&1 ||
+  # GLM-5's tiny synth has an indexer head 4x its rotary dimension, which llama.cpp's glm-dsa does
+  # not split right (moequant refuses it): the small one has the released models' 2x.
+  synth_preset=(); [ "$family" = glm_moe_dsa ] && synth_preset=(--preset small)
+  "$moequant" synth --family "$family" --dtype "$dtype" "${synth_preset[@]}" --out "$dir/src" > "$dir/synth.log" 2>&1 ||
     { cat "$dir/synth.log" >&2; exit 1; }
   # A llama.cpp without the absorbed-MLA tensors (before 2025-04) loads DeepSeek's attn_kv_b whole only.
   legacy_mla=()
@@ -327,7 +330,7 @@ PY
   # A family moequant runs no forward for (gpt-oss: its router bias) has none: rows without it.
   recorded=$dir/record-imatrix.dat
   # DeepSeek-V3.2's dense calibration forward is its model only up to index_topk tokens (64 here).
-  record_limit=(); [ "$family" = deepseek_v32 ] && record_limit=(--max_sequence_length 64)
+  record_limit=(); case $family in deepseek_v32|glm_moe_dsa) record_limit=(--max_sequence_length 64) ;; esac
   rc=0; "$moequant" record --model_id "$dir/src" --dataset embedded --imatrix "$recorded" "${record_limit[@]}" --quiet > "$dir/record.log" 2>&1 || rc=$?
   if [ $rc != 0 ] && grep -q '(NoForward)' "$dir/record.log"; then
     row "$family" "$dtype" "record imatrix" "-" "-" "-" "-" "moequant records none: $(sed -n 's/.*error: \([^(]*[^ (]\) *(.*/\1/p' "$dir/record.log" | head -1)"
