@@ -170,6 +170,11 @@ inline F div(F a, F b) { return {_mm512_div_ps(a.lo, b.lo), _mm512_div_ps(a.hi, 
 inline F sqrt_f(F a) { return {_mm512_sqrt_ps(a.lo), _mm512_sqrt_ps(a.hi)}; }
 inline F min_f(F a, F b) { return {_mm512_min_ps(a.lo, b.lo), _mm512_min_ps(a.hi, b.hi)}; }
 inline F max_f(F a, F b) { return {_mm512_max_ps(a.lo, b.lo), _mm512_max_ps(a.hi, b.hi)}; }
+inline __m512 min_bits(__m512 a, __m512 b) { return _mm512_castsi512_ps(_mm512_min_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b))); }
+inline __m512 max_bits(__m512 a, __m512 b) { return _mm512_castsi512_ps(_mm512_max_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b))); }
+// offset_lanes.inc's integer MAXPS / MINPS.
+inline F min_bits(F a, F b) { return {min_bits(a.lo, b.lo), min_bits(a.hi, b.hi)}; }
+inline F max_bits(F a, F b) { return {max_bits(a.lo, b.lo), max_bits(a.hi, b.hi)}; }
 inline F round_even(F a) {
     return {_mm512_roundscale_ps(a.lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
             _mm512_roundscale_ps(a.hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
