@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace moequant::ggml_quants::lanes_avx512_emulated {
@@ -70,6 +71,23 @@ std::vector<float> weights_for(std::size_t n) {
 
 bool same_bits(const void* a, const void* b, std::size_t n) { return std::memcmp(a, b, n) == 0; }
 
+// The emulated symmetric search of `count` sub-blocks of 16 against the scalar one, with
+// weights_for's weights and with none (x^2).
+void check_symmetric_lanes(int count, const std::vector<float>& x, const std::string& what) {
+    const std::vector<float> w = weights_for(x.size());
+    for (bool weighted : {false, true}) {
+        std::vector<std::int8_t> want_levels(x.size()), got_levels(x.size());
+        std::vector<float> want_scales(count), got_scales(count);
+        for (int k = 0; k < count; ++k)
+            want_scales[k] = symmetric_levels(16, 32, x.data() + 16 * k, want_levels.data() + 16 * k,
+                                              weighted ? w.data() + 16 * k : nullptr);
+        emulated::symmetric_levels_16(count, 32, x.data(), weighted ? w.data() : nullptr, got_levels.data(),
+                                      got_scales.data());
+        BOOST_TEST(want_levels == got_levels, "levels, " << what << ", weighted " << weighted);
+        BOOST_TEST(same_bits(want_scales.data(), got_scales.data(), 4 * count), "scales, " << what << ", weighted " << weighted);
+    }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(k_lanes_avx512)
@@ -117,18 +135,7 @@ BOOST_AUTO_TEST_CASE(offset_lanes_match_the_scalar_search) {
 BOOST_AUTO_TEST_CASE(symmetric_lanes_match_the_scalar_search) {
     for (int count : {1, 16, 45, 96}) {
         const std::vector<float> x = sub_blocks(count, 16);
-        const std::vector<float> w = weights_for(x.size());
-        for (bool weighted : {false, true}) {
-            std::vector<std::int8_t> want_levels(x.size()), got_levels(x.size());
-            std::vector<float> want_scales(count), got_scales(count);
-            for (int k = 0; k < count; ++k)
-                want_scales[k] = symmetric_levels(16, 32, x.data() + 16 * k, want_levels.data() + 16 * k,
-                                                  weighted ? w.data() + 16 * k : nullptr);
-            emulated::symmetric_levels_16(count, 32, x.data(), weighted ? w.data() : nullptr, got_levels.data(),
-                                          got_scales.data());
-            BOOST_TEST(want_levels == got_levels, "levels, count " << count << ", weighted " << weighted);
-            BOOST_TEST(same_bits(want_scales.data(), got_scales.data(), 4 * count), "scales, count " << count);
-        }
+        check_symmetric_lanes(count, x, "count " + std::to_string(count));
     }
 }
 
@@ -157,18 +164,7 @@ BOOST_AUTO_TEST_CASE(symmetric_lanes_match_the_scalar_search_at_the_clamps) {
             xs[top] = sign * m;
             xs[bottom] = -sign * m * ratio;
         }
-        const std::vector<float> w = weights_for(x.size());
-        for (bool weighted : {false, true}) {
-            std::vector<std::int8_t> want_levels(x.size()), got_levels(x.size());
-            std::vector<float> want_scales(count), got_scales(count);
-            for (int k = 0; k < count; ++k)
-                want_scales[k] = symmetric_levels(16, 32, x.data() + 16 * k, want_levels.data() + 16 * k,
-                                                  weighted ? w.data() + 16 * k : nullptr);
-            emulated::symmetric_levels_16(count, 32, x.data(), weighted ? w.data() : nullptr, got_levels.data(),
-                                          got_scales.data());
-            BOOST_TEST(want_levels == got_levels, "levels, round " << round << ", weighted " << weighted);
-            BOOST_TEST(same_bits(want_scales.data(), got_scales.data(), 4 * count), "scales, round " << round);
-        }
+        check_symmetric_lanes(count, x, "round " + std::to_string(round));
     }
 }
 
