@@ -31,8 +31,6 @@ using F = __m512;
 using I = __m512i;
 using M = __mmask16;
 
-inline F load(const float* p) { return _mm512_load_ps(p); }
-inline void store(float* p, F v) { _mm512_store_ps(p, v); }
 inline F set1(float v) { return _mm512_set1_ps(v); }
 inline I set1_i(int v) { return _mm512_set1_epi32(v); }
 inline F add(F a, F b) { return _mm512_add_ps(a, b); }
@@ -45,32 +43,15 @@ inline I as_int(F a) { return _mm512_castps_si512(a); }
 inline I and_i(I a, I b) { return _mm512_and_si512(a, b); }
 inline I sub_i(I a, I b) { return _mm512_sub_epi32(a, b); }
 inline I add_i(I a, I b) { return _mm512_add_epi32(a, b); }
-inline void store_i(int* p, I v) { _mm512_store_si512(p, v); }
 inline I max_i(I a, I b) { return _mm512_max_epi32(a, b); }
 inline I min_i(I a, I b) { return _mm512_min_epi32(a, b); }
-inline F to_float(I a) { return _mm512_cvtepi32_ps(a); }
-// Ordered, non-signalling comparisons: false for NaN, as C's < > <= == are.
-inline M lt(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
-inline M gt(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
-inline M le(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
-inline M ne(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }  // true for NaN, as !=
-inline M and_m(M a, M b) { return static_cast<M>(a & b); }
-inline M and_not(M a, M b) { return static_cast<M>(a & ~b); }
-inline bool none(M m) { return m == 0; }
 // m ? a : b per lane.
 inline F select(M m, F a, F b) { return _mm512_mask_blend_ps(m, b, a); }
-inline I select_i(M m, I a, I b) { return _mm512_mask_blend_epi32(m, b, a); }
 
 // ggml's nearest_int per lane: the low mantissa bits of x + 1.5 * 2^23.
 inline I nearest_int_lanes(F x) {
     return sub_i(and_i(as_int(add(x, set1(12582912.f))), set1_i(0x007fffff)), set1_i(0x00400000));
 }
-
-inline M or_m(M a, M b) { return static_cast<M>(a | b); }
-inline F min_f(F a, F b) { return _mm512_min_ps(a, b); }
-inline F round_even(F a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-// Every lane in m or in flat.
-inline bool all_or_flat(M m, M flat) { return static_cast<M>(m | flat) == 0xFFFF; }
 
 // r[k][i] -> r[i][k] for a 16 x 16 block of floats.
 inline void transpose16(__m512* r) {
