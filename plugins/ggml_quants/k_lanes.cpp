@@ -37,4 +37,12 @@ OffsetRequantize active_offset_requantize() noexcept {
     }
 }
 
+SymmetricRequantize active_symmetric_requantize() noexcept {
+    switch (active_isa()) {
+    case Isa::avx512: return lanes_avx512::symmetric_requantize_16x16;
+    case Isa::avx2: return lanes_avx2::symmetric_requantize_16x16;
+    default: return nullptr;
+    }
+}
+
 }  // namespace moequant::ggml_quants

@@ -35,12 +35,19 @@ using Q8Blocks = void (*)(std::int64_t blocks, const float* x, std::uint8_t* out
 // nmax), bit for bit the scalar arithmetic; sub-blocks with ds[j] == 0 keep their levels.
 using OffsetRequantize = void (*)(const float* x, const float* ds, const float* dm, int nmax, std::uint8_t* levels);
 
+// Q6_K's requantizing of one super-block (k_rows.cpp's q6_finish): for each of its 16
+// sub-blocks j with ds[j] != 0, levels[16 j + i] = clamp(nearest_int(x / ds[j]), -nmax,
+// nmax - 1) + nmax, bit for bit the scalar arithmetic; sub-blocks with ds[j] == 0 keep their
+// levels.
+using SymmetricRequantize = void (*)(const float* x, const float* ds, int nmax, std::int8_t* levels);
+
 // The lane kernels of the active ISA (moequant/cpu_isa.hpp), or null where only the scalar
 // search runs (the CPU or MOEQUANT_ISA / set_isa_limit allows no vector path).
 OffsetLanes active_offset_lanes() noexcept;
 SymmetricLanes active_symmetric_lanes() noexcept;
 Q8Blocks active_q8_0_blocks() noexcept;
 OffsetRequantize active_offset_requantize() noexcept;
+SymmetricRequantize active_symmetric_requantize() noexcept;
 
 namespace lanes_avx2 {
 void offset_levels_32(int count, int nmax, const float* x, const float* weights, bool flat_when_below, OffsetSearch search,
@@ -48,6 +55,7 @@ void offset_levels_32(int count, int nmax, const float* x, const float* weights,
 void symmetric_levels_16(int count, int nmax, const float* x, const float* weights, std::int8_t* levels, float* scales);
 void q8_0_blocks(std::int64_t blocks, const float* x, std::uint8_t* out, float* scales);
 void offset_requantize_8x32(const float* x, const float* ds, const float* dm, int nmax, std::uint8_t* levels);
+void symmetric_requantize_16x16(const float* x, const float* ds, int nmax, std::int8_t* levels);
 }
 namespace lanes_avx512 {
 void offset_levels_32(int count, int nmax, const float* x, const float* weights, bool flat_when_below, OffsetSearch search,
@@ -55,6 +63,7 @@ void offset_levels_32(int count, int nmax, const float* x, const float* weights,
 void symmetric_levels_16(int count, int nmax, const float* x, const float* weights, std::int8_t* levels, float* scales);
 void q8_0_blocks(std::int64_t blocks, const float* x, std::uint8_t* out, float* scales);
 void offset_requantize_8x32(const float* x, const float* ds, const float* dm, int nmax, std::uint8_t* levels);
+void symmetric_requantize_16x16(const float* x, const float* ds, int nmax, std::int8_t* levels);
 }
 
 }  // namespace moequant::ggml_quants

@@ -56,6 +56,10 @@ inline M or_m(M a, M b) { return _mm256_or_ps(a, b); }
 inline F min_f(F a, F b) { return _mm256_min_ps(a, b); }
 inline F max_f(F a, F b) { return _mm256_max_ps(a, b); }
 inline F round_even(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+// MAXPS / MINPS on the bits as signed integers: the same as the float ones where b is +0 or
+// positive and a is not NaN (offset_lanes.inc), on the integer units.
+inline F max_bits(F a, F b) { return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b))); }
+inline F min_bits(F a, F b) { return _mm256_castsi256_ps(_mm256_min_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b))); }
 // Every lane in m or in flat.
 inline bool all_or_flat(M m, M flat) { return _mm256_movemask_ps(_mm256_or_ps(m, flat)) == 0xFF; }
 

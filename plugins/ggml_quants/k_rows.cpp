@@ -301,6 +301,53 @@ constexpr ScaleMinType q5_type{31, {-0.5f, 0.1f, 15, false}, true};
 // ---- Q6_K block: ql[128] qh[64] scales[16] d
 constexpr int q6_ql = 0, q6_qh = 128, q6_scales = 192, q6_d = 208, q6_bytes = 210;
 
+// Writes one Q6_K super-block from its sub-block searches: the 8-bit scales, d, the levels
+// requantized with the stored scales (vector lanes where the CPU has them) and packed.
+void q6_finish(const float* x, const float* scales, std::int8_t* levels, std::uint8_t* out,
+               SymmetricRequantize requantize_lanes) noexcept {
+    float max_scale = 0, max_abs_scale = 0;
+    for (int j = 0; j < 16; ++j) {
+        if (std::fabs(scales[j]) > max_abs_scale) {
+            max_abs_scale = std::fabs(scales[j]);
+            max_scale = scales[j];
+        }
+    }
+    if (max_abs_scale < group_max_eps) {
+        std::memset(out, 0, q6_bytes);
+        put_f16(out + q6_d, 0.f);
+        return;
+    }
+    // The scale of largest magnitude maps to -128; the 8-bit scales are clamped above only.
+    const float inverse = -128.f / max_scale;
+    put_f16(out + q6_d, 1 / inverse);
+    for (int j = 0; j < 16; ++j)
+        out[q6_scales + j] = static_cast<std::uint8_t>(std::min(127, nearest_int(inverse * scales[j])));
+    const float d_all = get_f16(out + q6_d);
+    float ds[16];
+    for (int j = 0; j < 16; ++j) ds[j] = d_all * static_cast<float>(static_cast<std::int8_t>(out[q6_scales + j]));
+    if (requantize_lanes) {
+        requantize_lanes(x, ds, 32, levels);
+    } else {
+        for (int j = 0; j < 16; ++j) {
+            if (ds[j] == 0) continue;
+            for (int i = 16 * j; i < 16 * j + 16; ++i)
+                levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / ds[j]), -32, 31) + 32);
+        }
+    }
+    // Value e = 128h + 32k + l (levels 0..63): low nibble in ql[64h + 32(k%2) + l] at bit
+    // 4(k/2), top two bits in qh[32h + l] at bit 2k. Each byte written once so this vectorizes.
+    std::uint8_t* ql = out + q6_ql;
+    std::uint8_t* qh = out + q6_qh;
+    for (int h = 0; h < 2; ++h)
+        for (int l = 0; l < 32; ++l) {
+            const std::int8_t* v = levels + 128 * h + l;  // v[32k] is value k of this l
+            ql[64 * h + l] = static_cast<std::uint8_t>((v[0] & 0xF) | ((v[64] & 0xF) << 4));
+            ql[64 * h + 32 + l] = static_cast<std::uint8_t>((v[32] & 0xF) | ((v[96] & 0xF) << 4));
+            qh[32 * h + l] =
+                static_cast<std::uint8_t>((v[0] >> 4) | ((v[32] >> 4) << 2) | ((v[64] >> 4) << 4) | ((v[96] >> 4) << 6));
+        }
+}
+
 }  // namespace
 
 void quantize_row_q2_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
@@ -459,51 +506,26 @@ void dequantize_row_q5_k(const std::uint8_t* in, float* y, std::int64_t n) {
 }
 
 void quantize_row_q6_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
-    for (std::int64_t b = 0; b < n / super_block; ++b, x += super_block, out += q6_bytes) {
+    // The sub-block searches of a few super-blocks at a time (whole groups of SIMD lanes), then
+    // each super-block's scales, requantizing and packing.
+    constexpr int chunk = 8;
+    std::int8_t levels[super_block * chunk];
+    float scales[16 * chunk];
+    const SymmetricLanes lanes = active_symmetric_lanes();
+    const SymmetricRequantize requantize_lanes = active_symmetric_requantize();
+    const std::int64_t nb = n / super_block;
+    for (std::int64_t first = 0; first < nb; first += chunk) {
+        const int blocks = static_cast<int>(std::min<std::int64_t>(chunk, nb - first));
+        const float* xc = x + first * super_block;
         // The imatrix path weighs the sub-block search by the raw importance (no sigma2 term).
-        const float* qw = importance ? importance + b * super_block : nullptr;
-        std::int8_t levels[super_block];
-        float scales[16];
-        if (const SymmetricLanes lanes = active_symmetric_lanes()) lanes(16, 32, x, qw, levels, scales);
+        const float* ic = importance ? importance + first * super_block : nullptr;
+        if (lanes) lanes(16 * blocks, 32, xc, ic, levels, scales);
         else
-            for (int j = 0; j < 16; ++j)
-                scales[j] = symmetric_levels(16, 32, x + 16 * j, levels + 16 * j, qw ? qw + 16 * j : nullptr);
-        float max_scale = 0, max_abs_scale = 0;
-        for (int j = 0; j < 16; ++j) {
-            if (std::fabs(scales[j]) > max_abs_scale) {
-                max_abs_scale = std::fabs(scales[j]);
-                max_scale = scales[j];
-            }
-        }
-        if (max_abs_scale < group_max_eps) {
-            std::memset(out, 0, q6_bytes);
-            put_f16(out + q6_d, 0.f);
-            continue;
-        }
-        // The scale of largest magnitude maps to -128; the 8-bit scales are clamped above only.
-        const float inverse = -128.f / max_scale;
-        put_f16(out + q6_d, 1 / inverse);
-        for (int j = 0; j < 16; ++j)
-            out[q6_scales + j] = static_cast<std::uint8_t>(std::min(127, nearest_int(inverse * scales[j])));
-        const float d_all = get_f16(out + q6_d);
-        for (int j = 0; j < 16; ++j) {
-            const float d = d_all * static_cast<float>(static_cast<std::int8_t>(out[q6_scales + j]));
-            if (d == 0) continue;
-            for (int i = 16 * j; i < 16 * j + 16; ++i)
-                levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -32, 31) + 32);
-        }
-        // Value e = 128h + 32k + l (levels 0..63): low nibble in ql[64h + 32(k%2) + l] at bit
-        // 4(k/2), top two bits in qh[32h + l] at bit 2k. Each byte written once so this vectorizes.
-        std::uint8_t* ql = out + q6_ql;
-        std::uint8_t* qh = out + q6_qh;
-        for (int h = 0; h < 2; ++h)
-            for (int l = 0; l < 32; ++l) {
-                const std::int8_t* v = levels + 128 * h + l;  // v[32k] is value k of this l
-                ql[64 * h + l] = static_cast<std::uint8_t>((v[0] & 0xF) | ((v[64] & 0xF) << 4));
-                ql[64 * h + 32 + l] = static_cast<std::uint8_t>((v[32] & 0xF) | ((v[96] & 0xF) << 4));
-                qh[32 * h + l] =
-                    static_cast<std::uint8_t>((v[0] >> 4) | ((v[32] >> 4) << 2) | ((v[64] >> 4) << 4) | ((v[96] >> 4) << 6));
-            }
+            for (int j = 0; j < 16 * blocks; ++j)
+                scales[j] = symmetric_levels(16, 32, xc + 16 * j, levels + 16 * j, ic ? ic + 16 * j : nullptr);
+        for (int b = 0; b < blocks; ++b)
+            q6_finish(xc + b * super_block, scales + 16 * b, levels + super_block * b, out + (first + b) * q6_bytes,
+                      requantize_lanes);
     }
 }
 

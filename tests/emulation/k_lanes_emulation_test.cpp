@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace moequant::ggml_quants::lanes_avx512_emulated {
@@ -23,6 +24,7 @@ void offset_levels_32(int count, int nmax, const float* x, const float* weights,
 void symmetric_levels_16(int count, int nmax, const float* x, const float* weights, std::int8_t* levels, float* scales);
 void q8_0_blocks(std::int64_t blocks, const float* x, std::uint8_t* out, float* scales);
 void offset_requantize_8x32(const float* x, const float* ds, const float* dm, int nmax, std::uint8_t* levels);
+void symmetric_requantize_16x16(const float* x, const float* ds, int nmax, std::int8_t* levels);
 }  // namespace moequant::ggml_quants::lanes_avx512_emulated
 
 
@@ -68,6 +70,23 @@ std::vector<float> weights_for(std::size_t n) {
 }
 
 bool same_bits(const void* a, const void* b, std::size_t n) { return std::memcmp(a, b, n) == 0; }
+
+// The emulated symmetric search of `count` sub-blocks of 16 against the scalar one, with
+// weights_for's weights and with none (x^2).
+void check_symmetric_lanes(int count, const std::vector<float>& x, const std::string& what) {
+    const std::vector<float> w = weights_for(x.size());
+    for (bool weighted : {false, true}) {
+        std::vector<std::int8_t> want_levels(x.size()), got_levels(x.size());
+        std::vector<float> want_scales(count), got_scales(count);
+        for (int k = 0; k < count; ++k)
+            want_scales[k] = symmetric_levels(16, 32, x.data() + 16 * k, want_levels.data() + 16 * k,
+                                              weighted ? w.data() + 16 * k : nullptr);
+        emulated::symmetric_levels_16(count, 32, x.data(), weighted ? w.data() : nullptr, got_levels.data(),
+                                      got_scales.data());
+        BOOST_TEST(want_levels == got_levels, "levels, " << what << ", weighted " << weighted);
+        BOOST_TEST(same_bits(want_scales.data(), got_scales.data(), 4 * count), "scales, " << what << ", weighted " << weighted);
+    }
+}
 
 }  // namespace
 
@@ -116,18 +135,36 @@ BOOST_AUTO_TEST_CASE(offset_lanes_match_the_scalar_search) {
 BOOST_AUTO_TEST_CASE(symmetric_lanes_match_the_scalar_search) {
     for (int count : {1, 16, 45, 96}) {
         const std::vector<float> x = sub_blocks(count, 16);
-        const std::vector<float> w = weights_for(x.size());
-        for (bool weighted : {false, true}) {
-            std::vector<std::int8_t> want_levels(x.size()), got_levels(x.size());
-            std::vector<float> want_scales(count), got_scales(count);
-            for (int k = 0; k < count; ++k)
-                want_scales[k] = symmetric_levels(16, 32, x.data() + 16 * k, want_levels.data() + 16 * k,
-                                                  weighted ? w.data() + 16 * k : nullptr);
-            emulated::symmetric_levels_16(count, 32, x.data(), weighted ? w.data() : nullptr, got_levels.data(),
-                                          got_scales.data());
-            BOOST_TEST(want_levels == got_levels, "levels, count " << count << ", weighted " << weighted);
-            BOOST_TEST(same_bits(want_scales.data(), got_scales.data(), 4 * count), "scales, count " << count);
+        check_symmetric_lanes(count, x, "count " + std::to_string(count));
+    }
+}
+
+// Sub-blocks of 16 whose extremes of either sign are near each other in magnitude, so that
+// the trial levels reach both ends (-nmax and nmax - 1) in some lanes and only one in others:
+// the lanes' clamps are left out only where no lane of the group needs them. Each round mixes
+// ratios of the opposite extreme, signs, magnitudes, zeros, equal values and weights.
+BOOST_AUTO_TEST_CASE(symmetric_lanes_match_the_scalar_search_at_the_clamps) {
+    std::uniform_real_distribution<float> uniform(0.f, 1.f);
+    std::uniform_int_distribution<int> pick(0, 9);
+    const float ratios[] = {1.f, 0.999f, 0.99f, 0.985f, 0.97f, 0.96f, 0.95f, 0.9f, 0.5f, 0.f};
+    const float magnitudes[] = {1e-30f, 1e-7f, 0.02f, 1.f, 1e7f, 1e30f};
+    for (int round = 0; round < 60; ++round) {
+        const int count = 16 + 16 * (round % 5) + round % 3;  // whole and part-filled groups
+        std::vector<float> x(static_cast<std::size_t>(16 * count));
+        for (int k = 0; k < count; ++k) {
+            float* xs = x.data() + 16 * k;
+            const float m = magnitudes[pick(k_rng) % 6], sign = pick(k_rng) % 2 ? 1.f : -1.f;
+            // A third of the rounds only far ratios (no lane needs the upper clamp in most
+            // trials), a third only near ones, a third any.
+            const int r = pick(k_rng);
+            const float ratio = ratios[round % 3 == 0 ? 7 + r % 3 : round % 3 == 1 ? r % 5 : r];
+            const int kind = pick(k_rng);
+            for (int i = 0; i < 16; ++i) xs[i] = kind == 0 ? 0.f : kind == 1 ? m : 0.85f * m * (2 * uniform(k_rng) - 1);
+            const int top = pick(k_rng) % 16, bottom = (top + 1 + pick(k_rng)) % 16;
+            xs[top] = sign * m;
+            xs[bottom] = -sign * m * ratio;
         }
+        check_symmetric_lanes(count, x, "round " + std::to_string(round));
     }
 }
 
@@ -181,6 +218,28 @@ BOOST_AUTO_TEST_CASE(offset_requantize_lanes_match_the_scalar_loop) {
             emulated::offset_requantize_8x32(x.data(), ds, dm, nmax, got.data());
             BOOST_TEST(want == got, "requantize, nmax " << nmax << ", round " << round);
         }
+}
+
+// Q6_K's requantizing (k_rows.cpp's q6_finish) against its scalar loop, scales of every kind.
+BOOST_AUTO_TEST_CASE(symmetric_requantize_lanes_match_the_scalar_loop) {
+    std::uniform_real_distribution<float> uniform(0.f, 1.f);
+    for (int round = 0; round < 40; ++round) {
+        const std::vector<float> x = sub_blocks(16, 16);
+        float ds[16];
+        for (int j = 0; j < 16; ++j) {
+            const float kinds[] = {0.f, 1e-3f * uniform(k_rng), -0.02f * uniform(k_rng), 1e30f, NAN, 1e-40f, -0.f, uniform(k_rng)};
+            ds[j] = kinds[(j + round) % 8];
+        }
+        std::vector<std::int8_t> want(256, 0x5A), got(256, 0x5A);
+        for (int j = 0; j < 16; ++j) {
+            if (ds[j] == 0) continue;
+            for (int i = 16 * j; i < 16 * j + 16; ++i)
+                want[static_cast<std::size_t>(i)] =
+                    static_cast<std::int8_t>(std::clamp(nearest_int(x[static_cast<std::size_t>(i)] / ds[j]), -32, 31) + 32);
+        }
+        emulated::symmetric_requantize_16x16(x.data(), ds, 32, got.data());
+        BOOST_TEST(want == got, "requantize, round " << round);
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -64,6 +64,16 @@ std::vector<Row> corner_rows(std::int64_t n, unsigned seed) {
         default: return static_cast<float>(i % 7) - 3.f;
         }
     });
+    // Sub-blocks of 16 and 32 whose extremes of opposite sign are near each other in magnitude
+    // (the searches' levels reach both ends in some lanes), beside one-signed ones.
+    add("near-symmetric extremes", [&](std::int64_t i) {
+        const float ratios[] = {1.f, 0.99f, 0.97f, 0.95f, 0.8f};
+        const std::int64_t k = i / 16;
+        const float sign = k % 3 ? 1.f : -1.f;
+        if (i % 16 == k % 16) return sign;
+        if (i % 16 == (k + 5) % 16) return -sign * ratios[k % 5];
+        return (k % 7 == 6 ? 0.5f : 0.9f) * (2 * uniform(rng) - 1) * (k % 4 ? 1.f : 1e-3f);
+    });
     // Non-finite values (ggml does not refuse them; the paths must still agree).
     add("infinity", [&](std::int64_t i) { return i % 37 == 5 ? INFINITY : normal(rng); });
     add("nan", [&](std::int64_t i) { return i % 41 == 7 ? NAN : normal(rng); });
