@@ -33,6 +33,13 @@ std::vector<std::string> gguf_args(const fs::path& src, const fs::path& out, std
     return args;
 }
 
+// `source` synthesized in `src` and converted to GGUF in `out` with `args`, which must succeed.
+void synth_and_convert(const fs::path& src, const fs::path& out, const SynthSource& source, std::vector<std::string> args) {
+    synth_checkpoint(src, source);
+    auto r = run_moequant(gguf_args(src, out, std::move(args)));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+}
+
 // An integer of a synthesized model's config.json.
 std::uint64_t config_number(const fs::path& model, const char* key) {
     const auto config = boost::json::parse(read_text(model / "config.json")).as_object();
@@ -115,9 +122,7 @@ BOOST_AUTO_TEST_SUITE(gguf_output)
 BOOST_AUTO_TEST_CASE(q4_k_m_parts_hold_llama_quantizes_types_and_verify) {
     TempDir dir;
     const fs::path src = dir / "src", out = dir / "out";
-    synth_checkpoint(src, {"qwen3_moe", "bf16"});
-    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    synth_and_convert(src, out, {"qwen3_moe", "bf16"}, {"--quant-method", "Q4_K_M"});
     // The tiny preset has 2 MoE layers: 3 parts.
     const GgufFile first = read_gguf_file_header((out / "model-00001-of-00003.gguf").string());
     BOOST_TEST(first.find("general.architecture")->as_string().value() == "qwen3moe");
@@ -186,9 +191,7 @@ BOOST_AUTO_TEST_CASE(q4_k_m_parts_hold_llama_quantizes_types_and_verify) {
 BOOST_AUTO_TEST_CASE(single_file_and_split_max_size_hold_the_same_tensors) {
     TempDir dir;
     const fs::path src = dir / "src", layers = dir / "layers";
-    synth_checkpoint(src, {"qwen3_moe", "bf16"});
-    auto r = run_moequant(gguf_args(src, layers, {"--quant-method", "Q4_K_M"}));
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    synth_and_convert(src, layers, {"qwen3_moe", "bf16"}, {"--quant-method", "Q4_K_M"});
     // name -> bytes, over every .gguf of a folder; and that nothing else but the manifest is left.
     auto tensors_of = [](const fs::path& folder) {
         std::map<std::string, std::vector<std::uint8_t>> out;
@@ -205,7 +208,7 @@ BOOST_AUTO_TEST_CASE(single_file_and_split_max_size_hold_the_same_tensors) {
     BOOST_REQUIRE_EQUAL(reference.size(), 27u);
 
     const fs::path single = dir / "single";
-    r = run_moequant(gguf_args(src, single, {"--quant-method", "Q4_K_M", "--single-file"}));
+    auto r = run_moequant(gguf_args(src, single, {"--quant-method", "Q4_K_M", "--single-file"}));
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     BOOST_TEST((tensors_of(single) == reference));
     const GgufFile one = read_gguf_file_header((single / "model.gguf").string());
@@ -421,9 +424,7 @@ BOOST_AUTO_TEST_CASE(qwen3_5_moe_becomes_qwen35moe_with_tiled_value_heads) {
 BOOST_AUTO_TEST_CASE(deepseek_v32_becomes_deepseek32) {
     TempDir dir;
     const fs::path src = dir / "src", out = dir / "out", bf = dir / "bf16";
-    synth_checkpoint(src, {"deepseek_v32", "fp8"});
-    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    synth_and_convert(src, out, {"deepseek_v32", "fp8"}, {"--quant-method", "Q4_K_M"});
     auto config_int = [&](const char* key) { return config_number(src, key); };
     const GgufFile first = read_gguf_file_header((out / "model-00001-of-00003.gguf").string());
     auto u = [&](const std::string& key) { return unsigned_key(first, key); };
@@ -490,9 +491,7 @@ BOOST_AUTO_TEST_CASE(glm5_becomes_glm_dsa) {
 BOOST_AUTO_TEST_CASE(kimi_k26_becomes_deepseek2_without_its_vision_tower) {
     TempDir dir;
     const fs::path src = dir / "src", out = dir / "out";
-    synth_checkpoint(src, {"kimi_k26", "bf16"});
-    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    synth_and_convert(src, out, {"kimi_k26", "bf16"}, {"--quant-method", "Q4_K_M"});
     const GgufFile first = read_gguf_file_header((out / "model-00001-of-00003.gguf").string());
     BOOST_TEST(first.find("general.architecture")->as_string().value() == "deepseek2");
     BOOST_TEST(first.find("tokenizer.ggml.pre")->as_string().value() == "kimi-k2");
@@ -513,9 +512,7 @@ BOOST_AUTO_TEST_CASE(kimi_k26_becomes_deepseek2_without_its_vision_tower) {
 BOOST_AUTO_TEST_CASE(glm4_moe_becomes_glm4moe) {
     TempDir dir;
     const fs::path src = dir / "src", out = dir / "out";
-    synth_checkpoint(src, {"glm4_moe", "bf16"});
-    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    synth_and_convert(src, out, {"glm4_moe", "bf16"}, {"--quant-method", "Q4_K_M"});
     auto config_int = [&](const char* key) { return config_number(src, key); };
     const std::uint64_t layers = config_int("num_hidden_layers");
     const GgufFile first = read_gguf_file_header((out / "model-00001-of-00003.gguf").string());
@@ -568,9 +565,7 @@ BOOST_AUTO_TEST_CASE(glm4_moe_becomes_glm4moe) {
 BOOST_AUTO_TEST_CASE(minimax_m2_becomes_minimax_m2) {
     TempDir dir;
     const fs::path src = dir / "src", out = dir / "out";
-    synth_checkpoint(src, {"minimax_m2", "bf16"});
-    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "Q4_K_M"}));
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    synth_and_convert(src, out, {"minimax_m2", "bf16"}, {"--quant-method", "Q4_K_M"});
     auto config_int = [&](const char* key) { return config_number(src, key); };
     const std::uint64_t layers = config_int("num_hidden_layers");
     const std::string part1 = "model-00001-of-0000" + std::to_string(layers + 1) + ".gguf";
