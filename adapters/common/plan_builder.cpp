@@ -302,7 +302,8 @@ private:
             for (std::size_t i = 0; i < std::min<std::size_t>(3, unknown.size()); ++i)
                 examples += (i ? ", " : "") + unknown[i];
             plan_.warnings.push_back(std::to_string(unknown.size()) +
-                                     " tensor(s) have no known role and would be copied unchanged, e.g. " + examples);
+                                     " tensor(s) have no known role: formats copy them unchanged (GGUF leaves a vision tower "
+                                     "out, as llama.cpp's converter does), e.g. " + examples);
         }
     }
 
