@@ -8,7 +8,6 @@
 #include "gguf_expert_importance.hpp"
 #include "gguf_plan.hpp"
 #include "gguf_reader.hpp"
-#include "gguf_rope_interleave.hpp"
 #include "kt_llamafile_check.hpp"
 #include "writer_format.hpp"
 #include "written_files.hpp"
@@ -23,6 +22,7 @@
 #include <moequant/parallel.hpp>
 #include <moequant/plugin.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -95,15 +95,27 @@ std::vector<float> tensor_rows_of(const Checkpoint& source, const GgufPlannedTen
     using Values = GgufTensorTransform::Values;
     const bool transformed = t.values != Values::as_stored;
     std::vector<float> values;
+    const bool round = bf16 && !transformed;
     if (t.source_rows.empty()) {
-        values = weight_rows(source, t.source, first, count, bf16 && !transformed);
+        values = weight_rows(source, t.source, first, count, round);
     } else {
-        for (std::int64_t k = first, end = first + count; k < end;) {
-            std::int64_t run = 1;
-            while (k + run < end && t.source_rows[static_cast<std::size_t>(k + run)] == t.source_rows[static_cast<std::size_t>(k)] + run) ++run;
-            const std::vector<float> part = weight_rows(source, t.source, t.source_rows[static_cast<std::size_t>(k)], run, bf16 && !transformed);
-            values.insert(values.end(), part.begin(), part.end());
-            k += run;
+        const auto taken = std::span(t.source_rows).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(count));
+        const auto [low, high] = std::minmax_element(taken.begin(), taken.end());
+        if (*high - *low < 2 * count) {  // rows reordered nearby (the Q/K interleave): the span read once
+            const std::vector<float> span = weight_rows(source, t.source, *low, *high - *low + 1, round);
+            const std::size_t width = span.size() / static_cast<std::size_t>(*high - *low + 1);
+            values.resize(static_cast<std::size_t>(count) * width);
+            for (std::size_t r = 0; r < taken.size(); ++r)
+                std::copy_n(span.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(taken[r] - *low) * width), width,
+                            values.begin() + static_cast<std::ptrdiff_t>(r * width));
+        } else {  // rows gathered from afar (qwen3next's per-head q/k/v): runs of consecutive ones
+            for (std::size_t k = 0; k < taken.size();) {
+                std::size_t run = 1;
+                while (k + run < taken.size() && taken[k + run] == taken[k] + static_cast<std::int64_t>(run)) ++run;
+                const std::vector<float> part = weight_rows(source, t.source, taken[k], static_cast<std::int64_t>(run), round);
+                values.insert(values.end(), part.begin(), part.end());
+                k += run;
+            }
         }
     }
     if (!t.source_cols.empty()) {  // each row's columns the tensor takes, in its order
@@ -162,15 +174,11 @@ void write_tensor(OutputFile& file, const Checkpoint& source, const GgufPlannedT
         source.release_pages(t.source);
         return;
     }
-    // Chunks hold whole rotary heads, whose rows the interleave reorders among themselves.
-    const std::int64_t head_rows = t.rope_heads > 0 ? rows / t.rope_heads : 1;
     constexpr std::int64_t chunk_values = 8 << 20;
-    const std::int64_t chunk_rows = std::max<std::int64_t>(1, chunk_values / std::max<std::int64_t>(1, cols * head_rows)) * head_rows;
+    const std::int64_t chunk_rows = std::max<std::int64_t>(1, chunk_values / std::max<std::int64_t>(1, cols));
     for (std::int64_t first = 0; first < rows; first += chunk_rows) {
         const std::int64_t count = std::min(chunk_rows, rows - first);
-        std::vector<float> values = tensor_rows_of(source, t, first, count, bf16);
-        if (t.rope_heads > 0) values = rope_interleave_rows(std::move(values), t.info.ne, count / head_rows);
-        write_rows(file, t, values, first, importance);
+        write_rows(file, t, tensor_rows_of(source, t, first, count, bf16), first, importance);
         source.release_pages(t.source);  // the chunk's mapped pages too: resident memory stays one chunk
     }
 }

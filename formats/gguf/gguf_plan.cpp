@@ -317,8 +317,11 @@ GgufPlan plan_gguf(const OutputContext& context) {
             }
             continue;
         }
-        t.rope_heads = gguf_rope_interleave_heads(out.architecture, *gguf);
-        if (t.rope_heads) check_rope_interleave(weight, shape.front(), t.rope_heads);
+        // llama's Q/K row interleave: a weight's rows, a bias's values.
+        if (const std::int64_t heads = gguf_rope_interleave_heads(out.architecture, *gguf)) {
+            check_rope_interleave(weight, shape.front(), heads);
+            (shape.size() > 1 ? t.source_rows : t.source_cols) = rope_interleave_order(shape.front(), heads);
+        }
         typed.push_back({*gguf, t.info.ne, converter_type(*gguf, t.info.ne)});
         by_name.emplace(*gguf, std::move(t));
     }

@@ -33,9 +33,9 @@ struct GgufPlannedTensor {
     MlaShape mla;
     // Its importance-matrix entry (--imatrix), shaped as the tensor: quantized tensors only.
     std::optional<ImatrixEntry> importance;
-    std::int64_t rope_heads = 0;  // rows interleaved per head as llama's converter does (0: none)
-    // The source's rows (over its last dimension) and columns in this tensor's order, and what is
-    // done to its values on the way (GgufTensorTransform); empty: as stored.
+    // The source's rows (over its last dimension) and columns in this tensor's order (a family's
+    // GgufTensorTransform, llama's Q/K interleave), and what is done to its values on the way;
+    // empty: as stored.
     std::vector<std::int64_t> source_rows, source_cols;
     GgufTensorTransform::Values values = GgufTensorTransform::Values::as_stored;
 };

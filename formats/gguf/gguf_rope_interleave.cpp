@@ -14,19 +14,17 @@ void check_rope_interleave(const std::string& tensor, std::int64_t rows, std::in
                     {.tensor = tensor, .code = "BadHeadShape"});
 }
 
-std::vector<float> rope_interleave_rows(std::vector<float> values, const std::vector<std::int64_t>& ne, std::int64_t heads) {
-    const std::int64_t row_length = ne.size() > 1 ? ne[0] : 1;
-    if (heads <= 0 || row_length <= 0) return values;
-    const auto row = static_cast<std::size_t>(row_length);
-    const std::size_t rows = values.size() / row, head_rows = rows / static_cast<std::size_t>(heads), half = head_rows / 2;
-    std::vector<float> out(values.size());
-    for (std::size_t h = 0; h < static_cast<std::size_t>(heads); ++h)
-        for (std::size_t j = 0; j < half; ++j)
-            for (std::size_t s = 0; s < 2; ++s) {
-                const float* from = values.data() + (h * head_rows + s * half + j) * row;
-                std::copy(from, from + row, out.data() + (h * head_rows + 2 * j + s) * row);
-            }
-    return out;
+std::vector<std::int64_t> rope_interleave_order(std::int64_t rows, std::int64_t heads) {
+    std::vector<std::int64_t> order(static_cast<std::size_t>(std::max<std::int64_t>(rows, 0)));
+    if (heads <= 0) {
+        for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
+        return order;
+    }
+    const std::int64_t head_rows = rows / heads, half = head_rows / 2;
+    for (std::int64_t h = 0; h < heads; ++h)
+        for (std::int64_t j = 0; j < half; ++j)
+            for (std::int64_t s = 0; s < 2; ++s) order[static_cast<std::size_t>(h * head_rows + 2 * j + s)] = h * head_rows + s * half + j;
+    return order;
 }
 
 }  // namespace moequant::formats

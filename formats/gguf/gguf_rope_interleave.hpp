@@ -13,8 +13,9 @@ namespace moequant::formats {
 // Error(input) naming the tensor when its rows do not split into `heads` heads of an even size.
 void check_rope_interleave(const std::string& tensor, std::int64_t rows, std::int64_t heads);
 
-// A tensor's values (ggml dims `ne`: rows of ne[0], or single values when 1-D) with each head's
-// rows interleaved; as they are when heads is 0.
-std::vector<float> rope_interleave_rows(std::vector<float> values, const std::vector<std::int64_t>& ne, std::int64_t heads);
+// The order of `rows` rows (or a bias's values) with each of `heads` heads' rows interleaved:
+// output row i is source row order[i]. Identity when heads is 0. The plan gives it to the writer
+// as the tensor's source rows (a weight) or columns (a bias).
+std::vector<std::int64_t> rope_interleave_order(std::int64_t rows, std::int64_t heads);
 
 }  // namespace moequant::formats

@@ -15,22 +15,13 @@ using namespace moequant::formats;
 BOOST_AUTO_TEST_SUITE(gguf_rope_interleave)
 
 BOOST_AUTO_TEST_CASE(rows_of_each_head_are_interleaved) {
-    // 2 heads of 4 rows, rows of 2 values: row r holds {10r, 10r+1}.
-    std::vector<float> w;
-    for (int r = 0; r < 8; ++r) w.insert(w.end(), {10.0f * r, 10.0f * r + 1});
-    const auto out = rope_interleave_rows(w, {2, 8}, 2);
-    const std::vector<int> rows = {0, 2, 1, 3, 4, 6, 5, 7};
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-        BOOST_TEST(out[2 * i] == 10.0f * rows[i]);
-        BOOST_TEST(out[2 * i + 1] == 10.0f * rows[i] + 1);
-    }
-    // A bias: one value per row.
-    std::vector<float> bias(8);
-    std::iota(bias.begin(), bias.end(), 0.0f);
-    BOOST_TEST(rope_interleave_rows(bias, {8}, 2) == (std::vector<float>{0, 2, 1, 3, 4, 6, 5, 7}), boost::test_tools::per_element());
+    // 2 heads of 4 rows: output row i is source row order[i].
+    BOOST_TEST(rope_interleave_order(8, 2) == (std::vector<std::int64_t>{0, 2, 1, 3, 4, 6, 5, 7}), boost::test_tools::per_element());
     // One head: the whole tensor; no heads: as it is.
-    BOOST_TEST(rope_interleave_rows(bias, {8}, 1) == (std::vector<float>{0, 4, 1, 5, 2, 6, 3, 7}), boost::test_tools::per_element());
-    BOOST_TEST(rope_interleave_rows(bias, {8}, 0) == bias, boost::test_tools::per_element());
+    BOOST_TEST(rope_interleave_order(8, 1) == (std::vector<std::int64_t>{0, 4, 1, 5, 2, 6, 3, 7}), boost::test_tools::per_element());
+    std::vector<std::int64_t> identity(8);
+    std::iota(identity.begin(), identity.end(), 0);
+    BOOST_TEST(rope_interleave_order(8, 0) == identity, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(rows_that_do_not_split_into_even_heads_are_refused) {
