@@ -325,10 +325,11 @@ GgufPlan plan_gguf(const OutputContext& context) {
         typed.push_back({*gguf, t.info.ne, converter_type(*gguf, t.info.ne)});
         by_name.emplace(*gguf, std::move(t));
     }
+    // The float presets are the converter's own output; the others are llama-quantize's.
+    const bool float_preset = out.preset.default_type == f32 || out.preset.default_type == f16 || out.preset.default_type == bf16;
     // The converter writes MXFP4 experts (gpt-oss's) as they are stored, whatever its outtype:
     // they reach llama-quantize in MXFP4, and a float preset keeps them so (file type MXFP4_MOE).
     const bool mxfp4_experts = stores_mxfp4_experts(source, plan);
-    const bool float_preset = out.preset.default_type == f32 || out.preset.default_type == f16 || out.preset.default_type == bf16;
     if (mxfp4_experts && float_preset) out.preset.file_type = gguf_preset_named("MXFP4_MOE")->file_type;
     for (const auto& layer : plan.moe_layers)
         for (Projection p : expert_projections) {
@@ -340,9 +341,6 @@ GgufPlan plan_gguf(const OutputContext& context) {
             typed.push_back({t.info.name, t.info.ne, mxfp4_experts ? mxfp4 : bf16});
             by_name.emplace(t.info.name, std::move(t));
         }
-    // The float presets are the converter's own output; the others are llama-quantize's, whose
-    // writer stores ggml_n_dims dimensions (Qwen3-Next's [1, n_embd] shared-expert gate: 1-D).
-    const bool written_by_llama_quantize = out.preset.default_type != bf16 && out.preset.default_type != f16;
     for (const auto& t : choose_gguf_types(typed, out.architecture.facts, request)) {
         GgufPlannedTensor& planned = by_name.at(t.name);
         planned.info.type = planned.layer >= 0 && mxfp4_experts && float_preset ? mxfp4 : t.type;
@@ -350,7 +348,8 @@ GgufPlan plan_gguf(const OutputContext& context) {
         if (planned.layer >= 0) planned.expert_bytes = static_cast<std::int64_t>(planned.info.bytes / static_cast<std::uint64_t>(t.ne[2]));
         if (out.imatrix && planned.info.type != t.source_type)  // llama-quantize looks up the tensors it quantizes
             planned.importance = out.imatrix->entry_for(t.name, t.ne[0], t.ne.size() > 2 ? t.ne[2] : 1);
-        if (written_by_llama_quantize) drop_trailing_unit_dims(planned.info.ne);
+        // llama-quantize's writer stores ggml_n_dims dimensions (Qwen3-Next's [1, n_embd] shared-expert gate: 1-D).
+        if (!float_preset) drop_trailing_unit_dims(planned.info.ne);
     }
 
     out.carries_mxfp4 = mxfp4_experts && std::all_of(by_name.begin(), by_name.end(), [](const auto& entry) {
