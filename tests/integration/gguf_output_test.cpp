@@ -419,6 +419,39 @@ BOOST_AUTO_TEST_CASE(qwen3_5_moe_becomes_qwen35moe_with_tiled_value_heads) {
     BOOST_TEST(per_k == 2);  // so the order above is not the identity
 }
 
+// The gated delta-net's and the DSA indexer's shapes are checked against the config before any
+// file: a value-head count that does not divide, Qwen3-Next's in_proj_qkvz or Qwen3.5's tensors
+// not fitting the head dims, an indexer head llama.cpp would not split right (exit 3, naming the
+// config or the tensor).
+BOOST_AUTO_TEST_CASE(delta_net_and_indexer_shapes_that_do_not_fit_are_refused) {
+    TempDir dir;
+    const fs::path next = dir / "next", v32 = dir / "v32", out = dir / "out";
+    synth_checkpoint(next, {"qwen3_next", "bf16"});
+    synth_checkpoint(v32, {"deepseek_v32", "bf16"});
+    auto edited = [&](const fs::path& model, const std::string& from, const std::string& to) {
+        std::string text = read_text(model / "config.json");
+        BOOST_REQUIRE(text.find(from) != std::string::npos);
+        text.replace(text.find(from), from.size(), to);
+        write_text(model / "config.json", text);
+        return gguf_args(model, out, {"--quant-method", "Q4_K_M"});
+    };
+    check_refusals({{edited(next, "\"linear_num_value_heads\": 4", "\"linear_num_value_heads\": 3"), 3,
+                     "has linear_num_value_heads 3 not a positive multiple of linear_num_key_heads 2"}},
+                   out);
+    (void)edited(next, "\"linear_num_value_heads\": 3", "\"linear_num_value_heads\": 4");  // back as synthesized
+    check_refusals({{edited(next, "\"linear_key_head_dim\": 32", "\"linear_key_head_dim\": 16"), 3,
+                     "tensor 'model.layers.0.linear_attn.in_proj_qkvz.weight': has 384 rows"}},
+                   out);
+    const fs::path q35 = dir / "q35";
+    synth_checkpoint(q35, {"qwen3_5_moe", "bf16"});
+    check_refusals({{edited(q35, "\"linear_value_head_dim\": 32", "\"linear_value_head_dim\": 16"), 3,
+                     "Qwen3.5's gated delta-net needs"}},
+                   out);
+    check_refusals({{edited(v32, "\"index_head_dim\": 64", "\"index_head_dim\": 48"), 3,
+                     "llama.cpp's deepseek32 splits an indexer head correctly only when it is twice the rotary dimension"}},
+                   out);
+}
+
 // DeepSeek-V3.2 as llama.cpp's deepseek32: deepseek2's MLA (split only) and the DSA indexer's
 // keys and tensors, its proj kept F32 by the converter (quantized by llama-quantize's rules).
 BOOST_AUTO_TEST_CASE(deepseek_v32_becomes_deepseek32) {
