@@ -82,7 +82,8 @@ FamilyRules minimax_m3_rules() {
 struct Preset : SynthSizes {
     std::int64_t rotary_dim, dense_layers, dense_intermediate, shared_intermediate, index_heads, index_dim;
 };
-constexpr Preset tiny{{256, 3, 8, 2, 256, 4, 1, 64, 512}, 32, 1, 512, 256, 2, 64};
+// One index head per KV head, as in the release (4 and 4) and as llama.cpp's MSA requires.
+constexpr Preset tiny{{256, 3, 8, 2, 256, 4, 1, 64, 512}, 32, 1, 512, 256, 1, 64};
 constexpr Preset small{{512, 4, 16, 4, 512, 8, 2, 64, 1024}, 32, 1, 1024, 512, 2, 64};
 constexpr std::int64_t sparse_block = 32, sparse_blocks = 16;  // dense up to 512 tokens (the release: 128 x 16)
 

@@ -148,16 +148,49 @@ std::optional<std::string> glm4moe_tensor_name(const std::string& name) {
     return mapped_name(name, per_layer);
 }
 
-// MiniMax-M2's names (MODEL_TENSORS[MINIMAXM2]): Mixtral's block_sparse_moe router, its
-// correction bias beside the gate (not under it), q/k norms over the whole projection.
-std::optional<std::string> minimax_m2_tensor_name(const std::string& name) {
-    static const NameTable per_layer = llama_style_layer_names({
+// MiniMax's per-layer names: Mixtral's block_sparse_moe router, its correction bias beside the
+// gate (not under it), the q/k norms; a model adds its own to them.
+NameTable minimax_layer_names(const NameTable& own) {
+    NameTable names = llama_style_layer_names({
         {"self_attn.q_norm.weight", "attn_q_norm.weight"},
         {"self_attn.k_norm.weight", "attn_k_norm.weight"},
         {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
         {"block_sparse_moe.e_score_correction_bias", "exp_probs_b.bias"},
     });
+    names.insert(own.begin(), own.end());
+    return names;
+}
+
+// MiniMax-M2's names (MODEL_TENSORS[MINIMAXM2]); its q/k norms span the whole projection.
+std::optional<std::string> minimax_m2_tensor_name(const std::string& name) {
+    static const NameTable per_layer = minimax_layer_names({});
     return mapped_name(name, per_layer);
+}
+
+// MiniMax-M3's names (MODEL_TENSORS[MINIMAXM3]): M2's (its q/k norms per head), the dense first
+// layers' MLP, the shared expert, and MiniMax Sparse Attention's indexer.
+std::optional<std::string> minimax_m3_tensor_name(const std::string& name) {
+    static const NameTable per_layer = minimax_layer_names({
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},
+        {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"},
+        {"block_sparse_moe.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+        {"block_sparse_moe.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+        {"block_sparse_moe.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+        {"self_attn.index_q_proj.weight", "indexer.q_proj.weight"},
+        {"self_attn.index_k_proj.weight", "indexer.k_proj.weight"},
+        {"self_attn.index_q_norm.weight", "indexer.q_norm.weight"},
+        {"self_attn.index_k_norm.weight", "indexer.k_norm.weight"},
+    });
+    return mapped_name(name, per_layer);
+}
+
+// MiniMaxM3Model.modify_tensors: every *norm.weight gets + 1 (Gemma's (1 + w) RMSNorm baked in, so
+// llama.cpp runs a plain one), the final norm, the per-head q/k norms and the indexer's included.
+std::vector<GgufTensorTransform> minimax_m3_transforms(const std::string& name, const std::vector<std::int64_t>&) {
+    if (!name.ends_with("norm.weight")) return {};
+    if (auto gguf = minimax_m3_tensor_name(name)) return {{.gguf_name = *gguf, .values = GgufTensorTransform::Values::plus_one}};
+    return {};
 }
 
 // Qwen3-Next's names (MODEL_TENSORS[QWEN3NEXT]): post_attention_layernorm is ATTN_POST_NORM
@@ -253,15 +286,23 @@ void add_text_model_keys(const std::string& arch, const ModelConfig& config, std
     auto add_u32 = [&](const char* key, const char* field) {
         if (config.find(field)) kv.push_back({arch + "." + key, u32_of(config, field)});
     };
+    // find_hparam: the first of the fields the config has.
+    auto add_first_u32 = [&](const char* key, std::initializer_list<const char*> fields) {
+        for (const char* field : fields)
+            if (config.find(field)) {
+                add_u32(key, field);
+                return;
+            }
+    };
     auto add_f32 = [&](const char* key, const char* field) {
         if (auto v = config.find(field); v && v->is_number()) kv.push_back({arch + "." + key, GgufValue::f32(static_cast<float>(v->as_double()))});
     };
     add_u32("block_count", "num_hidden_layers");
-    add_u32("context_length", "max_position_embeddings");
-    add_u32("embedding_length", "hidden_size");
-    add_u32("feed_forward_length", "intermediate_size");
-    add_u32("attention.head_count", "num_attention_heads");
-    add_u32("attention.head_count_kv", "num_key_value_heads");
+    add_first_u32("context_length", {"max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length", "model_max_length"});
+    add_first_u32("embedding_length", {"hidden_size", "n_embd", "dim"});
+    add_first_u32("feed_forward_length", {"prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size", "n_inner", "hidden_dim"});
+    add_first_u32("attention.head_count", {"num_attention_heads", "n_head", "n_heads"});
+    add_first_u32("attention.head_count_kv", {"num_key_value_heads", "n_kv_heads"});
     add_rope_keys(arch, config, kv);
     add_f32("attention.layer_norm_rms_epsilon", "rms_norm_eps");
     for (const char* field : {"layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"})
@@ -459,13 +500,103 @@ GgufArchitecture glm4moe(const ModelPlan& plan, const ModelConfig& config) {
 // (sigmoid gating from scoring_func), intermediate_size as the experts' length, rotary_dim as
 // the rotary dimension (llama.cpp rotates it NeoX-style: rows as stored). The MTP modules are not
 // written, as the converter does not write them.
-GgufArchitecture minimax_m2(const ModelPlan& plan, const ModelConfig& config) {
-    GgufArchitecture a = text_architecture("minimax-m2", "minimax-m2", config);
+GgufArchitecture minimax_m2(const ModelPlan& plan, const ModelConfig& config, const std::string& arch = "minimax-m2") {
+    GgufArchitecture a = text_architecture(arch, "minimax-m2", config);
     auto& kv = a.metadata;
     kv.push_back({a.arch + ".expert_feed_forward_length", u32_of(config, "intermediate_size")});
     kv.push_back({a.arch + ".rope.dimension_count", u32_of(config, "rotary_dim")});
     a.facts = model_facts(plan, config);
     a.tensor_name = minimax_m2_tensor_name;
+    return a;
+}
+
+// What llama.cpp's minimax-m3 (src/models/minimax-m3.cpp at 82bb48500) computes whatever the
+// config says; a config that says otherwise would run as another model, or not load. Returns
+// the leading dense layers.
+std::int64_t check_minimax_m3(const ModelConfig& config) {
+    auto refuse = [&](const std::string& what) {
+        throw Error(ErrorKind::input, what, {.file = config.source(), .code = "UnsupportedGguf"});
+    };
+    const std::int64_t layers = config.require_int("num_hidden_layers");
+    // moe_layer_freq: dense layers first, then MoE (leading_dense_block_count is all it reads).
+    std::int64_t dense = 0;
+    if (auto freq = config.find("moe_layer_freq"); freq && freq->is_array()) {
+        while (dense < layers && freq->at(static_cast<std::size_t>(dense)).as_double() == 0) ++dense;
+        for (std::int64_t l = dense; l < layers; ++l)
+            if (freq->at(static_cast<std::size_t>(l)).as_double() == 0)
+                refuse("has a dense layer " + std::to_string(l) + " after MoE layers (moe_layer_freq); llama.cpp's minimax-m3 runs dense layers only first");
+    }
+    // Every MLP is swigluoai with gpt-oss's constants (llama-graph.cpp's LLM_FFN_SWIGLU_OAI_MOE).
+    if (const std::string act = config.string_or("hidden_act", "swigluoai"); act != "swigluoai")
+        refuse("has hidden_act '" + act + "'; llama.cpp's minimax-m3 computes swigluoai");
+    struct Constant {
+        const char* field;
+        float value;
+        const char* text;
+    };
+    for (const Constant c : {Constant{"swiglu_alpha", 1.702f, "1.702"}, Constant{"swiglu_limit", 7.0f, "7"}})
+        if (auto v = config.find(c.field); v && v->is_number() && static_cast<float>(v->as_double()) != c.value)
+            refuse("has " + std::string(c.field) + " " + v->to_json() + "; llama.cpp's minimax-m3 computes swigluoai with " + c.field + " " +
+                   c.text);
+    // The converter adds 1 to every norm whatever the config says.
+    if (auto gemma = config.find("use_gemma_norm"); !gemma || !gemma->is_bool() || !gemma->as_bool())
+        refuse("does not set use_gemma_norm; llama.cpp's converter bakes Gemma's (1 + w) into every norm of minimax-m3");
+    // The shared expert is n_shared_experts x the experts' length to the loader.
+    const std::int64_t shared = config.int_or("n_shared_experts", 0);
+    if (shared < 1 || config.int_or("shared_intermediate_size", 0) != config.require_int("intermediate_size"))
+        refuse("has " + std::to_string(shared) + " shared experts of shared_intermediate_size " +
+               std::to_string(config.int_or("shared_intermediate_size", 0)) +
+               "; llama.cpp's minimax-m3 loads one or more shared experts of the routed experts' intermediate_size");
+    // MiniMax Sparse Attention in every MoE layer: one indexer head per KV head, the top-k of
+    // max-pooled block scores plus the local blocks, no leading blocks forced in.
+    const auto sparse = config.find("sparse_attention_config");
+    if (!sparse || !sparse->is_object()) refuse("has no sparse_attention_config; llama.cpp's minimax-m3 runs MiniMax Sparse Attention");
+    auto sparse_value = [&](const char* key) {
+        auto v = sparse->get(key);
+        if (!v) refuse("has no sparse_attention_config." + std::string(key) + ", which llama.cpp's minimax-m3 reads");
+        return *v;
+    };
+    if (auto on = sparse->get("use_sparse_attention"); on && on->is_bool() && !on->as_bool())
+        refuse("turns sparse attention off; llama.cpp's minimax-m3 runs MiniMax Sparse Attention in every MoE layer");
+    if (auto init = sparse->get("sparse_init_block"); init && init->is_number() && init->as_double() != 0)
+        refuse("forces " + init->to_json() + " leading blocks into sparse attention (sparse_init_block); llama.cpp's minimax-m3 forces none");
+    if (auto score = sparse->get("sparse_score_type"); score && score->is_string() && score->as_string() != "max")
+        refuse("scores sparse-attention blocks by '" + score->as_string() + "'; llama.cpp's minimax-m3 takes their maximum");
+    if (auto freq = sparse->get("sparse_attention_freq"); freq && freq->is_array())
+        for (std::int64_t l = 0; l < layers && static_cast<std::size_t>(l) < freq->size(); ++l)
+            if ((freq->at(static_cast<std::size_t>(l)).as_double() != 0) != (l >= dense))
+                refuse("has sparse_attention_freq " + freq->at(static_cast<std::size_t>(l)).to_json() + " at layer " + std::to_string(l) +
+                       "; llama.cpp's minimax-m3 runs sparse attention exactly in the MoE layers");
+    const std::int64_t index_heads = sparse_value("sparse_num_index_heads").as_int();
+    const std::int64_t kv_heads = config.require_int("num_key_value_heads");
+    if (index_heads != kv_heads)
+        refuse("has " + std::to_string(index_heads) + " sparse-attention index heads for " + std::to_string(kv_heads) +
+               " key-value heads; llama.cpp's minimax-m3 needs one per key-value head");
+    for (const char* key : {"sparse_index_dim", "sparse_topk_blocks", "sparse_block_size", "sparse_local_block"}) sparse_value(key);
+    return dense;
+}
+
+// MiniMax-M3 as llama.cpp's minimax-m3 (MiniMaxM3Model): M2's keys with dense_intermediate_size as
+// feed_forward_length (the dense layers'), then the shared expert, the routed scaling, MiniMax
+// Sparse Attention's indexer and the leading dense layers; the Gemma norms + 1 (its transforms),
+// the indexer's projections kept F32. No MTP modules (the release has none on disk).
+GgufArchitecture minimax_m3(const ModelPlan& plan, const ModelConfig& config) {
+    const std::int64_t dense = check_minimax_m3(config);
+    GgufArchitecture a = minimax_m2(plan, config, "minimax-m3");
+    auto& kv = a.metadata;
+    auto key = [&](const char* name) { return a.arch + "." + name; };
+    auto u32 = [](std::int64_t v) { return GgufValue::u32(static_cast<std::uint32_t>(v)); };
+    kv.push_back({key("expert_shared_count"), u32_of(config, "n_shared_experts")});
+    kv.push_back({key("expert_weights_scale"), GgufValue::f32(static_cast<float>(config.require("routed_scaling_factor").as_double()))});
+    kv.push_back({key("expert_weights_norm"), GgufValue::boolean(true)});
+    kv.push_back({key("attention.indexer.head_count"), u32_of(config, "sparse_attention_config.sparse_num_index_heads")});
+    kv.push_back({key("attention.indexer.key_length"), u32_of(config, "sparse_attention_config.sparse_index_dim")});
+    kv.push_back({key("attention.indexer.top_k"), u32_of(config, "sparse_attention_config.sparse_topk_blocks")});
+    kv.push_back({key("attention.indexer.block_size"), u32_of(config, "sparse_attention_config.sparse_block_size")});
+    kv.push_back({key("attention.indexer.local_blocks"), u32_of(config, "sparse_attention_config.sparse_local_block")});
+    kv.push_back({key("leading_dense_block_count"), u32(dense)});
+    a.tensor_name = minimax_m3_tensor_name;
+    a.transforms = minimax_m3_transforms;
     return a;
 }
 
@@ -709,13 +840,14 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
     if (plan.model_type == "mixtral") return llama(plan, config);
     if (plan.model_type == "glm4_moe") return glm4moe(plan, config);
     if (plan.model_type == "minimax_m2") return minimax_m2(plan, config);
+    if (plan.model_type == "minimax_m3_vl" || plan.model_type == "minimax_m3") return minimax_m3(plan, config);
     if (plan.model_type == "qwen3_next") return qwen3next(plan, config);
     if (plan.model_type == "qwen3_5_moe_text" || plan.model_type == "qwen3_5_moe") return qwen3next(plan, config, true);
     if (plan.model_type == "gpt_oss") return gpt_oss(plan, config);
     throw Error(ErrorKind::input,
                 "GGUF output is not written for model type '" + plan.model_type +
-                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, glm_moe_dsa, mixtral, glm4_moe, minimax_m2, qwen3_next, "
-                    "qwen3_5_moe, gpt_oss)",
+                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, glm_moe_dsa, mixtral, glm4_moe, minimax_m2, minimax_m3, "
+                    "qwen3_next, qwen3_5_moe, gpt_oss)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 

@@ -23,13 +23,14 @@ namespace fs = std::filesystem;
 constexpr std::uint32_t quantization_version = 2;  // GGML_QNT_VERSION
 
 // What llama.cpp's converter writes a non-expert tensor in before llama-quantize sees it: F32
-// for 1-D tensors, norms, routers, convolutions, the DSA indexer's head weights and anything not
-// named ".weight"; BF16 otherwise (only the
+// for 1-D tensors, norms, routers, convolutions, the DSA indexer's head weights, MiniMax-M3's
+// indexer projections and anything not named ".weight"; BF16 otherwise (only the
 // first kind keeps its type: llama-quantize quantizes the others).
 std::uint32_t converter_type(const std::string& name, const std::vector<std::int64_t>& ne) {
     const bool weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
-    if (ne.size() < 2 || !weight || name.find("_norm.weight") != std::string::npos || name.find("ffn_gate_inp") != std::string::npos ||
-        name.find("ssm_conv1d") != std::string::npos || name.find("indexer.proj.weight") != std::string::npos)
+    auto has = [&](std::string_view part) { return name.find(part) != std::string::npos; };
+    if (ne.size() < 2 || !weight || has("_norm.weight") || has("ffn_gate_inp") || has("ssm_conv1d") || has("indexer.proj.weight") ||
+        has("indexer.q_proj.weight") || has("indexer.k_proj.weight"))
         return f32;
     return bf16;
 }

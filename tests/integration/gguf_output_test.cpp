@@ -624,6 +624,105 @@ BOOST_AUTO_TEST_CASE(minimax_m2_becomes_minimax_m2) {
     BOOST_TEST(v.exit_code == 0, v.out << v.err);
 }
 
+// MiniMax-M3 as llama.cpp's minimax-m3 (MiniMaxM3Model): M2's keys with the dense layers' length
+// as feed_forward_length, the shared expert, the routed scaling and MiniMax Sparse Attention's
+// indexer keys; every norm + 1 (Gemma's baked in), the indexer's projections F32 in every preset;
+// neither the vision tower nor the MTP module. What llama.cpp would compute otherwise is refused.
+BOOST_AUTO_TEST_CASE(minimax_m3_becomes_minimax_m3) {
+    TempDir dir;
+    const fs::path src = dir / "src", out = dir / "out", bf = dir / "bf16";
+    synth_and_convert(src, out, {"minimax_m3", "bf16"}, {"--quant-method", "Q4_K_M", "--single-file"});
+    const auto config = boost::json::parse(read_text(src / "config.json")).as_object();
+    const auto& text = config.at("text_config").as_object();
+    const auto& sparse = text.at("sparse_attention_config").as_object();
+    auto number = [](const boost::json::object& o, const char* key) { return static_cast<std::uint64_t>(o.at(key).to_number<std::int64_t>()); };
+    const std::uint64_t layers = number(text, "num_hidden_layers");
+    const GgufFile file = read_gguf_file_header((out / "model.gguf").string());
+    auto u = [&](const std::string& key) { return unsigned_key(file, "minimax-m3." + key); };
+    BOOST_TEST(file.find("general.architecture")->as_string().value() == "minimax-m3");
+    BOOST_TEST(file.find("tokenizer.ggml.pre")->as_string().value() == "minimax-m2");
+    BOOST_TEST(u("block_count") == layers);
+    BOOST_TEST(u("feed_forward_length") == number(text, "dense_intermediate_size"));
+    BOOST_TEST(u("expert_feed_forward_length") == number(text, "intermediate_size"));
+    BOOST_TEST(u("expert_shared_count") == number(text, "n_shared_experts"));
+    BOOST_TEST(u("rope.dimension_count") == number(text, "rotary_dim"));
+    BOOST_TEST(u("leading_dense_block_count") == 1u);  // moe_layer_freq [0, 1, 1]
+    BOOST_TEST(u("expert_gating_func") == 2u);
+    BOOST_TEST(u("attention.indexer.head_count") == number(sparse, "sparse_num_index_heads"));
+    BOOST_TEST(u("attention.indexer.key_length") == number(sparse, "sparse_index_dim"));
+    BOOST_TEST(u("attention.indexer.top_k") == number(sparse, "sparse_topk_blocks"));
+    BOOST_TEST(u("attention.indexer.block_size") == number(sparse, "sparse_block_size"));
+    BOOST_TEST(u("attention.indexer.local_blocks") == number(sparse, "sparse_local_block"));
+    BOOST_TEST(file.find("minimax-m3.expert_weights_scale")->as_float().value() == text.at("routed_scaling_factor").to_number<double>());
+    BOOST_TEST(file.find("minimax-m3.expert_weights_norm")->as_bool().value());
+    std::map<std::string, std::uint32_t> types;
+    for (const auto& t : file.tensors) types[t.name] = t.type;
+    using namespace ggml_type_id;
+    for (const char* name : {"blk.0.ffn_gate.weight", "blk.0.ffn_down.weight", "blk.1.ffn_gate_shexp.weight", "blk.1.ffn_down_shexp.weight",
+                             "blk.1.ffn_gate_exps.weight", "blk.1.attn_q.weight"})
+        BOOST_TEST((types.count(name) && types.at(name) != f32 && types.at(name) != bf16 && types.at(name) != f16), name);
+    for (const char* name : {"blk.1.indexer.q_proj.weight", "blk.1.indexer.k_proj.weight", "blk.1.indexer.q_norm.weight",
+                             "blk.1.indexer.k_norm.weight", "blk.1.exp_probs_b.bias", "blk.0.attn_q_norm.weight"})
+        BOOST_TEST((types.count(name) && types.at(name) == f32), name);
+    for (const char* name : {"blk.0.indexer.q_proj.weight", "blk.0.ffn_gate_exps.weight", "blk.1.ffn_gate.weight"})
+        BOOST_TEST(!types.count(name), name);
+    // The language model only: every tensor is a block's of the 3 layers or one of the model's ends.
+    for (const auto& [name, type] : types)
+        BOOST_TEST((name == "token_embd.weight" || name == "output_norm.weight" || name == "output.weight" ||
+                    (name.rfind("blk.", 0) == 0 && std::stoul(name.substr(4)) < layers)),
+                   name);
+    BOOST_TEST(file.tensor("blk.0.attn_q_norm.weight")->ne[0] == text.at("head_dim").to_number<std::int64_t>());  // per head
+
+    // The converter's BF16 GGUF: the norms + 1 in float32, kept F32.
+    auto b = run_moequant(gguf_args(src, bf, {"--quant-method", "BF16", "--single-file"}));
+    BOOST_REQUIRE_MESSAGE(b.exit_code == 0, b.err);
+    const Checkpoint source = Checkpoint::open(src);
+    auto f32_of = [&](const std::string& name) {
+        const auto data = tensor_data(bf / "model.gguf", name);
+        BOOST_REQUIRE(data.info.type == f32);
+        std::vector<float> values(data.bytes.size() / 4);
+        std::memcpy(values.data(), data.bytes.data(), data.bytes.size());
+        return values;
+    };
+    auto source_plus = [&](const std::string& name, float add) {
+        const TensorView t = source.view(name);
+        std::vector<float> values(t.elements());
+        convert_bf16_to_f32(t.data(), values.data(), values.size());
+        for (float& x : values) x += add;
+        return values;
+    };
+    const std::string L1 = "language_model.model.layers.1.";
+    for (const auto& [gguf, weight] : std::vector<std::pair<std::string, std::string>>{
+             {"blk.1.attn_norm.weight", L1 + "input_layernorm.weight"},
+             {"blk.1.ffn_norm.weight", L1 + "post_attention_layernorm.weight"},
+             {"blk.1.attn_k_norm.weight", L1 + "self_attn.k_norm.weight"},
+             {"blk.1.indexer.q_norm.weight", L1 + "self_attn.index_q_norm.weight"},
+             {"output_norm.weight", "language_model.model.norm.weight"}})
+        BOOST_TEST(f32_of(gguf) == source_plus(weight, 1.0f), gguf);
+    BOOST_TEST(f32_of("blk.1.indexer.k_proj.weight") == source_plus(L1 + "self_attn.index_k_proj.weight", 0.0f));
+    const auto quantized = tensor_data(out / "model.gguf", "blk.1.indexer.q_proj.weight");
+    BOOST_TEST((quantized.bytes == tensor_data(bf / "model.gguf", "blk.1.indexer.q_proj.weight").bytes));  // llama-quantize leaves them
+
+    int edits = 0;
+    auto edited = [&](const std::string& from, const std::string& to) {  // a copy with one config change
+        const fs::path model = dir / ("edited" + std::to_string(++edits));
+        fs::copy(src, model);
+        std::string json = read_text(model / "config.json");
+        BOOST_REQUIRE(json.find(from) != std::string::npos);
+        json.replace(json.find(from), from.size(), to);
+        write_text(model / "config.json", json);
+        return gguf_args(model, dir / "refused", {"--quant-method", "Q4_K_M"});
+    };
+    check_refusals({{edited("\"swiglu_limit\": 7.0", "\"swiglu_limit\": 8.0"), 3, "computes swigluoai with swiglu_limit 7"},
+                    {edited("\"use_gemma_norm\": true", "\"use_gemma_norm\": false"), 3, "bakes Gemma's (1 + w) into every norm"},
+                    {edited("\"sparse_num_index_heads\": 1", "\"sparse_num_index_heads\": 2"), 3,
+                     "has 2 sparse-attention index heads for 1 key-value heads"},
+                    {edited("\"sparse_init_block\": 0", "\"sparse_init_block\": 1"), 3, "forces 1 leading blocks into sparse attention"},
+                    {edited("\"shared_intermediate_size\": 256", "\"shared_intermediate_size\": 512"), 3,
+                     "loads one or more shared experts of the routed experts' intermediate_size"}},
+                   dir / "refused");
+}
+
 // Qwen3-Next as llama.cpp's qwen3next, as Qwen3NextModel writes it: the gated delta-net's keys
 // and tensors (in_proj_qkvz split into attn_qkv and attn_gate, -exp(A_log), dt_bias, the conv1d
 // squeezed), the zero-centred norms + 1 (not the delta-net's own), post_attention_norm, the
@@ -1063,9 +1162,9 @@ BOOST_AUTO_TEST_CASE(gpt_oss_shapes_llama_cpp_cannot_load_are_refused) {
 
 BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
     TempDir dir;
-    const fs::path qwen = dir / "qwen", m3 = dir / "m3";
+    const fs::path qwen = dir / "qwen", v4 = dir / "v4";
     synth_checkpoint(qwen, {"qwen3_moe", "bf16"});
-    synth_checkpoint(m3, {"minimax_m3", "bf16"});
+    synth_checkpoint(v4, {"deepseek_v4", "mxfp4"});
     const fs::path out = dir / "refused";
     check_refusals({
                        {gguf_args(qwen, out, {}), 2, "--format gguf needs --quant-method PRESET"},
@@ -1073,8 +1172,8 @@ BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q"}), 2, "expected PATTERN=TYPE"},
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q=q9_0"}), 2,
                         "is no GGUF type moequant writes"},
-                       {gguf_args(m3, out, {"--quant-method", "Q4_K_M"}), 3,
-                        "GGUF output is not written for model type 'minimax_m3_vl' yet"},
+                       {gguf_args(v4, out, {"--quant-method", "Q4_K_M"}), 3,
+                        "GGUF output is not written for model type 'deepseek_v4' yet"},
                    },
                    out);
 }
