@@ -398,10 +398,13 @@ BOOST_AUTO_TEST_CASE(deepseek_v4_converts_to_amx_with_the_clamp_warning_and_veri
         BOOST_TEST(v.exit_code == 0, v.out << v.err);
         BOOST_TEST(v.out.find("PASSED") != std::string::npos, v.out);
     }
-    // Layer tensors keep their bytes under kt's V4 names (`layers.L.` -> `blk.L.`); MTP is not copied.
+    // Layer tensors keep their bytes under kt's V4 names (`layers.L.` -> `blk.L.`), block-FP8
+    // weights with their E8M0 `.scale`s; MTP is not copied.
     {
         Checkpoint source = Checkpoint::open(ckpt), kt = Checkpoint::open(dir / "kt-int4");
-        for (const char* name : {"layers.0.attn.wq_a.weight", "layers.3.ffn.gate.bias", "layers.1.ffn.shared_experts.w2.weight"}) {
+        for (const char* name : {"layers.0.attn.wq_a.weight", "layers.0.attn.wq_a.scale", "layers.3.ffn.gate.bias",
+                                 "layers.1.ffn.shared_experts.w2.weight", "layers.1.ffn.shared_experts.w2.scale",
+                                 "layers.2.attn.indexer.wq_b.scale", "layers.3.attn.compressor.ape"}) {
             const std::string renamed = "blk." + std::string(name).substr(7);
             BOOST_REQUIRE_MESSAGE(kt.contains(renamed), renamed);
             const TensorView a = source.view(name), b = kt.view(renamed);
