@@ -119,7 +119,8 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
          "bf16; fp16: the same in F16 (torch_dtype float16); fp8: FP8 E4M3 with 128x128 block scales (weight_scale_inv); fp8-channel: "
          "compressed-tensors FP8 with per-channel BF16 scales (weight_scale) and input_scale; int4-ct: routed "
          "experts compressed-tensors pack-quantized INT4, group 32 (Kimi-K2-Thinking); mxfp4: routed experts "
-         "MXFP4 as DeepSeek-V4-Flash stores them (.weight I8 + .scale E8M0); mxfp8: every quantizable linear "
+         "MXFP4 as DeepSeek-V4-Flash stores them (.weight I8 + .scale E8M0; deepseek_v4 also writes its attention and "
+         "shared experts block FP8 with E8M0 .scale, as the release); mxfp8: every quantizable linear "
          "MXFP8 E4M3 with a U8 (E8M0) weight_scale_inv per 32 elements of a row (MiniMax-M3); gptq: every quantizable linear "
          "AutoGPTQ INT4 (qweight, qzeros, scales, g_idx), group 32; awq: every quantizable linear AutoAWQ INT4 "
          "in the GEMM packing (qweight, qzeros, scales), group 32, zero points")

@@ -52,10 +52,21 @@ FamilyRules deepseek_v4_rules() {
 
 struct Preset : SynthSizes {
     std::int64_t hash_layers, q_lora, o_groups, o_lora, hc;
+    std::int64_t rope_dim, index_heads, index_head_dim;
 };
-// One KV head: DeepSeek-V4's attention shares a single key-value head.
-constexpr Preset tiny{{256, 4, 4, 2, 256, 4, 1, 64, 512}, 3, 64, 2, 64, 4};
-constexpr Preset small{{512, 6, 8, 2, 512, 8, 1, 64, 1024}, 3, 128, 4, 128, 4};
+// Sizes llama.cpp's deepseek4 loader and kernels accept: one KV head (DeepSeek-V4's attention
+// shares a single key-value head), hc_mult 4, heads divisible by o_groups, an index head of 64
+// (a power of two >= 64 for the indexer's Hadamard rotation) unlike the head_dim of 128, and
+// every FP8 / MXFP4 row a multiple of 32.
+constexpr Preset tiny{{256, 4, 4, 2, 256, 4, 1, 128, 512}, 3, 64, 2, 64, 4, 32, 4, 64};
+constexpr Preset small{{512, 6, 8, 2, 512, 8, 1, 128, 1024}, 3, 128, 4, 128, 4, 32, 8, 64};
+
+// The release's compress_ratios (one per layer plus the MTP layer): 0 for the first two layers
+// and the MTP layer, then 4 (compressed sparse attention with the lightning indexer) and 128
+// (heavily compressed attention) alternating.
+std::int64_t compress_ratio(const Preset& p, std::int64_t layer) {
+    return layer < 2 || layer >= p.layers ? 0 : layer % 2 ? 128 : 4;
+}
 
 class DeepseekV4Adapter final : public RuleBasedAdapter {
 public:
@@ -88,37 +99,67 @@ public:
              .special_tokens = {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>"},
              .bos_token = "<｜begin▁of▁sentence｜>",
              .eos_token = "<｜end▁of▁sentence｜>"});
-        const std::int64_t H = p.hidden, V = tokenizer.vocab_size, hc_rows = (2 + p.hc) * p.hc, hc_cols = p.hc * H;
-        const bool q = s.fp8;  // mark the experts quantizable: the mxfp4 encoding stores only them encoded
-        auto hyper_connection = [&](std::vector<SynthTensor>& t, const std::string& stem) {
-            t.push_back({stem + "_fn", DType::F32, {hc_rows, hc_cols}, SynthFill::normal, 0.02});
-            t.push_back({stem + "_base", DType::F32, {hc_rows}, SynthFill::normal, 0.02});
-            t.push_back({stem + "_scale", DType::F32, {3}, SynthFill::ones, 0.02});
+        const std::int64_t H = p.hidden, V = tokenizer.vocab_size, D = p.head_dim;
+        // --dtype mxfp4 is the release: routed experts MXFP4 (the model's encoding), the other
+        // linears of attention, indexer and shared expert block FP8 with E8M0 `.scale`s.
+        const bool q = s.fp8;
+        auto linear = [&](std::vector<SynthTensor>& t, const std::string& name, std::int64_t out, std::int64_t in) {
+            t.push_back(linear_weight(name, out, in, q, SynthEncoding::fp8_block_e8m0));
+        };
+        auto f32 = [](std::vector<SynthTensor>& t, const std::string& name, Shape shape, SynthFill fill = SynthFill::normal) {
+            t.push_back({name, DType::F32, std::move(shape), fill, 0.02});
+        };
+        // Hyper-connections: a layer's mix `rows` = (2 + hc)·hc with 3 scales, the head's hc with 1.
+        auto hyper_connection = [&](std::vector<SynthTensor>& t, const std::string& stem, std::int64_t rows, std::int64_t scales) {
+            f32(t, stem + "_fn", {rows, p.hc * H});
+            f32(t, stem + "_base", {rows});
+            f32(t, stem + "_scale", {scales}, SynthFill::ones);
+        };
+        // KV compression of `width` = coff·head: F32 positional bias `ape` (no `.weight`), BF16
+        // wkv / wgate and a norm over the head.
+        auto compressor = [&](std::vector<SynthTensor>& t, const std::string& c, std::int64_t ratio, std::int64_t width,
+                              std::int64_t head) {
+            f32(t, c + "ape", {ratio, width});
+            t.push_back(bf16_tensor(c + "wkv.weight", {width, H}));
+            t.push_back(bf16_tensor(c + "wgate.weight", {width, H}));
+            t.push_back(norm_weight(c + "norm.weight", head));
         };
         FamilyCheckpoint checkpoint{.tokenizer = tokenizer, .config = config(p, s, tokenizer), .hidden = H, .root = "",
                                     .embedding = "embed.weight", .head = "head.weight", .layers = p.layers};
         checkpoint.layer = [&](std::vector<SynthTensor>& t, const std::string& l, std::int64_t layer) {
             t.push_back(norm_weight(l + "attn_norm.weight", H));
-            t.push_back(bf16_tensor(l + "attn.wq_a.weight", {p.q_lora, H}));
+            linear(t, l + "attn.wq_a.weight", p.q_lora, H);
             t.push_back(norm_weight(l + "attn.q_norm.weight", p.q_lora));
-            t.push_back(bf16_tensor(l + "attn.wq_b.weight", {p.heads * p.head_dim, p.q_lora}));
-            t.push_back(bf16_tensor(l + "attn.wkv.weight", {p.head_dim, H}));
-            t.push_back(norm_weight(l + "attn.kv_norm.weight", p.head_dim));
-            t.push_back(bf16_tensor(l + "attn.wo_a.weight", {p.o_groups * p.o_lora, p.heads * p.head_dim / p.o_groups}));
-            t.push_back(bf16_tensor(l + "attn.wo_b.weight", {H, p.o_groups * p.o_lora}));
-            t.push_back({l + "attn.attn_sink", DType::F32, {p.heads}, SynthFill::normal, 0.02});
-            hyper_connection(t, l + "hc_attn");
+            linear(t, l + "attn.wq_b.weight", p.heads * D, p.q_lora);
+            linear(t, l + "attn.wkv.weight", D, H);
+            t.push_back(norm_weight(l + "attn.kv_norm.weight", D));
+            linear(t, l + "attn.wo_a.weight", p.o_groups * p.o_lora, p.heads * D / p.o_groups);
+            linear(t, l + "attn.wo_b.weight", H, p.o_groups * p.o_lora);
+            f32(t, l + "attn.attn_sink", {p.heads});
+            if (const std::int64_t ratio = compress_ratio(p, layer); ratio != 0) {
+                compressor(t, l + "attn.compressor.", ratio, (ratio == 4 ? 2 : 1) * D, D);
+                if (ratio == 4) {  // the lightning indexer of compressed sparse attention
+                    const std::string i = l + "attn.indexer.";
+                    linear(t, i + "wq_b.weight", p.index_heads * p.index_head_dim, p.q_lora);
+                    t.push_back(bf16_tensor(i + "weights_proj.weight", {p.index_heads, H}));
+                    compressor(t, i + "compressor.", 4, 2 * p.index_head_dim, p.index_head_dim);
+                }
+            }
+            hyper_connection(t, l + "hc_attn", (2 + p.hc) * p.hc, 3);
             t.push_back(norm_weight(l + "ffn_norm.weight", H));
             t.push_back(bf16_tensor(l + "ffn.gate.weight", {p.experts, H}));
             if (layer < p.hash_layers) t.push_back(hash_table(l + "ffn.gate.tid2eid", V, p.top_k, p.experts));
-            else t.push_back({l + "ffn.gate.bias", DType::F32, {p.experts}, SynthFill::normal, 0.02});
+            else f32(t, l + "ffn.gate.bias", {p.experts});
             for (std::int64_t e = 0; e < p.experts; ++e)
                 add_swiglu(t, l + "ffn.experts." + std::to_string(e) + ".", {"w1", "w3", "w2"}, p.expert_intermediate, H, q);
-            add_swiglu(t, l + "ffn.shared_experts.", {"w1", "w3", "w2"}, p.expert_intermediate, H, false);
-            hyper_connection(t, l + "hc_ffn");
+            const std::string shared = l + "ffn.shared_experts.";
+            linear(t, shared + "w1.weight", p.expert_intermediate, H);
+            linear(t, shared + "w3.weight", p.expert_intermediate, H);
+            linear(t, shared + "w2.weight", H, p.expert_intermediate);
+            hyper_connection(t, l + "hc_ffn", (2 + p.hc) * p.hc, 3);
         };
         checkpoint.after_head = [&](std::vector<SynthTensor>& t) {
-            hyper_connection(t, "hc_head");
+            hyper_connection(t, "hc_head", p.hc, 1);
             // One MTP block (num_nextn_predict_layers 1): never converted or copied.
             t.push_back(norm_weight("mtp.0.enorm.weight", H));
             t.push_back(norm_weight("mtp.0.hnorm.weight", H));
@@ -148,7 +189,9 @@ private:
 
     static json::value config(const Preset& p, const SynthSettings& s, const SynthTokenizer& tokenizer) {
         json::object c = family_config(tokenizer, s.encoding, p, deepseek_expert_keys(), {"deepseek_v4", "DeepseekV4ForCausalLM"});
-        c["qk_rope_head_dim"] = 16;
+        // The release's block-FP8 quantization_config next to expert_dtype fp4 (base_config's).
+        if (s.encoding == SynthEncoding::mxfp4) c["quantization_config"] = quantization_config(SynthEncoding::fp8_block_e8m0);
+        c["qk_rope_head_dim"] = p.rope_dim;
         c["q_lora_rank"] = p.q_lora;
         c["o_groups"] = p.o_groups;
         c["o_lora_rank"] = p.o_lora;
@@ -161,17 +204,18 @@ private:
         c["swiglu_limit"] = 10.0;
         c["sliding_window"] = 128;
         json::array ratios;
-        for (std::int64_t l = 0; l <= p.layers; ++l) ratios.push_back(l < 2 || l >= p.layers ? 0 : (l % 2 ? 128 : 4));
+        for (std::int64_t l = 0; l <= p.layers; ++l) ratios.push_back(compress_ratio(p, l));
         c["compress_ratios"] = std::move(ratios);
         c["compress_rope_theta"] = 160000.0;
         c["rope_theta"] = 10000.0;
-        c["rope_scaling"] = json::object{{"type", "yarn"}, {"factor", 16.0}, {"original_max_position_embeddings", 65536}};
+        c["rope_scaling"] = json::object{{"type", "yarn"},  {"factor", 16.0}, {"original_max_position_embeddings", 65536},
+                                         {"beta_fast", 32}, {"beta_slow", 1}};
         c["max_position_embeddings"] = 1048576;
         c["hc_mult"] = p.hc;
         c["hc_sinkhorn_iters"] = 20;
         c["hc_eps"] = 1e-06;
-        c["index_n_heads"] = p.heads;
-        c["index_head_dim"] = 32;
+        c["index_n_heads"] = p.index_heads;
+        c["index_head_dim"] = p.index_head_dim;
         c["index_topk"] = 16;
         c["num_nextn_predict_layers"] = 1;
         c["rms_norm_eps"] = 1e-06;

@@ -173,6 +173,118 @@ BOOST_AUTO_TEST_CASE(deepseek_v4_plan_follows_its_names_and_config) {
     BOOST_TEST(i.warns("no known role"));
 }
 
+// DeepSeek-V4-Flash's inventory as the release has it (and llama.cpp's deepseek4 loader asks
+// for it): the head's hyper-connection [hc, hc·H] / [hc] / [1], the KV compressor on every
+// ratio-4 and ratio-128 layer, the lightning indexer on ratio-4 layers, and the non-expert
+// linears block FP8 with F8_E8M0 `.scale`s next to the MXFP4 experts; BF16 with --dtype bf16.
+BOOST_AUTO_TEST_CASE(deepseek_v4_synth_has_the_release_inventory) {
+    TempDir dir;
+    for (const char* dtype : {"mxfp4", "bf16"}) {
+        BOOST_TEST_CONTEXT(dtype) {
+            const fs::path ckpt = dir / dtype;
+            run_ok({"synth", "--family", "deepseek_v4", "--dtype", dtype, "--out", ckpt.string()});
+            const Inspected i = inspect(ckpt);
+            const bool release = std::string(dtype) == "mxfp4";
+            const auto& cfg = i.config;
+            const std::int64_t H = get(cfg, "hidden_size"), L = get(cfg, "num_hidden_layers"), hc = get(cfg, "hc_mult"),
+                               D = get(cfg, "head_dim"), nh = get(cfg, "num_attention_heads"), Q = get(cfg, "q_lora_rank"),
+                               G = get(cfg, "o_groups"), R = get(cfg, "o_lora_rank"), I = get(cfg, "moe_intermediate_size"),
+                               ih = get(cfg, "index_n_heads"), id = get(cfg, "index_head_dim");
+            // llama.cpp's deepseek4 constraints (hc 4, heads divisible by o_groups, an index head of 64 or 128).
+            BOOST_TEST(hc == 4);
+            BOOST_TEST(nh % G == 0);
+            BOOST_TEST((id == 64 || id == 128));
+            BOOST_TEST(D != id);
+            BOOST_TEST(cfg.at("swiglu_limit").is_double());
+            BOOST_TEST(get(cfg.at("rope_scaling").as_object(), "beta_fast") == 32);
+            BOOST_TEST(get(cfg.at("rope_scaling").as_object(), "beta_slow") == 1);
+            if (release) {
+                const auto& q = cfg.at("quantization_config").as_object();
+                BOOST_TEST(std::string(q.at("quant_method").as_string()) == "fp8");
+                BOOST_TEST(std::string(q.at("fmt").as_string()) == "e4m3");
+                BOOST_TEST(std::string(q.at("scale_fmt").as_string()) == "ue8m0");
+                BOOST_TEST(std::string(q.at("activation_scheme").as_string()) == "dynamic");
+                BOOST_TEST(shape_of(q.at("weight_block_size")) == (Shape64{128, 128}), boost::test_tools::per_element());
+                BOOST_TEST(std::string(cfg.at("expert_dtype").as_string()) == "fp4");
+            } else {
+                BOOST_TEST(!cfg.contains("quantization_config"));
+            }
+
+            auto expect = [&](const std::string& name, const char* dtype_name, const Shape64& shape, const char* role) {
+                BOOST_TEST_CONTEXT(name) {
+                    BOOST_TEST(i.shape(name) == shape, boost::test_tools::per_element());
+                    BOOST_TEST(i.dtype(name) == dtype_name);
+                    BOOST_TEST(i.role(name) == role);
+                }
+            };
+            // A non-expert linear: block FP8 + [ceil(rows/128), ceil(cols/128)] E8M0 `.scale` in the release.
+            auto linear = [&](const std::string& stem, std::int64_t rows, std::int64_t cols, const char* role) {
+                if (!release) {
+                    expect(stem + ".weight", "BF16", {rows, cols}, role);
+                    BOOST_TEST(i.role(stem + ".scale") == "(absent)", stem);
+                    return;
+                }
+                expect(stem + ".weight", "F8_E4M3", {rows, cols}, role);
+                expect(stem + ".scale", "F8_E8M0", {(rows + 127) / 128, (cols + 127) / 128}, role);
+            };
+            expect("hc_head_fn", "F32", {hc, hc * H}, "other");
+            expect("hc_head_base", "F32", {hc}, "other");
+            expect("hc_head_scale", "F32", {1}, "other");
+
+            const auto& ratios = cfg.at("compress_ratios").as_array();
+            BOOST_REQUIRE(static_cast<std::int64_t>(ratios.size()) == L + 1);
+            std::set<std::int64_t> seen;
+            for (std::int64_t l = 0; l < L; ++l) {
+                const std::string lp = "layers." + std::to_string(l) + ".", a = lp + "attn.";
+                const std::int64_t r = ratios[static_cast<std::size_t>(l)].to_number<std::int64_t>();
+                BOOST_TEST((r == 0 || r == 4 || r == 128), r);
+                seen.insert(r);
+                linear(a + "wq_a", Q, H, "attention");
+                linear(a + "wq_b", nh * D, Q, "attention");
+                linear(a + "wkv", D, H, "attention");
+                linear(a + "wo_a", G * R, nh * D / G, "attention");
+                linear(a + "wo_b", H, G * R, "attention");
+                linear(lp + "ffn.shared_experts.w1", I, H, "shared_expert");
+                linear(lp + "ffn.shared_experts.w3", I, H, "shared_expert");
+                linear(lp + "ffn.shared_experts.w2", H, I, "shared_expert");
+                expect(a + "attn_sink", "F32", {nh}, "attention");
+                expect(lp + "ffn.gate.weight", "BF16", {get(cfg, "n_routed_experts"), H}, "router");
+                expect(lp + "hc_attn_fn", "F32", {(2 + hc) * hc, hc * H}, "other");
+                expect(lp + "hc_ffn_scale", "F32", {3}, "other");
+                if (r != 0) {
+                    const std::int64_t width = (r == 4 ? 2 : 1) * D;
+                    expect(a + "compressor.ape", "F32", {r, width}, "attention");
+                    expect(a + "compressor.wkv.weight", "BF16", {width, H}, "attention");
+                    expect(a + "compressor.wgate.weight", "BF16", {width, H}, "attention");
+                    expect(a + "compressor.norm.weight", "BF16", {D}, "norm");
+                } else {
+                    BOOST_TEST(i.role(a + "compressor.ape") == "(absent)", lp);
+                }
+                if (r == 4) {
+                    linear(a + "indexer.wq_b", ih * id, Q, "attention");
+                    expect(a + "indexer.weights_proj.weight", "BF16", {ih, H}, "attention");
+                    expect(a + "indexer.compressor.ape", "F32", {4, 2 * id}, "attention");
+                    expect(a + "indexer.compressor.wkv.weight", "BF16", {2 * id, H}, "attention");
+                    expect(a + "indexer.compressor.wgate.weight", "BF16", {2 * id, H}, "attention");
+                    expect(a + "indexer.compressor.norm.weight", "BF16", {id}, "norm");
+                } else {
+                    BOOST_TEST(i.role(a + "indexer.weights_proj.weight") == "(absent)", lp);
+                }
+            }
+            BOOST_TEST((seen == std::set<std::int64_t>{0, 4, 128}));  // the tiny model has every kind of layer
+            // Exactly the release's tensors: nothing under attn. beyond the names above.
+            for (const auto& [name, r] : i.roles)
+                if (name.find(".attn.") != std::string::npos) {
+                    static const std::regex known(
+                        R"(layers\.\d+\.attn\.(wq_a|wq_b|wkv|wo_a|wo_b|indexer\.wq_b)\.(weight|scale)|)"
+                        R"(layers\.\d+\.attn\.(q_norm|kv_norm|indexer\.weights_proj)\.weight|layers\.\d+\.attn\.attn_sink|)"
+                        R"(layers\.\d+\.attn\.(indexer\.)?compressor\.(ape|wkv\.weight|wgate\.weight|norm\.weight))");
+                    BOOST_TEST(std::regex_match(name, known), name);
+                }
+        }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(gpt_oss_plan_slices_interleaved_gate_up_with_step_2) {
     TempDir dir;
     const fs::path ckpt = dir / "oss";
@@ -286,10 +398,13 @@ BOOST_AUTO_TEST_CASE(deepseek_v4_converts_to_amx_with_the_clamp_warning_and_veri
         BOOST_TEST(v.exit_code == 0, v.out << v.err);
         BOOST_TEST(v.out.find("PASSED") != std::string::npos, v.out);
     }
-    // Layer tensors keep their bytes under kt's V4 names (`layers.L.` -> `blk.L.`); MTP is not copied.
+    // Layer tensors keep their bytes under kt's V4 names (`layers.L.` -> `blk.L.`), block-FP8
+    // weights with their E8M0 `.scale`s; MTP is not copied.
     {
         Checkpoint source = Checkpoint::open(ckpt), kt = Checkpoint::open(dir / "kt-int4");
-        for (const char* name : {"layers.0.attn.wq_a.weight", "layers.3.ffn.gate.bias", "layers.1.ffn.shared_experts.w2.weight"}) {
+        for (const char* name : {"layers.0.attn.wq_a.weight", "layers.0.attn.wq_a.scale", "layers.3.ffn.gate.bias",
+                                 "layers.1.ffn.shared_experts.w2.weight", "layers.1.ffn.shared_experts.w2.scale",
+                                 "layers.2.attn.indexer.wq_b.scale", "layers.3.attn.compressor.ape"}) {
             const std::string renamed = "blk." + std::string(name).substr(7);
             BOOST_REQUIRE_MESSAGE(kt.contains(renamed), renamed);
             const TensorView a = source.view(name), b = kt.view(renamed);

@@ -64,6 +64,13 @@ std::pair<std::vector<std::uint8_t>, std::vector<float>> quantize_fp8(const std:
     return {std::move(codes), std::move(scales)};
 }
 
+// Powers of two 2^(e - 127) as their E8M0 exponent bytes e.
+std::vector<std::uint8_t> e8m0_bytes(const std::vector<float>& scales) {
+    std::vector<std::uint8_t> bytes(scales.size());
+    for (std::size_t i = 0; i < scales.size(); ++i) bytes[i] = static_cast<std::uint8_t>(std::ilogb(scales[i]) + 127);
+    return bytes;
+}
+
 json::object compressed_tensors_config(json::object weights, json::value inputs, const char* format, json::array ignore) {
     json::object group{{"targets", json::array{"Linear"}}, {"weights", std::move(weights)},
                        {"input_activations", std::move(inputs)}, {"output_activations", nullptr}};
@@ -85,6 +92,8 @@ std::vector<TensorSpec> encoded_linear_specs(SynthEncoding encoding, BlockSize f
         case SynthEncoding::bf16: return {{name, DType::BF16, shape}};
         case SynthEncoding::fp8_block:
             return {{name, DType::F8_E4M3, shape}, {name + "_scale_inv", DType::F32, scale_shape(shape, fp8_block)}};
+        case SynthEncoding::fp8_block_e8m0:
+            return {{name, DType::F8_E4M3, shape}, {sibling(name, ".scale"), DType::F8_E8M0, scale_shape(shape, fp8_block)}};
         case SynthEncoding::fp8_channel: {
             std::vector<TensorSpec> out{{name, DType::F8_E4M3, shape}, {name + "_scale", DType::BF16, {n, 1}}};
             if (name.ends_with(".weight")) out.push_back({sibling(name, ".input_scale"), DType::F32, {1}});
@@ -130,10 +139,11 @@ std::vector<std::uint8_t> encoded_linear_bytes(SynthEncoding encoding, BlockSize
         }
         case SynthEncoding::mxfp8: {
             auto [codes, scales] = quantize_fp8(values, shape, {1, mx_block}, /*power_of_two=*/true);
-            if (spec.dtype == DType::F8_E4M3) return codes;
-            std::vector<std::uint8_t> bytes(scales.size());  // 2^(e - 127) as its exponent byte e
-            for (std::size_t i = 0; i < scales.size(); ++i) bytes[i] = static_cast<std::uint8_t>(std::ilogb(scales[i]) + 127);
-            return bytes;
+            return spec.dtype == DType::F8_E4M3 ? codes : e8m0_bytes(scales);
+        }
+        case SynthEncoding::fp8_block_e8m0: {
+            auto [codes, scales] = quantize_fp8(values, shape, fp8_block, /*power_of_two=*/true);
+            return spec.dtype == DType::F8_E4M3 ? codes : e8m0_bytes(scales);
         }
         case SynthEncoding::int4_ct: {
             if (name.ends_with(".weight_shape")) {
@@ -172,6 +182,12 @@ json::value quantization_config(SynthEncoding encoding) {
             return json::object{{"activation_scheme", "dynamic"},
                                 {"fmt", "e4m3"},
                                 {"quant_method", "fp8"},
+                                {"weight_block_size", json::array{128, 128}}};
+        case SynthEncoding::fp8_block_e8m0:  // as DeepSeek-V4-Flash's config.json has it
+            return json::object{{"activation_scheme", "dynamic"},
+                                {"fmt", "e4m3"},
+                                {"quant_method", "fp8"},
+                                {"scale_fmt", "ue8m0"},
                                 {"weight_block_size", json::array{128, 128}}};
         case SynthEncoding::mxfp8:  // the adapter adds the release's ignored_layers
             return json::object{{"activation_scheme", "dynamic"}, {"quant_method", "mxfp8"},

@@ -20,6 +20,8 @@ namespace moequant::adapters {
 enum class SynthEncoding {
     bf16,         // not quantized
     fp8_block,    // DeepSeek style: 128x128 blocks, F32 `<w>_scale_inv`, quant_method fp8
+    fp8_block_e8m0,  // DeepSeek-V4-Flash's non-expert linears: 128x128 blocks, F8_E8M0 `<stem>.scale`
+                     // (powers of two, scale_fmt ue8m0); a family asks for it per tensor
     fp8_channel,  // GLM-4.x-FP8 style: compressed-tensors float-quantized, BF16 `<w>_scale` [N,1],
                   // F32 `<stem>.input_scale` [1] (static activation scales, never read)
     int4_ct,      // Kimi-K2-Thinking style: routed experts compressed-tensors pack-quantized INT4,

@@ -39,7 +39,7 @@ std::vector<Placed> expand(const SynthModel& model) {
             out.push_back({i, false, {t.name, t.dtype, t.shape}});
             continue;
         }
-        const auto specs = encoded_linear_specs(model.encoding, model.fp8_block, t.name, t.shape);
+        const auto specs = encoded_linear_specs(t.encoding.value_or(model.encoding), model.fp8_block, t.name, t.shape);
         for (std::size_t k = 0; k < specs.size(); ++k) out.push_back({i, k > 0, specs[k]});
     }
     return out;
@@ -269,7 +269,7 @@ void write_synth_model(const SynthModel& model, const std::filesystem::path& dir
             } else if (t.dtype == DType::F8_E4M3 && settings.float16) {  // a marked linear of an fp16 release
                 bytes = f16_bytes(values);
             } else if (t.dtype == DType::F8_E4M3) {
-                bytes = encoded_linear_bytes(model.encoding, model.fp8_block, t.shape, p.spec, values,
+                bytes = encoded_linear_bytes(t.encoding.value_or(model.encoding), model.fp8_block, t.shape, p.spec, values,
                                              model.fp8_power_of_two_scales);
             } else if (t.dtype == DType::BF16) {
                 bytes = p.spec.dtype == DType::F16 ? f16_bytes(values) : bf16_bytes(values);

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,9 @@ struct SynthTensor {
     // When set, the tensor's stored bytes (any dtype, e.g. gpt-oss's packed MXFP4 blocks or a
     // hash-routing table) instead of the fill; called with the synth seed.
     std::function<std::vector<std::uint8_t>(std::uint64_t seed)> bytes;
+    // A quantizable tensor's own encoding instead of SynthModel::encoding: a checkpoint that
+    // mixes two (DeepSeek-V4-Flash: MXFP4 experts, block-FP8 attention and shared experts).
+    std::optional<SynthEncoding> encoding;
 };
 
 struct SynthModel {
@@ -58,8 +62,9 @@ struct SynthModel {
 };
 
 // Shorthands for the tensors every family has.
-inline SynthTensor linear_weight(std::string name, std::int64_t out, std::int64_t in, bool fp8) {
-    return {std::move(name), fp8 ? DType::F8_E4M3 : DType::BF16, {out, in}, SynthFill::normal, 0.02};
+inline SynthTensor linear_weight(std::string name, std::int64_t out, std::int64_t in, bool fp8,
+                                 std::optional<SynthEncoding> encoding = std::nullopt) {
+    return {std::move(name), fp8 ? DType::F8_E4M3 : DType::BF16, {out, in}, SynthFill::normal, 0.02, {}, encoding};
 }
 inline SynthTensor norm_weight(std::string name, std::int64_t size) {
     return {std::move(name), DType::BF16, {size}, SynthFill::norm_gain, 0.02};
