@@ -227,6 +227,59 @@ std::optional<std::string> deepseek32_tensor_name(const std::string& name) {
     return deepseek2_tensor_name(name);
 }
 
+// DeepSeek-V4's names (DeepseekV4Model._map_dsv4_tensor_name, MODEL_TENSORS[DEEPSEEK4]): DeepSeek's
+// own checkpoint names, without "model.", the hyper-connection, compressor and indexer tensors
+// (some without ".weight" on disk) and the hash-routing table.
+std::optional<std::string> deepseek4_tensor_name(const std::string& name) {
+    static const NameTable root = {
+        {"embed.weight", "token_embd.weight"},         {"norm.weight", "output_norm.weight"},
+        {"head.weight", "output.weight"},              {"hc_head_fn", "output_hc_fn.weight"},
+        {"hc_head_base", "output_hc_base.weight"},     {"hc_head_scale", "output_hc_scale.weight"},
+    };
+    static const NameTable per_layer = {
+        {"hc_attn_fn", "hc_attn_fn.weight"},
+        {"hc_attn_base", "hc_attn_base.weight"},
+        {"hc_attn_scale", "hc_attn_scale.weight"},
+        {"hc_ffn_fn", "hc_ffn_fn.weight"},
+        {"hc_ffn_base", "hc_ffn_base.weight"},
+        {"hc_ffn_scale", "hc_ffn_scale.weight"},
+        {"attn.attn_sink", "attn_sinks.weight"},
+        {"attn.wq_a.weight", "attn_q_a.weight"},
+        {"attn.wq_b.weight", "attn_q_b.weight"},
+        {"attn.q_norm.weight", "attn_q_a_norm.weight"},
+        {"attn.wkv.weight", "attn_kv.weight"},
+        {"attn.kv_norm.weight", "attn_kv_a_norm.weight"},
+        {"attn.wo_a.weight", "attn_output_a.weight"},
+        {"attn.wo_b.weight", "attn_output_b.weight"},
+        {"attn.compressor.ape", "attn_compressor_ape.weight"},
+        {"attn.compressor.wkv.weight", "attn_compressor_kv.weight"},
+        {"attn.compressor.wgate.weight", "attn_compressor_gate.weight"},
+        {"attn.compressor.norm.weight", "attn_compressor_norm.weight"},
+        {"attn.indexer.wq_b.weight", "indexer.attn_q_b.weight"},
+        {"attn.indexer.weights_proj.weight", "indexer.proj.weight"},
+        {"attn.indexer.compressor.ape", "indexer_compressor_ape.weight"},
+        {"attn.indexer.compressor.wkv.weight", "indexer_compressor_kv.weight"},
+        {"attn.indexer.compressor.wgate.weight", "indexer_compressor_gate.weight"},
+        {"attn.indexer.compressor.norm.weight", "indexer_compressor_norm.weight"},
+        {"attn_norm.weight", "attn_norm.weight"},
+        {"ffn_norm.weight", "ffn_norm.weight"},
+        {"ffn.gate.weight", "ffn_gate_inp.weight"},
+        {"ffn.gate.bias", "exp_probs_b.bias"},
+        {"ffn.gate.tid2eid", "ffn_gate_tid2eid.weight"},
+        {"ffn.shared_experts.w1.weight", "ffn_gate_shexp.weight"},
+        {"ffn.shared_experts.w2.weight", "ffn_down_shexp.weight"},
+        {"ffn.shared_experts.w3.weight", "ffn_up_shexp.weight"},
+    };
+    if (auto it = root.find(name); it != root.end()) return it->second;
+    constexpr std::string_view prefix = "layers.";
+    if (name.rfind(prefix, 0) != 0) return std::nullopt;
+    const auto layer = layer_tensor("model." + name);
+    if (!layer) return std::nullopt;
+    const auto it = per_layer.find(layer->second);
+    if (it == per_layer.end()) return std::nullopt;
+    return "blk." + std::to_string(layer->first) + "." + it->second;
+}
+
 // gpt-oss's names (MODEL_TENSORS[GPT_OSS]): the norm before the MoE is post_attention_norm
 // (ATTN_POST_NORM), the attention sinks a weight of their own, the router `mlp.router` with its
 // bias, and the experts' biases beside the stacked experts (gate_up's split by gpt_oss_transforms).
@@ -747,6 +800,80 @@ GgufArchitecture qwen3next(const ModelPlan& plan, const ModelConfig& config, boo
     return a;
 }
 
+// What llama.cpp's deepseek4 (src/models/deepseek4.cpp at 82bb48500) loads and computes; another
+// config would not load, or run as another model.
+void check_deepseek4(const ModelConfig& config) {
+    auto refuse = [&](const std::string& what) {
+        throw Error(ErrorKind::input, what, {.file = config.source(), .code = "UnsupportedGguf"});
+    };
+    if (const std::string scoring = config.string_or("scoring_func", ""); scoring != "sqrtsoftplus")
+        refuse("has scoring_func '" + scoring + "'; llama.cpp's deepseek4 routes by sqrtsoftplus only");
+    if (config.require_int("hc_mult") != 4) refuse("has hc_mult " + std::to_string(config.require_int("hc_mult")) + "; llama.cpp's deepseek4 mixes 4 hyper-connection streams");
+    const std::int64_t heads = config.require_int("num_attention_heads"), groups = config.require_int("o_groups");
+    if (groups < 1 || heads % groups != 0)
+        refuse("has " + std::to_string(heads) + " heads in " + std::to_string(groups) + " output groups (o_groups); llama.cpp's deepseek4 needs whole groups");
+    const std::int64_t layers = config.require_int("num_hidden_layers");
+    const auto ratios = config.require("compress_ratios");
+    if (!ratios.is_array() || static_cast<std::int64_t>(ratios.size()) < layers)
+        refuse("has compress_ratios with fewer entries than num_hidden_layers " + std::to_string(layers));
+    for (std::size_t i = 0; i < ratios.size(); ++i) {
+        const ConfigValue r = ratios.at(i);
+        if (!r.is_number() || (r.as_double() != 0 && r.as_double() != 4 && r.as_double() != 128))
+            refuse("has compress_ratios entry " + std::to_string(i) + " = " + r.to_json() + "; llama.cpp's deepseek4 compresses by 0, 4 or 128");
+    }
+    // The indexer's keys go through a Hadamard rotation of a power of two of at least 64 values.
+    const std::int64_t index_dim = config.require_int("index_head_dim");
+    if (index_dim < 64 || (index_dim & (index_dim - 1)) != 0)
+        refuse("has index_head_dim " + std::to_string(index_dim) + "; llama.cpp's deepseek4 rotates indexer heads of a power of two of 64 or more values");
+    if (!config.require("swiglu_limit").is_number()) refuse("has no numeric swiglu_limit, which llama.cpp's deepseek4 clamps by");
+}
+
+// DeepSeek-V4 as llama.cpp's deepseek4 (DeepseekV4Model): the text-model keys (sqrtsoftplus gating,
+// yarn rope keys), then its own — the rotary dimension, q_lora_rank, the sliding window, the
+// experts' and shared expert's keys, the swiglu clamp per layer for routed and shared experts
+// (as float arrays), the indexer's, the grouped low-rank output, the compression ratios and their
+// rope base, the hyper-connections, the hash-routed layers and embedding_length_out (hidden x
+// hc_mult). The tensors keep the types the checkpoint stores (types_follow_source); the MXFP4
+// experts are carried as stored (the float presets: file type MXFP4_MOE, as the converter's).
+// The MTP block is not written, as the converter's default does not.
+GgufArchitecture deepseek4(const ModelPlan& plan, const ModelConfig& config) {
+    check_deepseek4(config);
+    GgufArchitecture a = text_architecture("deepseek4", "deepseek-v3", config);
+    auto& kv = a.metadata;
+    auto key = [&](const char* name) { return a.arch + "." + name; };
+    auto f32 = [&](const char* field) { return GgufValue::f32(static_cast<float>(config.require(field).as_double())); };
+    const auto layers = static_cast<std::size_t>(config.require_int("num_hidden_layers"));
+    kv.push_back({key("rope.dimension_count"), u32_of(config, "qk_rope_head_dim")});
+    kv.push_back({key("attention.q_lora_rank"), u32_of(config, "q_lora_rank")});
+    kv.push_back({key("attention.sliding_window"), u32_of(config, "sliding_window")});
+    kv.push_back({key("expert_feed_forward_length"), u32_of(config, "moe_intermediate_size")});
+    kv.push_back({key("expert_shared_count"), u32_of(config, "n_shared_experts")});
+    kv.push_back({key("expert_weights_scale"), f32("routed_scaling_factor")});
+    kv.push_back({key("expert_weights_norm"), GgufValue::boolean(config.require("norm_topk_prob").as_bool())});
+    const std::vector<float> clamp(layers, static_cast<float>(config.require("swiglu_limit").as_double()));
+    kv.push_back({key("swiglu_clamp_exp"), GgufValue::f32s(clamp)});
+    kv.push_back({key("swiglu_clamp_shexp"), GgufValue::f32s(clamp)});
+    kv.push_back({key("attention.indexer.head_count"), u32_of(config, "index_n_heads")});
+    kv.push_back({key("attention.indexer.key_length"), u32_of(config, "index_head_dim")});
+    kv.push_back({key("attention.indexer.top_k"), u32_of(config, "index_topk")});
+    kv.push_back({key("attention.output_group_count"), u32_of(config, "o_groups")});
+    kv.push_back({key("attention.output_lora_rank"), u32_of(config, "o_lora_rank")});
+    std::vector<std::int32_t> ratios;
+    for (const std::int64_t r : config.require("compress_ratios").as_int_array()) ratios.push_back(static_cast<std::int32_t>(r));
+    kv.push_back({key("attention.compress_ratios"), GgufValue::i32s(ratios)});
+    kv.push_back({key("attention.compress_rope_freq_base"), f32("compress_rope_theta")});
+    kv.push_back({key("hyper_connection.count"), u32_of(config, "hc_mult")});
+    kv.push_back({key("hyper_connection.sinkhorn_iterations"), u32_of(config, "hc_sinkhorn_iters")});
+    kv.push_back({key("hyper_connection.epsilon"), f32("hc_eps")});
+    kv.push_back({key("hash_layer_count"), u32_of(config, "num_hash_layers")});
+    kv.push_back({key("embedding_length_out"),
+                  GgufValue::u32(static_cast<std::uint32_t>(config.require_int("hidden_size") * config.require_int("hc_mult")))});
+    a.facts = model_facts(plan, config);
+    a.tensor_name = deepseek4_tensor_name;
+    a.types_follow_source = true;
+    return a;
+}
+
 // gpt-oss as llama.cpp's gpt-oss (GptOssModel): the text-model keys (its yarn keys among them,
 // gguf_rope_keys), sliding_window, intermediate_size as the experts' length;
 // the sliding-window pattern is not written (llama.cpp's default: every other layer from layer 0),
@@ -844,10 +971,11 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
     if (plan.model_type == "qwen3_next") return qwen3next(plan, config);
     if (plan.model_type == "qwen3_5_moe_text" || plan.model_type == "qwen3_5_moe") return qwen3next(plan, config, true);
     if (plan.model_type == "gpt_oss") return gpt_oss(plan, config);
+    if (plan.model_type == "deepseek_v4") return deepseek4(plan, config);
     throw Error(ErrorKind::input,
                 "GGUF output is not written for model type '" + plan.model_type +
                     "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, glm_moe_dsa, mixtral, glm4_moe, minimax_m2, minimax_m3, "
-                    "qwen3_next, qwen3_5_moe, gpt_oss)",
+                    "qwen3_next, qwen3_5_moe, gpt_oss, deepseek_v4)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }
 

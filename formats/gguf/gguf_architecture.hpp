@@ -55,6 +55,10 @@ struct GgufArchitecture {
     bool tiktoken_fallback = false;
     // Special tokens the converter names by their text ({type, content}, GgufVocabRequest).
     std::vector<std::pair<std::string, std::string>> named_specials;
+    // The converter's type of each tensor follows what the checkpoint stores, whatever its outtype
+    // (DeepseekV4Model.tensor_force_quant): block FP8 as Q8_0, F32 as F32, BF16 as BF16, an
+    // integer table as I32 (gguf_plan.cpp). Otherwise its types are TextModel's by name.
+    bool types_follow_source = false;
 };
 
 // What of the architecture the user chose: the older deepseek2 layout.

@@ -162,10 +162,31 @@ void write_rows(OutputFile& file, const GgufPlannedTensor& t, const std::vector<
 
 // A non-expert tensor's data, written into `file` in chunks of rows (about 32 MiB of float32
 // each), so a vocabulary-sized token_embd costs one chunk of memory, not the whole tensor twice.
+// An integer table (DeepSeek-V4's token -> expert hash routing) as the converter's I32.
+void write_index_table(OutputFile& file, const Checkpoint& source, const GgufPlannedTensor& t) {
+    const std::vector<std::int32_t> values = gguf_index_table(source, t.source, t.index_limit);
+    file.write_at(t.info.offset, std::as_bytes(std::span(values)));
+}
+
+// Rows as the converter's Q8_0 holds them (DeepSeek-V4's FP8 weights): what llama-quantize
+// dequantizes when it gives such a tensor another type.
+void through_q8_0(std::vector<float>& values, std::int64_t cols) {
+    const auto* q8 = ggml_quants::ggml_type_named("q8_0");
+    std::vector<std::uint8_t> row(static_cast<std::size_t>(q8->row_bytes(cols)));
+    for (std::size_t at = 0; at < values.size(); at += static_cast<std::size_t>(cols)) {
+        q8->quantize(values.data() + at, row.data(), cols, nullptr);
+        q8->dequantize(row.data(), values.data() + at, cols);
+    }
+}
+
 void write_tensor(OutputFile& file, const Checkpoint& source, const GgufPlannedTensor& t, const ImatrixFile* imatrix) {
-    // A tensor llama.cpp quantizes comes to llama-quantize in the converter's BF16: it starts
-    // from the BF16 decode here too, as the experts do (an FP8 source's values are not BF16).
-    const bool bf16 = t.info.type != ggml_type_id::f32;
+    using namespace ggml_type_id;
+    if (t.info.type == i32) return write_index_table(file, source, t);
+    // llama-quantize starts from the converter's values: its BF16 (an FP8 source's values are
+    // not BF16), its F32 as they are, its Q8_0 (DeepSeek-V4) dequantized. The experts, decoded
+    // elsewhere, start from BF16 too.
+    const bool bf16 = t.converter_type == ggml_type_id::bf16;
+    const bool via_q8_0 = t.converter_type == q8_0 && t.info.type != q8_0;
     const std::vector<float> importance = imatrix && t.importance ? imatrix->weights(*t.importance) : std::vector<float>{};
     const std::int64_t rows = tensor_rows(t.info), cols = t.info.ne[0];
     if (t.mla_part) {  // kv_b_proj's heads transposed: small, taken whole
@@ -178,7 +199,9 @@ void write_tensor(OutputFile& file, const Checkpoint& source, const GgufPlannedT
     const std::int64_t chunk_rows = std::max<std::int64_t>(1, chunk_values / std::max<std::int64_t>(1, cols));
     for (std::int64_t first = 0; first < rows; first += chunk_rows) {
         const std::int64_t count = std::min(chunk_rows, rows - first);
-        write_rows(file, t, tensor_rows_of(source, t, first, count, bf16), first, importance);
+        std::vector<float> values = tensor_rows_of(source, t, first, count, bf16);
+        if (via_q8_0) through_q8_0(values, cols);
+        write_rows(file, t, values, first, importance);
         source.release_pages(t.source);  // the chunk's mapped pages too: resident memory stays one chunk
     }
 }

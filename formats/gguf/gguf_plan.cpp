@@ -9,6 +9,7 @@
 #include <moequant/error.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -34,6 +35,61 @@ std::uint32_t converter_type(const std::string& name, const std::vector<std::int
         return f32;
     return bf16;
 }
+
+// DeepseekV4Model.tensor_force_quant, with TextModel's rule after it: the type follows what the
+// checkpoint stores, whatever the outtype — block FP8 dequantized and written Q8_0 (F16 where rows
+// are not whole Q8_0 blocks, as gguf-py falls back), F32 kept F32, BF16 matrices BF16, an integer
+// table I32 —, and 1-D tensors and norms F32.
+GgufTensorType source_following_type(const Checkpoint& source, const std::string& weight, const std::string& gguf,
+                                     const std::vector<std::int64_t>& ne) {
+    GgufTensorType t{.name = gguf, .ne = ne, .source_type = converter_type(gguf, ne), .forced = true};
+    if (ne.size() < 2 || gguf.find("_norm.weight") != std::string::npos) {
+        t.source_type = f32;
+        return t;
+    }
+    if (const EncodedWeight* w = source.weight_holding(weight); w && (w->encoding == "fp8" || w->tensors.size() > 1)) {
+        if (w->encoding == "fp8") t.source_type = ne[0] % 32 == 0 ? q8_0 : f16;
+        else t.forced = false;  // another encoding: what the converter would make of it is not known
+        return t;
+    }
+    switch (source.info(weight).dtype) {
+    case DType::F32: t.source_type = f32; break;
+    case DType::BF16: t.source_type = bf16; break;
+    case DType::I64:
+    case DType::I32: t.source_type = i32; break;
+    default: t.forced = false;
+    }
+    return t;
+}
+
+}  // namespace
+
+std::vector<std::int32_t> gguf_index_table(const Checkpoint& source, const std::string& name, std::int64_t limit) {
+    const TensorView v = source.view(name);
+    if (v.dtype != DType::I64 && v.dtype != DType::I32)
+        throw Error(ErrorKind::input, "is " + std::string(dtype_name(v.dtype)) + "; an index table must be I64 or I32",
+                    {.tensor = name, .code = "UnsupportedDtype"});
+    const auto* data = static_cast<const std::byte*>(v.data());
+    std::vector<std::int32_t> out(v.elements());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        std::int64_t x = 0;
+        if (v.dtype == DType::I64) {
+            std::memcpy(&x, data + i * 8, 8);
+        } else {
+            std::int32_t narrow = 0;
+            std::memcpy(&narrow, data + i * 4, 4);
+            x = narrow;
+        }
+        if (x < 0 || x >= limit)
+            throw Error(ErrorKind::input,
+                        "holds " + std::to_string(x) + " at element " + std::to_string(i) + "; expert indices run 0.." + std::to_string(limit - 1),
+                        {.tensor = name, .code = "BadIndexTable"});
+        out[i] = static_cast<std::int32_t>(x);
+    }
+    return out;
+}
+
+namespace {
 
 std::vector<std::int64_t> ggml_dims(const Shape& shape) { return {shape.rbegin(), shape.rend()}; }
 
@@ -323,7 +379,12 @@ GgufPlan plan_gguf(const OutputContext& context) {
             check_rope_interleave(weight, shape.front(), heads);
             (shape.size() > 1 ? t.source_rows : t.source_cols) = rope_interleave_order(shape.front(), heads);
         }
-        typed.push_back({*gguf, t.info.ne, converter_type(*gguf, t.info.ne)});
+        typed.push_back(out.architecture.types_follow_source ? source_following_type(source, weight, *gguf, t.info.ne)
+                                                             : GgufTensorType{*gguf, t.info.ne, converter_type(*gguf, t.info.ne)});
+        if (gguf->ends_with("ffn_gate_tid2eid.weight")) {  // checked before any file is written
+            t.index_limit = plan.num_experts;
+            (void)gguf_index_table(source, weight, t.index_limit);
+        }
         by_name.emplace(*gguf, std::move(t));
     }
     // The float presets are the converter's own output; the others are llama-quantize's.
@@ -345,6 +406,7 @@ GgufPlan plan_gguf(const OutputContext& context) {
     for (const auto& t : choose_gguf_types(typed, out.architecture.facts, request)) {
         GgufPlannedTensor& planned = by_name.at(t.name);
         planned.info.type = planned.layer >= 0 && mxfp4_experts && float_preset ? mxfp4 : t.type;
+        planned.converter_type = t.source_type;
         planned.info.bytes = gguf_tensor_bytes(t.name, planned.info.type, t.ne);
         if (planned.layer >= 0) planned.expert_bytes = static_cast<std::int64_t>(planned.info.bytes / static_cast<std::uint64_t>(t.ne[2]));
         if (out.imatrix && planned.info.type != t.source_type)  // llama-quantize looks up the tensors it quantizes

@@ -38,7 +38,16 @@ struct GgufPlannedTensor {
     // empty: as stored.
     std::vector<std::int64_t> source_rows, source_cols;
     GgufTensorTransform::Values values = GgufTensorTransform::Values::as_stored;
+    // The type the converter writes it in: the values llama-quantize starts from are that type's
+    // (BF16-rounded, or through Q8_0 for DeepSeek-V4's FP8 weights).
+    std::uint32_t converter_type = 0;
+    // I32 index tables (DeepSeek-V4's token -> expert hash routing): every value must be below this.
+    std::int64_t index_limit = 0;
 };
+
+// The values of integer table `name` (I64 or I32 on disk) as I32, each checked to be an index
+// below `limit`: Error(input) naming the tensor and the first value that is not.
+std::vector<std::int32_t> gguf_index_table(const Checkpoint& source, const std::string& name, std::int64_t limit);
 
 struct GgufSplit {
     std::string name;

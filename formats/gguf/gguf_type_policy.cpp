@@ -41,10 +41,10 @@ struct TypeName {
     std::uint32_t id;
     const char* name;
 };
-constexpr std::array<TypeName, 16> type_names = {{
+constexpr std::array<TypeName, 17> type_names = {{
     {f32, "f32"}, {f16, "f16"}, {q4_0, "q4_0"}, {q4_1, "q4_1"}, {q5_0, "q5_0"}, {q5_1, "q5_1"}, {q8_0, "q8_0"}, {q2_k, "q2_K"},
-    {q3_k, "q3_K"}, {q4_k, "q4_K"}, {q5_k, "q5_K"}, {q6_k, "q6_K"}, {iq4_nl, "iq4_nl"}, {iq4_xs, "iq4_xs"}, {bf16, "bf16"},
-    {mxfp4, "mxfp4"},
+    {q3_k, "q3_K"}, {q4_k, "q4_K"}, {q5_k, "q5_K"}, {q6_k, "q6_K"}, {iq4_nl, "iq4_nl"}, {iq4_xs, "iq4_xs"}, {i32, "i32"},
+    {bf16, "bf16"}, {mxfp4, "mxfp4"},
 }};
 
 bool same_ignoring_case(std::string_view a, std::string_view b) {
@@ -247,7 +247,7 @@ TensorTypeOverride parse_tensor_type_override(std::string_view text) {
     o.pattern = std::string(text.substr(0, eq));
     for (char& c : o.pattern) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     const auto type = ggml_type_named_id(text.substr(eq + 1));
-    if (!type || *type == f32) throw refuse("'" + std::string(text.substr(eq + 1)) + "' is no GGUF type moequant writes");
+    if (!type || *type == f32 || *type == i32) throw refuse("'" + std::string(text.substr(eq + 1)) + "' is no GGUF type moequant writes");
     o.type = *type;
     try {
         o.regex = std::regex(o.pattern, std::regex::ECMAScript);
@@ -292,8 +292,9 @@ std::vector<GgufTensorType> choose_gguf_types(std::vector<GgufTensorType> tensor
         }
         std::uint32_t type = preset_type;
         // The float presets are the converter's output, which keeps its F32 tensors (a DSA
-        // indexer's proj, say); llama-quantize would quantize those it allows.
-        if (!is_quantized(preset_type) && t.source_type == f32) type = f32;
+        // indexer's proj, say) and the types it forces (DeepSeek-V4's Q8_0); llama-quantize would
+        // quantize those it allows.
+        if (!is_quantized(preset_type) && (t.source_type == f32 || t.forced)) type = t.source_type;
         if (is_quantized(preset_type)) {
             bool manual = false;
             for (const auto& o : request.overrides)

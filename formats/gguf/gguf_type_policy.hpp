@@ -21,7 +21,7 @@ namespace moequant::formats {
 // ggml type ids the rules name (enum ggml_type).
 namespace ggml_type_id {
 inline constexpr std::uint32_t f32 = 0, f16 = 1, q4_0 = 2, q4_1 = 3, q5_0 = 6, q5_1 = 7, q8_0 = 8, q2_k = 10, q3_k = 11, q4_k = 12,
-                               q5_k = 13, q6_k = 14, iq4_nl = 20, iq4_xs = 23, bf16 = 30, mxfp4 = 39;
+                               q5_k = 13, q6_k = 14, iq4_nl = 20, iq4_xs = 23, i32 = 26, bf16 = 30, mxfp4 = 39;
 }
 
 // A llama-quantize preset: its name, general.file_type (enum llama_ftype) and default type.
@@ -69,6 +69,7 @@ struct GgufTensorType {
     std::string name;                // the GGUF name, e.g. blk.3.ffn_down_exps.weight
     std::vector<std::int64_t> ne;    // dims, innermost first
     std::uint32_t source_type = 0;   // the type the converter writes it in (F32 norms, BF16 weights, ...)
+    bool forced = false;             // the converter writes source_type whatever its outtype (DeepSeek-V4's)
     std::uint32_t type = 0;          // chosen: the source type when not quantized
     bool fell_back = false;          // the chosen type could not pack the rows; a fallback was taken
 };

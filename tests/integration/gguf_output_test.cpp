@@ -7,6 +7,7 @@
 #include "ggml_types.hpp"
 #include "gguf_container.hpp"
 #include "gguf_type_policy.hpp"
+#include "reference_numerics.hpp"
 #include "synth_checkpoint.hpp"
 #include "test_support.hpp"
 
@@ -91,6 +92,24 @@ std::vector<std::uint8_t> ggml_rows_from_bf16(const TensorData& bf16, const Gguf
     std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * codec->row_bytes(cols)));
     for (std::int64_t r = 0; r < rows; ++r) codec->quantize(values.data() + r * cols, out.data() + r * codec->row_bytes(cols), cols, nullptr);
     return out;
+}
+
+// What llama-quantize --allow-requantize makes of tensor `from` (any type ggml decodes) in the
+// type `as` has: `from` dequantized, then ggml's rows of that.
+std::vector<std::uint8_t> requantized(const TensorData& from, const GgufTensorInfo& as) {
+    const std::int64_t cols = from.info.ne[0];
+    std::int64_t rows = 1;
+    for (std::size_t d = 1; d < from.info.ne.size(); ++d) rows *= from.info.ne[d];
+    std::vector<float> values(static_cast<std::size_t>(rows * cols));
+    if (from.info.type == ggml_type_id::f32) std::memcpy(values.data(), from.bytes.data(), values.size() * 4);
+    else {
+        const auto* in = ggml_quants::ggml_type_named(ggml_type_name_of(from.info.type));
+        for (std::int64_t r = 0; r < rows; ++r) in->dequantize(from.bytes.data() + r * in->row_bytes(cols), values.data() + r * cols, cols);
+    }
+    const auto* out = ggml_quants::ggml_type_named(ggml_type_name_of(as.type));
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * out->row_bytes(cols)));
+    for (std::int64_t r = 0; r < rows; ++r) out->quantize(values.data() + r * cols, bytes.data() + r * out->row_bytes(cols), cols, nullptr);
+    return bytes;
 }
 
 // The rows of a BF16 tensor of a GGUF file, as stored.
@@ -1160,11 +1179,162 @@ BOOST_AUTO_TEST_CASE(gpt_oss_shapes_llama_cpp_cannot_load_are_refused) {
                    out);
 }
 
+// DeepSeek-V4 as llama.cpp's deepseek4, as DeepseekV4Model writes its release: every tensor in the
+// type the checkpoint stores it in (block FP8 as Q8_0, BF16, F32, the I64 hash-routing table as
+// I32, the MXFP4 experts as stored; file type MXFP4_MOE), its keys (sqrtsoftplus gating, the swiglu
+// clamps as float arrays, the compression ratios as an int array, ...). A quantized preset is
+// llama-quantize --allow-requantize of that file: the Q8_0 tensors requantized from their Q8_0
+// values, the F32 ones from their F32 values.
+BOOST_AUTO_TEST_CASE(deepseek_v4_becomes_deepseek4) {
+    TempDir dir;
+    const fs::path src = dir / "src", bf = dir / "bf16", q4 = dir / "q4";
+    synth_and_convert(src, bf, {"deepseek_v4", "mxfp4"}, {"--quant-method", "BF16", "--single-file"});
+    auto r = run_moequant(gguf_args(src, q4, {"--quant-method", "Q4_K_M", "--single-file"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto config = boost::json::parse(read_text(src / "config.json")).as_object();
+    auto number = [&](const char* key) { return config.at(key).to_number<std::int64_t>(); };
+    const std::int64_t layers = number("num_hidden_layers"), hash_layers = number("num_hash_layers");
+    const fs::path file = bf / "model.gguf";
+    const GgufFile floats = read_gguf_file_header(file.string());
+    auto u = [&](const std::string& key) { return unsigned_key(floats, "deepseek4." + key); };
+    BOOST_TEST(floats.find("general.architecture")->as_string().value() == "deepseek4");
+    BOOST_TEST(unsigned_key(floats, "general.file_type") == 38u);  // MOSTLY_MXFP4_MOE, whatever the outtype
+    BOOST_TEST(u("block_count") == static_cast<std::uint64_t>(layers));
+    BOOST_TEST(u("expert_gating_func") == 4u);  // sqrtsoftplus
+    BOOST_TEST(u("hash_layer_count") == static_cast<std::uint64_t>(hash_layers));
+    BOOST_TEST(u("embedding_length_out") == static_cast<std::uint64_t>(number("hidden_size") * number("hc_mult")));
+    BOOST_TEST(u("rope.dimension_count") == static_cast<std::uint64_t>(number("qk_rope_head_dim")));
+    const GgufValue* clamp = floats.find("deepseek4.swiglu_clamp_exp");
+    BOOST_REQUIRE(clamp);
+    BOOST_TEST((clamp->element == GgufType::f32 && clamp->count == static_cast<std::uint64_t>(layers)));
+    float first_clamp = 0;
+    std::memcpy(&first_clamp, clamp->bytes.data(), 4);
+    BOOST_TEST(first_clamp == config.at("swiglu_limit").to_number<float>());
+    const GgufValue* ratios = floats.find("deepseek4.attention.compress_ratios");
+    BOOST_REQUIRE(ratios);
+    const auto& config_ratios = config.at("compress_ratios").as_array();
+    BOOST_TEST((ratios->element == GgufType::i32 && ratios->count == config_ratios.size()));
+    for (std::size_t i = 0; i < config_ratios.size(); ++i) {
+        std::int32_t v = 0;
+        std::memcpy(&v, ratios->bytes.data() + 4 * i, 4);
+        BOOST_TEST(v == config_ratios[i].to_number<std::int32_t>());
+    }
+
+    // Types as the checkpoint stores them.
+    std::map<std::string, std::uint32_t> types;
+    for (const auto& t : floats.tensors) types[t.name] = t.type;
+    using namespace ggml_type_id;
+    const std::int64_t compressed = [&] {  // the first layer with compress ratio 4: compressor and indexer
+        for (std::size_t i = 0; i < config_ratios.size(); ++i)
+            if (config_ratios[i].to_number<int>() == 4) return static_cast<std::int64_t>(i);
+        return std::int64_t{-1};
+    }();
+    BOOST_REQUIRE(compressed >= 0);
+    const std::string C = "blk." + std::to_string(compressed) + ".", last = "blk." + std::to_string(layers - 1) + ".";
+    for (const std::string& name : {std::string("blk.0.attn_q_a.weight"), std::string("blk.0.attn_kv.weight"),
+                                    std::string("blk.0.attn_output_a.weight"), std::string("blk.0.ffn_down_shexp.weight"),
+                                    C + "indexer.attn_q_b.weight"})
+        BOOST_TEST((types.count(name) && types.at(name) == q8_0), name);
+    for (const std::string& name : {std::string("token_embd.weight"), std::string("output.weight"), std::string("blk.0.ffn_gate_inp.weight"),
+                                    C + "attn_compressor_kv.weight", C + "indexer.proj.weight"})
+        BOOST_TEST((types.count(name) && types.at(name) == bf16), name);
+    for (const std::string& name : {std::string("blk.0.hc_attn_fn.weight"), std::string("output_hc_fn.weight"),
+                                    C + "attn_compressor_ape.weight", std::string("blk.0.attn_sinks.weight"), std::string("blk.0.attn_norm.weight"),
+                                    last + "exp_probs_b.bias"})
+        BOOST_TEST((types.count(name) && types.at(name) == f32), name);
+    BOOST_TEST(types.at("blk.0.ffn_gate_tid2eid.weight") == i32);
+    BOOST_TEST(!types.count(last + "ffn_gate_tid2eid.weight"));
+    BOOST_TEST(types.at("blk.0.ffn_gate_exps.weight") == mxfp4);
+    BOOST_TEST(!types.count("blk." + std::to_string(layers) + ".attn_norm.weight"));  // no MTP block
+
+    // The hash table: the checkpoint's I64 expert ids as I32.
+    const Checkpoint source = Checkpoint::open(src);
+    const TensorView table = source.view("layers.0.ffn.gate.tid2eid");
+    const auto tid2eid = tensor_data(file, "blk.0.ffn_gate_tid2eid.weight");
+    BOOST_REQUIRE(tid2eid.bytes.size() == table.elements() * 4);
+    bool same = true;
+    for (std::size_t i = 0; i < table.elements(); ++i) {
+        std::int64_t wide = 0;
+        std::int32_t narrow = 0;
+        std::memcpy(&wide, static_cast<const std::byte*>(table.data()) + 8 * i, 8);
+        std::memcpy(&narrow, tid2eid.bytes.data() + 4 * i, 4);
+        same = same && wide == narrow;
+    }
+    BOOST_TEST(same);
+    // An FP8 weight: ggml's Q8_0 rows of its exact decode, E4M3 x 2^(e - 127) per 128 x 128 block.
+    const TensorView codes = source.view("layers.0.attn.wq_a.weight"), scales = source.view("layers.0.attn.wq_a.scale");
+    BOOST_REQUIRE((codes.dtype == DType::F8_E4M3 && scales.dtype == DType::F8_E8M0));
+    const std::int64_t rows = codes.shape[0], cols = codes.shape[1], scale_cols = scales.shape[1];
+    std::vector<float> decoded(static_cast<std::size_t>(rows * cols));
+    const auto* code = reinterpret_cast<const std::uint8_t*>(codes.data());
+    const auto* scale = reinterpret_cast<const std::uint8_t*>(scales.data());
+    for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j)
+            decoded[i * cols + j] = e4m3(code[i * cols + j]) * e8m0(scale[(i / 128) * scale_cols + j / 128]);
+    const auto q8 = tensor_data(file, "blk.0.attn_q_a.weight");
+    const auto* q8_rows = ggml_quants::ggml_type_named("q8_0");
+    std::vector<std::uint8_t> expected(q8.bytes.size());
+    for (std::int64_t row = 0; row < rows; ++row)
+        q8_rows->quantize(decoded.data() + row * cols, expected.data() + row * q8_rows->row_bytes(cols), cols, nullptr);
+    BOOST_TEST((q8.bytes == expected));
+
+    // Q4_K_M: llama-quantize --allow-requantize of the BF16 preset's file, tensor by tensor.
+    const fs::path quantized = q4 / "model.gguf";
+    for (const std::string& name : {std::string("blk.0.attn_q_a.weight"), std::string("blk.0.ffn_down_shexp.weight"),
+                                    std::string("blk.0.hc_attn_fn.weight"), std::string("output_hc_fn.weight"),
+                                    C + "attn_compressor_kv.weight", C + "attn_compressor_ape.weight", std::string("token_embd.weight")}) {
+        const auto target = tensor_data(quantized, name);
+        BOOST_TEST(target.info.type != tensor_data(file, name).info.type, name);
+        BOOST_TEST((target.bytes == requantized(tensor_data(file, name), target.info)), name);
+    }
+    BOOST_TEST((tensor_data(quantized, "blk.0.ffn_gate_tid2eid.weight").bytes == tid2eid.bytes));
+    BOOST_TEST((tensor_data(quantized, "blk.0.ffn_gate_inp.weight").bytes == tensor_data(file, "blk.0.ffn_gate_inp.weight").bytes));
+
+    int edits = 0;
+    auto edited = [&](const std::string& from, const std::string& to) {  // a copy with one config change
+        const fs::path model = dir / ("edited" + std::to_string(++edits));
+        fs::copy(src, model);
+        std::string json = read_text(model / "config.json");
+        BOOST_REQUIRE(json.find(from) != std::string::npos);
+        json.replace(json.find(from), from.size(), to);
+        write_text(model / "config.json", json);
+        return gguf_args(model, dir / "refused", {"--quant-method", "Q4_K_M"});
+    };
+    // A hash table routing a token to an expert the layer does not have: refused, naming it.
+    const fs::path bad = dir / "bad-table";
+    fs::copy(src, bad);
+    const std::string table_name = "layers.0.ffn.gate.tid2eid";
+    const auto index = boost::json::parse(read_text(bad / "model.safetensors.index.json")).as_object();
+    const fs::path shard = bad / std::string(index.at("weight_map").at(table_name).as_string());
+    std::vector<std::uint8_t> shard_bytes = read_bytes(shard);
+    std::uint64_t header_size = 0;
+    std::memcpy(&header_size, shard_bytes.data(), 8);
+    const auto header = boost::json::parse(std::string(reinterpret_cast<const char*>(shard_bytes.data()) + 8, header_size)).as_object();
+    const std::uint64_t at = 8 + header_size + header.at(table_name).at("data_offsets").as_array()[0].to_number<std::uint64_t>() + 5 * 8;
+    const std::int64_t out_of_range = number("n_routed_experts");
+    std::memcpy(shard_bytes.data() + at, &out_of_range, 8);
+    write_bytes(shard, shard_bytes);
+    check_refusals({{gguf_args(bad, dir / "refused", {"--quant-method", "BF16"}), 3,
+                     "tensor '" + table_name + "': holds " + std::to_string(out_of_range) + " at element 5; expert indices run 0.."}},
+                   dir / "refused");
+
+    check_refusals({{edited("\"scoring_func\": \"sqrtsoftplus\"", "\"scoring_func\": \"softmax\""), 3,
+                     "llama.cpp's deepseek4 routes by sqrtsoftplus only"},
+                    {edited("\"hc_mult\": 4", "\"hc_mult\": 2"), 3, "mixes 4 hyper-connection streams"},
+                    {edited("\"index_head_dim\": 64", "\"index_head_dim\": 48"), 3, "rotates indexer heads of a power of two"}},
+                   dir / "refused");
+}
+
 BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
     TempDir dir;
-    const fs::path qwen = dir / "qwen", v4 = dir / "v4";
+    const fs::path qwen = dir / "qwen", vl = dir / "vl";
     synth_checkpoint(qwen, {"qwen3_moe", "bf16"});
-    synth_checkpoint(v4, {"deepseek_v4", "mxfp4"});
+    // Qwen3-VL-MoE's text model: moequant reads it, its GGUF (qwen3vlmoe) is not written.
+    fs::copy(qwen, vl);
+    std::string config = read_text(vl / "config.json");
+    BOOST_REQUIRE(config.find("\"qwen3_moe\"") != std::string::npos);
+    config.replace(config.find("\"qwen3_moe\""), 11, "\"qwen3_vl_moe\"");
+    write_text(vl / "config.json", config);
     const fs::path out = dir / "refused";
     check_refusals({
                        {gguf_args(qwen, out, {}), 2, "--format gguf needs --quant-method PRESET"},
@@ -1172,8 +1342,8 @@ BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q"}), 2, "expected PATTERN=TYPE"},
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q=q9_0"}), 2,
                         "is no GGUF type moequant writes"},
-                       {gguf_args(v4, out, {"--quant-method", "Q4_K_M"}), 3,
-                        "GGUF output is not written for model type 'deepseek_v4' yet"},
+                       {gguf_args(vl, out, {"--quant-method", "Q4_K_M"}), 3,
+                        "GGUF output is not written for model type 'qwen3_vl_moe' yet"},
                    },
                    out);
 }
