@@ -238,6 +238,13 @@ def run(f, c, w, base, bos, ctx):
     return np.stack(out)
 
 
+def ggml_l2norm(x, eps=1e-6):
+    """ggml_l2_norm as llama.cpp's gated delta-net uses it: x / max(||x||, eps). Hugging Face's l2norm
+    is x * rsqrt(sum(x^2) + eps): the two differ by about eps / (2 sum(x^2)) relative, which only
+    matters for tiny q/k heads (synth's: sum(x^2) ~ 1e-3, a 4e-4 difference, KL ~1e-7)."""
+    return x / torch.clamp(torch.sqrt((x * x).sum(dim=-1, keepdim=True)), min=eps)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model_dir")
@@ -248,7 +255,11 @@ def main():
     ap.add_argument("--max-kl", type=float, default=1e-6)
     ap.add_argument("--min-ratio", type=float, default=100.0)
     ap.add_argument("--no-negative", action="store_true")
+    ap.add_argument("--hf-l2norm", action="store_true",
+                    help="keep Hugging Face's l2norm in the gated delta-net (default: ggml's, as llama.cpp computes it)")
     a = ap.parse_args()
+    if not a.hf_l2norm:
+        ref.l2norm = ggml_l2norm
     torch.set_num_threads(1)
     base = read_logits(a.logits_file)
     bos, why = a.bos, "--bos"
