@@ -94,6 +94,22 @@ std::vector<std::uint8_t> ggml_rows_from_bf16(const TensorData& bf16, const Gguf
     return out;
 }
 
+// Copies of a synthesized model, each with one change to its config.json, and the Q4_K_M GGUF
+// conversion of each into dir/refused (for check_refusals).
+struct ConfigEdits {
+    fs::path source, dir;
+    int made = 0;
+    std::vector<std::string> operator()(const std::string& from, const std::string& to) {
+        const fs::path model = dir / ("edited" + std::to_string(++made));
+        fs::copy(source, model);
+        std::string json = read_text(model / "config.json");
+        BOOST_REQUIRE(json.find(from) != std::string::npos);
+        json.replace(json.find(from), from.size(), to);
+        write_text(model / "config.json", json);
+        return gguf_args(model, dir / "refused", {"--quant-method", "Q4_K_M"});
+    }
+};
+
 // What llama-quantize --allow-requantize makes of tensor `from` (any type ggml decodes) in the
 // type `as` has: `from` dequantized, then ggml's rows of that.
 std::vector<std::uint8_t> requantized(const TensorData& from, const GgufTensorInfo& as) {
@@ -722,16 +738,7 @@ BOOST_AUTO_TEST_CASE(minimax_m3_becomes_minimax_m3) {
     const auto quantized = tensor_data(out / "model.gguf", "blk.1.indexer.q_proj.weight");
     BOOST_TEST((quantized.bytes == tensor_data(bf / "model.gguf", "blk.1.indexer.q_proj.weight").bytes));  // llama-quantize leaves them
 
-    int edits = 0;
-    auto edited = [&](const std::string& from, const std::string& to) {  // a copy with one config change
-        const fs::path model = dir / ("edited" + std::to_string(++edits));
-        fs::copy(src, model);
-        std::string json = read_text(model / "config.json");
-        BOOST_REQUIRE(json.find(from) != std::string::npos);
-        json.replace(json.find(from), from.size(), to);
-        write_text(model / "config.json", json);
-        return gguf_args(model, dir / "refused", {"--quant-method", "Q4_K_M"});
-    };
+    ConfigEdits edited{src, dir.path()};
     check_refusals({{edited("\"swiglu_limit\": 7.0", "\"swiglu_limit\": 8.0"), 3, "computes swigluoai with swiglu_limit 7"},
                     {edited("\"use_gemma_norm\": true", "\"use_gemma_norm\": false"), 3, "bakes Gemma's (1 + w) into every norm"},
                     {edited("\"sparse_num_index_heads\": 1", "\"sparse_num_index_heads\": 2"), 3,
@@ -1290,16 +1297,7 @@ BOOST_AUTO_TEST_CASE(deepseek_v4_becomes_deepseek4) {
     BOOST_TEST((tensor_data(quantized, "blk.0.ffn_gate_tid2eid.weight").bytes == tid2eid.bytes));
     BOOST_TEST((tensor_data(quantized, "blk.0.ffn_gate_inp.weight").bytes == tensor_data(file, "blk.0.ffn_gate_inp.weight").bytes));
 
-    int edits = 0;
-    auto edited = [&](const std::string& from, const std::string& to) {  // a copy with one config change
-        const fs::path model = dir / ("edited" + std::to_string(++edits));
-        fs::copy(src, model);
-        std::string json = read_text(model / "config.json");
-        BOOST_REQUIRE(json.find(from) != std::string::npos);
-        json.replace(json.find(from), from.size(), to);
-        write_text(model / "config.json", json);
-        return gguf_args(model, dir / "refused", {"--quant-method", "Q4_K_M"});
-    };
+    ConfigEdits edited{src, dir.path()};
     // A hash table routing a token to an expert the layer does not have: refused, naming it.
     const fs::path bad = dir / "bad-table";
     fs::copy(src, bad);
