@@ -63,7 +63,11 @@ def main():
     print("kt commit", C.kt_commit(), "| threads", C.THREADS)
     gen = torch.Generator().manual_seed(a.seed)
     fails = 0
-    for L in m.moe_layers():
+    layers = m.moe_layers()
+    if not layers:  # kt-client's Model reads model.layers.L.mlp.experts.E.{gate,up,down}_proj only
+        print("RESULT check_llamafile_forward: FAIL (no MoE layer named model.layers.L.mlp.experts.E.* in --src: nothing checked)")
+        return 1
+    for L in layers:
         LlamafileMoEWrapper._gguf_loader_instance = None
         wr = C.make_wrapper(m, L, "LLAMAFILE", a.gguf, tp=1)
         wr.load_weights()
