@@ -415,8 +415,8 @@ GgufPlan plan_gguf(const OutputContext& context) {
         if (!float_preset) drop_trailing_unit_dims(planned.info.ne);
     }
 
-    out.carries_mxfp4 = mxfp4_experts && std::all_of(by_name.begin(), by_name.end(), [](const auto& entry) {
-        return entry.second.layer < 0 || entry.second.info.type == mxfp4;
+    out.carries_mxfp4 = mxfp4_experts && std::any_of(by_name.begin(), by_name.end(), [](const auto& entry) {
+        return entry.second.layer >= 0 && entry.second.info.type == mxfp4;
     });
 
     std::vector<GgufKeyValue> metadata = general_metadata(out.architecture, out.preset);

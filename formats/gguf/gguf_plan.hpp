@@ -63,8 +63,9 @@ struct GgufPlan {
     // `splits`), or when packed a staging file the end of the run folds into the parts.
     std::map<std::int64_t, GgufSplit> layer_files;
     bool packed = false;
-    // The source stores its experts in MXFP4 and every expert tensor is MXFP4: the `gguf`
-    // quantizer carries the stored codes (option gguf.carry=mxfp4), as the converter does.
+    // The source stores its experts in MXFP4 and some expert tensors are MXFP4: the `gguf`
+    // quantizer carries their stored codes (option gguf.carry=mxfp4), as the converter and
+    // llama-quantize keep them, and quantizes the others' decoded values.
     bool carries_mxfp4 = false;
     std::shared_ptr<const ImatrixFile> imatrix;  // option "imatrix" (indexed, values not read)
 };

@@ -1,7 +1,5 @@
 #include "gguf_mix_quantizer.hpp"
 
-#include "row_codecs.hpp"
-
 #include <moequant/checkpoint.hpp>
 #include <moequant/error.hpp>
 #include <moequant/model_adapter.hpp>
@@ -12,7 +10,6 @@ namespace moequant::ggml_quants {
 namespace {
 
 constexpr std::string_view types_key = "gguf.expert_types", carry_key = "gguf.carry";
-constexpr std::int64_t mxfp4_block = 32;
 
 std::vector<std::string_view> split(std::string_view text, char separator) {
     std::vector<std::string_view> parts;
@@ -22,41 +19,6 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
         if (cut == std::string_view::npos) return parts;
         start = cut + 1;
     }
-}
-
-// Where an expert matrix's MXFP4 rows are stored: its first row and the distance between rows
-// (gpt-oss's gate and up interleave: 2) among the packed rows of its weight.
-struct StoredMxfp4 {
-    const std::uint8_t* codes = nullptr;   // cols / 2 bytes per stored row
-    const std::uint8_t* scales = nullptr;  // cols / 32 bytes per stored row
-    std::int64_t first_row = 0, row_step = 1, cols = 0;
-};
-
-StoredMxfp4 stored_mxfp4(const Checkpoint& checkpoint, const ExpertWeightSource& source) {
-    auto refuse = [&](const std::string& why) {
-        return Error(ErrorKind::input, why, {.tensor = source.tensor, .code = "NotMxfp4",
-                                             .hint = "another --quant-method than MXFP4_MOE or a float preset quantizes its values"});
-    };
-    const EncodedWeight* w = checkpoint.find_weight(source.tensor);
-    if (!w || w->encoding != "mxfp4")
-        throw refuse("is " + (w ? w->summary : std::string("no encoded weight")) + "; the gguf quantizer carries MXFP4 experts only");
-    const auto& slice = source.slice;
-    if (slice && (slice->along_columns || slice->transposed))
-        throw refuse("is a column or transposed slice of its MXFP4 tensor; ggml's MXFP4 rows are carried whole");
-    const Shape& shape = w->shape;
-    const std::int64_t matrices = shape.size() == 3 ? shape[0] : 1, rows = shape[shape.size() - 2], cols = shape.back();
-    const std::int64_t matrix = slice ? slice->expert : 0, offset = slice ? slice->offset : 0, step = slice ? slice->step : 1;
-    if ((shape.size() != 2 && shape.size() != 3) || cols != source.cols || cols % mxfp4_block != 0 || matrix < 0 || matrix >= matrices ||
-        offset < 0 || step < 1 || source.rows < 1 || offset + (source.rows - 1) * step >= rows)
-        throw refuse("is not " + std::to_string(source.rows) + " x " + std::to_string(source.cols) +
-                     " MXFP4 rows of whole 32-element blocks in its weight of shape " + shape_to_string(shape));
-    const TensorView codes = checkpoint.view(w->primary()), scales = checkpoint.view(w->tensor("scale"));
-    const auto stored_rows = static_cast<std::uint64_t>(matrices * rows);
-    if (codes.size_bytes() != stored_rows * static_cast<std::uint64_t>(cols / 2) ||
-        scales.size_bytes() != stored_rows * static_cast<std::uint64_t>(cols / mxfp4_block))
-        throw refuse("has MXFP4 tensors whose sizes do not match its shape " + shape_to_string(shape));
-    return {reinterpret_cast<const std::uint8_t*>(codes.data()), reinterpret_cast<const std::uint8_t*>(scales.data()),
-            matrix * rows + offset, step, cols};
 }
 
 }  // namespace
@@ -114,11 +76,9 @@ std::shared_ptr<const Quantizer> GgufMixQuantizer::configure(const Options& opti
     if (const auto carry = options.get(carry_key)) {
         if (*carry != "mxfp4")
             throw Error(ErrorKind::usage, "option " + std::string(carry_key) + " '" + carry->substr(0, 40) + "': only mxfp4 is carried");
-        for (const auto& [layer, chosen] : mix->layers_)
-            for (const GgmlQuantizer* q : chosen)
-                if (q->type().name != "mxfp4")
-                    throw refuse("layer " + std::to_string(layer) + " has a " + std::string(q->type().name) +
-                                 " tensor; MXFP4 codes are carried only when every expert tensor is MXFP4");
+        const GgmlType* mxfp4 = ggml_type_named("mxfp4");
+        for (const auto& q : *types_)
+            if (&q->type() == mxfp4) mix->carried_ = std::make_shared<CarriedMxfp4Quantizer>(*q);
         mix->carry_mxfp4_ = true;
     }
     return mix;
@@ -127,7 +87,10 @@ std::shared_ptr<const Quantizer> GgufMixQuantizer::configure(const Options& opti
 const Quantizer* GgufMixQuantizer::for_matrix(const MatrixRole& role) const {
     const auto it = layers_.find(role.layer);
     if (it == layers_.end()) return nullptr;  // the mixture itself then refuses, naming the layer
-    return it->second[static_cast<std::size_t>(role.projection)];
+    const GgmlQuantizer* chosen = it->second[static_cast<std::size_t>(role.projection)];
+    // An MXFP4 tensor of an MXFP4 source keeps the stored codes; the others quantize decoded values.
+    if (carry_mxfp4_ && chosen->type().name == "mxfp4") return carried_.get();
+    return chosen;
 }
 
 std::vector<TensorSpec> GgufMixQuantizer::output_layout(const Shape&) const {
@@ -153,23 +116,12 @@ Tensor GgufMixQuantizer::dequantize(const QuantizedTensor&, const Shape& shape) 
 }
 
 std::shared_ptr<const Quantizer> GgufMixQuantizer::bind_source(const Checkpoint& checkpoint, const ExpertWeightSource& source) const {
-    stored_mxfp4(checkpoint, source);
+    carried_->bind_source(checkpoint, source);
     return std::make_shared<GgufMixQuantizer>(*this);
 }
 
 QuantizedTensor GgufMixQuantizer::carry(const Checkpoint& checkpoint, const ExpertWeightSource& source) const {
-    const StoredMxfp4 s = stored_mxfp4(checkpoint, source);
-    const std::int64_t row_bytes = s.cols / mxfp4_block * (1 + mxfp4_block / 2);
-    Tensor blocks = Tensor::uninitialized(DType::U8, {source.rows, row_bytes});
-    auto* out = blocks.data_as<std::uint8_t>();
-    for (std::int64_t r = 0; r < source.rows; ++r) {
-        const std::int64_t stored = s.first_row + r * s.row_step;
-        relay_mxfp4_row(s.codes + stored * (s.cols / 2), s.scales + stored * (s.cols / mxfp4_block), out + r * row_bytes, s.cols);
-    }
-    QuantizedTensor q;
-    q.method = "MXFP4";
-    q.parts.emplace_back("weight", std::move(blocks));
-    return q;
+    return carried_->carry(checkpoint, source);
 }
 
 }  // namespace moequant::ggml_quants

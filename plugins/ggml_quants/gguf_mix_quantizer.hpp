@@ -3,11 +3,13 @@
 // it, through Quantizer::configure(), option gguf.expert_types, "LAYER:GATE,UP,DOWN;..." with
 // ggml's type names; each expert matrix then goes to the gguf-<type> quantizer of its tensor
 // (for_matrix()). The registered object, unconfigured, quantizes nothing. With option
-// gguf.carry=mxfp4 (the format sets it when every expert tensor is MXFP4 and the source stores its
-// experts in MXFP4, as gpt-oss does) it carries the stored codes instead (StoredCodeCarrier):
-// each row's E8M0 bytes as they are, its nibbles re-laid in ggml's block order.
+// gguf.carry=mxfp4 (the format sets it when the source stores its experts in MXFP4, as gpt-oss
+// and DeepSeek-V4 do) its MXFP4 tensors carry the stored codes (carried_mxfp4_quantizer.hpp) and
+// its other tensors quantize the decoded values, as llama-quantize copies MXFP4 and converts the
+// rest; the mixture's own carrier binds the job to that source.
 #pragma once
 
+#include "carried_mxfp4_quantizer.hpp"
 #include "ggml_quantizer.hpp"
 
 #include <array>
@@ -47,6 +49,7 @@ private:
     std::map<std::int64_t, std::array<const GgmlQuantizer*, 3>> layers_;  // by layer: gate, up, down
     std::string expert_types_;  // the option as given, for settings()
     bool carry_mxfp4_ = false;  // gguf.carry=mxfp4
+    std::shared_ptr<const CarriedMxfp4Quantizer> carried_;  // with carry_mxfp4_
 };
 
 }  // namespace moequant::ggml_quants

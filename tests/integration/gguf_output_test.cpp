@@ -1133,8 +1133,9 @@ BOOST_AUTO_TEST_CASE(gpt_oss_keeps_its_mxfp4_experts_and_splits_the_biases) {
     BOOST_TEST(floats.tensor("blk.0.attn_q.weight")->type == bf16);
     BOOST_TEST((read_bytes(dir / "bf16" / "model-00003-of-00003.gguf") == read_bytes(layer1)));
     // The experts quantized from their values, as llama-quantize --allow-requantize does, verified
-    // against the source: Q8_0, and MXFP4_MOE with some expert tensors in another type (nothing
-    // is carried then: the MXFP4 ones are ggml's MXFP4 of the values).
+    // against the source: Q8_0, and MXFP4_MOE with some expert tensors in another type, whose
+    // MXFP4 tensors are still carried as stored (llama-quantize copies them) and the others
+    // quantized from the values.
     const std::pair<const char*, std::vector<std::string>> requantized[] = {
         {"q8_0", {"--quant-method", "Q8_0"}}, {"mixed", {"--quant-method", "MXFP4_MOE", "--tensor-type", "ffn_down_exps=q8_0"}}};
     for (const auto& [name, args] : requantized) {
@@ -1146,6 +1147,9 @@ BOOST_AUTO_TEST_CASE(gpt_oss_keeps_its_mxfp4_experts_and_splits_the_biases) {
     BOOST_TEST(tensor_types(dir / "q8_0", 3).at("blk.1.ffn_up_exps.weight") == q8_0);
     BOOST_TEST(tensor_types(dir / "mixed", 3).at("blk.1.ffn_down_exps.weight") == q8_0);
     BOOST_TEST(tensor_types(dir / "mixed", 3).at("blk.1.ffn_up_exps.weight") == mxfp4);
+    const fs::path mixed_layer1 = dir / "mixed" / "model-00003-of-00003.gguf";
+    for (const char* t : {"blk.1.ffn_gate_exps.weight", "blk.1.ffn_up_exps.weight"})
+        BOOST_TEST((tensor_data(mixed_layer1, t).bytes == tensor_data(layer1, t).bytes), t);  // the carried blocks
 }
 
 // A gpt-oss tensor llama.cpp would load in other dims, or layers it would attend otherwise, is

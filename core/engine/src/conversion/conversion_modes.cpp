@@ -180,7 +180,8 @@ protected:
 };
 
 // Each (expert x projection) matrix split into the threadpool parts and quantized on its own,
-// with its columns' importance when the format has an importance matrix.
+// with its columns' importance when the format has an importance matrix — or, where the
+// quantizer packing it carries stored codes, those codes re-laid.
 class PlainMode final : public QuantizingMode {
 public:
     PlainMode(const ConversionJob& job, const Quantizer& quantizer, const ExpertImportance* importance, ProgressSink& progress)
@@ -188,11 +189,23 @@ public:
 
 private:
     void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) override {
-        if (quantizer_.carrier()) return carry_layer(layer, sink);
         std::mutex unseen_mutex;
         std::set<std::int64_t> unseen;  // experts the importance matrix saw no token of
         for_each_expert_matrix(job_, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
             const Quantizer& quantizer = quantizer_.quantizer_for({layer.layer, projection});
+            // A quantizer that carries the stored codes (validate_job bound it, one part): the
+            // matrix's parts re-laid from its stored tensors. Its decoded values were still
+            // checked for NaN/Inf, the rule every method follows.
+            if (const StoredCodeCarrier* carrier = quantizer.carrier()) {
+                const ExpertWeightSource& source = expert.weights[static_cast<int>(projection)];
+                QuantizedTensor carried = [&] {
+                    const ProfileSpan span("carry", source.tensor);
+                    return carrier->carry(*job_.source, source);
+                }();
+                const ProfileSpan span("write");
+                sink.write({expert.expert, projection, 0, std::move(carried)});
+                return;
+            }
             const ColumnImportance importance = columns_of(layer, expert, projection, matrix);
             if (importance.tokens == 0) {
                 std::lock_guard lock(unseen_mutex);
@@ -237,33 +250,6 @@ private:
 
     const ExpertImportance* importance_;
     ProgressSink& progress_;
-
-    // A quantizer that carries the stored codes (validate_job bound it, one part): each matrix's
-    // parts re-laid from its stored tensors. The decoded values are still checked for NaN/Inf,
-    // the rule every method follows.
-    void carry_layer(const MoeLayerPlan& layer, LayerSink& sink) {
-        if (!job_.allow_non_finite) for_each_expert_matrix(job_, layer, [](const ExpertPlan&, Projection, const Tensor&) {});
-        const StoredCodeCarrier& carrier = *quantizer_.carrier();
-        std::vector<std::pair<const ExpertPlan*, Projection>> matrices;
-        for (const auto& expert : layer.experts)
-            for (Projection p : expert_projections) matrices.emplace_back(&expert, p);
-        parallel_for(0, matrices.size(), 1, [&](std::size_t first, std::size_t last) {
-            for (std::size_t i = first; i < last; ++i) {
-                const auto& [expert, projection] = matrices[i];
-                const ExpertWeightSource& source = expert->weights[static_cast<int>(projection)];
-                QuantizedTensor carried = [&] {
-                    const ProfileSpan span("carry", source.tensor);
-                    try {
-                        return carrier.carry(*job_.source, source);
-                    } catch (const Error& e) {
-                        throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
-                    }
-                }();
-                const ProfileSpan span("write");
-                sink.write({expert->expert, projection, 0, std::move(carried)});
-            }
-        });
-    }
 };
 
 // The modes whose quantizer learns from calibration: a layer is quantized through the

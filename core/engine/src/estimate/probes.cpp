@@ -138,13 +138,14 @@ QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quanti
                     const ExpertWeightSource& s = layer.experts[t / expert_projections.size()].weights[static_cast<int>(p)];
                     const Tensor matrix = load_expert_matrix(*job.source, s);
                     if (!quantizer) continue;
-                    if (const StoredCodeCarrier* carrier = quantizer->carrier()) {  // re-laid, not quantized
+                    const Quantizer& packing = quantizer->quantizer_for({layer.layer, p});
+                    if (const StoredCodeCarrier* carrier = packing.carrier()) {  // re-laid, not quantized
                         const QuantizedTensor q = carrier->carry(*job.source, s);
                         continue;
                     }
                     for (int part = 0; part < job.parts; ++part) {
                         const Tensor piece = split_expert_part(matrix, p, part, job.parts);
-                        const QuantizedTensor q = quantizer->quantizer_for({layer.layer, p}).quantize(piece.view());
+                        const QuantizedTensor q = packing.quantize(piece.view());
                     }
                 }
             });

@@ -16,7 +16,8 @@
 //       ModelAdapter::synth_releases() (SynthRelease); 21: Quantizer::carrier() (StoredCodeCarrier);
 //   22: OutputFormat::quantizer_options(); 23: importance.hpp (ExpertImportance),
 //       Quantizer::importance() (QuantizerImportance), OutputFormat::expert_importance();
-//   24: OutputWriter::folds_layer_files(), PlannedFile::staged.
+//   24: OutputWriter::folds_layer_files(), PlannedFile::staged;
+//   25: stored codes carried per matrix (quantizer_for(role).carrier()).
 #pragma once
 
 #include <moequant/version.hpp>

@@ -69,8 +69,11 @@ public:
 // The facet of a quantizer that carries a checkpoint's stored codes over instead of quantizing
 // decoded values: kt-kernel's awq method re-lays AutoAWQ's qweight/qzeros/scales, GGUF's MXFP4
 // keeps MXFP4 blocks. The host binds it to the form of the job's expert weights once, before
-// any file is touched, and then takes every expert matrix's parts from carry(), whole (one
-// threadpool part). Verify and eval bind it to the source the same way to read such outputs.
+// any file is touched, and then takes each expert matrix's parts from the carrier of the
+// quantizer that packs it (quantizer_for(role).carrier()), whole (one threadpool part); a matrix
+// whose quantizer has no carrier is quantized from its decoded values (a GGUF mixture whose
+// MXFP4 tensors are carried and the others requantized). Verify and eval bind it to the source
+// the same way to read such outputs.
 class MOEQUANT_API StoredCodeCarrier {
 public:
     virtual ~StoredCodeCarrier();
