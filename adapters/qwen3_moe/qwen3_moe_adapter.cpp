@@ -91,6 +91,12 @@ private:
         c["router_aux_loss_coef"] = 0.001;
         c["use_sliding_window"] = false;
         if (!vl) return c;
+        // Qwen3-VL-MoE's interleaved M-RoPE: the release's sections [24, 20, 20] of head_dim 128's
+        // 64 frequencies, scaled to this head (text positions are equal in every section, so the
+        // rotation is plain RoPE's).
+        const std::int64_t pairs = p.head_dim / 2, t = pairs * 24 / 64, h = (pairs - t) / 2;
+        c["rope_scaling"] = json::object{
+            {"mrope_interleaved", true}, {"mrope_section", json::array{t, h, pairs - t - h}}, {"rope_type", "default"}};
         // Qwen3-VL-MoE nests the language model under text_config.
         json::object root;
         root["architectures"] = json::array{"Qwen3VLMoeForConditionalGeneration"};
@@ -98,7 +104,14 @@ private:
         root["text_config"] = std::move(c);
         root["tie_word_embeddings"] = false;
         root["transformers_version"] = "4.57.1";
-        root["vision_config"] = json::object{{"hidden_size", p.hidden}, {"model_type", "qwen3_vl_moe"}, {"patch_size", 16}};
+        // deepstack_visual_indexes: the vision layers whose features are added to as many first
+        // text layers (the release's three, fewer than the layers here; text tokens add nothing).
+        json::array deepstack;
+        for (std::int64_t i = 0; i < std::min<std::int64_t>(3, p.layers - 1); ++i) deepstack.push_back(8 * (i + 1));
+        root["vision_config"] = json::object{{"deepstack_visual_indexes", std::move(deepstack)},
+                                             {"hidden_size", p.hidden},
+                                             {"model_type", "qwen3_vl_moe"},
+                                             {"patch_size", 16}};
         return root;
     }
 };

@@ -415,11 +415,35 @@ std::int64_t head_dim_of(const ModelConfig& config) {
 }
 
 
-GgufArchitecture qwen3moe(const ModelPlan& plan, const ModelConfig& config) {
-    GgufArchitecture a = text_architecture("qwen3moe", "qwen2", config);
+GgufArchitecture qwen3moe(const ModelPlan& plan, const ModelConfig& config, const std::string& arch = "qwen3moe") {
+    GgufArchitecture a = text_architecture(arch, "qwen2", config);
     a.metadata.push_back({a.arch + ".expert_feed_forward_length", u32_of(config, "moe_intermediate_size")});
     a.facts = model_facts(plan, config);
     a.tensor_name = qwen3moe_tensor_name;
+    return a;
+}
+
+// Qwen3-VL-MoE's text model as llama.cpp's qwen3vlmoe (Qwen3VLMoeTextModel): qwen3moe's keys with
+// the M-RoPE sections (rope.dimension_sections, which the loader requires) and n_deepstack_layers
+// (vision_config's deepstack_visual_indexes: llama.cpp adds that many slices of a multimodal
+// input embedding to the first layers; text tokens carry zeros there). `language_model.` is
+// dropped and the vision tower left out (the converter's mmproj).
+GgufArchitecture qwen3vlmoe(const ModelPlan& plan, const ModelConfig& config) {
+    GgufArchitecture a = qwen3moe(plan, config, "qwen3vlmoe");
+    if (std::none_of(a.metadata.begin(), a.metadata.end(), [](const GgufKeyValue& e) { return e.key == "qwen3vlmoe.rope.dimension_sections"; }))
+        throw Error(ErrorKind::input, "has no rope mrope_section; llama.cpp's qwen3vlmoe needs the M-RoPE sections",
+                    {.file = config.source(), .code = "UnsupportedGguf"});
+    std::size_t deepstack = 0;
+    if (auto indexes = config.root().get("vision_config"); indexes && indexes->is_object())
+        if (auto list = indexes->get("deepstack_visual_indexes"); list && list->is_array()) deepstack = list->size();
+    // llama.cpp adds a deepstack slice after the last layer's output rows are selected, which
+    // aborts when that layer is a deepstack one (the released models have 3 of 48).
+    if (static_cast<std::int64_t>(deepstack) >= config.require_int("num_hidden_layers"))
+        throw Error(ErrorKind::input,
+                    "has " + std::to_string(deepstack) + " deepstack_visual_indexes for " + std::to_string(config.require_int("num_hidden_layers")) +
+                        " text layers; llama.cpp's qwen3vlmoe needs fewer than the layers",
+                    {.file = config.source(), .code = "UnsupportedGguf"});
+    a.metadata.push_back({a.arch + ".n_deepstack_layers", GgufValue::u32(static_cast<std::uint32_t>(deepstack))});
     return a;
 }
 
@@ -952,6 +976,7 @@ std::int64_t gguf_rope_interleave_heads(const GgufArchitecture& arch, const std:
 
 GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config, const GgufArchitectureRequest& request) {
     if (plan.model_type == "qwen3_moe") return qwen3moe(plan, config);
+    if (plan.model_type == "qwen3_vl_moe" || plan.model_type == "qwen3_vl_moe_text") return qwen3vlmoe(plan, config);
     if (plan.model_type == "deepseek_v3" || plan.model_type == "deepseek_v2") return deepseek2(plan, config, request.legacy_mla);
     if (plan.model_type == "deepseek_v32") {
         check_indexer_head(config, "deepseek32", config.require_int("qk_rope_head_dim"));
@@ -974,7 +999,7 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
     if (plan.model_type == "deepseek_v4") return deepseek4(plan, config);
     throw Error(ErrorKind::input,
                 "GGUF output is not written for model type '" + plan.model_type +
-                    "' yet (written: qwen3_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, glm_moe_dsa, mixtral, glm4_moe, minimax_m2, minimax_m3, "
+                    "' yet (written: qwen3_moe, qwen3_vl_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, glm_moe_dsa, mixtral, glm4_moe, minimax_m2, minimax_m3, "
                     "qwen3_next, qwen3_5_moe, gpt_oss, deepseek_v4)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
 }

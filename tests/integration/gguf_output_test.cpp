@@ -659,6 +659,48 @@ BOOST_AUTO_TEST_CASE(minimax_m2_becomes_minimax_m2) {
     BOOST_TEST(v.exit_code == 0, v.out << v.err);
 }
 
+// Qwen3-VL-MoE's text model as llama.cpp's qwen3vlmoe (Qwen3VLMoeTextModel): qwen3moe's keys with
+// the M-RoPE sections and the deepstack layer count, its fused experts (layout B) stacked as
+// qwen3moe's, `language_model.` dropped, the vision tower left out; a deepstack count llama.cpp
+// would abort on is refused.
+BOOST_AUTO_TEST_CASE(qwen3_vl_moe_becomes_qwen3vlmoe) {
+    TempDir dir;
+    const fs::path src = dir / "src", out = dir / "out";
+    synth_and_convert(src, out, {"qwen3_vl_moe", "bf16"}, {"--quant-method", "Q4_K_M", "--single-file"});
+    const auto config = boost::json::parse(read_text(src / "config.json")).as_object();
+    const auto& text = config.at("text_config").as_object();
+    const GgufFile file = read_gguf_file_header((out / "model.gguf").string());
+    BOOST_TEST(file.find("general.architecture")->as_string().value() == "qwen3vlmoe");
+    const auto layers = text.at("num_hidden_layers").to_number<std::uint64_t>();
+    BOOST_TEST(unsigned_key(file, "qwen3vlmoe.block_count") == layers);
+    BOOST_TEST(unsigned_key(file, "qwen3vlmoe.n_deepstack_layers") == config.at("vision_config").at("deepstack_visual_indexes").as_array().size());
+    const GgufValue* sections = file.find("qwen3vlmoe.rope.dimension_sections");
+    BOOST_REQUIRE(sections);
+    const auto& mrope = text.at("rope_scaling").at("mrope_section").as_array();
+    BOOST_TEST((sections->element == GgufType::i32 && sections->count == 4u));
+    for (std::size_t i = 0; i < 4; ++i) {
+        std::int32_t v = 0;
+        std::memcpy(&v, sections->bytes.data() + 4 * i, 4);
+        BOOST_TEST(v == (i < mrope.size() ? mrope[i].to_number<std::int32_t>() : 0));
+    }
+    const std::int64_t experts = text.at("num_experts").to_number<std::int64_t>(), hidden = text.at("hidden_size").to_number<std::int64_t>(),
+                       inter = text.at("moe_intermediate_size").to_number<std::int64_t>();
+    BOOST_TEST((file.tensor("blk.0.ffn_gate_exps.weight")->ne == std::vector<std::int64_t>{hidden, inter, experts}));
+    BOOST_TEST((file.tensor("blk.0.ffn_down_exps.weight")->ne == std::vector<std::int64_t>{inter, hidden, experts}));
+    for (const auto& t : file.tensors) BOOST_TEST(t.name.find("visual") == std::string::npos, t.name);
+    BOOST_TEST(file.tensor("token_embd.weight") != nullptr);
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+
+    auto too_deep = boost::json::parse(read_text(src / "config.json")).as_object();
+    boost::json::array all;
+    for (std::uint64_t l = 0; l < layers; ++l) all.push_back(static_cast<std::int64_t>(8 * (l + 1)));
+    too_deep["vision_config"].as_object()["deepstack_visual_indexes"] = std::move(all);
+    write_text(src / "config.json", boost::json::serialize(too_deep));
+    check_refusals({{gguf_args(src, dir / "refused", {"--quant-method", "Q4_K_M"}), 3, "llama.cpp's qwen3vlmoe needs fewer than the layers"}},
+                   dir / "refused");
+}
+
 // MiniMax-M3 as llama.cpp's minimax-m3 (MiniMaxM3Model): M2's keys with the dense layers' length
 // as feed_forward_length, the shared expert, the routed scaling and MiniMax Sparse Attention's
 // indexer keys; every norm + 1 (Gemma's baked in), the indexer's projections F32 in every preset;
@@ -1329,14 +1371,14 @@ BOOST_AUTO_TEST_CASE(deepseek_v4_becomes_deepseek4) {
 
 BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
     TempDir dir;
-    const fs::path qwen = dir / "qwen", vl = dir / "vl";
+    const fs::path qwen = dir / "qwen", qwen2 = dir / "qwen2";
     synth_checkpoint(qwen, {"qwen3_moe", "bf16"});
-    // Qwen3-VL-MoE's text model: moequant reads it, its GGUF (qwen3vlmoe) is not written.
-    fs::copy(qwen, vl);
-    std::string config = read_text(vl / "config.json");
+    // A model type no GGUF architecture is written for, read by an adapter the user names.
+    fs::copy(qwen, qwen2);
+    std::string config = read_text(qwen2 / "config.json");
     BOOST_REQUIRE(config.find("\"qwen3_moe\"") != std::string::npos);
-    config.replace(config.find("\"qwen3_moe\""), 11, "\"qwen3_vl_moe\"");
-    write_text(vl / "config.json", config);
+    config.replace(config.find("\"qwen3_moe\""), 11, "\"qwen2_moe\"");
+    write_text(qwen2 / "config.json", config);
     const fs::path out = dir / "refused";
     check_refusals({
                        {gguf_args(qwen, out, {}), 2, "--format gguf needs --quant-method PRESET"},
@@ -1344,8 +1386,8 @@ BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q"}), 2, "expected PATTERN=TYPE"},
                        {gguf_args(qwen, out, {"--quant-method", "Q4_K_M", "--tensor-type", "attn_q=q9_0"}), 2,
                         "is no GGUF type moequant writes"},
-                       {gguf_args(vl, out, {"--quant-method", "Q4_K_M"}), 3,
-                        "GGUF output is not written for model type 'qwen3_vl_moe' yet"},
+                       {gguf_args(qwen2, out, {"--quant-method", "Q4_K_M", "--family", "qwen3_moe"}), 3,
+                        "GGUF output is not written for model type 'qwen2_moe' yet"},
                    },
                    out);
 }

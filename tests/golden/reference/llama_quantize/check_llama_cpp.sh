@@ -34,7 +34,7 @@ usage: $(basename "$0") --work DIR [options]
   --families "F[:DTYPE] ..."
                       synth families and source dtypes
                       (default: "deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 glm_moe_dsa
-                      kimi_k2 kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 minimax_m3
+                      kimi_k2 kimi_k26 qwen3_moe qwen3_vl_moe mixtral glm4_moe minimax_m2 minimax_m3
                       minimax_m3:mxfp8 qwen3_next qwen3_5_moe
                       gpt_oss:mxfp4 deepseek_v4:mxfp4": gpt-oss's and DeepSeek-V4's experts as
                       released)
@@ -56,7 +56,7 @@ EOF
 }
 
 work='' llama=/work/.mirror/unslothai+llama.cpp/repo commit=HEAD tree='' moequant=moequant jobs=2 python=''
-families="deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 glm_moe_dsa kimi_k2 kimi_k26 qwen3_moe mixtral glm4_moe minimax_m2 minimax_m3 minimax_m3:mxfp8 qwen3_next qwen3_5_moe gpt_oss:mxfp4 deepseek_v4:mxfp4"
+families="deepseek_v3:fp8 deepseek_v3:bf16 deepseek_v32:fp8 glm_moe_dsa kimi_k2 kimi_k26 qwen3_moe qwen3_vl_moe mixtral glm4_moe minimax_m2 minimax_m3 minimax_m3:mxfp8 qwen3_next qwen3_5_moe gpt_oss:mxfp4 deepseek_v4:mxfp4"
 presets="Q4_K_M Q8_0 Q6_K IQ4_XS"
 while [ $# -gt 0 ]; do
   case $1 in -h|--help) usage; exit 0 ;; esac
