@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <map>
 
 namespace moequant::formats {
@@ -313,9 +314,16 @@ std::vector<GgufTensorTransform> gpt_oss_transforms(const std::string& name, con
     return {gate, up};
 }
 
-GgufValue u32_of(const ModelConfig& config, std::string_view key) {
-    return GgufValue::u32(static_cast<std::uint32_t>(config.require_int(key)));
+// A count or size from the config as GGUF's u32: Error(input) naming the key when it is negative
+// or too large (a hostile config would otherwise wrap around into the file).
+GgufValue config_u32(const ModelConfig& config, std::string_view key, std::int64_t value) {
+    if (value < 0 || value > std::numeric_limits<std::uint32_t>::max())
+        throw Error(ErrorKind::input, "has " + std::string(key) + " " + std::to_string(value) + ", not a count a GGUF u32 holds",
+                    {.file = config.source(), .code = "InvalidConfig"});
+    return GgufValue::u32(static_cast<std::uint32_t>(value));
 }
+
+GgufValue u32_of(const ModelConfig& config, std::string_view key) { return config_u32(config, key, config.require_int(key)); }
 
 // ggml's expert gating functions (llama_expert_gating_func_type).
 constexpr std::uint32_t gating_softmax = 1, gating_sigmoid = 2, gating_sqrtsoftplus = 4;
@@ -451,14 +459,14 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
     GgufArchitecture a = text_architecture("deepseek2", "deepseek-v3", config);
     auto& kv = a.metadata;
     auto key = [&](const char* name) { return a.arch + "." + name; };
-    kv.push_back({key("leading_dense_block_count"), GgufValue::u32(static_cast<std::uint32_t>(config.int_or("first_k_dense_replace", 0)))});
+    kv.push_back({key("leading_dense_block_count"), config_u32(config, "first_k_dense_replace", config.int_or("first_k_dense_replace", 0))});
     kv.push_back({key("vocab_size"), u32_of(config, "vocab_size")});
     if (auto q = config.find("q_lora_rank"); q && q->is_number()) kv.push_back({key("attention.q_lora_rank"), u32_of(config, "q_lora_rank")});
     kv.push_back({key("attention.kv_lora_rank"), u32_of(config, "kv_lora_rank")});
     const std::int64_t nope = config.require_int("qk_nope_head_dim"), rope = config.require_int("qk_rope_head_dim"),
                        v_head = config.require_int("v_head_dim"), kv_lora = config.require_int("kv_lora_rank");
     const std::int64_t heads = config.require_int("num_attention_heads");
-    auto u32 = [](std::int64_t v) { return GgufValue::u32(static_cast<std::uint32_t>(v)); };
+    auto u32 = [&](std::int64_t v) { return config_u32(config, "a size it implies", v); };
     if (legacy_mla) {  // per-head K and V, as the converter wrote before its absorbed MLA (2025-04)
         set_key(kv, key("attention.key_length"), u32(nope + rope));
         set_key(kv, key("attention.value_length"), u32(v_head));
@@ -472,7 +480,7 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
     }
     kv.push_back({key("expert_feed_forward_length"), u32_of(config, "moe_intermediate_size")});
     set_key(kv, key("expert_count"), u32_of(config, "n_routed_experts"));
-    kv.push_back({key("expert_shared_count"), GgufValue::u32(static_cast<std::uint32_t>(config.int_or("n_shared_experts", 0)))});
+    kv.push_back({key("expert_shared_count"), config_u32(config, "n_shared_experts", config.int_or("n_shared_experts", 0))});
     // DeepseekV2Model writes the scale when the config has one, the norm only when true.
     if (auto scale = config.find("routed_scaling_factor"); scale && scale->is_number())
         kv.push_back({key("expert_weights_scale"), GgufValue::f32(static_cast<float>(scale->as_double()))});
@@ -662,7 +670,7 @@ GgufArchitecture minimax_m3(const ModelPlan& plan, const ModelConfig& config) {
     GgufArchitecture a = minimax_m2(plan, config, "minimax-m3");
     auto& kv = a.metadata;
     auto key = [&](const char* name) { return a.arch + "." + name; };
-    auto u32 = [](std::int64_t v) { return GgufValue::u32(static_cast<std::uint32_t>(v)); };
+    auto u32 = [&](std::int64_t v) { return config_u32(config, "a size it implies", v); };
     kv.push_back({key("expert_shared_count"), u32_of(config, "n_shared_experts")});
     kv.push_back({key("expert_weights_scale"), GgufValue::f32(static_cast<float>(config.require("routed_scaling_factor").as_double()))});
     kv.push_back({key("expert_weights_norm"), GgufValue::boolean(true)});
@@ -806,13 +814,13 @@ GgufArchitecture qwen3next(const ModelPlan& plan, const ModelConfig& config, boo
         throw Error(ErrorKind::input, "has linear_num_value_heads " + std::to_string(d.v_heads) + " not a positive multiple of linear_num_key_heads " +
                                           std::to_string(d.k_heads) + " (or a non-positive head dim)",
                     {.file = config.source(), .code = "InvalidConfig"});
-    auto u32 = [](std::int64_t v) { return GgufValue::u32(static_cast<std::uint32_t>(v)); };
+    auto u32 = [&](std::int64_t v) { return config_u32(config, "a size it implies", v); };
     kv.push_back({key("ssm.conv_kernel"), u32_of(config, "linear_conv_kernel_dim")});
     kv.push_back({key("ssm.state_size"), u32(d.k_dim)});
     kv.push_back({key("ssm.group_count"), u32(d.k_heads)});
     kv.push_back({key("ssm.time_step_rank"), u32(d.v_heads)});
     kv.push_back({key("ssm.inner_size"), u32(d.v_dim * d.v_heads)});
-    kv.push_back({key("full_attention_interval"), u32(config.int_or("full_attention_interval", 4))});
+    kv.push_back({key("full_attention_interval"), config_u32(config, "full_attention_interval", config.int_or("full_attention_interval", 4))});
     const double partial = rope_parameter(config, "partial_rotary_factor").value_or(0.25);
     kv.push_back({key("rope.dimension_count"), u32(static_cast<std::int64_t>(static_cast<double>(head_dim_of(config)) * partial))});
     // _Qwen35MRopeMixin: llama.cpp's qwen35moe requires the M-RoPE sections; Qwen3.5's default.
@@ -891,7 +899,7 @@ GgufArchitecture deepseek4(const ModelPlan& plan, const ModelConfig& config) {
     kv.push_back({key("hyper_connection.epsilon"), f32("hc_eps")});
     kv.push_back({key("hash_layer_count"), u32_of(config, "num_hash_layers")});
     kv.push_back({key("embedding_length_out"),
-                  GgufValue::u32(static_cast<std::uint32_t>(config.require_int("hidden_size") * config.require_int("hc_mult")))});
+                  config_u32(config, "hidden_size x hc_mult", config.require_int("hidden_size") * config.require_int("hc_mult"))});
     a.facts = model_facts(plan, config);
     a.tensor_name = deepseek4_tensor_name;
     a.types_follow_source = true;

@@ -63,6 +63,8 @@ void add_rope_keys(const std::string& arch, const ModelConfig& config, std::vect
             if (!original) refuse("yarn rope scaling without original_max_position_embeddings");
             kv.push_back({key("scaling.type"), GgufValue::string("yarn")});
             kv.push_back({key("scaling.factor"), GgufValue::f32(static_cast<float>(*factor))});
+            if (!(*original >= 0 && *original <= 4294967295.0))
+                refuse("yarn rope scaling with original_max_position_embeddings " + std::to_string(*original) + ", not a context length");
             kv.push_back({key("scaling.original_context_length"), GgufValue::u32(static_cast<std::uint32_t>(*original))});
             add_f32("scaling.yarn_ext_factor", "extrapolation_factor");
             if (rope_parameter(config, "attention_factor")) add_f32("scaling.yarn_attn_factor", "attention_factor");

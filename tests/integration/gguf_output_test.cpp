@@ -1365,7 +1365,10 @@ BOOST_AUTO_TEST_CASE(deepseek_v4_becomes_deepseek4) {
     check_refusals({{edited("\"scoring_func\": \"sqrtsoftplus\"", "\"scoring_func\": \"softmax\""), 3,
                      "llama.cpp's deepseek4 routes by sqrtsoftplus only"},
                     {edited("\"hc_mult\": 4", "\"hc_mult\": 2"), 3, "mixes 4 hyper-connection streams"},
-                    {edited("\"index_head_dim\": 64", "\"index_head_dim\": 48"), 3, "rotates indexer heads of a power of two"}},
+                    {edited("\"index_head_dim\": 64", "\"index_head_dim\": 48"), 3, "rotates indexer heads of a power of two"},
+                    // a count that would wrap around in the file's u32
+                    {edited("\"hc_sinkhorn_iters\": 20", "\"hc_sinkhorn_iters\": -5"), 3,
+                     "has hc_sinkhorn_iters -5, not a count a GGUF u32 holds"}},
                    dir / "refused");
 }
 
