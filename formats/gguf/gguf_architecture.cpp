@@ -466,7 +466,7 @@ GgufArchitecture deepseek2(const ModelPlan& plan, const ModelConfig& config, boo
     const std::int64_t nope = config.require_int("qk_nope_head_dim"), rope = config.require_int("qk_rope_head_dim"),
                        v_head = config.require_int("v_head_dim"), kv_lora = config.require_int("kv_lora_rank");
     const std::int64_t heads = config.require_int("num_attention_heads");
-    auto u32 = [&](std::int64_t v) { return config_u32(config, "a size it implies", v); };
+    auto u32 = [&](std::int64_t v) { return config_u32(config, "a head size or count derived from it", v); };
     if (legacy_mla) {  // per-head K and V, as the converter wrote before its absorbed MLA (2025-04)
         set_key(kv, key("attention.key_length"), u32(nope + rope));
         set_key(kv, key("attention.value_length"), u32(v_head));
@@ -670,7 +670,7 @@ GgufArchitecture minimax_m3(const ModelPlan& plan, const ModelConfig& config) {
     GgufArchitecture a = minimax_m2(plan, config, "minimax-m3");
     auto& kv = a.metadata;
     auto key = [&](const char* name) { return a.arch + "." + name; };
-    auto u32 = [&](std::int64_t v) { return config_u32(config, "a size it implies", v); };
+    auto u32 = [&](std::int64_t v) { return config_u32(config, "a head size or count derived from it", v); };
     kv.push_back({key("expert_shared_count"), u32_of(config, "n_shared_experts")});
     kv.push_back({key("expert_weights_scale"), GgufValue::f32(static_cast<float>(config.require("routed_scaling_factor").as_double()))});
     kv.push_back({key("expert_weights_norm"), GgufValue::boolean(true)});
@@ -814,7 +814,7 @@ GgufArchitecture qwen3next(const ModelPlan& plan, const ModelConfig& config, boo
         throw Error(ErrorKind::input, "has linear_num_value_heads " + std::to_string(d.v_heads) + " not a positive multiple of linear_num_key_heads " +
                                           std::to_string(d.k_heads) + " (or a non-positive head dim)",
                     {.file = config.source(), .code = "InvalidConfig"});
-    auto u32 = [&](std::int64_t v) { return config_u32(config, "a size it implies", v); };
+    auto u32 = [&](std::int64_t v) { return config_u32(config, "a head size or count derived from it", v); };
     kv.push_back({key("ssm.conv_kernel"), u32_of(config, "linear_conv_kernel_dim")});
     kv.push_back({key("ssm.state_size"), u32(d.k_dim)});
     kv.push_back({key("ssm.group_count"), u32(d.k_heads)});
@@ -858,6 +858,14 @@ void check_deepseek4(const ModelConfig& config) {
     if (index_dim < 64 || (index_dim & (index_dim - 1)) != 0)
         refuse("has index_head_dim " + std::to_string(index_dim) + "; llama.cpp's deepseek4 rotates indexer heads of a power of two of 64 or more values");
     if (!config.require("swiglu_limit").is_number()) refuse("has no numeric swiglu_limit, which llama.cpp's deepseek4 clamps by");
+    // Its graph asserts that the rotary part fits the attention and indexer heads.
+    const std::int64_t rope = config.require_int("qk_rope_head_dim"), head = config.require_int("head_dim");
+    if (rope > head || rope > index_dim)
+        refuse("has qk_rope_head_dim " + std::to_string(rope) + " beyond head_dim " + std::to_string(head) + " or index_head_dim " +
+               std::to_string(index_dim) + "; llama.cpp's deepseek4 rotates part of each head");
+    // Its loader reads a hash-routing table in every layer below num_hash_layers.
+    if (const std::int64_t hashed = config.require_int("num_hash_layers"); hashed < 0 || hashed > layers)
+        refuse("has num_hash_layers " + std::to_string(hashed) + " for " + std::to_string(layers) + " layers");
 }
 
 // DeepSeek-V4 as llama.cpp's deepseek4 (DeepseekV4Model): the text-model keys (sqrtsoftplus gating,
@@ -903,6 +911,8 @@ GgufArchitecture deepseek4(const ModelPlan& plan, const ModelConfig& config) {
     a.facts = model_facts(plan, config);
     a.tensor_name = deepseek4_tensor_name;
     a.types_follow_source = true;
+    for (std::int64_t l = 0; l < config.require_int("num_hash_layers"); ++l)
+        a.required_tensors.push_back("blk." + std::to_string(l) + ".ffn_gate_tid2eid.weight");
     return a;
 }
 

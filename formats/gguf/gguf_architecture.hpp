@@ -59,6 +59,9 @@ struct GgufArchitecture {
     // (DeepseekV4Model.tensor_force_quant): block FP8 as Q8_0, F32 as F32, BF16 as BF16, an
     // integer table as I32 (gguf_plan.cpp). Otherwise its types are TextModel's by name.
     bool types_follow_source = false;
+    // GGUF tensors llama.cpp's loader requires that the name mapping alone does not guarantee
+    // (DeepSeek-V4's hash tables below num_hash_layers): the plan refuses a checkpoint without them.
+    std::vector<std::string> required_tensors;
 };
 
 // What of the architecture the user chose: the older deepseek2 layout.

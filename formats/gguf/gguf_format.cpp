@@ -160,8 +160,6 @@ void write_rows(OutputFile& file, const GgufPlannedTensor& t, const std::vector<
     file.write_at(offset, std::as_bytes(std::span<const std::uint8_t>(out)));
 }
 
-// A non-expert tensor's data, written into `file` in chunks of rows (about 32 MiB of float32
-// each), so a vocabulary-sized token_embd costs one chunk of memory, not the whole tensor twice.
 // An integer table (DeepSeek-V4's token -> expert hash routing) as the converter's I32.
 void write_index_table(OutputFile& file, const Checkpoint& source, const GgufPlannedTensor& t) {
     const std::vector<std::int32_t> values = gguf_index_table(source, t.source, t.index_limit);
@@ -179,6 +177,8 @@ void through_q8_0(std::vector<float>& values, std::int64_t cols) {
     }
 }
 
+// A non-expert tensor's data, written into `file` in chunks of rows (about 32 MiB of float32
+// each), so a vocabulary-sized token_embd costs one chunk of memory, not the whole tensor twice.
 void write_tensor(OutputFile& file, const Checkpoint& source, const GgufPlannedTensor& t, const ImatrixFile* imatrix) {
     using namespace ggml_type_id;
     if (t.info.type == i32) return write_index_table(file, source, t);

@@ -43,6 +43,18 @@ std::uint32_t converter_type(const std::string& name, const std::vector<std::int
 GgufTensorType source_following_type(const Checkpoint& source, const std::string& weight, const std::string& gguf,
                                      const std::vector<std::int64_t>& ne) {
     GgufTensorType t{.name = gguf, .ne = ne, .source_type = converter_type(gguf, ne), .forced = true};
+    // The hash-routing table is the one integer tensor (DeepseekV4Model writes it apart).
+    const bool table = gguf.ends_with("ffn_gate_tid2eid.weight");
+    const TensorInfo& stored = source.info(weight);
+    if (table != (stored.dtype == DType::I64 || stored.dtype == DType::I32))
+        throw Error(ErrorKind::input,
+                    table ? "is " + std::string(dtype_name(stored.dtype)) + "; the hash-routing table must be I64 or I32"
+                          : "is " + std::string(dtype_name(stored.dtype)) + "; llama.cpp's deepseek4 reads integers only in the hash-routing table",
+                    {.tensor = weight, .code = "UnsupportedDtype"});
+    if (table) {
+        t.source_type = i32;
+        return t;
+    }
     if (ne.size() < 2 || gguf.find("_norm.weight") != std::string::npos) {
         t.source_type = f32;
         return t;
@@ -52,11 +64,9 @@ GgufTensorType source_following_type(const Checkpoint& source, const std::string
         else t.forced = false;  // another encoding: what the converter would make of it is not known
         return t;
     }
-    switch (source.info(weight).dtype) {
+    switch (stored.dtype) {
     case DType::F32: t.source_type = f32; break;
     case DType::BF16: t.source_type = bf16; break;
-    case DType::I64:
-    case DType::I32: t.source_type = i32; break;
     default: t.forced = false;
     }
     return t;
@@ -113,7 +123,7 @@ Shape transformed_shape(const Shape& shape, const GgufTensorTransform& transform
 
 // Error(input) naming the checkpoint tensor when the GGUF tensor `gguf` it becomes would not have
 // the dims llama.cpp's loader creates it with: the experts' biases {rows, experts} (gpt-oss), the
-// attention sinks {heads}.
+// attention sinks {heads}, DeepSeek-V4's hash-routing table {experts per token, vocabulary}.
 void check_gguf_dims(const std::string& weight, const std::string& gguf, const std::vector<std::int64_t>& ne, const ModelPlan& plan,
                      const ModelConfig& config) {
     std::vector<std::int64_t> expected;
@@ -121,6 +131,7 @@ void check_gguf_dims(const std::string& weight, const std::string& gguf, const s
         expected = {plan.expert_intermediate_size, plan.num_experts};
     else if (gguf.ends_with(".ffn_down_exps.bias")) expected = {plan.hidden_size, plan.num_experts};
     else if (gguf.ends_with(".attn_sinks.weight")) expected = {config.require_int("num_attention_heads")};
+    else if (gguf.ends_with(".ffn_gate_tid2eid.weight")) expected = {config.require_int("num_experts_per_tok"), config.require_int("vocab_size")};
     else return;
     if (ne == expected) return;
     auto dims = [](const std::vector<std::int64_t>& d) {
@@ -151,7 +162,7 @@ GgufTypeRequest type_request(const Options& options) {
         const auto value = options.get(key);
         if (!value) return std::nullopt;
         const auto type = ggml_type_named_id(*value);
-        if (!type) throw Error(ErrorKind::usage, "--" + std::string(key) + " '" + *value + "' is no GGUF type moequant writes");
+        if (!type || *type == i32) throw Error(ErrorKind::usage, "--" + std::string(key) + " '" + *value + "' is no GGUF type moequant writes");
         return type;
     };
     request.output_type = type_option("output-tensor-type");
@@ -387,6 +398,10 @@ GgufPlan plan_gguf(const OutputContext& context) {
         }
         by_name.emplace(*gguf, std::move(t));
     }
+    for (const std::string& name : out.architecture.required_tensors)
+        if (!by_name.count(name))
+            throw Error(ErrorKind::input, "has no tensor for GGUF " + name + ", which llama.cpp's " + out.architecture.arch + " loads",
+                        {.file = context.config->source(), .code = "MissingTensor"});
     // The float presets are the converter's own output; the others are llama-quantize's.
     const bool float_preset = out.preset.default_type == f32 || out.preset.default_type == f16 || out.preset.default_type == bf16;
     // The converter writes MXFP4 experts (gpt-oss's) as they are stored, whatever its outtype:

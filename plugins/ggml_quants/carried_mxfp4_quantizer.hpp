@@ -20,6 +20,9 @@ public:
     std::vector<TensorSpec> output_layout(const Shape& matrix) const override { return mxfp4_.output_layout(matrix); }
     QuantizedTensor quantize(const TensorView& weight) const override { return mxfp4_.quantize(weight); }
     Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override { return mxfp4_.dequantize(quantized, shape); }
+    // gguf-mxfp4's (ggml's MXFP4 takes no importance), so a mixture with an importance matrix still
+    // counts as weighing columns: its other tensors use the matrix, the carried ones copy.
+    const QuantizerImportance* importance() const override { return mxfp4_.importance(); }
 
     const StoredCodeCarrier* carrier() const override { return this; }
     // Error(input) naming the tensor when the expert is not stored as MXFP4 rows ggml's blocks can take.

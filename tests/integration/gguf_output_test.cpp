@@ -6,6 +6,7 @@
 // ggml's own reader and kt-kernel's LLAMAFILE forward on these files: docs/gguf-format.md.
 #include "ggml_types.hpp"
 #include "gguf_container.hpp"
+#include "gguf_imatrix.hpp"
 #include "gguf_type_policy.hpp"
 #include "reference_numerics.hpp"
 #include "synth_checkpoint.hpp"
@@ -1192,6 +1193,27 @@ BOOST_AUTO_TEST_CASE(gpt_oss_keeps_its_mxfp4_experts_and_splits_the_biases) {
     const fs::path mixed_layer1 = dir / "mixed" / "model-00003-of-00003.gguf";
     for (const char* t : {"blk.1.ffn_gate_exps.weight", "blk.1.ffn_up_exps.weight"})
         BOOST_TEST((tensor_data(mixed_layer1, t).bytes == tensor_data(layer1, t).bytes), t);  // the carried blocks
+
+    // With an importance matrix too: the carried blocks stay as stored, the requantized tensors
+    // are weighed (llama-quantize copies MXFP4 and weighs what it converts).
+    ImatrixRecord record{.datasets = {"calibration.txt"}, .chunk_count = 1, .chunk_size = 128};
+    for (const auto& t : read_gguf_file_header(layer1.string()).tensors) {
+        if (t.name.find("_exps.weight") == std::string::npos) continue;
+        ImatrixStatistics stats{.name = t.name, .cols = t.ne[0]};
+        stats.counts.assign(static_cast<std::size_t>(t.ne[2]), 4.0f);
+        for (std::int64_t i = 0; i < t.ne[0] * t.ne[2]; ++i) stats.sums.push_back(0.5f + static_cast<float>(i % 7));
+        record.weights.push_back(std::move(stats));
+    }
+    write_imatrix_gguf(dir / "imatrix.gguf", record);
+    auto weighed = run_moequant(gguf_args(src, dir / "weighed", {"--quant-method", "MXFP4_MOE", "--tensor-type", "ffn_down_exps=q4_K", "--imatrix",
+                                                                 (dir / "imatrix.gguf").string()}));
+    BOOST_REQUIRE_MESSAGE(weighed.exit_code == 0, weighed.err);
+    auto unweighed = run_moequant(gguf_args(src, dir / "unweighed", {"--quant-method", "MXFP4_MOE", "--tensor-type", "ffn_down_exps=q4_K"}));
+    BOOST_REQUIRE_MESSAGE(unweighed.exit_code == 0, unweighed.err);
+    const fs::path weighed_layer1 = dir / "weighed" / "model-00003-of-00003.gguf";
+    BOOST_TEST((tensor_data(weighed_layer1, "blk.1.ffn_up_exps.weight").bytes == tensor_data(layer1, "blk.1.ffn_up_exps.weight").bytes));
+    BOOST_TEST((tensor_data(weighed_layer1, "blk.1.ffn_down_exps.weight").bytes !=
+                tensor_data(dir / "unweighed" / "model-00003-of-00003.gguf", "blk.1.ffn_down_exps.weight").bytes));
 }
 
 // A gpt-oss tensor llama.cpp would load in other dims, or layers it would attend otherwise, is
@@ -1366,6 +1388,8 @@ BOOST_AUTO_TEST_CASE(deepseek_v4_becomes_deepseek4) {
                      "llama.cpp's deepseek4 routes by sqrtsoftplus only"},
                     {edited("\"hc_mult\": 4", "\"hc_mult\": 2"), 3, "mixes 4 hyper-connection streams"},
                     {edited("\"index_head_dim\": 64", "\"index_head_dim\": 48"), 3, "rotates indexer heads of a power of two"},
+                    {edited("\"num_hash_layers\": 3", "\"num_hash_layers\": 5"), 3, "has num_hash_layers 5 for 4 layers"},
+                    {edited("\"qk_rope_head_dim\": 32", "\"qk_rope_head_dim\": 256"), 3, "rotates part of each head"},
                     // a count that would wrap around in the file's u32
                     {edited("\"hc_sinkhorn_iters\": 20", "\"hc_sinkhorn_iters\": -5"), 3,
                      "has hc_sinkhorn_iters -5, not a count a GGUF u32 holds"}},

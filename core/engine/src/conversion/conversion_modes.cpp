@@ -195,7 +195,8 @@ private:
             const Quantizer& quantizer = quantizer_.quantizer_for({layer.layer, projection});
             // A quantizer that carries the stored codes (validate_job bound it, one part): the
             // matrix's parts re-laid from its stored tensors. Its decoded values were still
-            // checked for NaN/Inf, the rule every method follows.
+            // checked for NaN/Inf, the rule every method follows (the decode is paid even with
+            // --allow-non-finite: one path for carried and quantized matrices).
             if (const StoredCodeCarrier* carrier = quantizer.carrier()) {
                 const ExpertWeightSource& source = expert.weights[static_cast<int>(projection)];
                 QuantizedTensor carried = [&] {

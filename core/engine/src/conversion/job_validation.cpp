@@ -117,6 +117,18 @@ void check_carried(const ConversionJob& job, const Quantizer& quantizer) {
                     {.hint = "use one threadpool part"});
 }
 
+// The host binds and checks (one part, no calibration) a carrier through the quantizer's own
+// carrier(): one that packs some matrices with carriers must have one itself.
+void check_matrix_carriers(const ConversionJob& job, const Quantizer& quantizer) {
+    if (quantizer.carrier()) return;
+    for (const auto& layer : job.plan->moe_layers)
+        for (Projection p : expert_projections)
+            if (quantizer.quantizer_for({layer.layer, p}).carrier())
+                throw Error(ErrorKind::plugin, "quantizer '" + std::string(quantizer.id()) +
+                                                   "' carries stored codes for some expert matrices but has no carrier of its own to bind "
+                                                   "them to the source (Quantizer::carrier())");
+}
+
 // What the output records of the calibration data: its name, digest and size.
 std::string calibration_record(const ConversionJob& job) {
     const std::string label = job.calibration_label.empty() ? std::string() : job.calibration_label + " ";
@@ -155,6 +167,7 @@ CheckedJob validate_job(const ConversionJob& job) {
         checked.configured = source_bound_quantizer(checked.configured, *job.source, *job.plan);
     }
     checked.quantizer = checked.configured.get();
+    if (checked.quantizer) check_matrix_carriers(job, *checked.quantizer);
     if (checked.quantizer && checked.quantizer->carrier()) check_carried(job, *checked.quantizer);
     // A quantizer learns from calibration data through its calibration facet (GPTQ), or, given
     // the data, through its importance facet with the importance measured on it.

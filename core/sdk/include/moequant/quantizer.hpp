@@ -72,8 +72,9 @@ public:
 // any file is touched, and then takes each expert matrix's parts from the carrier of the
 // quantizer that packs it (quantizer_for(role).carrier()), whole (one threadpool part); a matrix
 // whose quantizer has no carrier is quantized from its decoded values (a GGUF mixture whose
-// MXFP4 tensors are carried and the others requantized). Verify and eval bind it to the source
-// the same way to read such outputs.
+// MXFP4 tensors are carried and the others requantized). A quantizer whose for_matrix()
+// variants carry must have a carrier of its own: the host binds the job through it. Verify and
+// eval bind it to the source the same way to read such outputs.
 class MOEQUANT_API StoredCodeCarrier {
 public:
     virtual ~StoredCodeCarrier();
