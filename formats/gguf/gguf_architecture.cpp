@@ -328,6 +328,11 @@ GgufValue u32_of(const ModelConfig& config, std::string_view key) { return confi
 // ggml's expert gating functions (llama_expert_gating_func_type).
 constexpr std::uint32_t gating_softmax = 1, gating_sigmoid = 2, gating_sqrtsoftplus = 4;
 
+// Whether `kv` holds key `name`.
+bool has_key(const std::vector<GgufKeyValue>& kv, const std::string& name) {
+    return std::any_of(kv.begin(), kv.end(), [&](const GgufKeyValue& e) { return e.key == name; });
+}
+
 // Sets key `name` where it stands, or adds it at the end (gguf-py's writer overwrites a key a
 // subclass writes again in place).
 void set_key(std::vector<GgufKeyValue>& kv, const std::string& name, GgufValue value) {
@@ -438,7 +443,7 @@ GgufArchitecture qwen3moe(const ModelPlan& plan, const ModelConfig& config, cons
 // dropped and the vision tower left out (the converter's mmproj).
 GgufArchitecture qwen3vlmoe(const ModelPlan& plan, const ModelConfig& config) {
     GgufArchitecture a = qwen3moe(plan, config, "qwen3vlmoe");
-    if (std::none_of(a.metadata.begin(), a.metadata.end(), [](const GgufKeyValue& e) { return e.key == "qwen3vlmoe.rope.dimension_sections"; }))
+    if (!has_key(a.metadata, a.arch + ".rope.dimension_sections"))
         throw Error(ErrorKind::input, "has no rope mrope_section; llama.cpp's qwen3vlmoe needs the M-RoPE sections",
                     {.file = config.source(), .code = "UnsupportedGguf"});
     std::size_t deepstack = 0;
@@ -824,7 +829,7 @@ GgufArchitecture qwen3next(const ModelPlan& plan, const ModelConfig& config, boo
     const double partial = rope_parameter(config, "partial_rotary_factor").value_or(0.25);
     kv.push_back({key("rope.dimension_count"), u32(static_cast<std::int64_t>(static_cast<double>(head_dim_of(config)) * partial))});
     // _Qwen35MRopeMixin: llama.cpp's qwen35moe requires the M-RoPE sections; Qwen3.5's default.
-    if (qwen35 && std::none_of(kv.begin(), kv.end(), [&](const GgufKeyValue& e) { return e.key == key("rope.dimension_sections"); }))
+    if (qwen35 && !has_key(kv, key("rope.dimension_sections")))
         kv.push_back({key("rope.dimension_sections"), GgufValue::i32s({11, 11, 10, 0})});
     a.facts = model_facts(plan, config);
     a.tensor_name = qwen3next_tensor_name;
