@@ -4,11 +4,11 @@
 // Header-only, shared by the format modules.
 #pragma once
 
-#include <malloc.h>
 
 #include <moequant/dtype_convert.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
+#include <moequant/freed_heap.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/safetensors_writer.hpp>
 
@@ -172,7 +172,7 @@ inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, co
     // The whole decoded tensor is gone: give its pages back now. glibc raised its mmap threshold
     // when an earlier one was unmapped, so this one came from the heap and would otherwise stay
     // resident beside the next (measured: a gpt-oss export's peak 20.6 MB instead of 10.9).
-    ::malloc_trim(0);
+    return_freed_heap();
 }
 
 }  // namespace moequant::formats

@@ -23,6 +23,10 @@ public:
     std::vector<TensorSpec> output_layout(const Shape& matrix) const override;
     // weight: [out, in] BF16, F16 or F32, each row taken as float32 as llama-quantize reads it.
     QuantizedTensor quantize(const TensorView& weight) const override;
+    // F16 starts from the float32 decode, as llama.cpp's converter writes `--outtype f16`. BF16
+    // from float32 equals the BF16 decode, and the quantized types start from the BF16 GGUF's
+    // values, as llama-quantize reads the converter's BF16 file.
+    bool takes_float32_source() const override { return type_.name == "f16"; }
     // With an importance matrix entry: one weight per column, as llama-quantize passes each
     // expert's slice to ggml_quantize_chunk() (types ggml quantizes without one ignore it).
     QuantizedTensor quantize_weighted(const TensorView& weight, std::span<const float> column_weights) const override;

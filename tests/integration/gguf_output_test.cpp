@@ -395,6 +395,57 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_becomes_deepseek2) {
 // (_reorder_v_heads: [k][v/k][d] -> [v/k][k][d]) in the rows of in_proj_qkv's v part, in_proj_z,
 // in_proj_a/b and the conv1d's v channels, the columns of out_proj and the elements of A_log and
 // dt_bias; the M-RoPE sections; no vision tower, no MTP layer.
+
+// The F16 preset of an FP8 source: each expert value is the float32 decode (E4M3 code times its
+// block's float scale) rounded once to F16, as the converter's --outtype f16 writes it from the
+// float32 dequantization. A BF16 rounding first would change most of them (1.86 M of 2.10 M).
+BOOST_AUTO_TEST_CASE(f16_of_fp8_experts_rounds_the_float32_decode_once) {
+    BOOST_TEST(f16_round(1.0f) == 0x3C00u);
+    BOOST_TEST(f16_round(1.0f + 0x1p-11f) == 0x3C00u);  // a tie goes to the even neighbour
+    BOOST_TEST(f16_round(1.0f + 0x3p-11f) == 0x3C02u);
+    BOOST_TEST(f16_round(-65504.0f) == 0xFBFFu);
+    BOOST_TEST(f16_round(0x1p-24f) == 0x0001u);
+    BOOST_TEST(f16_round(0x1.fffp-15f) == 0x0400u);  // carries into the smallest normal
+
+    TempDir dir;
+    const fs::path src = dir / "src", out = dir / "out";
+    synth_checkpoint(src, {"deepseek_v3", "fp8"});
+    auto r = run_moequant(gguf_args(src, out, {"--quant-method", "F16"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const Checkpoint source = Checkpoint::open(src);
+    std::size_t values = 0, equal = 0, bf16_first_differs = 0;
+    for (std::size_t part = 2; part <= 3; ++part) {
+        const fs::path file = out / part_name(part, 3);
+        const std::int64_t layer = static_cast<std::int64_t>(part) - 1;  // parts 2 and 3 hold MoE layers 1 and 2
+        for (const auto& [gguf, hf] : {std::pair{"ffn_gate_exps", "gate_proj"}, {"ffn_down_exps", "down_proj"}}) {
+            const TensorData stacked = tensor_data(file, "blk." + std::to_string(layer) + "." + gguf + ".weight");
+            BOOST_REQUIRE(stacked.info.type == ggml_type_id::f16);
+            const std::int64_t cols = stacked.info.ne[0], rows = stacked.info.ne[1], experts = stacked.info.ne[2];
+            for (std::int64_t e = 0; e < experts; ++e) {
+                const std::string name = "model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(e) + "." + hf + ".weight";
+                const TensorView codes = source.view(name), scales = source.view(name + "_scale_inv");
+                BOOST_REQUIRE(codes.shape == (Shape{rows, cols}));
+                const std::int64_t scale_cols = scales.shape[1];
+                const auto* code = reinterpret_cast<const std::uint8_t*>(codes.data());
+                const auto* scale = reinterpret_cast<const float*>(scales.data());
+                for (std::int64_t row = 0; row < rows; ++row)
+                    for (std::int64_t c = 0; c < cols; ++c) {
+                        const float decoded = e4m3(code[row * cols + c]) * scale[(row / 128) * scale_cols + c / 128];
+                        const std::size_t at = static_cast<std::size_t>(((e * rows + row) * cols + c) * 2);
+                        const auto stored = static_cast<std::uint16_t>(stacked.bytes[at] | stacked.bytes[at + 1] << 8);
+                        ++values;
+                        equal += stored == f16_round(decoded);
+                        bf16_first_differs += f16_round(bf16_value(bf16_round(decoded))) != f16_round(decoded);
+                    }
+            }
+        }
+    }
+    BOOST_TEST(values > 0u);
+    BOOST_TEST(equal == values, values - equal << " of " << values << " expert values are not F16(float32 decode)");
+    BOOST_TEST(bf16_first_differs > values / 4, bf16_first_differs << " of " << values << " values differ when rounded through BF16");
+    auto v = run_moequant({"verify", "--source", src.string(), "--converted", out.string()});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+}
 BOOST_AUTO_TEST_CASE(qwen3_5_moe_becomes_qwen35moe_with_tiled_value_heads) {
     TempDir dir;
     const fs::path src = dir / "src", bf = dir / "bf16";

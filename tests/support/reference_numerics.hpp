@@ -34,6 +34,18 @@ inline float f16_value(std::uint16_t h) {
     return static_cast<float>(sign ? -m : m);
 }
 
+// Nearest-even IEEE binary16 bits of a float inside F16's range: the value counted in quanta
+// of its binade (2^-24 below the normals), rounded by nearbyint (ties to even); a count that
+// reaches the next binade carries into the exponent field by itself.
+inline std::uint16_t f16_round(float f) {
+    const auto sign = static_cast<std::uint16_t>(std::signbit(f) ? 0x8000 : 0);
+    const double a = std::fabs(static_cast<double>(f));
+    if (a < std::ldexp(1.0, -14)) return static_cast<std::uint16_t>(sign | static_cast<unsigned>(std::nearbyint(std::ldexp(a, 24))));
+    const int e = std::ilogb(a);
+    const auto quanta = static_cast<unsigned>(std::nearbyint(std::ldexp(a, 10 - e)));  // in [1024, 2048]
+    return static_cast<std::uint16_t>(sign | (static_cast<unsigned>(e + 15) << 10) + quanta - 1024);
+}
+
 // E8M0: 2^(e-127), 0xFF NaN.
 inline float e8m0(std::uint8_t e) {
     return e == 0xFF ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(std::ldexp(1.0, e - 127));

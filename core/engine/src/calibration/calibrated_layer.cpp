@@ -6,11 +6,11 @@
 #include <moequant/engine/profiler.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
+#include <moequant/freed_heap.hpp>
 #include <moequant/parallel.hpp>
 
 #include <Eigen/Core>
 
-#include <malloc.h>
 
 #include <algorithm>
 #include <array>
@@ -165,7 +165,7 @@ LayerCoverage quantize_calibrated_layer(const CalibratedLayerJob& job, const Moe
                                                         : down_q.prepare_calibration(down_part_hessian(down_hessian, part, job.parts));
                 quantize(Projection::down, down, part, *calibration);
             }
-            ::malloc_trim(0);  // the expert's buffers back to the kernel, not kept in this thread's arena
+            return_freed_heap();  // the expert's buffers back to the kernel, not kept in this thread's arena
             if (job.progress) {
                 const std::size_t n = ++done;
                 std::lock_guard lock(progress_lock);

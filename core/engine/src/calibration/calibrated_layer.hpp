@@ -34,6 +34,9 @@ struct CalibratedLayerJob {
     const Checkpoint* source = nullptr;         // for the router's tensors (routed-only)
     // Loads an expert matrix as BF16 [out, in] (checked for NaN/Inf by the caller's rules).
     std::function<Tensor(const ExpertWeightSource&)> load;
+    // Loads it as its float32 decode, for an importance-weighted quantizer that takes it
+    // (Quantizer::takes_float32_source()); null: the BF16 matrix is quantized.
+    std::function<Tensor(const ExpertWeightSource&)> load_float32;
     ProgressSink* progress = nullptr;
     int parts = 1;  // threadpool parts of every matrix (split_expert_part)
     // Which of layer.experts (by index) this process quantizes; null: all of them. Across ranks

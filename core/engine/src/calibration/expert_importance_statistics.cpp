@@ -2,9 +2,9 @@
 
 #include <moequant/engine/expert_importance_statistics.hpp>
 #include <moequant/error.hpp>
+#include <moequant/freed_heap.hpp>
 #include <moequant/parallel.hpp>
 
-#include <malloc.h>
 
 namespace moequant {
 
@@ -38,7 +38,7 @@ std::vector<ExpertStatistics> measure_expert_statistics(const CalibrationActivat
             stats.inputs = input_squares(calibration, layer.layer, tokens).take();
             const Tensor gate = matrix(Projection::gate), up = matrix(Projection::up);
             stats.down_inputs = down_input_squares(calibration, layer.layer, tokens, gate, up, plan.expert_activation).take();
-            ::malloc_trim(0);
+            return_freed_heap();
         }
     });
     return out;

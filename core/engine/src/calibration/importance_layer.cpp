@@ -6,9 +6,9 @@
 #include <moequant/engine/expert_parts.hpp>
 #include <moequant/engine/profiler.hpp>
 #include <moequant/error.hpp>
+#include <moequant/freed_heap.hpp>
 #include <moequant/parallel.hpp>
 
-#include <malloc.h>
 
 #include <algorithm>
 #include <array>
@@ -19,7 +19,9 @@ namespace moequant {
 
 LayerCoverage quantize_importance_layer(const CalibratedLayerJob& job, const MoeLayerPlan& layer, LayerSink& sink) {
     std::array<const QuantizerImportance*, expert_projections.size()> facets{};
+    std::array<bool, expert_projections.size()> float32{};  // the matrix's quantizer takes the float32 decode
     for (Projection p : expert_projections) {
+        float32[static_cast<std::size_t>(p)] = job.load_float32 && job.quantizer->quantizer_for({layer.layer, p}).takes_float32_source();
         facets[static_cast<std::size_t>(p)] = job.quantizer->quantizer_for({layer.layer, p}).importance();
         if (!facets[static_cast<std::size_t>(p)])
             throw Error(ErrorKind::internal, std::string(job.quantizer->id()) + " has no importance facet for an expert matrix");
@@ -52,8 +54,11 @@ LayerCoverage quantize_importance_layer(const CalibratedLayerJob& job, const Moe
             if (!owned(e)) continue;
             const ExpertPlan& expert = layer.experts[e];
             auto source = [&](Projection p) -> const ExpertWeightSource& { return expert.weights[static_cast<int>(p)]; };
-            auto quantize = [&](Projection p, const Tensor& matrix, const ColumnImportance& importance) {
+            auto quantize = [&](Projection p, const Tensor& bf16, const ColumnImportance& importance) {
                 try {
+                    // The forward measured on the BF16 matrix; the quantizer may take the float32 decode.
+                    const Tensor precise = float32[static_cast<std::size_t>(p)] ? job.load_float32(source(p)) : Tensor();
+                    const Tensor& matrix = float32[static_cast<std::size_t>(p)] ? precise : bf16;
                     for (int part = 0; part < job.parts; ++part) {
                         const Tensor piece = job.parts == 1 ? Tensor() : split_expert_part(matrix, p, part, job.parts);
                         QuantizedTensor quantized = [&] {
@@ -86,7 +91,7 @@ LayerCoverage quantize_importance_layer(const CalibratedLayerJob& job, const Moe
                 unseen[e] ? ones(gate.shape()[0])
                           : down_input_squares(*job.calibration, layer.layer, tokens[e], gate, up, job.plan->expert_activation).mean();
             quantize(Projection::down, down, down_inputs);
-            ::malloc_trim(0);
+            return_freed_heap();
         }
     });
     job.calibration->release_layer(layer.layer);

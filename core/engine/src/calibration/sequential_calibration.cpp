@@ -7,9 +7,9 @@
 #include <moequant/engine/profiler.hpp>
 #include <moequant/engine/sequential_calibration.hpp>
 #include <moequant/error.hpp>
+#include <moequant/freed_heap.hpp>
 #include <moequant/safetensors_writer.hpp>
 
-#include <malloc.h>
 
 #include <algorithm>
 #include <cstring>
@@ -93,7 +93,7 @@ struct SequentialCalibration::State {
             const std::vector<float> mlp_input = l->attention(xb, batch_lengths(b));
             l->mlp(mlp_input, xb, {}, nullptr);
             std::copy(xb.begin(), xb.end(), rows.begin());
-            ::malloc_trim(0);  // a block's buffers back to the kernel, not kept in the threads' arenas
+            return_freed_heap();  // a block's buffers back to the kernel, not kept in the threads' arenas
         }
         ++next;
     }
@@ -221,7 +221,7 @@ const CalibrationActivations& SequentialCalibration::layer_inputs(std::int64_t l
         if (compute_dtype() == ComputeDtype::bf16)
             for (float& v : mlp_input) v = bf16_to_f32(f32_to_bf16(v));
         std::copy(xb.begin(), xb.end(), rows.begin());
-        ::malloc_trim(0);  // a block's buffers back to the kernel, not kept in the threads' arenas
+        return_freed_heap();  // a block's buffers back to the kernel, not kept in the threads' arenas
         if (shared) own.insert(own.end(), mlp_input.begin(), mlp_input.end());
         else keep(mlp_input);
     }
@@ -246,7 +246,7 @@ void SequentialCalibration::finish_layer(std::int64_t layer, const ExpertMatrice
         std::vector<float> xb(rows.begin(), rows.end());
         s.layer->mlp(mlp_input, xb, quantized, nullptr);
         std::copy(xb.begin(), xb.end(), rows.begin());
-        ::malloc_trim(0);  // a block's buffers back to the kernel, not kept in the threads' arenas
+        return_freed_heap();  // a block's buffers back to the kernel, not kept in the threads' arenas
     }
     s.current->release_layer(layer);
     s.drop_current();

@@ -15,11 +15,11 @@
 #include <moequant/engine/source_reads.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
+#include <moequant/freed_heap.hpp>
 #include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
 #include <moequant/version.hpp>
 
-#include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
@@ -315,7 +315,7 @@ ConversionResult run_conversion(const ConversionJob& job, ProgressSink& progress
         read = tensor_digests(*job.source, expert_tensors(*job.source, layer));
         if (while_mapped) while_mapped();
         release_layer_pages(*job.source, layer);  // memory stays about one layer, whatever the model size
-        ::malloc_trim(0);  // and the heap the layer's work freed goes back too, in every thread's arena
+        return_freed_heap();  // and the heap the layer's work freed goes back too, in every thread's arena
         ManifestLayer record{layer.layer, manifest_files(files), mode->take_coverage()};
         record.source_digest = combined_digest(read);
         return std::pair{std::move(record), total_bytes(files)};

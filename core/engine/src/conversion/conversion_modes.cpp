@@ -12,6 +12,8 @@
 #include <moequant/parallel.hpp>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <set>
@@ -23,24 +25,38 @@ namespace moequant {
 
 namespace {
 
-// Index of the first BF16 NaN or +-Inf (exponent bits all ones) in `bits`, or bits.size(). The
-// common all-finite case is one branch-free max over the exponent fields, which vectorizes.
-std::size_t first_non_finite(std::span<const std::uint16_t> bits) {
-    std::uint16_t top = 0;
-    for (std::uint16_t b : bits) top = std::max<std::uint16_t>(top, b & 0x7F80);
-    if (top != 0x7F80) return bits.size();
+// Index of the first NaN or +-Inf (exponent bits all ones) among BF16 (uint16) or float32
+// (uint32) bits, or bits.size(). The common all-finite case is one branch-free max over the
+// exponent fields, which vectorizes.
+template <class Bits>
+std::size_t first_non_finite(std::span<const Bits> bits) {
+    constexpr auto exponent = static_cast<Bits>(sizeof(Bits) == 2 ? 0x7F80u : 0x7F800000u);
+    Bits top = 0;
+    for (Bits b : bits) top = std::max<Bits>(top, b & exponent);
+    if (top != exponent) return bits.size();
     std::size_t i = 0;
-    while ((bits[i] & 0x7F80) != 0x7F80) ++i;
+    while ((bits[i] & exponent) != exponent) ++i;
     return i;
+}
+
+// Index and value of the first NaN or +-Inf of a BF16 or F32 matrix (index = elements() if none).
+std::pair<std::size_t, float> first_non_finite(const Tensor& matrix) {
+    if (matrix.dtype() == DType::F32) {
+        std::span<const std::uint32_t> bits(matrix.data_as<std::uint32_t>(), matrix.elements());
+        const std::size_t i = first_non_finite(bits);
+        return {i, i < bits.size() ? std::bit_cast<float>(bits[i]) : 0.0f};
+    }
+    std::span<const std::uint16_t> bits(matrix.data_as<std::uint16_t>(), matrix.elements());
+    const std::size_t i = first_non_finite(bits);
+    return {i, i < bits.size() ? std::bit_cast<float>(static_cast<std::uint32_t>(bits[i]) << 16) : 0.0f};
 }
 
 // A NaN or Inf in a weight would be quantized to garbage without a word (an Inf row scale makes
 // every code of the row meaningless), so it is refused unless the user opts out. The position
 // is given in the source tensor's coordinates.
 void refuse_non_finite(const Tensor& matrix, const ExpertWeightSource& s) {
-    std::span<const std::uint16_t> bits(matrix.data_as<std::uint16_t>(), matrix.elements());
-    const std::size_t i = first_non_finite(bits);
-    if (i == bits.size()) return;
+    const auto [i, bad] = first_non_finite(matrix);
+    if (i == matrix.elements()) return;
     const std::int64_t cols = matrix.shape()[1];
     std::int64_t row = static_cast<std::int64_t>(i) / cols, col = static_cast<std::int64_t>(i) % cols;
     std::string where = "row " + std::to_string(row) + ", column " + std::to_string(col);
@@ -49,25 +65,32 @@ void refuse_non_finite(const Tensor& matrix, const ExpertWeightSource& s) {
         (s.slice->along_columns ? col : row) += s.slice->offset;
         where = "[" + std::to_string(s.slice->expert) + ", " + std::to_string(row) + ", " + std::to_string(col) + "]";
     }
-    const char* value = (bits[i] & 0x7F) ? "NaN" : (bits[i] & 0x8000) ? "-Inf" : "+Inf";
+    const char* value = std::isnan(bad) ? "NaN" : std::signbit(bad) ? "-Inf" : "+Inf";
     throw Error(ErrorKind::input, std::string("holds ") + value + " at " + where,
                 {.tensor = s.tensor,
                  .code = "NonFiniteWeight",
                  .hint = "the checkpoint is probably damaged; --allow-non-finite converts the values as they are"});
 }
 
-// An expert matrix in BF16, refused when it holds NaN/Inf (unless the job allows them).
-Tensor load_checked(const ConversionJob& job, const ExpertWeightSource& source) {
+// An expert matrix in BF16 (or the float32 decode, for a quantizer that takes it), refused
+// when it holds NaN/Inf (unless the job allows them).
+Tensor load_checked(const ConversionJob& job, const ExpertWeightSource& source, bool float32 = false) {
     const ProfileSpan span("decode", source.tensor);
-    Tensor matrix = load_expert_matrix(*job.source, source);
+    Tensor matrix = load_expert_matrix(*job.source, source, float32 ? DecodeTarget::f32 : DecodeTarget::bf16);
     if (!job.allow_non_finite) refuse_non_finite(matrix, source);
     return matrix;
 }
 
+// Whether the quantizer packing matrix `role` takes the float32 decode (null: nothing quantizes).
+bool float32_source(const Quantizer* quantizer, const MatrixRole& role) {
+    return quantizer && quantizer->quantizer_for(role).takes_float32_source();
+}
+
 // Runs `body` on every (expert x projection) matrix of a layer, in parallel, brought to BF16
-// and checked for NaN/Inf; errors name the tensor and the layer.
+// (float32 where `quantizer` packs the matrix from it) and checked for NaN/Inf; errors name the
+// tensor and the layer.
 template <class Body>
-void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer, const Body& body) {
+void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer, const Quantizer* quantizer, const Body& body) {
     const std::size_t tasks = layer.experts.size() * expert_projections.size();
     parallel_for(0, tasks, 1, [&](std::size_t first, std::size_t last) {
         for (std::size_t t = first; t < last; ++t) {
@@ -75,7 +98,7 @@ void for_each_expert_matrix(const ConversionJob& job, const MoeLayerPlan& layer,
             const Projection projection = expert_projections[t % expert_projections.size()];
             const ExpertWeightSource& source = expert.weights[static_cast<int>(projection)];
             try {
-                body(expert, projection, load_checked(job, source));
+                body(expert, projection, load_checked(job, source, float32_source(quantizer, {layer.layer, projection})));
             } catch (const Error& e) {
                 throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
             }
@@ -142,7 +165,7 @@ public:
     explicit ExportMode(const ConversionJob& job) : job_(job) {}
 
     std::vector<WrittenFile> convert_layer(const MoeLayerPlan& layer, OutputWriter& writer) override {
-        if (!job_.allow_non_finite) for_each_expert_matrix(job_, layer, [](const ExpertPlan&, Projection, const Tensor&) {});
+        if (!job_.allow_non_finite) for_each_expert_matrix(job_, layer, nullptr, [](const ExpertPlan&, Projection, const Tensor&) {});
         return writer.begin_layer(layer.layer)->commit();
     }
 
@@ -167,7 +190,7 @@ protected:
 
     void write_layer(const MoeLayerPlan& layer, LayerSink& sink) {
         if (!job_.unquantized_layers.count(layer.layer)) return quantize_layer(layer, sink);
-        for_each_expert_matrix(job_, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
+        for_each_expert_matrix(job_, layer, nullptr, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
             QuantizedTensor kept;
             kept.unquantized = true;
             kept.parts.emplace_back("weight", Tensor::copy_of(matrix.view()));
@@ -191,7 +214,7 @@ private:
     void quantize_layer(const MoeLayerPlan& layer, LayerSink& sink) override {
         std::mutex unseen_mutex;
         std::set<std::int64_t> unseen;  // experts the importance matrix saw no token of
-        for_each_expert_matrix(job_, layer, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
+        for_each_expert_matrix(job_, layer, &quantizer_, [&](const ExpertPlan& expert, Projection projection, const Tensor& matrix) {
             const Quantizer& quantizer = quantizer_.quantizer_for({layer.layer, projection});
             // A quantizer that carries the stored codes (validate_job bound it, one part): the
             // matrix's parts re-laid from its stored tensors. Its decoded values were still
@@ -272,13 +295,15 @@ protected:
         calibrated.progress = &progress_;
         calibrated.parts = job_.parts;
         calibrated.owns = owns_;
-        calibrated.load = [&](const ExpertWeightSource& source) {
+        auto load = [&](const ExpertWeightSource& source, bool float32) {
             try {
-                return load_checked(job_, source);
+                return load_checked(job_, source, float32);
             } catch (const Error& e) {
                 throw e.with_context({.tensor = source.tensor, .layer = layer.layer});
             }
         };
+        calibrated.load = [load](const ExpertWeightSource& source) { return load(source, false); };
+        calibrated.load_float32 = [load](const ExpertWeightSource& source) { return load(source, true); };
         coverage_ = quantizer_.calibration() ? quantize_calibrated_layer(calibrated, layer, sink)
                                              : quantize_importance_layer(calibrated, layer, sink);
     }

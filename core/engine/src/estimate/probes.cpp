@@ -136,7 +136,8 @@ QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quanti
                 for (std::size_t t = first; t < last; ++t) {
                     const Projection p = expert_projections[t % expert_projections.size()];
                     const ExpertWeightSource& s = layer.experts[t / expert_projections.size()].weights[static_cast<int>(p)];
-                    const Tensor matrix = load_expert_matrix(*job.source, s);
+                    const bool float32 = quantizer && quantizer->quantizer_for({layer.layer, p}).takes_float32_source();
+                    const Tensor matrix = load_expert_matrix(*job.source, s, float32 ? DecodeTarget::f32 : DecodeTarget::bf16);
                     if (!quantizer) continue;
                     const Quantizer& packing = quantizer->quantizer_for({layer.layer, p});
                     if (const StoredCodeCarrier* carrier = packing.carrier()) {  // re-laid, not quantized

@@ -1,5 +1,7 @@
 #include "estimate/resident_memory.hpp"
 
+#include <moequant/freed_heap.hpp>
+
 #include <malloc.h>
 
 #include <chrono>
@@ -25,7 +27,7 @@ ResidentMemory resident_memory() {
 }
 
 std::uint64_t resident_bytes_in_use() {
-    ::malloc_trim(0);
+    return_freed_heap();
     return resident_memory().total;
 }
 
@@ -47,7 +49,7 @@ void map_large_buffers() {
 }
 
 MeasuredWork measure_work(const std::function<void()>& work) {
-    ::malloc_trim(0);
+    return_freed_heap();
     const ResidentMemory before = resident_memory();
     MeasuredWork out;
     out.exact = reset_peak();

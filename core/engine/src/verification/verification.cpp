@@ -340,7 +340,9 @@ VerificationReport verify_output(const VerificationJob& job, ProgressSink& progr
                     continue;
                 }
                 try {
-                    const Tensor matrix = load_expert_matrix(*job.source, source);
+                    // The source as the quantizer took it: BF16, or the float32 decode (F16's).
+                    const bool float32 = !kept && job.quantizer->quantizer_for({layer.layer, projection}).takes_float32_source();
+                    const Tensor matrix = load_expert_matrix(*job.source, source, float32 ? DecodeTarget::f32 : DecodeTarget::bf16);
                     std::optional<Tensor> own_hessian;
                     const Tensor* hessian = nullptr;
                     if (calibrated) {

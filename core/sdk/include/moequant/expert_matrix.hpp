@@ -30,7 +30,7 @@ MOEQUANT_API Tensor decode_matrix(const Checkpoint& checkpoint, const EncodedWei
 MOEQUANT_API Tensor load_expert_matrix(const Checkpoint& checkpoint, const ExpertWeightSource& source,
                                        DecodeTarget target = DecodeTarget::bf16);
 
-// Part `part` of `parts` of a BF16 projection matrix: gate and up [I, H] are split by rows,
+// Part `part` of `parts` of a BF16 or F32 projection matrix: gate and up [I, H] are split by rows,
 // down [H, I] by columns, into I / parts each. Error(input) when I is not divisible by parts.
 MOEQUANT_API Tensor split_expert_part(const Tensor& matrix, Projection projection, int part, int parts);
 

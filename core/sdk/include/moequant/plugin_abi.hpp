@@ -17,7 +17,8 @@
 //   22: OutputFormat::quantizer_options(); 23: importance.hpp (ExpertImportance),
 //       Quantizer::importance() (QuantizerImportance), OutputFormat::expert_importance();
 //   24: OutputWriter::folds_layer_files(), PlannedFile::staged;
-//   25: stored codes carried per matrix (quantizer_for(role).carrier()).
+//   25: stored codes carried per matrix (quantizer_for(role).carrier());
+//   26: freed_heap.hpp (return_freed_heap()), Quantizer::takes_float32_source().
 #pragma once
 
 #include <moequant/version.hpp>
@@ -27,7 +28,7 @@
 
 #define MOEQUANT_PLUGIN_ABI_VERSION MOEQUANT_VERSION_MINOR
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "ec964d5a3ec644ee"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "8c4d3ae7b78121ae"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

@@ -155,6 +155,12 @@ public:
     // calibration facet may refuse to quantize without it (Error(usage)).
     virtual QuantizedTensor quantize(const TensorView& weight) const = 0;
 
+    // Whether the host gives quantize() the source's float32 decode instead of its BF16 one
+    // (false, the default): true where rounding to BF16 first would change the result, as for
+    // an F16 or F32 copy of a source whose values are not BF16 values (FP8 times a float scale).
+    // The host keeps BF16 for matrices kept unquantized and for calibrated quantization.
+    virtual bool takes_float32_source() const { return false; }
+
     // The calibration facet when this quantizer needs calibration data (GPTQ), else null. It
     // lives as long as this object; the host then quantizes every matrix through it.
     virtual const QuantizerCalibration* calibration() const { return nullptr; }

@@ -108,8 +108,8 @@ Tensor load_expert_matrix(const Checkpoint& checkpoint, const ExpertWeightSource
 }
 
 Tensor split_expert_part(const Tensor& matrix, Projection projection, int part, int parts) {
-    if (matrix.dtype() != DType::BF16 || matrix.shape().size() != 2)
-        throw Error(ErrorKind::internal, "split_expert_part needs a 2-D BF16 matrix");
+    if ((matrix.dtype() != DType::BF16 && matrix.dtype() != DType::F32) || matrix.shape().size() != 2)
+        throw Error(ErrorKind::internal, "split_expert_part needs a 2-D BF16 or F32 matrix");
     const std::int64_t rows = matrix.shape()[0], cols = matrix.shape()[1];
     const std::int64_t split = projection == Projection::down ? cols : rows;  // the expert size I
     if (parts <= 0 || split % parts != 0)
@@ -120,15 +120,17 @@ Tensor split_expert_part(const Tensor& matrix, Projection projection, int part, 
                      .hint = "choose a --threadpool-count that divides the expert intermediate size"});
     const std::int64_t each = split / parts;
     if (parts == 1) return Tensor::copy_of(matrix.view());
-    const auto* in = matrix.data_as<std::uint16_t>();
+    const std::size_t size = dtype_bits(matrix.dtype()) / 8;
+    const std::byte* in = matrix.data();
     if (projection != Projection::down) {
-        Tensor out = Tensor::uninitialized(DType::BF16, {each, cols});
-        std::memcpy(out.data(), in + part * each * cols, static_cast<std::size_t>(each * cols) * 2);
+        Tensor out = Tensor::uninitialized(matrix.dtype(), {each, cols});
+        std::memcpy(out.data(), in + static_cast<std::size_t>(part * each * cols) * size, static_cast<std::size_t>(each * cols) * size);
         return out;
     }
-    Tensor out = Tensor::uninitialized(DType::BF16, {rows, each});
+    Tensor out = Tensor::uninitialized(matrix.dtype(), {rows, each});
     for (std::int64_t r = 0; r < rows; ++r)
-        std::memcpy(out.data_as<std::uint16_t>() + r * each, in + r * cols + part * each, static_cast<std::size_t>(each) * 2);
+        std::memcpy(out.data() + static_cast<std::size_t>(r * each) * size, in + static_cast<std::size_t>(r * cols + part * each) * size,
+                    static_cast<std::size_t>(each) * size);
     return out;
 }
 
