@@ -19,6 +19,21 @@ struct GptqResult {
     double loss = 0;
 };
 
+// How GPTQ's loop rounds one column: the representable values nearest the working weights
+// w[0..n) of rows r0..r0+n at permuted position `position` (original column `column`), written
+// to q[0..n). Called for disjoint rows from several threads at once; implementations that
+// record the codes they choose write each (row, column) once.
+class ColumnRounding {
+public:
+    virtual ~ColumnRounding() = default;
+    virtual void round(std::int64_t position, std::int64_t column, std::int64_t r0, std::int64_t n, const float* w,
+                       float* q) const = 0;
+};
+
+// GPTQ's loop with any rounding: the grid (its steps, offsets and code range per group) is the
+// rounding's, fixed before the loop. weight: [rows, cols] row-major, original column order.
+GptqResult run_gptq(const float* weight, std::int64_t rows, const InverseHessian& prepared, const ColumnRounding& rounding);
+
 // weight: [rows, cols] values (BF16-exact), row-major, original column order.
 // scales[row * groups + group_of[position]]: the F32 scale GPTQ uses at permuted position
 // `position` of row `row`. Rows are independent and run in parallel in blocks; the result does
