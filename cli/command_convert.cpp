@@ -50,7 +50,7 @@ struct ConvertRequest : ConversionRequest {
     // --format gguf: llama-quantize's options (the preset is --quant-method).
     std::vector<std::string> tensor_types;
     std::string output_tensor_type, token_embedding_type, imatrix;
-    bool pure = false, leave_output_tensor = false, legacy_mla = false;
+    bool pure = false, leave_output_tensor = false, legacy_mla = false, gptq = false;
     std::string split_max_size, split_max_tensors;
     bool single_file = false;
     int awq_parts_given = 0;             // --quant-method awq: the --threadpool-count it does not use
@@ -72,7 +72,8 @@ constexpr CommandHelp convert_help{
     "--quant-method awq re-lays an AutoAWQ INT4 checkpoint's codes, zero points and scales into kt's\n"
     "column-major tensors (blk.L.ffn_PROJ_exps.E.{weight,qzeros,scale}) as its converter does, requantizing nothing.\n"
     "--format gguf writes llama.cpp's GGUF with llama-quantize's preset (--quant-method Q4_K_M, ...); its experts weighed by\n"
-    "an importance matrix from llama-imatrix (--imatrix FILE) or measured on the way (--calibrate, routed tokens per expert)."};
+    "an importance matrix from llama-imatrix (--imatrix FILE) or measured on the way (--calibrate, routed tokens per expert),\n"
+    "or with --calibrate --gptq their codes chosen by GPTQ error feedback within those weights' block scales."};
 
 void add_convert_options(po::options_description& options, ConvertRequest& r) {
     options.add_options()
@@ -120,6 +121,10 @@ void add_convert_options(po::options_description& options, ConvertRequest& r) {
         ("imatrix", po::value(&r.imatrix)->value_name("FILE"),
          "weigh each tensor's rounding errors by llama.cpp's importance matrix FILE (llama-imatrix's GGUF or legacy .dat), "
          "as llama-quantize --imatrix does")
+        ("gptq", po::bool_switch(&r.gptq),
+         "with --calibrate: choose the experts' codes by GPTQ error feedback on the calibration inputs, within the "
+         "block scales ggml's importance-weighted rounding gives them (quantizer gguf-gptq); the types and blocks stay "
+         "llama.cpp's own")
         ("split-max-size", po::value(&r.split_max_size)->value_name("N(K|M|G)"),
          "gguf-split parts of at most this much tensor data each (decimal units, as gguf-split), tensors in model order, "
          "instead of one part per MoE layer; the layers' experts are staged and copied into the parts at the end")
@@ -162,9 +167,12 @@ void check_gguf_request(ConvertRequest& r) {
         throw_usage_error("--format gguf needs --quant-method PRESET", {.hint = "e.g. --quant-method Q4_K_M (or Q8_0, IQ4_XS, BF16, ...)"});
     if (r.calibrate && !r.imatrix.empty())
         throw_usage_error("--imatrix gives the importance matrix, and --calibrate would measure another one", {.hint = "give one of them"});
-    // An importance matrix is measured per expert on the tokens routed to it, as llama-imatrix does.
+    if (r.gptq && !r.calibrate)
+        throw_usage_error("--gptq chooses the codes on calibration data", {.code = "NeedsCalibration", .hint = "add --calibrate and --dataset FILE|embedded"});
+    // An importance matrix is measured per expert on the tokens routed to it, as llama-imatrix
+    // does; GPTQ's Hessians, whose diagonals give the same weights, likewise.
     if (r.calibrate) r.data.routed_only = true;
-    if (r.quantizer_id.empty()) r.quantizer_id = "gguf";
+    if (r.quantizer_id.empty()) r.quantizer_id = r.gptq ? "gguf-gptq" : "gguf";
     r.parts = 1;
 }
 
@@ -192,10 +200,10 @@ void check_request(ConvertRequest& r) {
                           {.hint = "leave out one of them"});
     if (r.format_id == "gguf") check_gguf_request(r);
     else if (!r.tensor_types.empty() || !r.output_tensor_type.empty() || !r.token_embedding_type.empty() || !r.imatrix.empty() ||
-             r.pure || r.leave_output_tensor || r.legacy_mla || !r.split_max_size.empty() || !r.split_max_tensors.empty() ||
-             r.single_file)
+             r.pure || r.leave_output_tensor || r.legacy_mla || r.gptq || !r.split_max_size.empty() ||
+             !r.split_max_tensors.empty() || r.single_file)
         throw_usage_error("--imatrix, --tensor-type, --output-tensor-type, --token-embedding-type, --pure, "
-                          "--leave-output-tensor, --legacy-mla, --split-max-size, --split-max-tensors and --single-file are "
+                          "--leave-output-tensor, --legacy-mla, --gptq, --split-max-size, --split-max-tensors and --single-file are "
                           "options of --format gguf",
                           {.hint = "add --format gguf --quant-method PRESET, or leave them out"});
     if (r.quant_method.empty()) r.quant_method = "int4";

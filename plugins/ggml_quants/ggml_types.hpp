@@ -18,6 +18,20 @@ using QuantizeRow = void (*)(const float* x, std::uint8_t* out, std::int64_t n, 
 // One row of n values back from its blocks, as ggml's to_float does.
 using DequantizeRow = void (*)(const std::uint8_t* in, float* y, std::int64_t n);
 
+// The code grid of a type whose blocks decode every group of values through one affine map:
+// value = step[g] * code + offset[g] for integer codes in [low, high], g = index / group, with
+// ggml's dequantizer's float operations (d * level - m is d * level + (-m), level - 32 of Q6_K
+// a signed code, and so on). GPTQ (gguf_gptq_quantizer.hpp) keeps a block's scales and
+// chooses codes on this grid.
+struct AffineGrid {
+    int group = 0;  // values per group
+    int low = 0, high = 0;
+    // The steps and offsets of one block's groups, from its bytes.
+    void (*read)(const std::uint8_t* block, float* step, float* offset) = nullptr;
+    // Writes a block's codes (block values, each in [low, high]) into its bytes; the scales stay.
+    void (*write)(const int* codes, std::uint8_t* block) = nullptr;
+};
+
 struct GgmlType {
     std::string_view name;  // ggml_type_name(): "q4_K", "iq4_xs", "bf16", ...
     int id = 0;             // enum ggml_type
@@ -25,6 +39,7 @@ struct GgmlType {
     int block_bytes = 0;    // bytes per block
     QuantizeRow quantize = nullptr;
     DequantizeRow dequantize = nullptr;
+    const AffineGrid* grid = nullptr;  // null: not an affine grid per group (float, IQ4, MXFP4, Q2_K, Q3_K)
 
     std::int64_t row_bytes(std::int64_t n) const noexcept { return n / block * block_bytes; }
 };

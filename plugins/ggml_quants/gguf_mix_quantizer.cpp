@@ -23,13 +23,16 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
 
 }  // namespace
 
-GgufMixQuantizer::GgufMixQuantizer() {
+GgufMixQuantizer::GgufMixQuantizer(bool gptq) : gptq_(gptq) {
     auto types = std::make_shared<std::vector<std::unique_ptr<GgmlQuantizer>>>();
     for (const auto& t : ggml_types()) types->push_back(std::make_unique<GgmlQuantizer>(t));
     types_ = std::move(types);
 }
 
 std::string_view GgufMixQuantizer::description() const {
+    if (gptq_)
+        return "GGUF experts in the types the gguf format chose per tensor, their codes chosen by GPTQ on calibration "
+               "inputs within ggml's importance-weighted scales (convert --calibrate --gptq)";
     return "GGUF experts in the types the gguf format chose per tensor (llama-quantize's presets and --tensor-type), "
            "each byte for byte as ggml quantizes";
 }
@@ -37,6 +40,7 @@ std::string_view GgufMixQuantizer::description() const {
 Options GgufMixQuantizer::facts() const {
     Options facts;
     facts.set("gguf.mixture", "true");  // the format names the types per tensor
+    if (gptq_) facts.set("verify.reference", "gguf");  // GPTQ's output error must beat plain rounding's
     return facts;
 }
 
@@ -44,6 +48,11 @@ Options GgufMixQuantizer::settings() const {
     Options settings;
     if (!expert_types_.empty()) settings.set(std::string(types_key), expert_types_);
     if (carry_mxfp4_) settings.set(std::string(carry_key), "mxfp4");
+    if (gptq_) {
+        settings.set("calibration", "gptq");
+        settings.set("actorder", settings_.actorder ? "static" : "none");
+        settings.set("dampening_frac", std::to_string(settings_.dampening_frac));
+    }
     return settings;
 }
 
@@ -56,6 +65,12 @@ std::shared_ptr<const Quantizer> GgufMixQuantizer::configure(const Options& opti
     auto mix = std::make_shared<GgufMixQuantizer>(*this);
     mix->layers_.clear();
     mix->expert_types_ = *text;
+    if (gptq_) {
+        mix->settings_ = gptq::configure_fixed_scale(settings_, options, id());
+        auto variants = std::make_shared<std::vector<std::unique_ptr<GgufGptqQuantizer>>>();
+        for (const auto& q : *types_) variants->push_back(std::make_unique<GgufGptqQuantizer>(*q, mix->settings_));
+        mix->gptq_types_ = std::move(variants);
+    }
     for (std::string_view entry : split(*text, ';')) {
         const std::size_t colon = entry.find(':');
         std::int64_t layer = -1;
@@ -76,6 +91,9 @@ std::shared_ptr<const Quantizer> GgufMixQuantizer::configure(const Options& opti
     if (const auto carry = options.get(carry_key)) {
         if (*carry != "mxfp4")
             throw Error(ErrorKind::usage, "option " + std::string(carry_key) + " '" + carry->substr(0, 40) + "': only mxfp4 is carried");
+        if (gptq_)
+            throw Error(ErrorKind::usage, "gguf-gptq chooses codes on calibration inputs, and an MXFP4 source's experts keep their stored codes",
+                        {.hint = "leave out --gptq (--calibrate alone measures an importance matrix), or pick a preset that requantizes"});
         const GgmlType* mxfp4 = ggml_type_named("mxfp4");
         for (const auto& q : *types_)
             if (&q->type() == mxfp4) mix->carried_ = std::make_shared<CarriedMxfp4Quantizer>(*q);
@@ -90,6 +108,9 @@ const Quantizer* GgufMixQuantizer::for_matrix(const MatrixRole& role) const {
     const GgmlQuantizer* chosen = it->second[static_cast<std::size_t>(role.projection)];
     // An MXFP4 tensor of an MXFP4 source keeps the stored codes; the others quantize decoded values.
     if (carry_mxfp4_ && chosen->type().name == "mxfp4") return carried_.get();
+    if (gptq_types_)
+        for (std::size_t t = 0; t < types_->size(); ++t)
+            if ((*types_)[t].get() == chosen) return (*gptq_types_)[t].get();
     return chosen;
 }
 
@@ -112,6 +133,15 @@ QuantizedTensor GgufMixQuantizer::quantize_weighted(const TensorView& weight, st
 
 Tensor GgufMixQuantizer::dequantize(const QuantizedTensor&, const Shape& shape) const {
     output_layout(shape);
+    return {};
+}
+
+std::shared_ptr<const PreparedCalibration> GgufMixQuantizer::prepare_calibration(const Tensor& hessian) const {
+    return gptq::prepare_fixed_scale(hessian, gptq::fixed_scale_scheme(4, settings_));
+}
+
+QuantizedTensor GgufMixQuantizer::quantize_calibrated(const TensorView& weight, const PreparedCalibration&) const {
+    output_layout(weight.shape);
     return {};
 }
 

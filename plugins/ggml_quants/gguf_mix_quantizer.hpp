@@ -7,10 +7,15 @@
 // and DeepSeek-V4 do) its MXFP4 tensors carry the stored codes (carried_mxfp4_quantizer.hpp) and
 // its other tensors quantize the decoded values, as llama-quantize copies MXFP4 and converts the
 // rest; the mixture's own carrier binds the job to that source.
+//
+// `gguf-gptq` is the same mixture with codes chosen by GPTQ on calibration inputs
+// (gguf_gptq_quantizer.hpp): each matrix goes to the GPTQ variant of its type, through the
+// calibration facet; options actorder (static|none) and dampening_frac as the gptq command's.
 #pragma once
 
 #include "carried_mxfp4_quantizer.hpp"
 #include "ggml_quantizer.hpp"
+#include "gguf_gptq_quantizer.hpp"
 
 #include <array>
 #include <map>
@@ -19,11 +24,11 @@
 
 namespace moequant::ggml_quants {
 
-class GgufMixQuantizer final : public Quantizer, public QuantizerImportance, public StoredCodeCarrier {
+class GgufMixQuantizer final : public Quantizer, public QuantizerImportance, public StoredCodeCarrier, public QuantizerCalibration {
 public:
-    GgufMixQuantizer();
+    explicit GgufMixQuantizer(bool gptq = false);
 
-    std::string_view id() const override { return "gguf"; }
+    std::string_view id() const override { return gptq_ ? "gguf-gptq" : "gguf"; }
     std::string_view description() const override;
     Options facts() const override;
     Options settings() const override;
@@ -35,8 +40,13 @@ public:
     // Every variant weighs columns by importance (an imatrix, or one measured on calibration
     // data); the mixture itself refuses as quantize() does.
     QuantizedTensor quantize_weighted(const TensorView& weight, std::span<const float> column_weights) const override;
-    const QuantizerImportance* importance() const override { return this; }
+    // The importance facet of the plain mixture; gguf-gptq has the calibration facet instead.
+    const QuantizerImportance* importance() const override { return gptq_ ? nullptr : this; }
+    const QuantizerCalibration* calibration() const override { return gptq_ ? this : nullptr; }
     Tensor dequantize(const QuantizedTensor& quantized, const Shape& shape) const override;
+    // Any variant's preparation (they share one); the mixture itself quantizes nothing.
+    std::shared_ptr<const PreparedCalibration> prepare_calibration(const Tensor& hessian) const override;
+    QuantizedTensor quantize_calibrated(const TensorView& weight, const PreparedCalibration& calibration) const override;
 
     const StoredCodeCarrier* carrier() const override { return carry_mxfp4_ ? this : nullptr; }
     // Error(input) naming the tensor when the expert is not stored as MXFP4 rows ggml's blocks can take.
@@ -46,6 +56,10 @@ public:
 private:
     // One quantizer per type, shared by every configured mixture.
     std::shared_ptr<const std::vector<std::unique_ptr<GgmlQuantizer>>> types_;
+    // gguf-gptq: the GPTQ variant of each of types_ (same order), made with the job's settings.
+    bool gptq_ = false;
+    gptq::FixedScaleSettings settings_;
+    std::shared_ptr<const std::vector<std::unique_ptr<GgufGptqQuantizer>>> gptq_types_;
     std::map<std::int64_t, std::array<const GgmlQuantizer*, 3>> layers_;  // by layer: gate, up, down
     std::string expert_types_;  // the option as given, for settings()
     bool carry_mxfp4_ = false;  // gguf.carry=mxfp4

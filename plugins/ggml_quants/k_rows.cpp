@@ -4,6 +4,7 @@
 // quantize_row_qN_K_impl; decoding as dequantize_row_qN_K. Float operations keep ggml's order
 // and precision (see quant_search.hpp); the block layouts are ggml-common.h's block_qN_K.
 #include "block_bytes.hpp"  // fp16 fields; requantizing reads the rounded value back, as ggml does
+#include "ggml_types.hpp"
 #include "k_lanes.hpp"
 #include "quant_search.hpp"
 #include "row_codecs.hpp"
@@ -298,8 +299,35 @@ constexpr ScaleMinType q4_type{15, {-1.f, 0.1f, 20, false}, false};
 constexpr int q5_qh = 16, q5_qs = 48, q5_bytes = 176;
 constexpr ScaleMinType q5_type{31, {-0.5f, 0.1f, 15, false}, true};
 
+// Bit 4 of value e (levels are 0..31) goes to qh byte e%32, bit e/32; the low nibbles pack as
+// Q4_K's. Written byte by byte, without branches, so the loop vectorizes.
+void pack_q5_k_levels(const std::uint8_t* levels, std::uint8_t* block) noexcept {
+    std::uint8_t* qh = block + q5_qh;
+    for (int l = 0; l < 32; ++l) {
+        unsigned bits = 0;
+        for (int k = 0; k < 8; ++k) bits |= static_cast<unsigned>(levels[32 * k + l] >> 4) << k;
+        qh[l] = static_cast<std::uint8_t>(bits);
+    }
+    pack_nibble_pairs(levels, block + q5_qs);
+}
+
 // ---- Q6_K block: ql[128] qh[64] scales[16] d
 constexpr int q6_ql = 0, q6_qh = 128, q6_scales = 192, q6_d = 208, q6_bytes = 210;
+
+// Value e = 128h + 32k + l (levels 0..63): low nibble in ql[64h + 32(k%2) + l] at bit 4(k/2),
+// top two bits in qh[32h + l] at bit 2k. Each byte written once so this vectorizes.
+void pack_q6_levels(const std::int8_t* levels, std::uint8_t* out) noexcept {
+    std::uint8_t* ql = out + q6_ql;
+    std::uint8_t* qh = out + q6_qh;
+    for (int h = 0; h < 2; ++h)
+        for (int l = 0; l < 32; ++l) {
+            const std::int8_t* v = levels + 128 * h + l;  // v[32k] is value k of this l
+            ql[64 * h + l] = static_cast<std::uint8_t>((v[0] & 0xF) | ((v[64] & 0xF) << 4));
+            ql[64 * h + 32 + l] = static_cast<std::uint8_t>((v[32] & 0xF) | ((v[96] & 0xF) << 4));
+            qh[32 * h + l] =
+                static_cast<std::uint8_t>((v[0] >> 4) | ((v[32] >> 4) << 2) | ((v[64] >> 4) << 4) | ((v[96] >> 4) << 6));
+        }
+}
 
 // Writes one Q6_K super-block from its sub-block searches: the 8-bit scales, d, the levels
 // requantized with the stored scales (vector lanes where the CPU has them) and packed.
@@ -334,21 +362,47 @@ void q6_finish(const float* x, const float* scales, std::int8_t* levels, std::ui
                 levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / ds[j]), -32, 31) + 32);
         }
     }
-    // Value e = 128h + 32k + l (levels 0..63): low nibble in ql[64h + 32(k%2) + l] at bit
-    // 4(k/2), top two bits in qh[32h + l] at bit 2k. Each byte written once so this vectorizes.
-    std::uint8_t* ql = out + q6_ql;
-    std::uint8_t* qh = out + q6_qh;
-    for (int h = 0; h < 2; ++h)
-        for (int l = 0; l < 32; ++l) {
-            const std::int8_t* v = levels + 128 * h + l;  // v[32k] is value k of this l
-            ql[64 * h + l] = static_cast<std::uint8_t>((v[0] & 0xF) | ((v[64] & 0xF) << 4));
-            ql[64 * h + 32 + l] = static_cast<std::uint8_t>((v[32] & 0xF) | ((v[96] & 0xF) << 4));
-            qh[32 * h + l] =
-                static_cast<std::uint8_t>((v[0] >> 4) | ((v[32] >> 4) << 2) | ((v[64] >> 4) << 4) | ((v[96] >> 4) << 6));
-        }
+    pack_q6_levels(levels, out);
+}
+
+// ---- The affine grids (ggml_types.hpp). Q4_K / Q5_K: 8 groups of 32, d * sc * level - dmin * m
+// as d_j * level + (-m_j); Q6_K: 16 groups of 16, (d * scale) * (level - 32), the code level - 32.
+void scale_min_grid_read(const std::uint8_t* block, float* step, float* offset) noexcept {
+    const ScaleMinDecoder decode(block);
+    for (int j = 0; j < 8; ++j) {
+        step[j] = decode.d[j];
+        offset[j] = -decode.m[j];
+    }
+}
+
+template <void (*Pack)(const std::uint8_t*, std::uint8_t*)>
+void scale_min_grid_write(const int* codes, std::uint8_t* block) noexcept {
+    std::uint8_t levels[super_block];
+    for (int e = 0; e < super_block; ++e) levels[e] = static_cast<std::uint8_t>(codes[e]);
+    Pack(levels, block);
+}
+
+void pack_q4_k_levels(const std::uint8_t* levels, std::uint8_t* block) noexcept { pack_nibble_pairs(levels, block + q4_qs); }
+
+void q6_grid_read(const std::uint8_t* block, float* step, float* offset) noexcept {
+    const float d_all = get_f16(block + q6_d);
+    for (int j = 0; j < 16; ++j) {
+        step[j] = d_all * static_cast<float>(static_cast<std::int8_t>(block[q6_scales + j]));
+        offset[j] = 0.0f;
+    }
+}
+
+void q6_grid_write(const int* codes, std::uint8_t* block) noexcept {
+    std::int8_t levels[super_block];
+    for (int e = 0; e < super_block; ++e) levels[e] = static_cast<std::int8_t>(codes[e] + 32);
+    pack_q6_levels(levels, block);
 }
 
 }  // namespace
+
+const AffineGrid q4_k_grid{32, 0, 15, scale_min_grid_read, scale_min_grid_write<pack_q4_k_levels>};
+const AffineGrid q5_k_grid{32, 0, 31, scale_min_grid_read, scale_min_grid_write<pack_q5_k_levels>};
+const AffineGrid q6_k_grid{16, -32, 31, q6_grid_read, q6_grid_write};
 
 void quantize_row_q2_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
     for (std::int64_t b = 0; b < n / super_block; ++b, x += super_block, out += q2_bytes) {
@@ -470,8 +524,7 @@ void dequantize_row_q3_k(const std::uint8_t* in, float* y, std::int64_t n) {
 }
 
 void quantize_row_q4_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
-    scale_min_row(x, out, n, importance, q4_type, q4_bytes,
-                  [](const std::uint8_t* levels, std::uint8_t* block) { pack_nibble_pairs(levels, block + q4_qs); });
+    scale_min_row(x, out, n, importance, q4_type, q4_bytes, pack_q4_k_levels);
 }
 
 void dequantize_row_q4_k(const std::uint8_t* in, float* y, std::int64_t n) {
@@ -482,17 +535,7 @@ void dequantize_row_q4_k(const std::uint8_t* in, float* y, std::int64_t n) {
 }
 
 void quantize_row_q5_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
-    scale_min_row(x, out, n, importance, q5_type, q5_bytes, [](const std::uint8_t* levels, std::uint8_t* block) {
-        // Bit 4 of value e (levels are 0..31) goes to qh byte e%32, bit e/32; the low nibbles
-        // pack as Q4_K's. Written byte by byte, without branches, so the loop vectorizes.
-        std::uint8_t* qh = block + q5_qh;
-        for (int l = 0; l < 32; ++l) {
-            unsigned bits = 0;
-            for (int k = 0; k < 8; ++k) bits |= static_cast<unsigned>(levels[32 * k + l] >> 4) << k;
-            qh[l] = static_cast<std::uint8_t>(bits);
-        }
-        pack_nibble_pairs(levels, block + q5_qs);
-    });
+    scale_min_row(x, out, n, importance, q5_type, q5_bytes, pack_q5_k_levels);
 }
 
 void dequantize_row_q5_k(const std::uint8_t* in, float* y, std::int64_t n) {

@@ -4,6 +4,7 @@
 // (make_qx_quants for the symmetric types, make_qkx3_quants for the offset ones). Q8_0 ignores
 // the importance matrix, as ggml_quantize_chunk does. Dequantizers match dequantize_row_q*.
 #include "block_bytes.hpp"
+#include "ggml_types.hpp"
 #include "k_lanes.hpp"
 #include "quant_search.hpp"
 #include "row_codecs.hpp"
@@ -166,7 +167,45 @@ constexpr Layout q4_0{Family::symmetric, 4}, q4_1{Family::offset, 4}, q5_0{Famil
 
 constexpr int q8_block_bytes = 2 + qk;
 
+// ---- The affine grids (ggml_types.hpp): one group per block, value = level * d (+ m), the
+// symmetric layouts' code being level - half.
+template <Layout L>
+void legacy_grid_read(const std::uint8_t* block, float* step, float* offset) noexcept {
+    step[0] = get_f16(block);
+    offset[0] = L.family == Family::offset ? get_f16(block + 2) : 0.0f;
+}
+
+template <Layout L>
+void legacy_grid_write(const int* codes, std::uint8_t* block) noexcept {
+    const int half = L.family == Family::symmetric ? 1 << (L.bits - 1) : 0;
+    std::uint8_t levels[qk];
+    for (int j = 0; j < qk; ++j) levels[j] = static_cast<std::uint8_t>(codes[j] + half);
+    std::uint8_t* fields = block + (L.family == Family::offset ? 4 : 2);
+    if (L.bits == 5) put_q5_levels(levels, fields);
+    else pack_nibbles32(levels, fields);
+}
+
+template <Layout L>
+constexpr AffineGrid legacy_grid() noexcept {
+    const int levels = 1 << L.bits, low = L.family == Family::symmetric ? -levels / 2 : 0;
+    return {qk, low, low + levels - 1, legacy_grid_read<L>, legacy_grid_write<L>};
+}
+
+void q8_0_grid_read(const std::uint8_t* block, float* step, float* offset) noexcept {
+    step[0] = get_f16(block);
+    offset[0] = 0.0f;
+}
+
+void q8_0_grid_write(const int* codes, std::uint8_t* block) noexcept {
+    for (int j = 0; j < qk; ++j) block[2 + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(codes[j]));
+}
+
 }  // namespace
+
+const AffineGrid q4_0_grid = legacy_grid<q4_0>(), q4_1_grid = legacy_grid<q4_1>(), q5_0_grid = legacy_grid<q5_0>(),
+                 q5_1_grid = legacy_grid<q5_1>();
+// -127..127: ggml's own Q8_0 codes; -128, which its quantizer never writes, is left out.
+const AffineGrid q8_0_grid{qk, -127, 127, q8_0_grid_read, q8_0_grid_write};
 
 void quantize_row_q4_0(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
     quantize_row(q4_0, x, out, n, importance);

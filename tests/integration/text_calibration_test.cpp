@@ -41,13 +41,6 @@ std::vector<std::string> with(std::vector<std::string> args, const std::vector<s
     return args;
 }
 
-const char* held_out_text =
-    "{\"text\": \"A lighthouse keeper counts the ships that pass at night and writes their names in a book.\"}\n"
-    "{\"messages\": [{\"role\": \"user\", \"content\": \"Which road leads to the market?\"}, "
-    "{\"role\": \"assistant\", \"content\": \"Take the second bridge, then follow the river.\"}]}\n"
-    "{\"text\": \"Seven bakers share one oven; each knows the hour when the bread must come out.\"}\n"
-    "{\"text\": \"The numbers 12, 345 and 6789 were painted on the doors of the old warehouse.\"}\n";
-
 double sum_of(const json::value& report, const char* key) {
     double sum = 0;
     for (const auto& part : report.at("tensors").as_array()) sum += part.at(key).to_number<double>();
@@ -74,7 +67,7 @@ BOOST_AUTO_TEST_CASE(every_family_calibrates_on_text_and_verifies) {
             BOOST_TEST(verify.exit_code == 0, verify.out << verify.err);
 
             // Held-out text through the unquantized model: GPTQ's output error stays below RTN's.
-            write_text(dir / "held_out.jsonl", held_out_text);
+            write_text(dir / "held_out.jsonl", held_out_jsonl);
             auto record = run_moequant(with({"record", "--model_id", (dir / "m").string(), "--dataset",
                                              (dir / "held_out.jsonl").string(), "--output", (dir / "held.safetensors").string(), "-q"},
                                             f.limits));

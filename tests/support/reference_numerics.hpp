@@ -43,7 +43,7 @@ inline std::uint16_t f16_round(float f) {
     if (a < std::ldexp(1.0, -14)) return static_cast<std::uint16_t>(sign | static_cast<unsigned>(std::nearbyint(std::ldexp(a, 24))));
     const int e = std::ilogb(a);
     const auto quanta = static_cast<unsigned>(std::nearbyint(std::ldexp(a, 10 - e)));  // in [1024, 2048]
-    return static_cast<std::uint16_t>(sign | (static_cast<unsigned>(e + 15) << 10) + quanta - 1024);
+    return static_cast<std::uint16_t>(sign | ((static_cast<unsigned>(e + 15) << 10) + quanta - 1024));
 }
 
 // E8M0: 2^(e-127), 0xFF NaN.

@@ -211,6 +211,13 @@ CommandResult run_moequant(std::vector<std::string> args, const std::vector<std:
 const std::vector<std::string> small_calibration_dataset = {"--dataset", "embedded", "--num_calibration_samples", "4",
                                                              "--max_sequence_length", "48"};
 
+const char* const held_out_jsonl =
+    "{\"text\": \"A lighthouse keeper counts the ships that pass at night and writes their names in a book.\"}\n"
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"Which road leads to the market?\"}, "
+    "{\"role\": \"assistant\", \"content\": \"Take the second bridge, then follow the river.\"}]}\n"
+    "{\"text\": \"Seven bakers share one oven; each knows the hour when the bread must come out.\"}\n"
+    "{\"text\": \"The numbers 12, 345 and 6789 were painted on the doors of the old warehouse.\"}\n";
+
 std::string sha256_file(const fs::path& file) {
     auto r = run_command({"/usr/bin/sha256sum", file.string()});
     if (r.exit_code != 0) throw std::runtime_error("sha256sum failed for " + file.string());

@@ -102,6 +102,8 @@ CommandResult run_moequant(std::vector<std::string> args, const std::vector<std:
 // --dataset arguments of few short samples of the embedded text: a suite that calibrates stays
 // at a few seconds.
 extern const std::vector<std::string> small_calibration_dataset;
+// Four rows of JSONL text no calibration run sees (plain text and a chat), for held-out measures.
+extern const char* const held_out_jsonl;
 
 // SHA-256 of a file, lowercase hex.
 std::string sha256_file(const fs::path& file);
