@@ -18,18 +18,24 @@ using QuantizeRow = void (*)(const float* x, std::uint8_t* out, std::int64_t n, 
 // One row of n values back from its blocks, as ggml's to_float does.
 using DequantizeRow = void (*)(const std::uint8_t* in, float* y, std::int64_t n);
 
-// The code grid of a type whose blocks decode every group of values through one affine map:
-// value = step[g] * code + offset[g] for integer codes in [low, high], g = index / group, with
+// The code grid of a type whose blocks decode every group of values through one map:
+// value = step[g] * level(code) + offset[g] for integer codes in [low, high], g = index / group,
+// level(code) = code (the uniform types) or table[code - low] (IQ4's non-uniform levels), with
 // ggml's dequantizer's float operations (d * level - m is d * level + (-m), level - 32 of Q6_K
 // a signed code, and so on). GPTQ (gguf_gptq_quantizer.hpp) keeps a block's scales and
 // chooses codes on this grid.
-struct AffineGrid {
+struct CodeGrid {
     int group = 0;  // values per group
     int low = 0, high = 0;
     // The steps and offsets of one block's groups, from its bytes.
     void (*read)(const std::uint8_t* block, float* step, float* offset) = nullptr;
     // Writes a block's codes (block values, each in [low, high]) into its bytes; the scales stay.
     void (*write)(const int* codes, std::uint8_t* block) = nullptr;
+    const std::int8_t* table = nullptr;  // the levels of codes low..high; null: the code itself
+
+    float level(int code) const noexcept { return static_cast<float>(table ? table[code - low] : code); }
+    // The value ggml decodes for `code` in a group of this step and offset.
+    float value(float step, float offset, int code) const noexcept { return step * level(code) + offset; }
 };
 
 struct GgmlType {
@@ -39,7 +45,7 @@ struct GgmlType {
     int block_bytes = 0;    // bytes per block
     QuantizeRow quantize = nullptr;
     DequantizeRow dequantize = nullptr;
-    const AffineGrid* grid = nullptr;  // null: not an affine grid per group (float, IQ4, MXFP4, Q2_K, Q3_K)
+    const CodeGrid* grid = nullptr;  // null: no code grid per group (the floats, MXFP4)
 
     std::int64_t row_bytes(std::int64_t n) const noexcept { return n / block * block_bytes; }
 };

@@ -15,29 +15,46 @@ namespace {
 
 // GPTQ's rounding on the grids of a matrix's blocks: each value to the nearest code of its
 // group (clamped to the code range, so the clamp's error is fed forward too), recording the
-// code. A group whose step is 0 decodes every code to its offset: code `low` is kept.
+// code. A uniform grid rounds (w - offset) / step as ggml requantizes (x + m) / d; a table's
+// levels are searched for the nearest value, the lowest code on a tie. A group whose step is 0
+// decodes every code to its offset: code `low` is kept.
 class BlockGridRounding final : public gptq::ColumnRounding {
 public:
-    BlockGridRounding(const AffineGrid& grid, std::int64_t cols, const std::vector<float>& steps, const std::vector<float>& offsets,
+    BlockGridRounding(const CodeGrid& grid, std::int64_t cols, const std::vector<float>& steps, const std::vector<float>& offsets,
                       std::vector<int>& codes)
         : grid_(grid), cols_(cols), groups_(cols / grid.group), steps_(steps), offsets_(offsets), codes_(codes) {}
 
     void round(std::int64_t, std::int64_t column, std::int64_t r0, std::int64_t n, const float* w, float* q) const override {
         const std::int64_t g = column / grid_.group;
-        const float low = static_cast<float>(grid_.low), high = static_cast<float>(grid_.high);
         for (std::int64_t r = 0; r < n; ++r) {
             const std::size_t at = static_cast<std::size_t>((r0 + r) * groups_ + g);
             const float step = steps_[at], offset = offsets_[at];
-            // (w - offset) / step, as ggml requantizes (x + m) / d; NaN-free: w is finite.
-            const float t = step != 0 ? std::clamp((w[r] - offset) / step, low, high) : low;
-            const int code = static_cast<int>(std::nearbyint(t));
+            const int code = step == 0 ? grid_.low : grid_.table ? nearest_level(w[r], step, offset) : nearest_code(w[r], step, offset);
             codes_[static_cast<std::size_t>((r0 + r) * cols_ + column)] = code;
-            q[r] = step * static_cast<float>(code) + offset;  // ggml's dequantized value
+            q[r] = grid_.value(step, offset, code);  // ggml's dequantized value
         }
     }
 
 private:
-    const AffineGrid& grid_;
+    int nearest_code(float w, float step, float offset) const noexcept {
+        // w is finite (GPTQ's working weights), so is the quotient once clamped.
+        const float t = std::clamp((w - offset) / step, static_cast<float>(grid_.low), static_cast<float>(grid_.high));
+        return static_cast<int>(std::nearbyint(t));
+    }
+    int nearest_level(float w, float step, float offset) const noexcept {
+        int best = grid_.low;
+        float best_error = std::fabs(w - grid_.value(step, offset, best));
+        for (int code = grid_.low + 1; code <= grid_.high; ++code) {
+            const float error = std::fabs(w - grid_.value(step, offset, code));
+            if (error < best_error) {
+                best = code;
+                best_error = error;
+            }
+        }
+        return best;
+    }
+
+    const CodeGrid& grid_;
     std::int64_t cols_, groups_;
     const std::vector<float>& steps_;
     const std::vector<float>& offsets_;
@@ -64,11 +81,11 @@ QuantizedTensor GgufGptqQuantizer::quantize_calibrated(const TensorView& weight,
     const std::int64_t rows = weight.shape[0], cols = weight.shape[1];
     const gptq::FixedScaleCalibration& prepared = gptq::fixed_scale_calibration(calibration, cols, id_);
     // The importance-weighted blocks: their scales are kept, and are the codes where the type
-    // has no affine grid.
+    // has no code grid.
     QuantizedTensor quantized = plain_.quantize_weighted(weight, prepared.diagonal);
     const GgmlType& type = plain_.type();
     if (!type.grid) return quantized;
-    const AffineGrid& grid = *type.grid;
+    const CodeGrid& grid = *type.grid;
     std::vector<float> w(static_cast<std::size_t>(rows * cols));
     decode_to_f32(weight, w);
     auto* blocks = quantized.parts.front().second.data_as<std::uint8_t>();

@@ -3,10 +3,9 @@
 // importance — what llama-quantize does with an importance matrix measured on the same tokens
 // (the mean square of each input column is diag(H) up to a factor, which the weighted searches
 // ignore) — and that fixes every block's scales and minimums. GPTQ's column loop then chooses
-// each code on its block's grid (ggml_types.hpp's AffineGrid), spreading every rounding error
+// each code on its block's grid (ggml_types.hpp's CodeGrid), spreading every rounding error
 // over the columns not yet quantized. The blocks stay the type's own: llama.cpp reads and
-// multiplies them as any other. Types without an affine grid (IQ4_NL/XS, Q2_K, Q3_K, the
-// floats) keep the importance-weighted rounding.
+// multiplies them as any other. Types without a code grid (F16, BF16) are the weighted path's.
 #pragma once
 
 #include "fixed_scale_gptq.hpp"  // plugins/gptq: the dampened inverse Hessian and diag(H)

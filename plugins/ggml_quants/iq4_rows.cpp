@@ -4,6 +4,7 @@
 // which ggml_quantize_chunk uses with and without an importance matrix (without one, x^2
 // weighs each value), and dequantize_row_iq4_nl / dequantize_row_iq4_xs.
 #include "block_bytes.hpp"
+#include "ggml_types.hpp"
 #include "quant_search.hpp"
 #include "row_codecs.hpp"
 
@@ -83,7 +84,43 @@ void dequantize_sub(const std::uint8_t* qs, float d, float* y) noexcept {
     for (int j = 0; j < sub; ++j) y[j] = d * static_cast<float>(nonlinear_values[levels[j]]);
 }
 
+// ---- The code grids (ggml_types.hpp): the table's levels times the block's d (IQ4_NL, one group
+// of 32) or each sub-block's d * (l - 32) (IQ4_XS, 8 groups of 32).
+void nl_grid_read(const std::uint8_t* block, float* step, float* offset) noexcept {
+    step[0] = get_f16(block);
+    offset[0] = 0.0f;
+}
+
+void nl_grid_write(const int* codes, std::uint8_t* block) noexcept {
+    std::uint8_t levels[sub];
+    for (int j = 0; j < sub; ++j) levels[j] = static_cast<std::uint8_t>(codes[j]);
+    pack_nibbles32(levels, block + 2);
+}
+
+void xs_grid_read(const std::uint8_t* block, float* step, float* offset) noexcept {
+    constexpr int subs = super_xs / sub;
+    const float d = get_f16(block);
+    const int scales_high = block[2] | (block[3] << 8);
+    for (int ib = 0; ib < subs; ++ib) {
+        const int l = ((block[4 + ib / 2] >> (4 * (ib % 2))) & 0xf) | (((scales_high >> (2 * ib)) & 3) << 4);
+        step[ib] = d * static_cast<float>(l - 32);
+        offset[ib] = 0.0f;
+    }
+}
+
+void xs_grid_write(const int* codes, std::uint8_t* block) noexcept {
+    constexpr int subs = super_xs / sub;
+    std::uint8_t levels[sub];
+    for (int ib = 0; ib < subs; ++ib) {
+        for (int j = 0; j < sub; ++j) levels[j] = static_cast<std::uint8_t>(codes[ib * sub + j]);
+        pack_nibbles32(levels, block + 4 + subs / 2 + ib * (sub / 2));
+    }
+}
+
 }  // namespace
+
+const CodeGrid iq4_nl_grid{sub, 0, 15, nl_grid_read, nl_grid_write, nonlinear_values};
+const CodeGrid iq4_xs_grid{sub, 0, 15, xs_grid_read, xs_grid_write, nonlinear_values};
 
 void quantize_row_iq4_nl(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
     std::uint8_t levels[sub];

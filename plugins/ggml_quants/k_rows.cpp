@@ -118,16 +118,8 @@ void q2_finish(const float* x, std::uint8_t* levels, std::uint8_t* block) noexce
 // ---- Q3_K block: hmask[32] qs[64] scales[12] d
 constexpr int q3_hmask = 0, q3_qs = 32, q3_scales = 96, q3_d = 108, q3_bytes = 110;
 
-// Requantizes (levels 0..7) with the stored d and scales, then splits off bit 2 into hmask
-// (value e at byte e%32, bit e/32) and packs the low two bits.
-void q3_finish(const float* x, std::int8_t* levels, std::uint8_t* block) noexcept {
-    const float d_all = get_f16(block + q3_d);
-    for (int j = 0; j < 16; ++j) {
-        const float d = d_all * static_cast<float>(q3_scale_at(block + q3_scales, j));
-        if (d == 0) continue;
-        for (int i = 16 * j; i < 16 * j + 16; ++i)
-            levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -4, 3) + 4);
-    }
+// Levels 0..7: bit 2 of value e into hmask (byte e%32, bit e/32), the low two bits packed.
+void pack_q3_levels(const std::int8_t* levels, std::uint8_t* block) noexcept {
     std::uint8_t low[super_block];
     std::uint8_t* hmask = block + q3_hmask;
     std::memset(hmask, 0, 32);
@@ -140,6 +132,19 @@ void q3_finish(const float* x, std::int8_t* levels, std::uint8_t* block) noexcep
         low[e] = static_cast<std::uint8_t>(l);
     }
     pack_2bit_planes(low, block + q3_qs);
+}
+
+// Requantizes (levels 0..7) with the stored d and scales, then splits off bit 2 into hmask
+// (value e at byte e%32, bit e/32) and packs the low two bits.
+void q3_finish(const float* x, std::int8_t* levels, std::uint8_t* block) noexcept {
+    const float d_all = get_f16(block + q3_d);
+    for (int j = 0; j < 16; ++j) {
+        const float d = d_all * static_cast<float>(q3_scale_at(block + q3_scales, j));
+        if (d == 0) continue;
+        for (int i = 16 * j; i < 16 * j + 16; ++i)
+            levels[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -4, 3) + 4);
+    }
+    pack_q3_levels(levels, block);
 }
 
 // ---- Q4_K / Q5_K: d dmin scales[12], then the levels. Both run the same scale/min search and
@@ -365,7 +370,7 @@ void q6_finish(const float* x, const float* scales, std::int8_t* levels, std::ui
     pack_q6_levels(levels, out);
 }
 
-// ---- The affine grids (ggml_types.hpp). Q4_K / Q5_K: 8 groups of 32, d * sc * level - dmin * m
+// ---- The code grids (ggml_types.hpp). Q4_K / Q5_K: 8 groups of 32, d * sc * level - dmin * m
 // as d_j * level + (-m_j); Q6_K: 16 groups of 16, (d * scale) * (level - 32), the code level - 32.
 void scale_min_grid_read(const std::uint8_t* block, float* step, float* offset) noexcept {
     const ScaleMinDecoder decode(block);
@@ -398,11 +403,43 @@ void q6_grid_write(const int* codes, std::uint8_t* block) noexcept {
     pack_q6_levels(levels, block);
 }
 
+// Q2_K: 16 groups of 16, d * (sc & 15) * level - dmin * (sc >> 4); Q3_K: 16 groups of 16,
+// (d * scale) * (level - 4) with the 6-bit signed scale, the code level - 4.
+void q2_grid_read(const std::uint8_t* block, float* step, float* offset) noexcept {
+    const float d_all = get_f16(block + q2_d), m_all = get_f16(block + q2_dmin);
+    for (int j = 0; j < 16; ++j) {
+        step[j] = d_all * static_cast<float>(block[q2_scales + j] & 0xF);
+        offset[j] = -(m_all * static_cast<float>(block[q2_scales + j] >> 4));
+    }
+}
+
+void q2_grid_write(const int* codes, std::uint8_t* block) noexcept {
+    std::uint8_t levels[super_block];
+    for (int e = 0; e < super_block; ++e) levels[e] = static_cast<std::uint8_t>(codes[e]);
+    pack_2bit_planes(levels, block + q2_qs);
+}
+
+void q3_grid_read(const std::uint8_t* block, float* step, float* offset) noexcept {
+    const float d_all = get_f16(block + q3_d);
+    for (int j = 0; j < 16; ++j) {
+        step[j] = d_all * static_cast<float>(q3_scale_at(block + q3_scales, j));
+        offset[j] = 0.0f;
+    }
+}
+
+void q3_grid_write(const int* codes, std::uint8_t* block) noexcept {
+    std::int8_t levels[super_block];
+    for (int e = 0; e < super_block; ++e) levels[e] = static_cast<std::int8_t>(codes[e] + 4);
+    pack_q3_levels(levels, block);
+}
+
 }  // namespace
 
-const AffineGrid q4_k_grid{32, 0, 15, scale_min_grid_read, scale_min_grid_write<pack_q4_k_levels>};
-const AffineGrid q5_k_grid{32, 0, 31, scale_min_grid_read, scale_min_grid_write<pack_q5_k_levels>};
-const AffineGrid q6_k_grid{16, -32, 31, q6_grid_read, q6_grid_write};
+const CodeGrid q2_k_grid{16, 0, 3, q2_grid_read, q2_grid_write};
+const CodeGrid q3_k_grid{16, -4, 3, q3_grid_read, q3_grid_write};
+const CodeGrid q4_k_grid{32, 0, 15, scale_min_grid_read, scale_min_grid_write<pack_q4_k_levels>};
+const CodeGrid q5_k_grid{32, 0, 31, scale_min_grid_read, scale_min_grid_write<pack_q5_k_levels>};
+const CodeGrid q6_k_grid{16, -32, 31, q6_grid_read, q6_grid_write};
 
 void quantize_row_q2_k(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
     for (std::int64_t b = 0; b < n / super_block; ++b, x += super_block, out += q2_bytes) {

@@ -167,7 +167,7 @@ constexpr Layout q4_0{Family::symmetric, 4}, q4_1{Family::offset, 4}, q5_0{Famil
 
 constexpr int q8_block_bytes = 2 + qk;
 
-// ---- The affine grids (ggml_types.hpp): one group per block, value = level * d (+ m), the
+// ---- The code grids (ggml_types.hpp): one group per block, value = level * d (+ m), the
 // symmetric layouts' code being level - half.
 template <Layout L>
 void legacy_grid_read(const std::uint8_t* block, float* step, float* offset) noexcept {
@@ -186,7 +186,7 @@ void legacy_grid_write(const int* codes, std::uint8_t* block) noexcept {
 }
 
 template <Layout L>
-constexpr AffineGrid legacy_grid() noexcept {
+constexpr CodeGrid legacy_grid() noexcept {
     const int levels = 1 << L.bits, low = L.family == Family::symmetric ? -levels / 2 : 0;
     return {qk, low, low + levels - 1, legacy_grid_read<L>, legacy_grid_write<L>};
 }
@@ -202,10 +202,10 @@ void q8_0_grid_write(const int* codes, std::uint8_t* block) noexcept {
 
 }  // namespace
 
-const AffineGrid q4_0_grid = legacy_grid<q4_0>(), q4_1_grid = legacy_grid<q4_1>(), q5_0_grid = legacy_grid<q5_0>(),
+const CodeGrid q4_0_grid = legacy_grid<q4_0>(), q4_1_grid = legacy_grid<q4_1>(), q5_0_grid = legacy_grid<q5_0>(),
                  q5_1_grid = legacy_grid<q5_1>();
 // -127..127: ggml's own Q8_0 codes; -128, which its quantizer never writes, is left out.
-const AffineGrid q8_0_grid{qk, -127, 127, q8_0_grid_read, q8_0_grid_write};
+const CodeGrid q8_0_grid{qk, -127, 127, q8_0_grid_read, q8_0_grid_write};
 
 void quantize_row_q4_0(const float* x, std::uint8_t* out, std::int64_t n, const float* importance) {
     quantize_row(q4_0, x, out, n, importance);

@@ -29,9 +29,10 @@ MOEQUANT_GGML_ROW_CODEC(mxfp4)
 
 #undef MOEQUANT_GGML_ROW_CODEC
 
-struct AffineGrid;
-// The affine code grids (ggml_types.hpp's AffineGrid) of the types that have one.
-extern const AffineGrid q4_0_grid, q4_1_grid, q5_0_grid, q5_1_grid, q8_0_grid, q4_k_grid, q5_k_grid, q6_k_grid;
+struct CodeGrid;
+// The code grids (ggml_types.hpp's CodeGrid) of the types that have one.
+extern const CodeGrid q4_0_grid, q4_1_grid, q5_0_grid, q5_1_grid, q8_0_grid, q2_k_grid, q3_k_grid, q4_k_grid, q5_k_grid,
+    q6_k_grid, iq4_nl_grid, iq4_xs_grid;
 
 // One row of n MXFP4 values as Hugging Face checkpoints store them (gpt-oss's `_blocks` /
 // `_scales`, DeepSeek-V4's packed weight and scale: byte k of a row holds element 2k in its low

@@ -1,8 +1,8 @@
-// The affine code grids of the GGUF types (ggml_types.hpp's AffineGrid), which GPTQ chooses
+// The code grids of the GGUF types (ggml_types.hpp's CodeGrid), which GPTQ chooses
 // codes on (gguf_gptq_quantizer.hpp), against ggml's own dequantizers (held to ggml's bytes by
 // ggml_quants_golden): a block's grid gives back every value ggml decodes from it, writing its
 // codes back gives its bytes, and any code of the range written into a block decodes, through
-// ggml's arithmetic, to exactly step * code + offset, the value GPTQ's loop assumed.
+// ggml's arithmetic, to exactly the grid's value, step * level + offset, which GPTQ's loop assumed.
 
 #include "ggml_types.hpp"
 
@@ -23,9 +23,18 @@ constexpr std::int64_t row_values = 1024;
 // Equal as values (+0 and -0 alike): ggml writes (level - half) * d where the grid adds +0.
 bool same_value(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
+// The code whose grid value is `value`: the rounded quotient of a uniform grid, the table's
+// entry that gives it for IQ4's (low - 1 when none does).
+int code_of(const CodeGrid& grid, float step, float offset, float value) {
+    if (!grid.table) return static_cast<int>(std::nearbyint((value - offset) / step));
+    for (int code = grid.low; code <= grid.high; ++code)
+        if (same_value(grid.value(step, offset, code), value)) return code;
+    return grid.low - 1;
+}
+
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(ggml_affine_grid)
+BOOST_AUTO_TEST_SUITE(ggml_code_grid)
 
 BOOST_AUTO_TEST_CASE(grids_decode_and_encode_as_ggml_does) {
     std::mt19937 rng(20261206);
@@ -35,7 +44,7 @@ BOOST_AUTO_TEST_CASE(grids_decode_and_encode_as_ggml_does) {
     for (const GgmlType& type : ggml_types()) {
         if (!type.grid) continue;
         ++types;
-        const AffineGrid& grid = *type.grid;
+        const CodeGrid& grid = *type.grid;
         BOOST_TEST_CONTEXT("GGUF " << type.name) {
             BOOST_TEST(type.block % grid.group == 0);
             BOOST_TEST(grid.low < grid.high);
@@ -52,7 +61,7 @@ BOOST_AUTO_TEST_CASE(grids_decode_and_encode_as_ggml_does) {
                     std::vector<std::uint8_t> rewritten = bytes, random_codes = bytes;
                     std::vector<int> codes(static_cast<std::size_t>(type.block)), drawn(row_values);
                     std::vector<float> step(static_cast<std::size_t>(groups)), offset(step.size());
-                    std::uniform_int_distribution<int> code_of(grid.low, grid.high);
+                    std::uniform_int_distribution<int> any_code(grid.low, grid.high);
                     for (std::int64_t b = 0; b < blocks; ++b) {
                         std::uint8_t* block = bytes.data() + b * type.block_bytes;
                         grid.read(block, step.data(), offset.data());
@@ -66,9 +75,8 @@ BOOST_AUTO_TEST_CASE(grids_decode_and_encode_as_ggml_does) {
                                 recoverable = false;
                                 continue;
                             }
-                            const int code = static_cast<int>(std::nearbyint((value - offset[g]) / step[g]));
-                            misread += code < grid.low || code > grid.high ||
-                                       !same_value(step[g] * static_cast<float>(code) + offset[g], value);
+                            const int code = code_of(grid, step[g], offset[g], value);
+                            misread += code < grid.low || code > grid.high || !same_value(grid.value(step[g], offset[g], code), value);
                             codes[static_cast<std::size_t>(e)] = code;
                         }
                         if (recoverable) {
@@ -76,7 +84,7 @@ BOOST_AUTO_TEST_CASE(grids_decode_and_encode_as_ggml_does) {
                             ++round_trips;
                         }
                         int* block_codes = drawn.data() + b * type.block;
-                        for (int e = 0; e < type.block; ++e) block_codes[e] = code_of(rng);
+                        for (int e = 0; e < type.block; ++e) block_codes[e] = any_code(rng);
                         block_codes[0] = grid.low;  // both ends of the range
                         block_codes[1] = grid.high;
                         grid.write(block_codes, random_codes.data() + b * type.block_bytes);
@@ -90,7 +98,7 @@ BOOST_AUTO_TEST_CASE(grids_decode_and_encode_as_ggml_does) {
                         for (int e = 0; e < type.block; ++e) {
                             const auto g = static_cast<std::size_t>(e / grid.group);
                             const auto i = static_cast<std::size_t>(b * type.block + e);
-                            differ += !same_value(step[g] * static_cast<float>(drawn[i]) + offset[g], y2[i]);
+                            differ += !same_value(grid.value(step[g], offset[g], drawn[i]), y2[i]);
                         }
                     }
                     BOOST_TEST(differ == 0u);
@@ -100,7 +108,7 @@ BOOST_AUTO_TEST_CASE(grids_decode_and_encode_as_ggml_does) {
             BOOST_TEST(round_trips > 0u);
         }
     }
-    BOOST_TEST(types == 8);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K
+    BOOST_TEST(types == 12);  // every type but F16, BF16 and MXFP4
 }
 
 BOOST_AUTO_TEST_SUITE_END()
