@@ -83,7 +83,8 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     add_text_dataset_options(options, input, text);
     options.add_options()
         ("cpu-weights", po::value(&cpu_weights)->value_name("KT_OUT"),
-         "a convert output (kt-safetensors or kt tree) of the source: its experts, dequantized")
+         "a convert output (kt-safetensors, kt tree or gguf folder) of the source, or a GGUF model file of it "
+         "(llama-quantize's too; a split one by its first part): its experts, dequantized")
         ("gpu-weights", po::value(&gpu_weights)->value_name("CT_OUT"),
          "a gptq output (compressed-tensors) of the source: its experts, dequantized")
         ("placement", po::value(&placement_file)->value_name("FILE"),

@@ -285,7 +285,8 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
                         "it also detects the model family and prints the MoE plan: which layers hold\n"
                         "routed experts, their shapes and encodings, the role of every tensor, what\n"
                         "is skipped and why; and how each weight is stored (its encoding). Tensor data\n"
-                        "is never read."},
+                        "is never read. A converted output (a folder, or a GGUF model file: a split one by\n"
+                        "its first part) is summarised as one: its files, expert matrices, recorded facts."},
                        {}, positional))
         return 0;
     if (path.empty()) throw_usage_error("inspect needs a PATH", {.hint = "moequant inspect --help"});
@@ -297,9 +298,11 @@ int run_inspect_command(const std::vector<std::string>& args, GlobalOptions glob
     try {
         opened.emplace(Checkpoint::open(path));
     } catch (const Error& e) {
-        // No checkpoint here: a converted output (a gguf or kt-tree folder) is summarised as one.
+        // No checkpoint here: a converted output (a gguf or kt-tree folder, a .gguf file) is
+        // summarised as one.
         std::error_code ec;
-        if (e.code() != "NoCheckpoint" || !std::filesystem::is_directory(path, ec)) throw;
+        const bool output = (e.code() == "NoCheckpoint" && std::filesystem::is_directory(path, ec)) || e.code() == "GgufNotSafetensors";
+        if (!output) throw;
         try {
             inspect_converted_output(registry, path, as_json);
         } catch (const Error& unknown) {

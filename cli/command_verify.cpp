@@ -349,7 +349,8 @@ int run_verify_command(const std::vector<std::string>& args, GlobalOptions globa
     po::options_description options("Options");
     options.add_options()
         ("source", po::value(&request.source)->value_name("MODEL"), "the checkpoint the output was converted from")
-        ("converted", po::value(&request.converted)->value_name("DIR"), "the converted output to check")
+        ("converted", po::value(&request.converted)->value_name("DIR"),
+         "the converted output to check: its folder, or a GGUF model file (a split one by its first part)")
         ("gemv", po::bool_switch(&request.gemv), "also compute y = W x straight from the packed layout and check it")
         ("for", po::value(&request.runtime_check)->value_name("kt-rawint4|kt-llamafile"),
          "also require what this runtime needs: kt-rawint4 = kt-kernel's --kt-method RAWINT4 CPU experts reading the folder "

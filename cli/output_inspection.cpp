@@ -32,18 +32,36 @@ std::vector<FileRow> folder_files(const fs::path& directory) {
     return rows;
 }
 
+// A file given by name (a .gguf model): itself, and for the first of llama-gguf-split's parts
+// (PREFIX-00001-of-0000N.gguf) its siblings PREFIX-0000K-of-0000N.gguf.
+std::vector<FileRow> model_files(const fs::path& file) {
+    const std::string name = file.filename().string();
+    const std::size_t marker = name.rfind("-00001-of-");
+    if (marker == std::string::npos || marker + 20 != name.size()) {
+        std::error_code ec;
+        return {{name, fs::file_size(file, ec)}};
+    }
+    const std::string prefix = name.substr(0, marker + 1), count = name.substr(marker + 6);  // "of-0000N.gguf"
+    std::vector<FileRow> rows;
+    for (FileRow& row : folder_files(file.parent_path()))
+        if (row.name.size() == name.size() && row.name.starts_with(prefix) && row.name.ends_with(count)) rows.push_back(std::move(row));
+    return rows;
+}
+
 }  // namespace
 
 void inspect_converted_output(const Registry& registry, const fs::path& directory, bool as_json) {
     const OpenedOutput output = open_converted_output(registry, directory);
-    const std::vector<FileRow> files = folder_files(directory);
+    std::error_code ec;
+    const bool file = fs::is_regular_file(directory, ec);
+    const std::vector<FileRow> files = file ? model_files(directory) : folder_files(directory);
     const std::vector<StoredPartKey> parts = output.reader->parts();
     std::set<std::int64_t> layers, experts;
     for (const auto& k : parts) {
         layers.insert(k.layer);
         experts.insert(k.expert);
     }
-    const auto manifest = RunManifest::load(directory);
+    const auto manifest = file ? std::nullopt : RunManifest::load(directory);
     const Options recorded_facts = output.reader->recorded();  // items() refers into it
     std::uint64_t total = 0;
     for (const auto& f : files) total += f.bytes;

@@ -10,8 +10,12 @@
 
 namespace moequant::formats {
 
-// The output in `directory` when it holds moequant's GGUF parts (model-00001-of-0000N.gguf and
-// the rest); null when it holds none. Error(input) naming the file when a part is missing or broken.
-std::unique_ptr<OutputReader> open_gguf(const std::filesystem::path& directory);
+// The GGUF model at `path`, any writer's (moequant's, llama-quantize's, llama-gguf-split's): a
+// .gguf file (a single one, or the first part of a split one, whose siblings
+// PREFIX-0000K-of-0000N.gguf are read with it), or a folder holding moequant's parts
+// (model-00001-of-0000N.gguf …, model.gguf) or exactly one model of another name. Null when the
+// path holds no GGUF model. Error(input) naming the file when a part is missing or broken, a
+// later part is given alone, or a folder holds several models.
+std::unique_ptr<OutputReader> open_gguf(const std::filesystem::path& path);
 
 }  // namespace moequant::formats

@@ -87,6 +87,7 @@ std::unique_ptr<OutputReader> open_kt_tree(const fs::path& directory) {
     std::string prefix;
     std::int64_t parts = 0;
     std::error_code ec;
+    if (!fs::is_directory(directory, ec)) return nullptr;  // a tree is a folder
     for (const auto& layer_entry : fs::directory_iterator(directory, ec)) {
         const auto layer = numbered(layer_entry.path().filename().string(), "_layer_");
         if (!layer || !layer_entry.is_directory()) continue;

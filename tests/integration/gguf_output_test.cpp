@@ -200,9 +200,13 @@ BOOST_AUTO_TEST_CASE(q4_k_m_parts_hold_llama_quantizes_types_and_verify) {
     BOOST_TEST(contains(inspected.out, "stored expert matrices: 48 (2 MoE layer(s), 8 expert(s) each)"), inspected.out);
     BOOST_TEST(contains(inspected.out, "gguf.architecture: qwen3moe"), inspected.out);
     BOOST_TEST(contains(inspected.out, "runtime checks: kt-llamafile"), inspected.out);
+    // Given by its file, the model is its first part and the siblings (a_gguf_model_is_read_by_its_file_name).
+    auto first_part = run_moequant({"inspect", (out / "model-00001-of-00003.gguf").string()});
+    BOOST_TEST(first_part.exit_code == 0, first_part.err);
+    BOOST_TEST(contains(first_part.out, "files: 3,"), first_part.out);
     auto one_part = run_moequant({"inspect", (out / "model-00002-of-00003.gguf").string()});
     BOOST_TEST(one_part.exit_code == 3);
-    BOOST_TEST(contains(one_part.err, "is a GGUF file, not safetensors"), one_part.err);
+    BOOST_TEST(contains(one_part.err, "is part 2 of 3 of a split GGUF"), one_part.err);
 
     // A rerun keeps the parts, byte for byte.
     const auto before = read_bytes(out / "model-00002-of-00003.gguf");
@@ -1468,6 +1472,64 @@ BOOST_AUTO_TEST_CASE(what_gguf_cannot_write_is_refused_before_any_file) {
                         "GGUF output is not written for model type 'qwen2_moe' yet"},
                    },
                    out);
+}
+
+// A GGUF model of any writer's naming is read where its file is given: one file, or the first of
+// llama-gguf-split's parts PREFIX-0000K-of-0000N.gguf with its siblings; a folder holding one
+// model of another name too. eval, verify and inspect then see moequant's own output's experts.
+BOOST_AUTO_TEST_CASE(a_gguf_model_is_read_by_its_file_name) {
+    TempDir dir;
+    const fs::path src = dir / "src";
+    synth_checkpoint(src, {"qwen3_moe", "bf16"});
+    for (const char* layout : {"--single-file", "--split-max-tensors"}) {
+        std::vector<std::string> extra = {"--quant-method", "Q4_K_M", layout};
+        if (std::string(layout) == "--split-max-tensors") extra.push_back("12");
+        BOOST_REQUIRE(run_moequant(gguf_args(src, dir / layout, extra)).exit_code == 0);
+    }
+    auto kl = [&](const fs::path& weights) {
+        auto r = run_moequant({"eval", "--model_id", src.string(), "--cpu-weights", weights.string(), "--dataset", "embedded",
+                               "--num_calibration_samples", "2", "--max_sequence_length", "32", "--json", "-q"});
+        BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        return boost::json::parse(r.out).at("kl_mean").as_double();
+    };
+    const double expected = kl(dir / "--single-file");
+    // One file of another name, given by name and as the only model of its folder.
+    fs::create_directories(dir / "models");
+    const fs::path single = dir / "models" / "Tiny-Q4_K_M.gguf";
+    fs::copy_file(dir / "--single-file" / "model.gguf", single);
+    BOOST_TEST(kl(single) == expected);
+    BOOST_TEST(kl(dir / "models") == expected);
+    auto verified = run_moequant({"verify", "--source", src.string(), "--converted", single.string(), "-q"});
+    BOOST_TEST(verified.exit_code == 0, verified.out << verified.err);
+    auto inspected = run_moequant({"inspect", single.string()});
+    BOOST_TEST(contains(inspected.out, "Tiny-Q4_K_M.gguf"), inspected.out << inspected.err);
+    // Split parts renamed as llama-gguf-split names them.
+    std::size_t count = 0;
+    for (const auto& entry : fs::directory_iterator(dir / "--split-max-tensors")) count += entry.path().extension() == ".gguf";
+    BOOST_REQUIRE(count > 1u);
+    fs::create_directories(dir / "split");
+    for (std::size_t k = 0; k < count; ++k) {
+        char from[40], to[40];
+        std::snprintf(from, sizeof from, "model-%05zu-of-%05zu.gguf", k + 1, count);
+        std::snprintf(to, sizeof to, "Tiny-%05zu-of-%05zu.gguf", k + 1, count);
+        fs::copy_file(dir / "--split-max-tensors" / from, dir / "split" / to);
+    }
+    char first[40], second[40];
+    std::snprintf(first, sizeof first, "Tiny-00001-of-%05zu.gguf", count);
+    std::snprintf(second, sizeof second, "Tiny-00002-of-%05zu.gguf", count);
+    BOOST_TEST(kl(dir / "split" / first) == expected);
+    auto later = run_moequant({"inspect", (dir / "split" / second).string()});
+    BOOST_TEST(later.exit_code == 3, later.err);
+    BOOST_TEST(contains(later.err, "give the first part, " + std::string(first)), later.err);
+    fs::rename(dir / "split" / second, dir / "second.gguf");
+    auto missing = run_moequant({"inspect", (dir / "split" / first).string()});
+    BOOST_TEST(missing.exit_code == 3, missing.err);
+    BOOST_TEST(contains(missing.err, "is missing"), missing.err);
+    // Two models in one folder: which one is the user's to say.
+    fs::copy_file(single, dir / "models" / "Other.gguf");
+    auto two = run_moequant({"verify", "--source", src.string(), "--converted", (dir / "models").string()});
+    BOOST_TEST(two.exit_code == 3, two.err);
+    BOOST_TEST(contains(two.err, "holds 2 GGUF models (Other.gguf, Tiny-Q4_K_M.gguf)"), two.err);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -51,8 +51,15 @@ Error incomplete_output(const std::filesystem::path& directory, const std::strin
 
 OpenedOutput open_converted_output(const Registry& registry, const std::filesystem::path& directory) {
     std::error_code ec;
+    // A file is a format's own file given by name (a GGUF model): no run manifest goes with it.
+    if (std::filesystem::is_regular_file(directory, ec)) {
+        for (const auto& format : registry.formats())
+            if (auto reader = format.object->open(directory)) return {format.object, std::move(reader)};
+        throw Error(ErrorKind::input, "no installed output format reads this file as a converted output",
+                    {.file = directory.string(), .code = "UnknownOutput", .hint = "give the output folder, or a .gguf file"});
+    }
     if (!std::filesystem::is_directory(directory, ec))
-        throw Error(ErrorKind::input, "not a folder", {.file = directory.string(), .code = "NotFound"});
+        throw Error(ErrorKind::input, "not a folder or file", {.file = directory.string(), .code = "NotFound"});
     const auto manifest = RunManifest::load(directory);
     const std::string manifest_format = manifest ? manifest_setting(*manifest, "format") : std::string();
     if (!manifest_format.empty() && !manifest->complete)

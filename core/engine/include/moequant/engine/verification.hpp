@@ -29,7 +29,8 @@ struct OpenedOutput {
 };
 
 // Asks every installed format to open `directory` (OutputFormat::open); Error(input) when none
-// recognises it, or when the one that does finds it incomplete or broken. The folder's run
+// recognises it, or when the one that does finds it incomplete or broken. A file instead of a
+// folder (a .gguf model, any writer's) goes to the formats as it is, without a run manifest. The folder's run
 // manifest (moequant-run.json), when it names a format, is read here: an unfinished conversion
 // is refused (IncompleteOutput), and its recorded quantizer and parts are laid over what the
 // format's files record.
