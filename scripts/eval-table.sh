@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints the README's example eval table, every row from one run: a synthesized model, each
 # kind of output the tool writes, and `moequant eval` of each on held-out text. Calibration
-# (GPTQ, calibrated AMX, the GPU-expert placement) runs on 64 paragraphs of the licence texts
+# (GPTQ, calibrated AMX, GGUF's importance matrix and GPTQ codes, the GPU-expert placement) runs on 64 paragraphs of the licence texts
 # every Debian system has (/usr/share/common-licenses); eval on four rows of the embedded text.
 # Needs python3 (JSON) besides moequant.
 #   scripts/eval-table.sh [moequant] [family] [iid|trained]   (default: build/bin/moequant, qwen3_moe,
@@ -38,6 +38,10 @@ m=$work/model
 "$moequant" gptq -q --model_id "$m" --output_dir "$work/gptq" --quant_type W4A16 "${calibration[@]}" > /dev/null 2>&1
 "$moequant" gptq -q --model_id "$m" --output_dir "$work/gptq-kt" --for kt-rawint4 "${calibration[@]}" > /dev/null 2>&1
 "$moequant" record -q --model_id "$m" "${calibration[@]}" --output "$work/acts.safetensors" > /dev/null
+gguf=(--format gguf --quant-method Q4_K_M)
+"$moequant" convert -q -i "$m" -o "$work/q4km" "${gguf[@]}" > /dev/null
+"$moequant" convert -q -i "$m" -o "$work/q4km-imatrix" "${gguf[@]}" --calibrate "${calibration[@]}" > /dev/null 2>&1
+"$moequant" convert -q -i "$m" -o "$work/q4km-gptq" "${gguf[@]}" --calibrate --gptq "${calibration[@]}" > /dev/null 2>&1
 "$moequant" plan --model_id "$m" --activations "$work/acts.safetensors" --num-gpu-experts 4 \
   --output "$work/placement.json" > /dev/null
 
@@ -60,6 +64,9 @@ echo "| --- | --- | --- | --- | --- |"
 row 'AMX INT4 (`convert`)' --cpu-weights "$work/int4"
 row 'AMX INT4 calibrated (`convert --calibrate`)' --cpu-weights "$work/int4-cal"
 row 'AMX INT8' --cpu-weights "$work/int8"
+row 'GGUF Q4_K_M (`convert --format gguf`)' --cpu-weights "$work/q4km"
+row 'GGUF Q4_K_M, importance matrix measured (`--calibrate`)' --cpu-weights "$work/q4km-imatrix"
+row 'GGUF Q4_K_M, GPTQ codes (`--calibrate --gptq`)' --cpu-weights "$work/q4km-gptq"
 row 'W4A16 RTN (`gptq --quant_method RTN`)' --gpu-weights "$work/rtn"
 row 'W4A16 GPTQ' --gpu-weights "$work/gptq"
 row 'W4A16 GPTQ group 32, codes -7..7 (`gptq --for kt-rawint4`)' --gpu-weights "$work/gptq-kt"
