@@ -100,7 +100,7 @@ QuantizedTensor GgufGptqQuantizer::quantize_calibrated(const TensorView& weight,
             }
     });
     std::vector<int> codes(w.size());
-    gptq::run_gptq(w.data(), rows, prepared.inverse, BlockGridRounding(grid, cols, steps, offsets, codes));
+    gptq::run_gptq(w.data(), rows, prepared.inverse, BlockGridRounding(grid, cols, steps, offsets, codes), /*keep_weight=*/false);
     parallel_for(0, static_cast<std::size_t>(rows), 16, [&](std::size_t first, std::size_t last) {
         for (std::size_t r = first; r < last; ++r)
             for (std::int64_t b = 0; b < per_row; ++b)

@@ -45,7 +45,8 @@ private:
     bool f32_scales_;
 };
 
-// Quantizes rows [r0, r0 + n) and returns their loss; writes their fake-quantized weights.
+// Quantizes rows [r0, r0 + n) and returns their loss; writes their fake-quantized weights to
+// `out` unless it is null.
 double solve_rows(const float* weight, std::int64_t r0, std::int64_t n, const InverseHessian& p, const ColumnRounding& rounding,
                   float* out) {
     const std::int64_t k = p.columns;
@@ -84,7 +85,7 @@ double solve_rows(const float* weight, std::int64_t r0, std::int64_t n, const In
         if (i2 < k)
             w.middleCols(i2, k - i2).noalias() -= err.leftCols(width) * u.block(i1, i2, width, k - i2);
     }
-    for (std::int64_t j = 0; j < k; ++j) {
+    for (std::int64_t j = 0; out && j < k; ++j) {
         const std::int64_t c = p.order[j];
         for (std::int64_t r = 0; r < n; ++r) out[(r0 + r) * k + c] = w(r, j);
     }
@@ -95,15 +96,17 @@ double solve_rows(const float* weight, std::int64_t r0, std::int64_t n, const In
 
 }  // namespace
 
-GptqResult run_gptq(const float* weight, std::int64_t rows, const InverseHessian& prepared, const ColumnRounding& rounding) {
+GptqResult run_gptq(const float* weight, std::int64_t rows, const InverseHessian& prepared, const ColumnRounding& rounding,
+                    bool keep_weight) {
     GptqResult result;
-    result.weight.resize(static_cast<std::size_t>(rows * prepared.columns));
+    if (keep_weight) result.weight.resize(static_cast<std::size_t>(rows * prepared.columns));
     const std::int64_t tasks = (rows + block_rows - 1) / block_rows;
     std::vector<double> losses(tasks, 0.0);
     parallel_for(0, static_cast<std::size_t>(tasks), 1, [&](std::size_t first, std::size_t last) {
         for (std::size_t t = first; t < last; ++t) {
             const std::int64_t r0 = static_cast<std::int64_t>(t) * block_rows;
-            losses[t] = solve_rows(weight, r0, std::min(block_rows, rows - r0), prepared, rounding, result.weight.data());
+            losses[t] = solve_rows(weight, r0, std::min(block_rows, rows - r0), prepared, rounding,
+                                   keep_weight ? result.weight.data() : nullptr);
         }
     });
     for (double l : losses) result.loss += l;

@@ -32,7 +32,10 @@ public:
 
 // GPTQ's loop with any rounding: the grid (its steps, offsets and code range per group) is the
 // rounding's, fixed before the loop. weight: [rows, cols] row-major, original column order.
-GptqResult run_gptq(const float* weight, std::int64_t rows, const InverseHessian& prepared, const ColumnRounding& rounding);
+// Without `keep_weight` the result's weight stays empty (a rounding that records its codes
+// needs no second copy of the matrix).
+GptqResult run_gptq(const float* weight, std::int64_t rows, const InverseHessian& prepared, const ColumnRounding& rounding,
+                    bool keep_weight = true);
 
 // weight: [rows, cols] values (BF16-exact), row-major, original column order.
 // scales[row * groups + group_of[position]]: the F32 scale GPTQ uses at permuted position
