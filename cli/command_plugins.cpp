@@ -32,6 +32,7 @@ std::string kinds_text(std::uint32_t kinds) {
     add(MOEQUANT_KIND_QUANTIZER, "quantizer");
     add(MOEQUANT_KIND_FORMAT, "format");
     add(MOEQUANT_KIND_ENCODING, "encoding");
+    add(MOEQUANT_KIND_READER, "reader");
     return out;
 }
 
@@ -52,6 +53,8 @@ std::vector<ObjectLine> objects_of(const Registry& registry) {
         out.push_back({"format", std::string(f.object->id()), std::string(f.object->description()), f.plugin});
     for (const auto& e : registry.encodings())
         out.push_back({"encoding", std::string(e.object->id()), std::string(e.object->description()), e.plugin});
+    for (const auto& r : registry.readers())
+        out.push_back({"reader", std::string(r.object->id()), std::string(r.object->description()), r.plugin});
     return out;
 }
 

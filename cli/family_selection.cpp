@@ -103,7 +103,7 @@ SelectedAdapter select_adapter(const Registry& registry, const ModelConfig& conf
 }
 
 PlannedSource open_planned_source(const Registry& registry, const std::string& path, const std::string& family_override) {
-    Checkpoint checkpoint = Checkpoint::open(path);
+    Checkpoint checkpoint = open_checkpoint(registry, path);
     attach_encodings(checkpoint, registry);
     ModelConfig config = checkpoint.config();
     const SelectedAdapter adapter = select_adapter(registry, config, checkpoint, family_override);

@@ -1,4 +1,4 @@
-# moequant_add_plugin(<id> KIND adapter|quantizer|format|encoding SOURCES <src>...
+# moequant_add_plugin(<id> KIND adapter|quantizer|format|encoding|reader SOURCES <src>...
 #                     [ISA_SOURCES <src>... ISA_FLAGS <flag>...]
 #                     [LINK_LIBRARIES <lib>...] [OUTPUT_DIRECTORY <dir>]
 #                     [INSTALL | NO_INSTALL])
@@ -24,8 +24,8 @@ function(moequant_add_plugin id)
   if(NOT id MATCHES "^[a-z0-9_]+$")
     message(FATAL_ERROR "moequant_add_plugin: plugin id '${id}' must match [a-z0-9_]+")
   endif()
-  if(NOT P_KIND MATCHES "^(adapter|quantizer|format|encoding)$")
-    message(FATAL_ERROR "moequant_add_plugin(${id}): KIND must be adapter, quantizer, format or encoding")
+  if(NOT P_KIND MATCHES "^(adapter|quantizer|format|encoding|reader)$")
+    message(FATAL_ERROR "moequant_add_plugin(${id}): KIND must be adapter, quantizer, format, encoding or reader")
   endif()
   if(NOT P_SOURCES)
     message(FATAL_ERROR "moequant_add_plugin(${id}): SOURCES is empty")

@@ -64,9 +64,9 @@ public:
     std::vector<WrittenFile> finish() override {
         std::vector<WrittenFile> written;
         if (!rest_.empty()) written.push_back(write_shard(shards_.other_shard(), rest_));
-        write_model_config(c_.source->directory(), c_.directory, std::nullopt);
+        write_model_config(*c_.source, c_.directory, std::nullopt);
         written.push_back(describe_written(c_.directory, "config.json"));
-        copy_side_files(c_.source->directory(), c_.directory, side_files, written);
+        copy_side_files(*c_.source, c_.directory, side_files, written);
         sharded_.write_index();
         written.push_back(describe_written(c_.directory, safetensors_index_name));
         return written;
@@ -85,8 +85,8 @@ public:
         }
         if (!rest_.empty()) shards.add_shard(shards_.other_shard(), specs_of(rest_));
         std::vector<PlannedFile> files = shards.files();
-        files.push_back({"config.json", model_config_text(c_.source->directory(), std::nullopt).size()});
-        plan_side_files(c_.source->directory(), side_files, files);
+        files.push_back({"config.json", model_config_text(*c_.source, std::nullopt).size()});
+        plan_side_files(*c_.source, side_files, files);
         return files;
     }
 

@@ -133,18 +133,20 @@ inline TensorSpec copied_spec(const Checkpoint& source, const std::string& name,
     return {name, dtype.of(name, DType::BF16), copied_shape(source.weight(name))};
 }
 
-// Writes one copied tensor: plain tensors streamed from the mmap (converted when `dtype` says
-// so), encoded weights decoded to BF16 one matrix at a time.
-inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, const std::string& name, const CopyDtype& dtype = {}) {
+// Writes one copied tensor (under `as` when given): plain tensors streamed from the mmap
+// (converted when `dtype` says so), encoded weights decoded to BF16 one matrix at a time.
+inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, const std::string& name, const CopyDtype& dtype = {},
+                         const std::string& as = {}) {
+    const std::string& written_name = as.empty() ? name : as;
     if (source.contains(name)) {
         const EncodedWeight* w = source.weight_holding(name);
         if (!w || !is_encoded(*w)) {
             const TensorView view = source.view(name);
             const DType to = dtype.of(name, view.dtype);
             if (to == view.dtype)
-                writer.write(name, view);
+                writer.write(written_name, view);
             else
-                writer.write(name, converted_to(view, to).view());
+                writer.write(written_name, converted_to(view, to).view());
             source.release_pages(name);  // copied once: its pages need not stay resident
             return;
         }
@@ -153,7 +155,7 @@ inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, co
     const DType to = dtype.of(name, DType::BF16);
     if (w.shape.size() == 2) {
         const Tensor decoded = decode_matrix(source, w);
-        writer.write(name, to == DType::BF16 ? decoded.view() : converted_to(decoded.view(), to).view());
+        writer.write(written_name, to == DType::BF16 ? decoded.view() : converted_to(decoded.view(), to).view());
         for (const auto& [role, tensor] : w.tensors) source.release_pages(tensor);
         return;
     }
@@ -166,7 +168,7 @@ inline void write_copied(SafetensorsWriter& writer, const Checkpoint& source, co
             for (std::size_t r = 0; r < rows; ++r)
                 for (std::size_t k = 0; k < cols; ++k) std::memcpy(out + (k * rows + r) * 2, one.data() + (r * cols + k) * 2, 2);
         }
-        writer.write(name, to == DType::BF16 ? all.view() : converted_to(all.view(), to).view());
+        writer.write(written_name, to == DType::BF16 ? all.view() : converted_to(all.view(), to).view());
     }
     for (const auto& [role, tensor] : w.tensors) source.release_pages(tensor);
     // The whole decoded tensor is gone: give its pages back now. glibc raised its mmap threshold

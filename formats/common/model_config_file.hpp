@@ -3,6 +3,7 @@
 // in its place. Header-only, shared by the format modules.
 #pragma once
 
+#include <moequant/checkpoint.hpp>
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
@@ -15,23 +16,30 @@
 
 namespace moequant::formats {
 
-// Error(input, "BadJson") naming the file when it does not parse.
-inline boost::json::value read_json_file(const std::filesystem::path& file) {
-    const std::string text = read_small_file(file, json_file_limit);
+// `text` parsed; Error(input, "BadJson") naming `file` when it does not parse.
+inline boost::json::value parsed_json(const std::string& text, const std::string& file) {
     try {
         return boost::json::parse(text);
     } catch (const std::exception& e) {
-        throw Error(ErrorKind::input, std::string("is not valid JSON: ") + e.what(), {.file = file.string(), .code = "BadJson"});
+        throw Error(ErrorKind::input, std::string("is not valid JSON: ") + e.what(), {.file = file, .code = "BadJson"});
     }
+}
+
+// The same for a file.
+inline boost::json::value read_json_file(const std::filesystem::path& file) {
+    return parsed_json(read_small_file(file, json_file_limit), file.string());
 }
 
 // `torch_dtype` (gptq --torch_dtype): the dtype the unquantized tensors were written in, put
 // wherever the source names one ("torch_dtype", or "dtype" as transformers ≥ 4.56 writes it;
 // top level and text_config), at the top level as "torch_dtype" when it names none.
 // The text write_model_config() writes (--dry-run sizes it).
-inline std::string model_config_text(const std::filesystem::path& source_dir, std::optional<boost::json::object> quantization_config,
+inline std::string model_config_text(const Checkpoint& source, std::optional<boost::json::object> quantization_config,
                                      const std::optional<std::string>& torch_dtype = std::nullopt) {
-    boost::json::value config = read_json_file(source_dir / "config.json");
+    const std::string config_file = (source.directory() / "config.json").string();
+    const std::optional<std::string> text = source.side_file("config.json");
+    if (!text) throw Error(ErrorKind::input, "the model has no config.json", {.file = config_file, .code = "MissingConfig"});
+    boost::json::value config = parsed_json(*text, config_file);
     if (auto* o = config.if_object()) {
         // text_config, then the top level: erasing a key of the top level moves its other
         // members (boost::json::object fills the hole with its last one), so no pointer into it
@@ -61,10 +69,10 @@ inline std::string model_config_text(const std::filesystem::path& source_dir, st
     return boost::json::serialize(config) + "\n";
 }
 
-inline void write_model_config(const std::filesystem::path& source_dir, const std::filesystem::path& out_dir,
+inline void write_model_config(const Checkpoint& source, const std::filesystem::path& out_dir,
                                std::optional<boost::json::object> quantization_config,
                                const std::optional<std::string>& torch_dtype = std::nullopt) {
-    write_file_atomically(out_dir / "config.json", model_config_text(source_dir, std::move(quantization_config), torch_dtype));
+    write_file_atomically(out_dir / "config.json", model_config_text(source, std::move(quantization_config), torch_dtype));
 }
 
 }  // namespace moequant::formats

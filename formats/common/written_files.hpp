@@ -2,6 +2,7 @@
 // Header-only, shared by the format modules.
 #pragma once
 
+#include <moequant/checkpoint.hpp>
 #include <moequant/digest.hpp>
 #include <moequant/input_file.hpp>
 #include <moequant/output_file.hpp>
@@ -17,22 +18,19 @@ inline WrittenFile describe_written(const std::filesystem::path& dir, const std:
     return {name, std::filesystem::file_size(dir / name), file_digest(dir / name)};
 }
 
-// The copies copy_side_files() makes, sized from the source files (--dry-run).
-inline void plan_side_files(const std::filesystem::path& from, std::initializer_list<const char*> names,
-                            std::vector<PlannedFile>& planned) {
+// The copies copy_side_files() makes, sized from the source's side files (--dry-run).
+inline void plan_side_files(const Checkpoint& source, std::initializer_list<const char*> names, std::vector<PlannedFile>& planned) {
     for (const char* name : names)
-        if (std::filesystem::exists(from / name)) {
-            require_regular_file(from / name);  // the copy would refuse it too (NotARegularFile)
-            planned.push_back({name, std::filesystem::file_size(from / name)});
-        }
+        if (auto content = source.side_file(name)) planned.push_back({name, content->size()});
 }
 
-// Copies each of `names` that exists in `from` into `to`, recording it in `written`.
-inline void copy_side_files(const std::filesystem::path& from, const std::filesystem::path& to,
-                            std::initializer_list<const char*> names, std::vector<WrittenFile>& written) {
+// Copies each of `names` the source has (its folder's file, or the one its reader rebuilt from a
+// GGUF's metadata) into `to`, recording it in `written`.
+inline void copy_side_files(const Checkpoint& source, const std::filesystem::path& to, std::initializer_list<const char*> names,
+                            std::vector<WrittenFile>& written) {
     for (const char* name : names)
-        if (std::filesystem::exists(from / name)) {
-            copy_file_atomically(from / name, to / name);
+        if (auto content = source.side_file(name)) {
+            write_file_atomically(to / name, *content);
             written.push_back(describe_written(to, name));
         }
 }

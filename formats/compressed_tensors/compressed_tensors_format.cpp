@@ -121,7 +121,7 @@ public:
         if (!rest_.empty()) shards.add_shard(shards_.other_shard(), rest_specs());
         std::vector<PlannedFile> files = shards.files();
         files.push_back({"config.json", config_text().size()});
-        plan_side_files(c_.source->directory(), side_files, files);
+        plan_side_files(*c_.source, side_files, files);
         return files;
     }
 
@@ -170,7 +170,7 @@ public:
         }
         write_file_atomically(c_.directory / "config.json", config_text());
         written.push_back(describe_written(c_.directory, "config.json"));
-        copy_side_files(c_.source->directory(), c_.directory, side_files, written);
+        copy_side_files(*c_.source, c_.directory, side_files, written);
         sharded_.write_index();
         written.push_back(describe_written(c_.directory, safetensors_index_name));
         return written;
@@ -196,7 +196,7 @@ private:
 
     // The source's config.json with our quantization_config (and --torch_dtype).
     std::string config_text() const {
-        return model_config_text(c_.source->directory(),
+        return model_config_text(*c_.source,
                                  quantization_config(settings_, ignored_modules(*c_.plan, *c_.source, unquantized_modules())),
                                  c_.options.get("torch_dtype"));
     }

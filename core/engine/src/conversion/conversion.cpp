@@ -68,11 +68,7 @@ OverwriteScope overwrite_scope(const fs::path& dir, const std::optional<RunManif
 // The side files a format will copy at the end are checked now, so a FIFO or a folder under such
 // a name fails the run before its first layer rather than after its last.
 void check_side_files(const Checkpoint& source) {
-    for (const char* name : copied_side_files) {
-        std::error_code ec;
-        const fs::path file = source.directory() / name;
-        if (fs::exists(file, ec)) require_small_file(file, tokenizer_file_limit);  // what copy_file_atomically reads
-    }
+    for (const char* name : copied_side_files) source.side_file(name);  // what the copy reads, refused now
 }
 
 // The output folder, checked against the inputs, created if needed and locked for this run.

@@ -158,7 +158,7 @@ std::vector<ManifestShard> source_shard_records(const Checkpoint& checkpoint) {
 
 std::string source_fingerprint(const Checkpoint& checkpoint) {
     Digest64 d;
-    if (checkpoint.has_config()) d.update(read_small_file(checkpoint.directory() / "config.json", json_file_limit));
+    if (auto config = checkpoint.side_file("config.json")) d.update(*config);
     for (const auto& name : checkpoint.shard_names()) d.update(name + "\n");
     return d.hex();
 }

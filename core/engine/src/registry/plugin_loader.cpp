@@ -127,7 +127,7 @@ ModuleCheck open_plugin_module(const std::filesystem::path& file) {
     if (!d->version || !d->description || !d->register_objects)
         return reject("plugin " + label + ": descriptor lacks a version, description or registration function");
     constexpr std::uint32_t all_kinds =
-        MOEQUANT_KIND_ADAPTER | MOEQUANT_KIND_QUANTIZER | MOEQUANT_KIND_FORMAT | MOEQUANT_KIND_ENCODING;
+        MOEQUANT_KIND_ADAPTER | MOEQUANT_KIND_QUANTIZER | MOEQUANT_KIND_FORMAT | MOEQUANT_KIND_ENCODING | MOEQUANT_KIND_READER;
     if (d->kinds == 0 || (d->kinds & ~all_kinds) != 0)
         return reject("plugin " + label + " declares unknown kinds (bits " + std::to_string(d->kinds) + ")");
 

@@ -67,6 +67,7 @@ struct Registry::Impl {
     std::vector<Entry<Quantizer>> quantizers;
     std::vector<Entry<OutputFormat>> formats;
     std::vector<Entry<SourceEncoding>> encodings;
+    std::vector<Entry<CheckpointReader>> readers;
     std::set<fs::path> seen;  // real paths already considered
 
     void rejected(const fs::path& file, PluginOrigin origin, std::string reason, std::string hint = {}) {
@@ -99,6 +100,7 @@ struct Registry::Impl {
         if (kind == "quantizer") return owner_in(quantizers);
         if (kind == "format") return owner_in(formats);
         if (kind == "encoding") return owner_in(encodings);
+        if (kind == "reader") return owner_in(readers);
         return {};
     }
 };
@@ -124,12 +126,16 @@ public:
     void add(std::unique_ptr<SourceEncoding> encoding) override {
         if (check(encoding.get(), MOEQUANT_KIND_ENCODING, "encoding")) encodings.push_back(std::move(encoding));
     }
+    void add(std::unique_ptr<CheckpointReader> reader) override {
+        if (check(reader.get(), MOEQUANT_KIND_READER, "reader")) readers.push_back(std::move(reader));
+    }
 
     std::string problem;
     std::vector<std::unique_ptr<ModelAdapter>> adapters;
     std::vector<std::unique_ptr<Quantizer>> quantizers;
     std::vector<std::unique_ptr<OutputFormat>> formats;
     std::vector<std::unique_ptr<SourceEncoding>> encodings;
+    std::vector<std::unique_ptr<CheckpointReader>> readers;
 
 private:
     template <class T>
@@ -168,6 +174,7 @@ private:
             case MOEQUANT_KIND_ADAPTER: return in(adapters);
             case MOEQUANT_KIND_QUANTIZER: return in(quantizers);
             case MOEQUANT_KIND_FORMAT: return in(formats);
+            case MOEQUANT_KIND_READER: return in(readers);
             default: return in(encodings);
         }
     }
@@ -217,7 +224,8 @@ void Registry::load_file(const fs::path& file, PluginOrigin origin) {
         impl_->rejected(real, origin, "plugin '" + std::string(d.id) + "': " + staging.problem);
         return;
     }
-    if (staging.adapters.empty() && staging.quantizers.empty() && staging.formats.empty() && staging.encodings.empty()) {
+    if (staging.adapters.empty() && staging.quantizers.empty() && staging.formats.empty() && staging.encodings.empty() &&
+        staging.readers.empty()) {
         impl_->rejected(real, origin, "plugin '" + std::string(d.id) + "' registered nothing");
         return;
     }
@@ -229,6 +237,7 @@ void Registry::load_file(const fs::path& file, PluginOrigin origin) {
     for (auto& q : staging.quantizers) impl_->quantizers.push_back({std::move(q), index});
     for (auto& f : staging.formats) impl_->formats.push_back({std::move(f), index});
     for (auto& e : staging.encodings) impl_->encodings.push_back({std::move(e), index});
+    for (auto& r : staging.readers) impl_->readers.push_back({std::move(r), index});
     impl_->plugin_list.push_back(*impl_->plugins.back());
     trace("loaded '" + std::string(d.id) + "' " + d.version + " from " + real.string());
 }
@@ -279,6 +288,16 @@ const Quantizer* Registry::quantizer(std::string_view id) const noexcept { retur
 const OutputFormat* Registry::format(std::string_view id) const noexcept { return impl_->find(impl_->formats, id); }
 std::vector<Registered<SourceEncoding>> Registry::encodings() const { return impl_->listing(impl_->encodings); }
 const SourceEncoding* Registry::encoding(std::string_view id) const noexcept { return impl_->find(impl_->encodings, id); }
+std::vector<Registered<CheckpointReader>> Registry::readers() const { return impl_->listing(impl_->readers); }
+
+Checkpoint open_checkpoint(const Registry& registry, const fs::path& path) {
+    for (const auto& r : registry.readers())
+        if (r.object->recognises(path)) {
+            trace("reading " + path.string() + " with reader '" + std::string(r.object->id()) + "'");
+            return Checkpoint::from_description(r.object->describe(path));
+        }
+    return Checkpoint::open(path);
+}
 
 void attach_encodings(Checkpoint& checkpoint, const Registry& registry) {
     std::vector<const SourceEncoding*> list;

@@ -8,8 +8,13 @@
 // use; opening is thread-safe. Problems are Error(input) naming the index or shard file and
 // the tensor: a shard named by the index that does not exist, a shard name that leaves the
 // folder, a tensor the index places in a shard that does not hold it.
+//
+// A model in another runtime's files (GGUF) is a checkpoint too, described by a CheckpointReader
+// plugin (checkpoint_reader.hpp): its files are the shards, its tensors carry the Hugging Face
+// names, and its side files (config.json, tokenizer.json) are the reader's, served by side_file().
 #pragma once
 
+#include <moequant/checkpoint_reader.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_config.hpp>
 #include <moequant/safetensors_reader.hpp>
@@ -29,6 +34,8 @@ class MOEQUANT_API Checkpoint {
 public:
     // `path` is a model folder, an index file, or a single .safetensors file.
     static Checkpoint open(const std::filesystem::path& path);
+    // The checkpoint a CheckpointReader described (each file opened with SafetensorsFile::open_described).
+    static Checkpoint from_description(CheckpointDescription description);
 
     Checkpoint(Checkpoint&&) noexcept;
     Checkpoint& operator=(Checkpoint&&) noexcept;
@@ -65,6 +72,13 @@ public:
     // config.json of the model folder.
     bool has_config() const;
     ModelConfig config() const;
+
+    // What holds the model: "safetensors", "pytorch", or the id of the reader that described it.
+    const std::string& container() const noexcept;
+    // A side file's content by name ("config.json", "tokenizer.json", ...): the model folder's
+    // file, or the one a reader rebuilt; nullopt when there is none. Error(input) for a file that
+    // is not a regular file or exceeds the JSON size limit.
+    std::optional<std::string> side_file(std::string_view name) const;
 
     // ---- weights through their encodings (source_encoding.hpp) ----
     // The encodings weight() consults, in preference order (ties between equal scores are

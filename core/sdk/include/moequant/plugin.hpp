@@ -21,6 +21,7 @@
 // plugin's objects.
 #pragma once
 
+#include <moequant/checkpoint_reader.hpp>
 #include <moequant/export.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
@@ -45,6 +46,7 @@ public:
     virtual void add(std::unique_ptr<Quantizer> quantizer) = 0;
     virtual void add(std::unique_ptr<OutputFormat> format) = 0;
     virtual void add(std::unique_ptr<SourceEncoding> encoding) = 0;
+    virtual void add(std::unique_ptr<CheckpointReader> reader) = 0;
 
 protected:
     ~PluginRegistrar() = default;

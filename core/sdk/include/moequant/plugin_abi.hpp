@@ -18,7 +18,9 @@
 //       Quantizer::importance() (QuantizerImportance), OutputFormat::expert_importance();
 //   24: OutputWriter::folds_layer_files(), PlannedFile::staged;
 //   25: stored codes carried per matrix (quantizer_for(role).carrier());
-//   26: freed_heap.hpp (return_freed_heap()), Quantizer::takes_float32_source().
+//   26: freed_heap.hpp (return_freed_heap()), Quantizer::takes_float32_source();
+//   27: checkpoint_reader.hpp (CheckpointReader, MOEQUANT_KIND_READER), Checkpoint::from_description(),
+//       container(), side_file(), SafetensorsFile::open_described().
 #pragma once
 
 #include <moequant/version.hpp>
@@ -28,13 +30,14 @@
 
 #define MOEQUANT_PLUGIN_ABI_VERSION MOEQUANT_VERSION_MINOR
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "8c4d3ae7b78121ae"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "73e58b4824bc9c78"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u
 #define MOEQUANT_KIND_QUANTIZER 2u
 #define MOEQUANT_KIND_FORMAT 4u
 #define MOEQUANT_KIND_ENCODING 8u
+#define MOEQUANT_KIND_READER 16u
 
 #define MOEQUANT_DETAIL_STR2(x) #x
 #define MOEQUANT_DETAIL_STR(x) MOEQUANT_DETAIL_STR2(x)

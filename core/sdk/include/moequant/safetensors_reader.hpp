@@ -86,6 +86,14 @@ public:
     // The same for a file image held in memory; `bytes` must outlive the returned object.
     static SafetensorsFile pytorch_from_bytes(std::span<const std::byte> bytes, const std::string& name);
 
+    // A file of another container whose tensors a CheckpointReader described (checkpoint_reader.hpp):
+    // offsets from the start of the file (header_length() and data_start() are 0, no metadata),
+    // ranges may overlap, header_digest() is `digest`. Error(input) naming file and tensor for a
+    // range past the end of the file, a size that does not hold the shape in the dtype, or a
+    // duplicate name. The file is mapped on the first data access, as open() does.
+    static SafetensorsFile open_described(const std::filesystem::path& path, std::vector<TensorInfo> tensors,
+                                          std::string digest);
+
     SafetensorsFile(SafetensorsFile&&) noexcept;
     SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
     ~SafetensorsFile();

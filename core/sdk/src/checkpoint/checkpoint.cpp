@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -47,7 +48,10 @@ bool is_safe_relative_name(const std::string& name) {
 }  // namespace
 
 struct Checkpoint::Impl {
+    std::string container = "safetensors";
     fs::path directory;
+    // A described checkpoint's side files (CheckpointDescription::side_files); the folder's otherwise.
+    std::optional<std::map<std::string, std::string, std::less<>>> described_side_files;
     std::optional<fs::path> index;
     std::vector<std::string> shard_names;
     std::once_flag names_sorted;  // tensor_names is built on first use (sorting ~100k names costs)
@@ -127,10 +131,19 @@ struct Checkpoint::Impl {
     }
 
     void read_single(const fs::path& file) {
-        SafetensorsFile f = open_shard_file(file);
-        shard_names.push_back(file.filename().string());
-        shard_index.emplace(shard_names.back(), 0);
-        for (const auto& t : f.tensors()) shard_of[t.name] = 0;
+        if (is_pytorch_file(file)) container = "pytorch";
+        add_opened(file.filename().string(), open_shard_file(file));
+    }
+
+    // A shard opened already (a single file, a described one): every tensor it holds is its own.
+    void add_opened(const std::string& name, SafetensorsFile f) {
+        const std::size_t i = shard_names.size();
+        shard_names.push_back(name);
+        shard_index.emplace(name, i);
+        for (const auto& t : f.tensors())
+            if (!shard_of.emplace(t.name, i).second)
+                throw Error(ErrorKind::input, "two files of the model hold this tensor",
+                            {.file = (directory / name).string(), .tensor = t.name, .code = "DuplicateTensor"});
         shards.push_back(std::make_unique<Shard>());
         std::call_once(shards.back()->opened, [&] { shards.back()->file = std::move(f); });
     }
@@ -157,6 +170,7 @@ Checkpoint Checkpoint::open(const fs::path& path) {
             impl->read_single(path / single_file_name);
         } else if (fs::exists(path / pytorch_index_name, ec)) {
             impl->index = path / pytorch_index_name;
+            impl->container = "pytorch";
             impl->read_index(*impl->index);
         } else if (fs::exists(path / pytorch_single_file_name, ec)) {
             impl->read_single(path / pytorch_single_file_name);
@@ -177,6 +191,7 @@ Checkpoint Checkpoint::open(const fs::path& path) {
         impl->directory = path.parent_path().empty() ? fs::path(".") : path.parent_path();
         if (path.extension() == ".json") {
             impl->index = path;
+            if (path.filename() == pytorch_index_name) impl->container = "pytorch";
             impl->read_index(path);
         } else {
             impl->read_single(path);
@@ -189,7 +204,23 @@ Checkpoint Checkpoint::open(const fs::path& path) {
     return Checkpoint(std::move(impl));
 }
 
+Checkpoint Checkpoint::from_description(CheckpointDescription description) {
+    auto impl = std::make_unique<Impl>();
+    impl->container = std::move(description.container);
+    impl->directory = std::move(description.directory);
+    for (auto& file : description.files) {
+        if (!is_safe_relative_name(file.name))
+            throw Error(ErrorKind::internal, "a described file is not inside the model folder", {.file = file.name});
+        impl->add_opened(file.name, SafetensorsFile::open_described(impl->directory / file.name, std::move(file.tensors),
+                                                                   std::move(file.digest)));
+    }
+    impl->described_side_files.emplace();
+    for (auto& [name, content] : description.side_files) impl->described_side_files->emplace(std::move(name), std::move(content));
+    return Checkpoint(std::move(impl));
+}
+
 const fs::path& Checkpoint::directory() const noexcept { return impl_->directory; }
+const std::string& Checkpoint::container() const noexcept { return impl_->container; }
 const std::optional<fs::path>& Checkpoint::index_path() const noexcept { return impl_->index; }
 const std::vector<std::string>& Checkpoint::shard_names() const noexcept { return impl_->shard_names; }
 const std::vector<std::string>& Checkpoint::tensor_names() const {
@@ -250,11 +281,34 @@ void Checkpoint::validate_all() const {
 }
 
 bool Checkpoint::has_config() const {
+    if (impl_->described_side_files) return impl_->described_side_files->count("config.json") > 0;
     std::error_code ec;
     return fs::exists(impl_->directory / "config.json", ec);  // reading it refuses what is not a regular file
 }
 
-ModelConfig Checkpoint::config() const { return ModelConfig::load(impl_->directory / "config.json"); }
+ModelConfig Checkpoint::config() const {
+    if (impl_->described_side_files) {
+        auto it = impl_->described_side_files->find("config.json");
+        if (it == impl_->described_side_files->end())
+            throw Error(ErrorKind::input, "the model's metadata gives no config.json",
+                        {.file = impl_->directory.string(), .code = "MissingConfig"});
+        // Messages name the model's first file: the config stands for its metadata.
+        return ModelConfig::parse(it->second, (impl_->directory / impl_->shard_names.front()).string());
+    }
+    return ModelConfig::load(impl_->directory / "config.json");
+}
+
+std::optional<std::string> Checkpoint::side_file(std::string_view name) const {
+    if (impl_->described_side_files) {
+        auto it = impl_->described_side_files->find(name);
+        if (it == impl_->described_side_files->end()) return std::nullopt;
+        return it->second;
+    }
+    const fs::path file = impl_->directory / std::string(name);
+    std::error_code ec;
+    if (!fs::exists(file, ec)) return std::nullopt;
+    return read_small_file(file, tokenizer_file_limit);  // the largest side file: a tokenizer.json
+}
 
 }  // namespace moequant
 

@@ -1,5 +1,6 @@
 // Out-of-line destructors anchor the interfaces' vtables and type_info in the SDK, so host
 // and plugins share one copy of each; plus the names of the plan enums.
+#include <moequant/checkpoint_reader.hpp>
 #include <moequant/decoder_forward.hpp>
 #include <moequant/error.hpp>
 #include <moequant/model_adapter.hpp>
@@ -23,6 +24,7 @@ bool OutputWriter::folds_layer_files() const { return false; }
 OutputReader::~OutputReader() = default;
 OutputFormat::~OutputFormat() = default;
 SourceEncoding::~SourceEncoding() = default;
+CheckpointReader::~CheckpointReader() = default;
 
 RuntimeCheckReport OutputReader::run_runtime_check(std::string_view name, const ModelPlan&) const {
     throw Error(ErrorKind::internal, "this output's format has no runtime check '" + std::string(name) + "'");

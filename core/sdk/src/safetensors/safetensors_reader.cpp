@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 
@@ -158,6 +159,37 @@ SafetensorsFile SafetensorsFile::pytorch_from_bytes(std::span<const std::byte> b
     impl->file_size = bytes.size();
     impl->image = bytes;
     impl->read_pytorch();
+    return SafetensorsFile(std::move(impl));
+}
+
+SafetensorsFile SafetensorsFile::open_described(const std::filesystem::path& path, std::vector<TensorInfo> tensors,
+                                                std::string digest) {
+    auto impl = std::make_unique<Impl>();
+    impl->path = path;
+    impl->display_name = path.string();
+    impl->input = InputFile::open(path);
+    impl->file_size = impl->input.size();
+    for (const TensorInfo& t : tensors) {
+        if (t.end < t.begin || t.end > impl->file_size)
+            reject(impl->display_name,
+                   "tensor '" + t.name + "' is described at bytes " + std::to_string(t.begin) + ".." + std::to_string(t.end) +
+                       ", past the end of the file (" + std::to_string(impl->file_size) + " bytes)",
+                   "DescribedTensorOutsideFile");
+        const auto elements = shape_elements(t.shape);
+        if (!elements || *elements > (t.size_bytes() * 8) / std::max(1u, dtype_bits(t.dtype)) ||
+            *elements * dtype_bits(t.dtype) / 8 != t.size_bytes())
+            reject(impl->display_name, "tensor '" + t.name + "' is described with " + std::to_string(t.size_bytes()) +
+                                           " bytes, which do not hold its shape in " + std::string(dtype_name(t.dtype)),
+                   "DescribedTensorSize");
+    }
+    impl->header.tensors = std::move(tensors);
+    std::sort(impl->header.tensors.begin(), impl->header.tensors.end(),
+              [](const TensorInfo& a, const TensorInfo& b) { return a.begin < b.begin; });
+    for (const TensorInfo& t : impl->header.tensors) impl->header.data_size += t.size_bytes();
+    impl->header_digest = std::move(digest);
+    impl->index_names();
+    if (impl->by_name.size() != impl->header.tensors.size())
+        reject(impl->display_name, "the description names a tensor twice", "DuplicateTensor");
     return SafetensorsFile(std::move(impl));
 }
 

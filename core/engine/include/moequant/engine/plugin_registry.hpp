@@ -19,6 +19,7 @@
 #pragma once
 
 #include <moequant/checkpoint.hpp>
+#include <moequant/checkpoint_reader.hpp>
 #include <moequant/model_adapter.hpp>
 #include <moequant/output_format.hpp>
 #include <moequant/quantizer.hpp>
@@ -94,6 +95,7 @@ public:
     std::vector<Registered<Quantizer>> quantizers() const;
     std::vector<Registered<OutputFormat>> formats() const;
     std::vector<Registered<SourceEncoding>> encodings() const;
+    std::vector<Registered<CheckpointReader>> readers() const;
 
     // Lookup by object id; nullptr if absent.
     const ModelAdapter* adapter(std::string_view id) const noexcept;
@@ -105,6 +107,10 @@ private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
+
+// The model at `path`: read by the first registered reader that recognises it (a GGUF file),
+// else a safetensors or PyTorch checkpoint (Checkpoint::open).
+Checkpoint open_checkpoint(const Registry& registry, const std::filesystem::path& path);
 
 // Hands every registered encoding to a checkpoint (Checkpoint::use_encodings), in load order:
 // before this, the checkpoint's weight() recognises nothing.
