@@ -77,7 +77,7 @@ constexpr CommandHelp convert_help{
 
 void add_convert_options(po::options_description& options, ConvertRequest& r) {
     options.add_options()
-        ("input-path,i", po::value(&r.input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file), or an index file")
+        ("input-path,i", po::value(&r.input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file), an index file, or a GGUF model (its file, or the first part of a split one)")
         ("output,o", po::value(&r.output)->value_name("DIR"), "output folder")
         ("input-type", po::value(&r.input_type)->value_name("bf16|fp16|fp32|fp8|int4|int8|mxfp4|awq"),
          "declared dtype of the routed experts; checked against the data (default: taken from the data)")

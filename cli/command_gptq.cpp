@@ -173,7 +173,7 @@ constexpr CommandHelp gptq_help{
 
 void add_gptq_options(po::options_description& options, GptqRequest& r) {
     options.add_options()
-        ("model_id", po::value(&r.input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file)")
+        ("model_id", po::value(&r.input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file), or a GGUF model file")
         ("input-path,i", po::value(&r.input)->value_name("PATH"), "same as --model_id")
         ("output_dir", po::value(&r.output)->value_name("DIR"), "output folder")
         ("output,o", po::value(&r.output)->value_name("DIR"), "same as --output_dir")

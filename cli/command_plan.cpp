@@ -88,7 +88,7 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
     bool as_json = false, overwrite = false, quiet = false;
     po::options_description options("Options");
     options.add_options()
-        ("model_id", po::value(&input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file)")
+        ("model_id", po::value(&input)->value_name("PATH"), "model folder (a safetensors or pytorch_model.bin index or single file), or a GGUF model file")
         ("input-path,i", po::value(&input)->value_name("PATH"), "same as --model_id")
         ("activations", po::value(&activations)->value_name("FILE"),
          "recorded MoE inputs: layers.L.moe_input [tokens, hidden] and sample_lengths (safetensors)")

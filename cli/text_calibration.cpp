@@ -32,12 +32,16 @@ std::unique_ptr<DecoderForward> source_decoder_forward(const Registry& registry,
 
 CalibrationSamples load_text_calibration(const Registry& registry, const PlannedSource& source,
                                          const TextCalibrationOptions& options) {
-    const fs::path tokenizer_file = source.checkpoint.directory() / "tokenizer.json";
-    if (!fs::exists(tokenizer_file))
-        throw Error(ErrorKind::input, "the model folder has no tokenizer.json; built-in calibration needs it",
+    const std::optional<std::string> tokenizer_json = source.checkpoint.side_file("tokenizer.json");
+    if (!tokenizer_json)
+        throw Error(ErrorKind::input, "the model has no tokenizer.json; built-in calibration needs it",
                     {.file = source.checkpoint.directory().string(), .code = "MissingTokenizer",
-                     .hint = "or pass recorded MoE inputs with --calibration-activations"});
-    const Tokenizer tokenizer = Tokenizer::load(tokenizer_file);
+                     .hint = source.checkpoint.container() == "gguf"
+                                 ? "moequant rebuilds a GGUF's tokenizer for gpt2 vocabularies with the qwen2 or deepseek-v3 "
+                                   "pre-tokenizer (docs/gguf-source.md); or pass recorded MoE inputs with --calibration-activations"
+                                 : "or pass recorded MoE inputs with --calibration-activations"});
+    const Tokenizer tokenizer = Tokenizer::parse(*tokenizer_json, source.checkpoint.side_file("tokenizer_config.json").value_or(""),
+                                                 (source.checkpoint.directory() / "tokenizer.json").string());
     if (options.dataset == "embedded")
         return tokenize_calibration_texts(embedded_calibration_paragraphs(), tokenizer, options.selection);
     const ChatTemplate chat = source_adapter(registry, source).chat_template(source.config);
@@ -49,7 +53,7 @@ void add_text_dataset_options(boost::program_options::options_description& descr
     namespace po = boost::program_options;
     DatasetSelection& s = options.selection;
     description.add_options()
-        ("model_id", po::value(&model)->value_name("PATH"), "model folder (with tokenizer.json)")
+        ("model_id", po::value(&model)->value_name("PATH"), "model folder (with tokenizer.json), or a GGUF model file")
         ("input-path,i", po::value(&model)->value_name("PATH"), "same as --model_id")
         ("dataset", po::value(&options.dataset)->value_name(dataset_value_name),
          dataset_help)

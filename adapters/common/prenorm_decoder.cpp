@@ -86,8 +86,12 @@ private:
     std::string head_name(const ModelPlan& plan) const {
         std::string found;
         const std::string root = spec_.embed.substr(0, spec_.embed.size() - std::string_view("embed_tokens.weight").size());
-        for (const auto& [name, role] : plan.roles) {
-            if (role != TensorRole::lm_head || !name.ends_with(".weight") || !checkpoint_.find_weight(name)) continue;
+        for (const auto& [tensor, role] : plan.roles) {
+            if (role != TensorRole::lm_head) continue;
+            // The weight the tensor stands for (a GGUF's `lm_head.weight.gguf.q6_K` is lm_head.weight).
+            const EncodedWeight* weight = checkpoint_.weight_holding(tensor);
+            if (!weight || !weight->name.ends_with(".weight")) continue;
+            const std::string& name = weight->name;
             if (found.empty() || (name.starts_with(root) && !found.starts_with(root))) found = name;
         }
         if (found.empty() && spec_.tie_word_embeddings) found = spec_.embed;

@@ -97,7 +97,7 @@ NameTable deepseek_moe_names(NameTable names) {
 }
 
 // Qwen3-MoE's names (llama.cpp gguf-py tensor_mapping, MODEL_TENSORS[QWEN3MOE]).
-std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
+const NameTable& qwen3moe_layer_names() {
     static const NameTable per_layer = llama_style_layer_names({
         {"self_attn.q_norm.weight", "attn_q_norm.weight"},
         {"self_attn.k_norm.weight", "attn_k_norm.weight"},
@@ -107,12 +107,13 @@ std::optional<std::string> qwen3moe_tensor_name(const std::string& name) {
         {"mlp.up_proj.weight", "ffn_up.weight"},
         {"mlp.down_proj.weight", "ffn_down.weight"},
     });
-    return mapped_name(name, per_layer);
+    return per_layer;
 }
+std::optional<std::string> qwen3moe_tensor_name(const std::string& name) { return mapped_name(name, qwen3moe_layer_names()); }
 
 // DeepSeek-V2/V3's names (MODEL_TENSORS[DEEPSEEK2]); kv_b_proj maps to attn_kv_b, which the
 // plan writes split into attn_k_b / attn_v_b unless the architecture keeps it whole (mla_split).
-std::optional<std::string> deepseek2_tensor_name(const std::string& name) {
+const NameTable& deepseek2_layer_names() {
     static const NameTable per_layer = deepseek_moe_names({
         {"input_layernorm.weight", "attn_norm.weight"},
         {"post_attention_layernorm.weight", "ffn_norm.weight"},
@@ -125,19 +126,21 @@ std::optional<std::string> deepseek2_tensor_name(const std::string& name) {
         {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
         {"self_attn.o_proj.weight", "attn_output.weight"},
     });
-    return mapped_name(name, per_layer);
+    return per_layer;
 }
+std::optional<std::string> deepseek2_tensor_name(const std::string& name) { return mapped_name(name, deepseek2_layer_names()); }
 
 // Mixtral's names as llama's (MODEL_TENSORS[LLAMA]): the router is block_sparse_moe.gate.
 // Mistral's native names (layers.L.attention.wq) are not mapped, as the converter does not.
-std::optional<std::string> llama_tensor_name(const std::string& name) {
+const NameTable& llama_layer_names() {
     static const NameTable per_layer = llama_style_layer_names({
         {"self_attn.o_proj.bias", "attn_output.bias"},
         {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
         {"mlp.gate.weight", "ffn_gate_inp.weight"},  // transformers v5's fused-expert layout
     });
-    return mapped_name(name, per_layer);
+    return per_layer;
 }
+std::optional<std::string> llama_tensor_name(const std::string& name) { return mapped_name(name, llama_layer_names()); }
 
 // GLM-4.5's names (MODEL_TENSORS[GLM4_MOE]): the norm before the MoE is post_attention_norm
 // (ATTN_POST_NORM; there is no ffn_norm), DeepSeek's router and shared experts.
@@ -1025,6 +1028,27 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
                     "' yet (written: qwen3_moe, qwen3_vl_moe, deepseek_v3, deepseek_v2, deepseek_v32, kimi_k2, glm_moe_dsa, mixtral, glm4_moe, minimax_m2, minimax_m3, "
                     "qwen3_next, qwen3_5_moe, gpt_oss, deepseek_v4)",
                 {.code = "UnsupportedGguf", .hint = "convert it to kt's formats or compressed-tensors instead"});
+}
+
+// The inverse of the tables above, for the architectures read as checkpoints: where several
+// checkpoint names map to one GGUF name, the first in name order (llama's block_sparse_moe.gate,
+// Mixtral's own layout, before transformers v5's mlp.gate).
+std::optional<std::string> gguf_checkpoint_name(const std::string& arch, const std::string& gguf_name) {
+    const NameTable* per_layer = arch == "qwen3moe" ? &qwen3moe_layer_names() : arch == "deepseek2" ? &deepseek2_layer_names()
+                                 : arch == "llama"  ? &llama_layer_names() : nullptr;
+    if (!per_layer) return std::nullopt;
+    for (const auto& [checkpoint, gguf] : global_names())
+        if (gguf == gguf_name) return checkpoint;
+    constexpr std::string_view prefix = "blk.";
+    if (gguf_name.rfind(prefix, 0) != 0) return std::nullopt;
+    std::int64_t layer = -1;
+    const char* begin = gguf_name.data() + prefix.size();
+    auto [end, ec] = std::from_chars(begin, gguf_name.data() + gguf_name.size(), layer);
+    if (ec != std::errc() || end == begin || *end != '.' || layer < 0) return std::nullopt;
+    const std::string rest(end + 1);
+    for (const auto& [checkpoint, gguf] : *per_layer)
+        if (gguf == rest) return "model.layers." + std::to_string(layer) + "." + checkpoint;
+    return std::nullopt;
 }
 
 }  // namespace moequant::formats

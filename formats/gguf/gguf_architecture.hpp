@@ -76,6 +76,11 @@ bool gguf_skips_multimodal(const std::string& name);
 // The heads whose rows `arch` interleaves in the GGUF tensor `gguf_name`; 0 for none.
 std::int64_t gguf_rope_interleave_heads(const GgufArchitecture& arch, const std::string& gguf_name);
 
+// The checkpoint name of GGUF tensor `gguf_name` of architecture `arch` (qwen3moe, deepseek2,
+// llama: those read as checkpoints), the inverse of tensor_name(); nullopt when it has none (the
+// stacked experts and deepseek2's attn_k_b / attn_v_b are the checkpoint reader's own).
+std::optional<std::string> gguf_checkpoint_name(const std::string& arch, const std::string& gguf_name);
+
 // The architecture the plan's model maps to. Error(input) naming the model type when GGUF output
 // is not written for it (yet), listing the ones that are.
 GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig& config, const GgufArchitectureRequest& request = {});

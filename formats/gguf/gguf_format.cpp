@@ -5,6 +5,8 @@
 // quantized by llama-quantize's rules from the source — written last. Packed by size or into
 // one file (gguf_packing.hpp), the layers' experts are staged and finish() writes every part. The expert matrices come
 // quantized by the `gguf` quantizer, in the types this format chose (quantizer_options()).
+#include "ggml_encoding.hpp"
+#include "gguf_checkpoint_reader.hpp"
 #include "gguf_expert_importance.hpp"
 #include "gguf_plan.hpp"
 #include "gguf_reader.hpp"
@@ -342,6 +344,9 @@ public:
 
 }  // namespace
 
-MOEQUANT_PLUGIN("gguf", "0.1.0", MOEQUANT_KIND_FORMAT, "GGUF output for llama.cpp and kt-kernel's LLAMAFILE") {
+MOEQUANT_PLUGIN("gguf", "0.2.0", MOEQUANT_KIND_FORMAT | MOEQUANT_KIND_READER | MOEQUANT_KIND_ENCODING,
+                "GGUF for llama.cpp and kt-kernel's LLAMAFILE: written, and read as a source") {
     registrar.add(std::make_unique<GgufFormat>());
+    registrar.add(std::make_unique<GgufCheckpointReader>());
+    registrar.add(std::make_unique<GgmlEncoding>());
 }

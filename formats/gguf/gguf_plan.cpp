@@ -327,6 +327,11 @@ std::string gguf_split_name(std::size_t index, std::size_t count) {
 GgufPlan plan_gguf(const OutputContext& context) {
     const ModelPlan& plan = *context.plan;
     const Checkpoint& source = *context.source;
+    // The tokenizer metadata is built from the source folder's tokenizer files, which a GGUF
+    // source does not have (docs/gguf-source.md).
+    if (source.container() == "gguf")
+        throw Error(ErrorKind::usage, "a GGUF source is not written as GGUF again yet",
+                    {.file = source.directory().string(), .code = "GgufToGguf", .hint = "requantize it with llama-quantize --allow-requantize"});
     GgufPlan out;
     out.architecture = gguf_architecture_for(plan, *context.config, {.legacy_mla = context.options.get_bool("legacy_mla", false)});
     GgufTypeRequest request = type_request(context.options);

@@ -10,6 +10,7 @@
 // `blk.{L}.ffn_{gate,up,down}_exps.{E}.{weight,qzeros,scale}`, without a threadpool part. `__metadata__` records the method, part count, expert count and
 // source, which the runtime ignores and `moequant verify` reads.
 
+#include "copied_tensors.hpp"
 #include "kt_naming.hpp"
 #include "kt_output_format.hpp"
 #include "layer_shard_plan.hpp"
@@ -79,9 +80,12 @@ private:
 class KtSafetensorsWriter final : public OutputWriter {
 public:
     static constexpr bool names_unsplit_parts = true;  // kt's awq: blk.L.ffn_*_exps.E.{weight,qzeros,scale}
-    explicit KtSafetensorsWriter(const OutputContext& c) : c_(c), sharded_(c.directory) {
-        for (const auto& [name, role] : c.plan->roles)
-            if (is_copied(role)) rest_.push_back(name);
+    explicit KtSafetensorsWriter(const OutputContext& c)
+        : c_(c), sharded_(c.directory), decodes_encoded_(c.source->container() != "safetensors" && c.source->container() != "pytorch") {
+        if (decodes_encoded_) rest_ = copied_tensors(*c.source, *c.plan, is_copied);
+        else
+            for (const auto& [name, role] : c.plan->roles)
+                if (is_copied(role)) rest_.push_back(name);
         shards_ = LayerShardPlan(*c.plan, !rest_.empty());
     }
 
@@ -98,7 +102,7 @@ public:
             shards.add_shard(shards_.layer_shard(layer.layer), layer_specs(layer.layer), layer_metadata(layer.layer));
         if (!rest_.empty()) shards.add_shard(shards_.other_shard(), rest_specs(renamed_rest()));
         std::vector<PlannedFile> files = shards.files();
-        plan_side_files(c_.source->directory(), side_files, files);
+        plan_side_files(*c_.source, side_files, files);
         return files;
     }
 
@@ -112,13 +116,17 @@ public:
             const std::map<std::string, std::string> source_of = renamed_rest();  // new name -> checkpoint name
             SafetensorsWriter writer = sharded_.open_shard(shards_.other_shard(), rest_specs(source_of));
             for (const auto& [renamed, name] : source_of) {
+                if (decodes_encoded_) {
+                    write_copied(writer, *c_.source, name, {}, renamed);
+                    continue;
+                }
                 writer.write(renamed, c_.source->view(name));  // from the mmap
                 c_.source->release_pages(name);                // copied once: need not stay resident
             }
             writer.finish();
             written.push_back(describe_written(c_.directory, shards_.other_shard()));
         }
-        copy_side_files(c_.source->directory(), c_.directory, side_files, written);
+        copy_side_files(*c_.source, c_.directory, side_files, written);
         sharded_.write_index();
         written.push_back(describe_written(c_.directory, safetensors_index_name));
         return written;
@@ -158,6 +166,12 @@ private:
     std::vector<TensorSpec> rest_specs(const std::map<std::string, std::string>& source_of) const {
         std::vector<TensorSpec> specs;
         for (const auto& [renamed, name] : source_of) {
+            if (decodes_encoded_) {
+                TensorSpec spec = copied_spec(*c_.source, name);
+                spec.name = renamed;
+                specs.push_back(std::move(spec));
+                continue;
+            }
             const TensorInfo& info = c_.source->info(name);
             specs.push_back({renamed, info.dtype, info.shape});
         }
@@ -177,6 +191,10 @@ private:
 
     OutputContext c_;
     ShardedSafetensorsWriter sharded_;
+    // A model read from another container (a GGUF) has no release layout to keep: its encoded
+    // weights (ggml blocks) are copied decoded to BF16, as bf16-safetensors copies them, where a
+    // safetensors release's are copied as stored, as kt's converter does.
+    bool decodes_encoded_;
     std::vector<std::string> rest_;
     LayerShardPlan shards_;
 };
