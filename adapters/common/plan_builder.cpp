@@ -64,9 +64,13 @@ private:
     // ---- tensors ----
     [[noreturn]] void tensor_error(const std::string& tensor, const std::string& message, const std::string& code,
                                    const std::string& hint = {}) {
-        std::string file = checkpoint_.contains(tensor)
-                               ? (checkpoint_.directory() / checkpoint_.shard_of(tensor)).string()
-                               : (checkpoint_.index_path() ? *checkpoint_.index_path() : checkpoint_.directory()).string();
+        // The tensor's file; for a missing one the index, or the model's only file (a single
+        // safetensors, a GGUF), else its folder.
+        const auto& shards = checkpoint_.shard_names();
+        std::string file = checkpoint_.contains(tensor)       ? (checkpoint_.directory() / checkpoint_.shard_of(tensor)).string()
+                           : checkpoint_.index_path()        ? checkpoint_.index_path()->string()
+                           : shards.size() == 1 ? (checkpoint_.directory() / shards.front()).string()
+                                                : checkpoint_.directory().string();
         throw Error(ErrorKind::input, message, {.file = file, .tensor = tensor, .code = code, .hint = hint});
     }
 

@@ -17,6 +17,7 @@
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 using namespace moequant;
@@ -214,6 +215,37 @@ BOOST_AUTO_TEST_CASE(what_the_reader_cannot_take_is_refused) {
                     {{"convert", "-i", (dir / "cut.gguf").string(), "-o", (dir / "out").string(), "--quant-method", "int4"}, 3, "cut.gguf"},
                     {{"convert", "-i", qwen.string(), "-o", (dir / "out").string(), "--format", "gguf", "--quant-method", "Q4_K_M"}, 2,
                      "is not written as GGUF again"}},
+                   dir / "out");
+}
+
+// A copy of `file` with the u32 value of metadata key `key` set to `value`.
+fs::path with_u32(const fs::path& file, const std::string& key, std::uint32_t value, const fs::path& out) {
+    std::vector<std::uint8_t> bytes = read_bytes(file);
+    const std::string needle = key;
+    auto at = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
+    BOOST_REQUIRE(at != bytes.end());
+    const std::size_t value_at = static_cast<std::size_t>(at - bytes.begin()) + needle.size() + 4;  // after the type tag
+    std::uint32_t type = 0;
+    std::memcpy(&type, bytes.data() + value_at - 4, 4);
+    BOOST_REQUIRE(type == 4u);  // GGUF's u32
+    std::memcpy(bytes.data() + value_at, &value, 4);
+    write_bytes(out, bytes);
+    return out;
+}
+
+// Counts read from the metadata are hostile: out of range, or disagreeing with the tensors, they
+// are refused with exit 3 naming the file, before any output.
+BOOST_AUTO_TEST_CASE(hostile_metadata_is_refused_naming_the_key) {
+    TempDir dir;
+    synth_checkpoint(dir / "src", {"qwen3_moe", "bf16"});
+    const fs::path gguf = write_gguf(dir / "src", dir / "gguf", "Q8_0");
+    auto convert = [&](const fs::path& file) {
+        return std::vector<std::string>{"convert", "-i", file.string(), "-o", (dir / "out").string(), "--quant-method", "int4"};
+    };
+    check_refusals({{convert(with_u32(gguf, "qwen3moe.expert_count", 0, dir / "e0.gguf")), 3, "qwen3moe.expert_count is 0"},
+                    {convert(with_u32(gguf, "qwen3moe.block_count", 1u << 30, dir / "b.gguf")), 3, "qwen3moe.block_count is 1073741824"},
+                    {convert(with_u32(gguf, "qwen3moe.expert_count", 4, dir / "e4.gguf")), 3, "e4.gguf"},
+                    {convert(with_u32(gguf, "qwen3moe.expert_count", 16, dir / "e16.gguf")), 3, "e16.gguf"}},
                    dir / "out");
 }
 
