@@ -144,13 +144,14 @@ std::optional<std::string> llama_tensor_name(const std::string& name) { return m
 
 // GLM-4.5's names (MODEL_TENSORS[GLM4_MOE]): the norm before the MoE is post_attention_norm
 // (ATTN_POST_NORM; there is no ffn_norm), DeepSeek's router and shared experts.
-std::optional<std::string> glm4moe_tensor_name(const std::string& name) {
+const NameTable& glm4moe_layer_names() {
     static const NameTable per_layer = post_attention_norm_layer_names(deepseek_moe_names({
         {"self_attn.q_norm.weight", "attn_q_norm.weight"},
         {"self_attn.k_norm.weight", "attn_k_norm.weight"},
     }));
-    return mapped_name(name, per_layer);
+    return per_layer;
 }
+std::optional<std::string> glm4moe_tensor_name(const std::string& name) { return mapped_name(name, glm4moe_layer_names()); }
 
 // MiniMax's per-layer names: Mixtral's block_sparse_moe router, its correction bias beside the
 // gate (not under it), the q/k norms; a model adds its own to them.
@@ -1035,7 +1036,7 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
 // Mixtral's own layout, before transformers v5's mlp.gate).
 std::optional<std::string> gguf_checkpoint_name(const std::string& arch, const std::string& gguf_name) {
     const NameTable* per_layer = arch == "qwen3moe" ? &qwen3moe_layer_names() : arch == "deepseek2" ? &deepseek2_layer_names()
-                                 : arch == "llama"  ? &llama_layer_names() : nullptr;
+                                 : arch == "llama"  ? &llama_layer_names() : arch == "glm4moe" ? &glm4moe_layer_names() : nullptr;
     if (!per_layer) return std::nullopt;
     for (const auto& [checkpoint, gguf] : global_names())
         if (gguf == gguf_name) return checkpoint;

@@ -203,6 +203,7 @@ CheckpointDescription GgufCheckpointReader::describe(const fs::path& path) const
             if (t.name == "token_embd.weight" && t.ne.size() == 2) facts.vocab_rows = t.ne[1];
             if (const auto block = block_tensor(t.name)) {
                 if (block->second == "attn_q.bias") facts.has_attention_bias = true;
+                if (block->second == "attn_q_norm.weight") facts.has_qk_norm = true;
                 if (block->second == "attn_kv_b.weight") layers_with_kv_b.insert(block->first);
                 if (block->second == "ffn_gate_exps.weight") expert_layers.insert(block->first);
                 if (block->second == "ffn_gate.weight") mlp_layers.insert(block->first);

@@ -205,6 +205,34 @@ json::object deepseek(const ArchKeys& keys, const GgufSourceTensors& tensors) {
     return c;
 }
 
+// GLM-4.5/4.6/4.7: llama.cpp's glm4moe routes by sigmoid scores with the correction bias, rotates
+// rope.dimension_count of each head (partial_rotary_factor), NeoX-style.
+json::object glm4_moe(const ArchKeys& keys, const GgufSourceTensors& tensors) {
+    json::object c;
+    c["architectures"] = json::array{"Glm4MoeForCausalLM"};
+    c["model_type"] = "glm4_moe";
+    add_text_model_fields(keys, tensors, c);
+    const std::int64_t head_dim = keys.count("attention.key_length").value_or(c["hidden_size"].as_int64() / c["num_attention_heads"].as_int64());
+    const std::int64_t rotary = keys.require_count("rope.dimension_count");
+    if (rotary > head_dim) keys.bad("glm4moe.rope.dimension_count", "is " + std::to_string(rotary) + ", more than a head's " + std::to_string(head_dim));
+    c["head_dim"] = head_dim;
+    c["partial_rotary_factor"] = static_cast<double>(rotary) / static_cast<double>(head_dim);
+    c["moe_intermediate_size"] = keys.require_count("expert_feed_forward_length");
+    c["n_routed_experts"] = keys.require_count("expert_count");
+    c["num_experts_per_tok"] = keys.require_count("expert_used_count");
+    c["n_shared_experts"] = keys.count("expert_shared_count", true).value_or(0);
+    c["first_k_dense_replace"] = keys.count("leading_dense_block_count", true).value_or(0);
+    c["routed_scaling_factor"] = keys.number("expert_weights_scale").value_or(1.0);
+    c["norm_topk_prob"] = keys.flag("expert_weights_norm").value_or(false);
+    c["n_group"] = keys.count("expert_group_count").value_or(1);
+    c["topk_group"] = keys.count("expert_group_used_count").value_or(1);
+    c["use_qk_norm"] = tensors.has_qk_norm;
+    c["attention_bias"] = tensors.has_attention_bias;
+    c["num_nextn_predict_layers"] = 0;
+    if (auto r = rope_scaling(keys, "glm4moe")) c["rope_scaling"] = std::move(*r);
+    return c;
+}
+
 json::object mixtral(const ArchKeys& keys, const GgufSourceTensors& tensors) {
     if (!keys.count("expert_count"))
         throw Error(ErrorKind::input, "is a dense llama model (no llama.expert_count): moequant reads MoE models",
@@ -233,9 +261,10 @@ std::string gguf_source_config(const GgufFile& first, const GgufSourceTensors& t
     if (*arch == "qwen3moe") config = qwen3_moe(keys, tensors);
     else if (*arch == "deepseek2") config = deepseek(keys, tensors);
     else if (*arch == "llama") config = mixtral(keys, tensors);
+    else if (*arch == "glm4moe") config = glm4_moe(keys, tensors);
     else
         throw Error(ErrorKind::input, "is a GGUF of architecture '" + arch->substr(0, 64) + "', which moequant does not read as a source yet",
-                    {.file = file, .code = "UnsupportedGguf", .hint = "read as sources: qwen3moe, deepseek2, llama (Mixtral)"});
+                    {.file = file, .code = "UnsupportedGguf", .hint = "read as sources: qwen3moe, deepseek2, llama (Mixtral), glm4moe"});
     const std::int64_t vocab = keys.count("vocab_size").value_or(tensors.vocab_rows);
     if (vocab <= 0) keys.bad(*arch + ".vocab_size", "is missing and the file has no token_embd to count");
     config["vocab_size"] = vocab;

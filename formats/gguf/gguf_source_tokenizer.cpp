@@ -22,6 +22,8 @@ const std::map<std::string, std::vector<std::string>>& pre_tokenizer_regexes() {
     static const std::map<std::string, std::vector<std::string>> regexes = {
         {"qwen2",
          {R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
+        {"glm4",  // llama.cpp's CHATGLM4: Llama-3's expression
+         {R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
         {"deepseek-v3",
          {R"re(\p{N}{1,3})re", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
           R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},

@@ -29,7 +29,7 @@ namespace {
 struct Family {
     std::string name, dtype;
 };
-const Family families[] = {{"qwen3_moe", "bf16"}, {"mixtral", "bf16"}, {"deepseek_v3", "fp8"}};
+const Family families[] = {{"qwen3_moe", "bf16"}, {"mixtral", "bf16"}, {"deepseek_v3", "fp8"}, {"glm4_moe", "bf16"}};
 
 void run_ok(const std::vector<std::string>& args) {
     auto r = run_moequant(args);
@@ -76,7 +76,7 @@ BOOST_AUTO_TEST_SUITE(gguf_source)
 // (llama's interleaved Q/K rows put back, deepseek2's attn_k_b / attn_v_b merged into kv_b_proj),
 // and the config's fields.
 BOOST_AUTO_TEST_CASE(a_bf16_gguf_reads_back_as_its_checkpoint) {
-    for (const std::string family : {"qwen3_moe", "mixtral", "deepseek_v3"}) {
+    for (const std::string family : {"qwen3_moe", "mixtral", "deepseek_v3", "glm4_moe"}) {
         BOOST_TEST_CONTEXT(family) {
             TempDir dir;
             synth_checkpoint(dir / "src", {family, "bf16"});
@@ -105,7 +105,8 @@ BOOST_AUTO_TEST_CASE(a_bf16_gguf_reads_back_as_its_checkpoint) {
                                     "rms_norm_eps", "rope_theta", "num_experts_per_tok", "moe_intermediate_size", "num_experts", "n_routed_experts",
                                     "num_local_experts", "n_shared_experts", "first_k_dense_replace", "kv_lora_rank", "q_lora_rank",
                                     "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "routed_scaling_factor", "norm_topk_prob",
-                                    "scoring_func", "n_group", "topk_group", "tie_word_embeddings", "head_dim", "intermediate_size"})
+                                    "scoring_func", "n_group", "topk_group", "tie_word_embeddings", "head_dim", "intermediate_size",
+                                    "partial_rotary_factor", "use_qk_norm", "attention_bias"})
                 if (want.contains(key)) BOOST_TEST((got.contains(key) && got.at(key) == want.at(key)), key << ": " << (got.contains(key) ? boost::json::serialize(got.at(key)) : "absent"));
         }
     }
