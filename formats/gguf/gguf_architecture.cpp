@@ -167,10 +167,11 @@ NameTable minimax_layer_names(const NameTable& own) {
 }
 
 // MiniMax-M2's names (MODEL_TENSORS[MINIMAXM2]); its q/k norms span the whole projection.
-std::optional<std::string> minimax_m2_tensor_name(const std::string& name) {
+const NameTable& minimax_m2_layer_names() {
     static const NameTable per_layer = minimax_layer_names({});
-    return mapped_name(name, per_layer);
+    return per_layer;
 }
+std::optional<std::string> minimax_m2_tensor_name(const std::string& name) { return mapped_name(name, minimax_m2_layer_names()); }
 
 // MiniMax-M3's names (MODEL_TENSORS[MINIMAXM3]): M2's (its q/k norms per head), the dense first
 // layers' MLP, the shared expert, and MiniMax Sparse Attention's indexer.
@@ -1036,7 +1037,8 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
 // Mixtral's own layout, before transformers v5's mlp.gate).
 std::optional<std::string> gguf_checkpoint_name(const std::string& arch, const std::string& gguf_name) {
     const NameTable* per_layer = arch == "qwen3moe" ? &qwen3moe_layer_names() : arch == "deepseek2" ? &deepseek2_layer_names()
-                                 : arch == "llama"  ? &llama_layer_names() : arch == "glm4moe" ? &glm4moe_layer_names() : nullptr;
+                                 : arch == "llama"  ? &llama_layer_names() : arch == "glm4moe" ? &glm4moe_layer_names()
+                                 : arch == "minimax-m2" ? &minimax_m2_layer_names() : nullptr;
     if (!per_layer) return std::nullopt;
     for (const auto& [checkpoint, gguf] : global_names())
         if (gguf == gguf_name) return checkpoint;

@@ -46,7 +46,8 @@ std::optional<std::string> expert_name(const std::string& arch, std::int64_t lay
     for (const auto& [gguf, names] : projections)
         if (rest == gguf) {
             const std::string L = std::to_string(layer), E = std::to_string(e);
-            if (arch == "llama") return "model.layers." + L + ".block_sparse_moe.experts." + E + "." + names.second + ".weight";
+            if (arch == "llama" || arch == "minimax-m2")  // Mixtral's names, which MiniMax kept
+                return "model.layers." + L + ".block_sparse_moe.experts." + E + "." + names.second + ".weight";
             return "model.layers." + L + ".mlp.experts." + E + "." + names.first + ".weight";
         }
     return std::nullopt;
@@ -204,6 +205,7 @@ CheckpointDescription GgufCheckpointReader::describe(const fs::path& path) const
             if (const auto block = block_tensor(t.name)) {
                 if (block->second == "attn_q.bias") facts.has_attention_bias = true;
                 if (block->second == "attn_q_norm.weight") facts.has_qk_norm = true;
+                if (block->second == "exp_probs_b.bias") facts.has_router_bias = true;
                 if (block->second == "attn_kv_b.weight") layers_with_kv_b.insert(block->first);
                 if (block->second == "ffn_gate_exps.weight") expert_layers.insert(block->first);
                 if (block->second == "ffn_gate.weight") mlp_layers.insert(block->first);

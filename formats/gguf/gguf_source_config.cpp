@@ -233,6 +233,31 @@ json::object glm4_moe(const ArchKeys& keys, const GgufSourceTensors& tensors) {
     return c;
 }
 
+// MiniMax-M2/M2.1/M2.5/M2.7: sigmoid routing with the correction bias, q/k norms over the whole
+// projection, rotary_dim of each head (NeoX-style); no MTP modules in the GGUF.
+json::object minimax_m2(const ArchKeys& keys, const GgufSourceTensors& tensors) {
+    json::object c;
+    c["architectures"] = json::array{"MiniMaxM2ForCausalLM"};
+    c["model_type"] = "minimax_m2";
+    add_text_model_fields(keys, tensors, c);
+    const std::int64_t layers = c["num_hidden_layers"].as_int64();
+    c["head_dim"] = keys.count("attention.key_length").value_or(c["hidden_size"].as_int64() / c["num_attention_heads"].as_int64());
+    c["intermediate_size"] = keys.require_count("expert_feed_forward_length");
+    c["rotary_dim"] = keys.require_count("rope.dimension_count");
+    c["num_local_experts"] = keys.require_count("expert_count");
+    c["num_experts_per_tok"] = keys.require_count("expert_used_count");
+    c["scoring_func"] = "sigmoid";
+    c["use_routing_bias"] = tensors.has_router_bias;
+    c["use_qk_norm"] = tensors.has_qk_norm;
+    c["qk_norm_type"] = "per_layer";
+    c["attn_type_list"] = json::array(static_cast<std::size_t>(layers), 1);
+    c["shared_intermediate_size"] = 0;
+    c["use_mtp"] = false;
+    c["num_mtp_modules"] = 0;
+    if (auto r = rope_scaling(keys, "minimax-m2")) c["rope_scaling"] = std::move(*r);
+    return c;
+}
+
 json::object mixtral(const ArchKeys& keys, const GgufSourceTensors& tensors) {
     if (!keys.count("expert_count"))
         throw Error(ErrorKind::input, "is a dense llama model (no llama.expert_count): moequant reads MoE models",
@@ -262,9 +287,10 @@ std::string gguf_source_config(const GgufFile& first, const GgufSourceTensors& t
     else if (*arch == "deepseek2") config = deepseek(keys, tensors);
     else if (*arch == "llama") config = mixtral(keys, tensors);
     else if (*arch == "glm4moe") config = glm4_moe(keys, tensors);
+    else if (*arch == "minimax-m2") config = minimax_m2(keys, tensors);
     else
         throw Error(ErrorKind::input, "is a GGUF of architecture '" + arch->substr(0, 64) + "', which moequant does not read as a source yet",
-                    {.file = file, .code = "UnsupportedGguf", .hint = "read as sources: qwen3moe, deepseek2, llama (Mixtral), glm4moe"});
+                    {.file = file, .code = "UnsupportedGguf", .hint = "read as sources: qwen3moe, deepseek2, llama (Mixtral), glm4moe, minimax-m2"});
     const std::int64_t vocab = keys.count("vocab_size").value_or(tensors.vocab_rows);
     if (vocab <= 0) keys.bad(*arch + ".vocab_size", "is missing and the file has no token_embd to count");
     config["vocab_size"] = vocab;

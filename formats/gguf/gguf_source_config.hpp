@@ -2,7 +2,7 @@
 // describes the model llama.cpp computes from the file's metadata — the inverse of the keys the
 // gguf format writes (gguf_architecture.cpp), per architecture read (docs/gguf-source.md):
 // qwen3moe → qwen3_moe, deepseek2 → deepseek_v3 (sigmoid gating) or deepseek_v2, llama with
-// experts → mixtral, glm4moe → glm4_moe. Another architecture, or a key missing or out of range, is Error(input)
+// experts → mixtral, glm4moe → glm4_moe, minimax-m2 → minimax_m2. Another architecture, or a key missing or out of range, is Error(input)
 // naming the file and the key (UnsupportedGguf, BadGgufKey).
 #pragma once
 
@@ -17,6 +17,7 @@ struct GgufSourceTensors {
     bool has_output = false;          // output.weight: otherwise the head is the embedding (tied)
     bool has_attention_bias = false;  // blk.*.attn_q.bias
     bool has_qk_norm = false;         // blk.*.attn_q_norm.weight
+    bool has_router_bias = false;     // blk.*.exp_probs_b.bias
     std::int64_t vocab_rows = 0;      // token_embd's rows
     std::vector<std::int64_t> dense_layers;  // layers with ffn_gate.weight and no stacked experts
 };

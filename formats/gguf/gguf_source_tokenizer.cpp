@@ -24,6 +24,8 @@ const std::map<std::string, std::vector<std::string>>& pre_tokenizer_regexes() {
          {R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
         {"glm4",  // llama.cpp's CHATGLM4: Llama-3's expression
          {R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
+        {"minimax-m2",  // llama.cpp's GPT4O / MINIMAX_M2: o200k's expression with its letter classes as lookaheads
+         {R"re([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
         {"deepseek-v3",
          {R"re(\p{N}{1,3})re", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
           R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
@@ -67,7 +69,7 @@ GgufSourceTokenizer gguf_source_tokenizer(const GgufFile& first, const std::stri
     }
     const auto regexes = pre_tokenizer_regexes().find(pre);
     if (regexes == pre_tokenizer_regexes().end()) {
-        out.missing = "its pre-tokenizer is '" + pre.substr(0, 64) + "', whose regular expressions moequant does not rebuild yet (qwen2, deepseek-v3)";
+        out.missing = "its pre-tokenizer is '" + pre.substr(0, 64) + "', whose regular expressions moequant does not rebuild yet (qwen2, deepseek-v3, glm4, minimax-m2)";
         return out;
     }
     const GgufValue* tokens_value = first.find("tokenizer.ggml.tokens");

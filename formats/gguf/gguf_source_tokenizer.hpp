@@ -4,7 +4,7 @@
 // (byte-level BPE) vocabulary's text with the regular expressions its `tokenizer.ggml.pre` names
 // (src/llama-vocab.cpp), in order, each piece kept (Hugging Face's Split, "Isolated"), then applies
 // the merges in rank order; it does not normalize. Rebuilt: the gpt2 model with the pre-tokenizers
-// qwen2 and deepseek-v3 (Qwen3-MoE's and DeepSeek's GGUFs). Others give no tokenizer (nullopt with
+// qwen2, deepseek-v3, glm4 and minimax-m2. Others give no tokenizer (nullopt with
 // the reason): docs/gguf-source.md.
 #pragma once
 
