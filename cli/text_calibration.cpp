@@ -37,8 +37,8 @@ CalibrationSamples load_text_calibration(const Registry& registry, const Planned
         throw Error(ErrorKind::input, "the model has no tokenizer.json; built-in calibration needs it",
                     {.file = source.checkpoint.directory().string(), .code = "MissingTokenizer",
                      .hint = source.checkpoint.container() == "gguf"
-                                 ? "moequant rebuilds a GGUF's tokenizer for gpt2 vocabularies with the qwen2, deepseek-v3, glm4 or minimax-m2 "
-                                   "pre-tokenizer (docs/gguf-source.md); or pass recorded MoE inputs with --calibration-activations"
+                                 ? "moequant rebuilds a GGUF's tokenizer for SentencePiece vocabularies with scores and gpt2 ones with the "
+                                   "qwen2, deepseek-v3, glm4 or minimax-m2 pre-tokenizer (docs/gguf-source.md); or pass recorded MoE inputs with --calibration-activations"
                                  : "or pass recorded MoE inputs with --calibration-activations"});
     const Tokenizer tokenizer = Tokenizer::parse(*tokenizer_json, source.checkpoint.side_file("tokenizer_config.json").value_or(""),
                                                  (source.checkpoint.directory() / "tokenizer.json").string());

@@ -4,8 +4,8 @@
 // (byte-level BPE) vocabulary's text with the regular expressions its `tokenizer.ggml.pre` names
 // (src/llama-vocab.cpp), in order, each piece kept (Hugging Face's Split, "Isolated"), then applies
 // the merges in rank order; it does not normalize. Rebuilt: the gpt2 model with the pre-tokenizers
-// qwen2, deepseek-v3, glm4 and minimax-m2. Others give no tokenizer (nullopt with
-// the reason): docs/gguf-source.md.
+// qwen2, deepseek-v3, glm4 and minimax-m2, and the llama (SentencePiece) model, its merges ranked
+// by the pieces' scores. Others give no tokenizer (`missing` says why): docs/gguf-source.md.
 #pragma once
 
 #include "gguf_container.hpp"

@@ -17,12 +17,13 @@ usage: $(basename "$0") --work DIR --llama-bin DIR [--moequant BIN] [--families 
   --work DIR        where models and logs go
   --llama-bin DIR   a llama.cpp build's bin/ holding llama-quantize
   --moequant BIN    moequant binary (default: moequant on PATH)
-  --families "..."  synth families and source dtypes (default: "qwen3_moe:bf16 deepseek_v3:fp8 mixtral:bf16")
+  --families "..."  synth families and source dtypes (default: "qwen3_moe:bf16 deepseek_v3:fp8 mixtral:bf16
+                    glm4_moe:bf16 minimax_m2:fp8")
   --presets "..."   llama-quantize presets (default: "Q4_K_M Q8_0 Q6_K IQ4_XS Q2_K")
 EOF
 }
 
-work='' bin='' moequant=moequant families="qwen3_moe:bf16 deepseek_v3:fp8 mixtral:bf16" presets="Q4_K_M Q8_0 Q6_K IQ4_XS Q2_K"
+work='' bin='' moequant=moequant families="qwen3_moe:bf16 deepseek_v3:fp8 mixtral:bf16 glm4_moe:bf16 minimax_m2:fp8" presets="Q4_K_M Q8_0 Q6_K IQ4_XS Q2_K"
 while (($#)); do
   case $1 in
     --work) work=$2; shift 2 ;;
