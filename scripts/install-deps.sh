@@ -4,6 +4,9 @@
 # output goes to a log file (named on screen, printed in full when a step fails).
 #   scripts/install-deps.sh           build + test dependencies (GCC toolchain)
 #   scripts/install-deps.sh --clang   also clang-14 and its sanitizer/fuzzer runtimes
+#   scripts/install-deps.sh --train   also what scripts/trained-model/ needs: PyTorch (its products
+#                                     through OpenBLAS, given to it alone with LD_LIBRARY_PATH),
+#                                     and the man pages' renderer (Node.js and npm come with the machine)
 # MOEQUANT_LOG_DIR: where the log goes (default ~/.cache/moequant).
 set -euo pipefail
 
@@ -23,6 +26,9 @@ packages=(
 )
 if [[ "${1:-}" == "--clang" ]]; then
   packages+=(clang-14 libclang-rt-14-dev)
+fi
+if [[ "${1:-}" == "--train" ]]; then
+  packages+=(python3-torch python3-numpy libopenblas0-pthread man-db groff-base)
 fi
 
 missing=()
