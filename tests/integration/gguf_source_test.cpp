@@ -207,6 +207,45 @@ BOOST_AUTO_TEST_CASE(a_gguf_tokenizes_text_as_llama_cpp_splits_it) {
     }
 }
 
+// `gptq --model_id model.gguf` calibrates on text through the tokenizer rebuilt from the file.
+// The forward computes with the GGUF's own values (ggml's float32 decode of its Q8_0 attention),
+// so its MoE inputs differ from the BF16 twin's by that rounding alone; on the same recorded
+// inputs GPTQ of the file and of its twin write the same bytes, and verify, given the GGUF as the
+// source, passes what GPTQ calibrated on the file wrote.
+BOOST_AUTO_TEST_CASE(gptq_calibrates_a_gguf_on_its_own_tokens) {
+    TempDir dir;
+    synth_checkpoint(dir / "src", {"qwen3_moe", "bf16"});
+    const fs::path gguf = write_gguf(dir / "src", dir / "q8", "Q8_0");
+    run_ok({"convert", "-i", gguf.string(), "-o", (dir / "twin").string(), "--format", "bf16-safetensors", "--quiet"});
+    const std::vector<std::string> text{"--dataset", "embedded", "--num_calibration_samples", "2", "--max_sequence_length", "32", "--quiet"};
+    auto with_text = [&](std::vector<std::string> args) {
+        args.insert(args.end(), text.begin(), text.end());
+        run_ok(args);
+    };
+    for (const auto& [source, name] : {std::pair{dir / "src", "src"}, {gguf, "gguf"}, {dir / "twin", "twin"}})
+        with_text({"record", "--model_id", source.string(), "--output", (dir / (std::string(name) + ".safetensors")).string()});
+    const Checkpoint src = Checkpoint::open(dir / "src.safetensors"), from_gguf = Checkpoint::open(dir / "gguf.safetensors"),
+                     twin = Checkpoint::open(dir / "twin.safetensors");
+    BOOST_TEST((view_bytes(from_gguf, "sample_lengths") == view_bytes(src, "sample_lengths")));
+    for (const char* layer : {"layers.0.moe_input", "layers.1.moe_input"}) {
+        const double error = max_relative_error(values_of(from_gguf, layer), values_of(twin, layer));
+        BOOST_TEST(error < 0.02, layer << ": " << error);
+    }
+
+    const std::string recorded = (dir / "gguf.safetensors").string();
+    for (const auto& [source, out] : {std::pair{gguf, dir / "fixed_gguf"}, {dir / "twin", dir / "fixed_twin"}})
+        run_ok({"gptq", "--model_id", source.string(), "--output_dir", out.string(), "--quant_type", "W4A16", "--calibration-activations",
+                recorded, "--quiet"});
+    const auto fixed_gguf = file_hashes(dir / "fixed_gguf");
+    BOOST_TEST(fixed_gguf.count("tokenizer.json") == 1u);
+    BOOST_TEST((fixed_gguf == file_hashes(dir / "fixed_twin")));
+
+    with_text({"gptq", "--model_id", gguf.string(), "--output_dir", (dir / "on_text").string(), "--quant_type", "W4A16"});
+    auto v = run_moequant({"verify", "--source", gguf.string(), "--converted", (dir / "on_text").string(), "--calibration-activations",
+                           recorded, "--quiet"});
+    BOOST_TEST(v.exit_code == 0, v.out << v.err);
+}
+
 // What the reader cannot take is refused naming the file and the reason, before any output.
 BOOST_AUTO_TEST_CASE(what_the_reader_cannot_take_is_refused) {
     TempDir dir;
