@@ -221,17 +221,21 @@ std::optional<std::string> qwen3next_tensor_name(const std::string& name) {
 }
 
 // DeepSeek-V3.2's names (MODEL_TENSORS[DEEPSEEK32]): deepseek2's and the DSA indexer's.
-std::optional<std::string> deepseek32_tensor_name(const std::string& name) {
-    static const NameTable per_layer = {
-        {"self_attn.indexer.k_norm.weight", "indexer.k_norm.weight"},
-        {"self_attn.indexer.k_norm.bias", "indexer.k_norm.bias"},
-        {"self_attn.indexer.weights_proj.weight", "indexer.proj.weight"},
-        {"self_attn.indexer.wk.weight", "indexer.attn_k.weight"},
-        {"self_attn.indexer.wq_b.weight", "indexer.attn_q_b.weight"},
-    };
-    if (auto mapped = mapped_name(name, per_layer)) return mapped;
-    return deepseek2_tensor_name(name);
+const NameTable& deepseek32_layer_names() {
+    static const NameTable per_layer = [] {
+        NameTable names = deepseek2_layer_names();
+        names.insert({
+            {"self_attn.indexer.k_norm.weight", "indexer.k_norm.weight"},
+            {"self_attn.indexer.k_norm.bias", "indexer.k_norm.bias"},
+            {"self_attn.indexer.weights_proj.weight", "indexer.proj.weight"},
+            {"self_attn.indexer.wk.weight", "indexer.attn_k.weight"},
+            {"self_attn.indexer.wq_b.weight", "indexer.attn_q_b.weight"},
+        });
+        return names;
+    }();
+    return per_layer;
 }
+std::optional<std::string> deepseek32_tensor_name(const std::string& name) { return mapped_name(name, deepseek32_layer_names()); }
 
 // DeepSeek-V4's names (DeepseekV4Model._map_dsv4_tensor_name, MODEL_TENSORS[DEEPSEEK4]): DeepSeek's
 // own checkpoint names, without "model.", the hyper-connection, compressor and indexer tensors
@@ -1037,6 +1041,7 @@ GgufArchitecture gguf_architecture_for(const ModelPlan& plan, const ModelConfig&
 // Mixtral's own layout, before transformers v5's mlp.gate).
 std::optional<std::string> gguf_checkpoint_name(const std::string& arch, const std::string& gguf_name) {
     const NameTable* per_layer = arch == "qwen3moe" ? &qwen3moe_layer_names() : arch == "deepseek2" ? &deepseek2_layer_names()
+                                 : arch == "deepseek32" || arch == "glm-dsa" ? &deepseek32_layer_names()
                                  : arch == "llama"  ? &llama_layer_names() : arch == "glm4moe" ? &glm4moe_layer_names()
                                  : arch == "minimax-m2" ? &minimax_m2_layer_names() : nullptr;
     if (!per_layer) return std::nullopt;

@@ -77,7 +77,7 @@ bool gguf_skips_multimodal(const std::string& name);
 std::int64_t gguf_rope_interleave_heads(const GgufArchitecture& arch, const std::string& gguf_name);
 
 // The checkpoint name of GGUF tensor `gguf_name` of architecture `arch` (qwen3moe, deepseek2,
-// llama, glm4moe, minimax-m2: those read as checkpoints), the inverse of tensor_name(); nullopt when it has none (the
+// deepseek32, glm-dsa, llama, glm4moe, minimax-m2: those read as checkpoints), the inverse of tensor_name(); nullopt when it has none (the
 // stacked experts and deepseek2's attn_k_b / attn_v_b are the checkpoint reader's own).
 std::optional<std::string> gguf_checkpoint_name(const std::string& arch, const std::string& gguf_name);
 

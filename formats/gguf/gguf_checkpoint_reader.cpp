@@ -53,6 +53,9 @@ std::optional<std::string> expert_name(const std::string& arch, std::int64_t lay
     return std::nullopt;
 }
 
+// The architectures whose converter splits MLA's kv_b_proj into attn_k_b / attn_v_b.
+bool splits_kv_b(const std::string& arch) { return arch == "deepseek2" || arch == "deepseek32" || arch == "glm-dsa"; }
+
 // One GGUF file's tensors as the checkpoint presents them.
 class FilePresentation {
 public:
@@ -88,7 +91,7 @@ private:
                 return;
             }
         // deepseek2's kv_b_proj as the converter splits it: both parts become the one weight.
-        if (block && arch_ == "deepseek2" && (block->second == "attn_k_b.weight" || block->second == "attn_v_b.weight")) {
+        if (block && splits_kv_b(arch_) && (block->second == "attn_k_b.weight" || block->second == "attn_v_b.weight")) {
             if (layers_with_kv_b_.count(block->first)) return;  // the file keeps attn_kv_b whole too: that one is read
             if (t.ne.size() != 3) unsupported(file_, t.name, "is not 3-D (per head), as llama.cpp stores the MLA split");
             const bool k = block->second == "attn_k_b.weight";

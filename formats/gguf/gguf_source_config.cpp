@@ -59,6 +59,15 @@ public:
         if (auto b = v->as_bool()) return b;
         bad(arch_ + "." + name, "is not a bool");
     }
+    std::optional<std::vector<bool>> booleans(const std::string& name) const {
+        const std::string key = arch_ + "." + name;
+        const GgufValue* v = file_.find(key);
+        if (!v) return std::nullopt;
+        if (v->type != GgufType::array || v->element != GgufType::boolean || v->bytes.size() != v->count) bad(key, "is not an array of bools");
+        std::vector<bool> out;
+        for (char b : v->bytes) out.push_back(b != 0);
+        return out;
+    }
     std::optional<std::string> text(const std::string& key) const {
         const GgufValue* v = file_.find(key);
         return v ? v->as_string() : std::nullopt;
@@ -155,11 +164,12 @@ json::object qwen3_moe(const ArchKeys& keys, const GgufSourceTensors& tensors) {
     return c;
 }
 
-json::object deepseek(const ArchKeys& keys, const GgufSourceTensors& tensors) {
+// DeepSeek-V2/V3 (deepseek2), and the MLA layout and keys DeepSeek-V3.2 and GLM-5 share with it.
+json::object deepseek(const ArchKeys& keys, const GgufSourceTensors& tensors, const std::string& arch = "deepseek2") {
     json::object c;
     const std::int64_t gating = keys.count("expert_gating_func").value_or(gating_softmax);
     if (gating != gating_softmax && gating != gating_sigmoid)
-        keys.bad("deepseek2.expert_gating_func", "is " + std::to_string(gating) + ", neither softmax (1) nor sigmoid (2)");
+        keys.bad(arch + ".expert_gating_func", "is " + std::to_string(gating) + ", neither softmax (1) nor sigmoid (2)");
     const bool v3 = gating == gating_sigmoid;
     c["architectures"] = json::array{v3 ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM"};
     c["model_type"] = v3 ? "deepseek_v3" : "deepseek_v2";
@@ -174,7 +184,7 @@ json::object deepseek(const ArchKeys& keys, const GgufSourceTensors& tensors) {
     const bool absorbed = keys.count("attention.key_length_mla").has_value();
     const std::int64_t key_length = keys.require_count(absorbed ? "attention.key_length_mla" : "attention.key_length");
     const std::int64_t value_length = keys.require_count(absorbed ? "attention.value_length_mla" : "attention.value_length");
-    if (key_length <= rope) keys.bad("deepseek2.attention.key_length", "is " + std::to_string(key_length) + ", not more than the rotary dimension");
+    if (key_length <= rope) keys.bad(arch + ".attention.key_length", "is " + std::to_string(key_length) + ", not more than the rotary dimension");
     c["qk_nope_head_dim"] = key_length - rope;
     c["v_head_dim"] = value_length;
     if (absorbed) c["num_key_value_heads"] = heads;  // the checkpoint's heads; the GGUF's 1 is the compressed cache's
@@ -192,7 +202,7 @@ json::object deepseek(const ArchKeys& keys, const GgufSourceTensors& tensors) {
     c["topk_group"] = keys.count("expert_group_used_count").value_or(1);
     c["num_nextn_predict_layers"] = 0;
     c["attention_bias"] = false;
-    if (auto r = rope_scaling(keys, "deepseek2")) {
+    if (auto r = rope_scaling(keys, arch)) {
         // The converter writes 0.1 x mscale_all_dim as yarn_log_multiplier (llama.cpp divides it
         // back); DeepSeek's releases have mscale = mscale_all_dim, whose factors then cancel.
         if (auto m = keys.number("rope.scaling.yarn_log_multiplier")) {
@@ -201,6 +211,46 @@ json::object deepseek(const ArchKeys& keys, const GgufSourceTensors& tensors) {
             (*r)["mscale_all_dim"] = mscale;
         }
         c["rope_scaling"] = std::move(*r);
+    }
+    return c;
+}
+
+// The DSA indexer's sizes (deepseek32's and glm-dsa's attention.indexer.* keys).
+void add_indexer_fields(const ArchKeys& keys, json::object& c) {
+    c["index_n_heads"] = keys.require_count("attention.indexer.head_count");
+    c["index_head_dim"] = keys.require_count("attention.indexer.key_length");
+    c["index_topk"] = keys.require_count("attention.indexer.top_k");
+}
+
+// DeepSeek-V3.2: V3's model and keys, sigmoid routing, and the lightning indexer.
+json::object deepseek_v32(const ArchKeys& keys, const GgufSourceTensors& tensors) {
+    json::object c = deepseek(keys, tensors, "deepseek32");
+    if (c["scoring_func"] != "sigmoid") keys.bad("deepseek32.expert_gating_func", "is not sigmoid (2), as DeepSeek-V3.2 routes");
+    c["architectures"] = json::array{"DeepseekV32ForCausalLM"};
+    c["model_type"] = "deepseek_v32";
+    add_indexer_fields(keys, c);
+    return c;
+}
+
+// GLM-5/5.1/5.2: deepseek32's model with GLM's rotary part and indexer layer types. The converter
+// writes qk_rope_head_dim x partial_rotary_factor as the rotary dimension; the released models
+// rotate all of qk_rope_head_dim (factor 1), which is what is read back. A file without
+// attention.indexer.types has an indexer in every layer.
+json::object glm_moe_dsa(const ArchKeys& keys, const GgufSourceTensors& tensors) {
+    json::object c = deepseek(keys, tensors, "glm-dsa");
+    if (c["scoring_func"] != "sigmoid") keys.bad("glm-dsa.expert_gating_func", "is not sigmoid (2), as GLM-5 routes");
+    c["architectures"] = json::array{"GlmMoeDsaForCausalLM"};
+    c["model_type"] = "glm_moe_dsa";
+    c["head_dim"] = c["qk_rope_head_dim"];
+    c["rope_interleave"] = true;
+    c["indexer_rope_interleave"] = true;
+    add_indexer_fields(keys, c);
+    if (const auto full = keys.booleans("attention.indexer.types")) {
+        if (static_cast<std::int64_t>(full->size()) != c["num_hidden_layers"].as_int64())
+            keys.bad("glm-dsa.attention.indexer.types", "has " + std::to_string(full->size()) + " entries, not one per layer");
+        json::array names;
+        for (bool f : *full) names.push_back(f ? "full" : "shared");
+        c["indexer_types"] = std::move(names);
     }
     return c;
 }
@@ -285,12 +335,14 @@ std::string gguf_source_config(const GgufFile& first, const GgufSourceTensors& t
     json::object config;
     if (*arch == "qwen3moe") config = qwen3_moe(keys, tensors);
     else if (*arch == "deepseek2") config = deepseek(keys, tensors);
+    else if (*arch == "deepseek32") config = deepseek_v32(keys, tensors);
+    else if (*arch == "glm-dsa") config = glm_moe_dsa(keys, tensors);
     else if (*arch == "llama") config = mixtral(keys, tensors);
     else if (*arch == "glm4moe") config = glm4_moe(keys, tensors);
     else if (*arch == "minimax-m2") config = minimax_m2(keys, tensors);
     else
         throw Error(ErrorKind::input, "is a GGUF of architecture '" + arch->substr(0, 64) + "', which moequant does not read as a source yet",
-                    {.file = file, .code = "UnsupportedGguf", .hint = "read as sources: qwen3moe, deepseek2, llama (Mixtral), glm4moe, minimax-m2"});
+                    {.file = file, .code = "UnsupportedGguf", .hint = "read as sources: qwen3moe, deepseek2, deepseek32, glm-dsa, llama (Mixtral), glm4moe, minimax-m2"});
     const std::int64_t vocab = keys.count("vocab_size").value_or(tensors.vocab_rows);
     if (vocab <= 0) keys.bad(*arch + ".vocab_size", "is missing and the file has no token_embd to count");
     config["vocab_size"] = vocab;

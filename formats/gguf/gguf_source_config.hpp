@@ -1,7 +1,8 @@
 // config.json of a GGUF model read as a checkpoint: the Hugging Face config of its family that
 // describes the model llama.cpp computes from the file's metadata — the inverse of the keys the
 // gguf format writes (gguf_architecture.cpp), per architecture read (docs/gguf-source.md):
-// qwen3moe → qwen3_moe, deepseek2 → deepseek_v3 (sigmoid gating) or deepseek_v2, llama with
+// qwen3moe → qwen3_moe, deepseek2 → deepseek_v3 (sigmoid gating) or deepseek_v2, deepseek32 →
+// deepseek_v32, glm-dsa → glm_moe_dsa, llama with
 // experts → mixtral, glm4moe → glm4_moe, minimax-m2 → minimax_m2. Another architecture, or a key missing or out of range, is Error(input)
 // naming the file and the key (UnsupportedGguf, BadGgufKey).
 #pragma once

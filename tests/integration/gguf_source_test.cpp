@@ -29,7 +29,8 @@ namespace {
 struct Family {
     std::string name, dtype;
 };
-const Family families[] = {{"qwen3_moe", "bf16"}, {"mixtral", "bf16"}, {"deepseek_v3", "fp8"}, {"glm4_moe", "bf16"}, {"minimax_m2", "fp8"}};
+const Family families[] = {{"qwen3_moe", "bf16"}, {"mixtral", "bf16"}, {"deepseek_v3", "fp8"}, {"glm4_moe", "bf16"}, {"minimax_m2", "fp8"},
+                           {"deepseek_v32", "fp8"}};
 
 void run_ok(const std::vector<std::string>& args) {
     auto r = run_moequant(args);
@@ -82,10 +83,12 @@ BOOST_AUTO_TEST_SUITE(gguf_source)
 // (llama's interleaved Q/K rows put back, deepseek2's attn_k_b / attn_v_b merged into kv_b_proj),
 // and the config's fields.
 BOOST_AUTO_TEST_CASE(a_bf16_gguf_reads_back_as_its_checkpoint) {
-    for (const std::string family : {"qwen3_moe", "mixtral", "deepseek_v3", "glm4_moe", "minimax_m2"}) {
+    // GLM-5's tiny synthesized indexer heads are not twice its rotary dimension, which llama.cpp's
+    // glm-dsa needs: the small one is written.
+    for (const std::string family : {"qwen3_moe", "mixtral", "deepseek_v3", "glm4_moe", "minimax_m2", "deepseek_v32", "glm_moe_dsa"}) {
         BOOST_TEST_CONTEXT(family) {
             TempDir dir;
-            synth_checkpoint(dir / "src", {family, "bf16"});
+            synth_checkpoint(dir / "src", {family, "bf16"}, family == "glm_moe_dsa" ? std::vector<std::string>{"--preset", "small"} : std::vector<std::string>{});
             const fs::path gguf = write_gguf(dir / "src", dir / "gguf", "BF16");
             run_ok({"convert", "-i", gguf.string(), "-o", (dir / "back").string(), "--format", "bf16-safetensors", "--quiet"});
             Checkpoint source = Checkpoint::open(dir / "src"), back = Checkpoint::open(dir / "back");
@@ -112,7 +115,8 @@ BOOST_AUTO_TEST_CASE(a_bf16_gguf_reads_back_as_its_checkpoint) {
                                     "num_local_experts", "n_shared_experts", "first_k_dense_replace", "kv_lora_rank", "q_lora_rank",
                                     "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "routed_scaling_factor", "norm_topk_prob",
                                     "scoring_func", "n_group", "topk_group", "tie_word_embeddings", "head_dim", "intermediate_size",
-                                    "partial_rotary_factor", "use_qk_norm", "attention_bias", "rotary_dim", "use_routing_bias"})
+                                    "partial_rotary_factor", "use_qk_norm", "attention_bias", "rotary_dim", "use_routing_bias",
+                                    "index_n_heads", "index_head_dim", "index_topk", "indexer_types", "rope_interleave"})
                 if (want.contains(key)) BOOST_TEST((got.contains(key) && same_value(got.at(key), want.at(key))), key << ": " << (got.contains(key) ? boost::json::serialize(got.at(key)) : "absent"));
         }
     }
