@@ -17,13 +17,14 @@ usage: $(basename "$0") --work DIR --llama-bin DIR [--moequant BIN] [--families 
   --work DIR        where models and logs go
   --llama-bin DIR   a llama.cpp build's bin/ holding llama-quantize
   --moequant BIN    moequant binary (default: moequant on PATH)
-  --families "..."  synth families and source dtypes (default: "qwen3_moe:bf16 deepseek_v3:fp8 mixtral:bf16
-                    glm4_moe:bf16 minimax_m2:fp8")
+  --families "..."  synth families, source dtypes and optionally synth's size preset (FAMILY:DTYPE[:PRESET];
+                    default: "qwen3_moe:bf16 deepseek_v3:fp8 mixtral:bf16 glm4_moe:bf16 minimax_m2:fp8
+                    deepseek_v32:fp8 glm_moe_dsa:bf16:small")
   --presets "..."   llama-quantize presets (default: "Q4_K_M Q8_0 Q6_K IQ4_XS Q2_K")
 EOF
 }
 
-work='' bin='' moequant=moequant families="qwen3_moe:bf16 deepseek_v3:fp8 mixtral:bf16 glm4_moe:bf16 minimax_m2:fp8" presets="Q4_K_M Q8_0 Q6_K IQ4_XS Q2_K"
+work='' bin='' moequant=moequant families="qwen3_moe:bf16 deepseek_v3:fp8 mixtral:bf16 glm4_moe:bf16 minimax_m2:fp8 deepseek_v32:fp8 glm_moe_dsa:bf16:small" presets="Q4_K_M Q8_0 Q6_K IQ4_XS Q2_K"
 while (($#)); do
   case $1 in
     --work) work=$2; shift 2 ;;
@@ -48,9 +49,10 @@ same_outputs() {  # two output folders: every file but the run manifest equal
 
 echo "family | preset | AMX INT4 from llama-quantize's GGUF vs from its BF16 twin | eval KL (source vs its experts)"
 for spec in $families; do
-  family=${spec%%:*} dtype=${spec##*:} dir=$work/$family-$dtype
+  IFS=: read -r family dtype size <<< "$spec"
+  dir=$work/$family-$dtype
   rm -rf "$dir" && mkdir -p "$dir"
-  "$moequant" synth --family "$family" --dtype "$dtype" --out "$dir/src" > /dev/null
+  "$moequant" synth --family "$family" --dtype "$dtype" --preset "${size:-tiny}" --out "$dir/src" > /dev/null
   "$moequant" convert -i "$dir/src" -o "$dir/bf16" --format gguf --quant-method BF16 -q > /dev/null
   first=$(ls "$dir"/bf16/*-00001-of-*.gguf | head -1)
   for preset in $presets; do
