@@ -24,6 +24,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
 int run_record_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals);
+int run_hybrid_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_verify_command(const std::vector<std::string>& args, GlobalOptions globals);
 int run_completion_command(const std::vector<std::string>& args, GlobalOptions globals);
 

@@ -42,6 +42,8 @@ const Command commands[] = {
      &moequant::cli::run_plan_command},
     {"eval", "measure a conversion end to end: perplexity and KL of the quantized model against the source",
      &moequant::cli::run_eval_command},
+    {"hybrid", "prepare a model for kt-kernel + SGLang in one run: GPU checkpoint, CPU experts, placement, checks, eval, launch line",
+     &moequant::cli::run_hybrid_command},
     {"verify", "check a converted output against its source (--source, --converted), or compare two outputs",
      &moequant::cli::run_verify_command},
     {"completion", "print a shell completion script: moequant completion bash|zsh",

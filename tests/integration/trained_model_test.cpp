@@ -83,6 +83,41 @@ BOOST_AUTO_TEST_CASE(quantization_costs_order_as_on_released_models) {
     const double plain = kl_of(held, dir / "plain"), imatrix = kl_of(held, dir / "imatrix"), gptq = kl_of(held, dir / "gptq");
     BOOST_TEST(imatrix < plain, "imatrix " << imatrix << ", plain " << plain);
     BOOST_TEST(gptq < imatrix, "GPTQ " << gptq << ", imatrix " << imatrix);
+    // Calibrated AMX INT4 below plain AMX INT4, GPTQ W4A16 below RTN.
+    convert({"--quant-method", "int4", "--calibrate", "--dataset", "embedded"}, dir / "int4-cal");
+    const double calibrated = kl_of(held, dir / "int4-cal");
+    BOOST_TEST(calibrated < int4, "calibrated AMX INT4 " << calibrated << ", plain " << int4);
+    auto gpu = [&](std::vector<std::string> method, const fs::path& out) {
+        std::vector<std::string> args = {"gptq", "--model_id", model_dir.string(), "--output_dir", out.string(), "--quant_type", "W4A16", "-q"};
+        args.insert(args.end(), method.begin(), method.end());
+        auto r = run_moequant(args);
+        BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        return eval(held, {"--gpu-weights", out.string()}).at("kl_mean").to_number<double>();
+    };
+    const double rtn = gpu({"--quant_method", "RTN"}, dir / "rtn"), w4 = gpu({"--dataset", "embedded"}, dir / "w4");
+    BOOST_TEST(w4 < rtn, "GPTQ W4A16 " << w4 << ", RTN " << rtn);
+}
+
+// `moequant hybrid` on the trained model: the most used experts its budget holds on the GPU,
+// both outputs verified, eval of the hybrid on the model's own held-out rows (its heldout.jsonl,
+// the default), and a launch line naming the files.
+BOOST_AUTO_TEST_CASE(hybrid_prepares_the_trained_model) {
+    TempDir dir;
+    // 18 MiB: the 16.8 MiB outside the routed experts (the 32000-token embedding) and 4 of the 8
+    // experts of each layer.
+    auto r = run_moequant({"hybrid", "--model_id", model_dir.string(), "--output", (dir / "run").string(), "--gpu-memory", "18MiB",
+                           "--dataset", "embedded", "--eval-samples", std::to_string(rows), "--eval-max-length", "256"});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto state = boost::json::parse(read_text(dir / "run/hybrid.json")).as_object();
+    BOOST_TEST(state.at("gpu_experts_per_layer").to_number<std::int64_t>() == 4);
+    BOOST_TEST(state.at("eval").at("dataset").as_string() == (model_dir / "heldout.jsonl").string());
+    const double kl = state.at("eval").at("kl_mean").to_number<double>();
+    BOOST_TEST((kl > 0 && kl < 1e-3), kl);
+    BOOST_TEST(contains(r.err, "[5/7] verify the GPU checkpoint: passed"), r.err);
+    BOOST_TEST(contains(r.err, "[6/7] verify the CPU experts: passed"), r.err);
+    for (const char* file : {"gpu/config.json", "cpu/model.safetensors.index.json", "activation_stats.pt", "placement.json", "eval.json"})
+        BOOST_TEST(fs::exists(dir / "run" / file), file);
+    BOOST_TEST(contains(r.out, "--kt-num-gpu-experts 4"), r.out);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

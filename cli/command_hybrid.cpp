@@ -1,0 +1,456 @@
+// `moequant hybrid`: one run that prepares a model for kt-kernel + SGLang's hybrid serving. It
+// records the routing on the calibration text, writes the GPU checkpoint (GPTQ W4A16 of every
+// routed expert, or the one-INT4-checkpoint recipe for kt's RAWINT4) and the CPU experts (AMX
+// INT4/INT8 or MOE_INT8, calibrated), keeps on the GPU the most used experts its --gpu-memory
+// holds, checks both outputs with verify, measures the hybrid model with eval on held-out text
+// and prints the SGLang command for exactly these files. Every step is one of the commands run
+// in this process with the arguments a user would give it, so each resumes as that command does
+// (a finished step costs a check of its files). docs/hybrid.md.
+
+#include "command.hpp"
+#include "command_line.hpp"
+#include "family_selection.hpp"
+#include "global_options.hpp"
+#include "human_format.hpp"
+#include "hybrid_gpu_budget.hpp"
+#include "sglang_launch_line.hpp"
+#include "torch_tensor_file.hpp"
+
+#include <moequant/digest.hpp>
+#include <moequant/engine/output_location.hpp>
+#include <moequant/error.hpp>
+#include <moequant/output_file.hpp>
+
+#include <boost/json.hpp>
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+namespace moequant::cli {
+
+namespace po = boost::program_options;
+namespace json = boost::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* state_file = "hybrid.json";
+
+struct HybridRequest {
+    std::string input, output, gpu_memory, family;
+    std::string dataset, dataset_split = "train_sft", eval_dataset;
+    std::int64_t samples = 512, max_length = 2048, seed = 42, eval_samples = 128, eval_max_length = 512;
+    std::string kt_method = "AMXINT4";
+    std::int64_t threadpools = 2, cpuinfer = 0;
+    std::size_t threads = 0;
+    bool dry_run = false, quiet = false;
+};
+
+// What each --kt-method needs: the convert quantizer of its CPU experts (none: RAWINT4 reads
+// the GPU checkpoint) and the gptq recipe of the GPU checkpoint.
+struct Method {
+    const char* kt_method;
+    const char* convert_method;  // nullptr for RAWINT4
+    bool rawint4;
+};
+constexpr Method methods[] = {
+    {"AMXINT4", "int4", false}, {"AMXINT8", "int8", false}, {"MOE_INT8", "moe_int8", false}, {"RAWINT4", nullptr, true}};
+
+const Method& method_named(const std::string& name) {
+    for (const Method& m : methods)
+        if (name == m.kt_method) return m;
+    throw_usage_error("--kt-method must be AMXINT4, AMXINT8, MOE_INT8 or RAWINT4, not '" + name + "'",
+                      {.hint = "MOE_INT4 is refused: kt-kernel itself cannot produce it on x86 (docs/kt-moe-int8.md)"});
+}
+
+// std::cout of a step, kept instead of printed (the JSON of plan and eval).
+class CapturedStdout {
+public:
+    CapturedStdout() : previous_(std::cout.rdbuf(text_.rdbuf())) {}
+    ~CapturedStdout() { std::cout.rdbuf(previous_); }
+    std::string text() const { return text_.str(); }
+
+private:
+    std::ostringstream text_;
+    std::streambuf* previous_;
+};
+
+class Hybrid {
+public:
+    Hybrid(HybridRequest request, GlobalOptions globals, const Method& method)
+        : r_(std::move(request)), globals_(std::move(globals)), method_(method), dir_(fs::absolute(r_.output).lexically_normal()) {}
+
+    int run();
+
+private:
+    std::vector<std::string> calibration_text() const {
+        return {"--dataset", r_.dataset, "--dataset_split", r_.dataset_split, "--num_calibration_samples", std::to_string(r_.samples),
+                "--max_sequence_length", std::to_string(r_.max_length), "--random_seed", std::to_string(r_.seed)};
+    }
+    std::vector<std::string> common(std::vector<std::string> args) const {
+        if (r_.quiet) args.push_back("-q");
+        if (r_.threads) args.insert(args.end(), {"--threads", std::to_string(r_.threads)});
+        if (!r_.family.empty()) args.insert(args.end(), {"--family", r_.family});
+        return args;
+    }
+    std::vector<std::string> gptq_args() const {
+        std::vector<std::string> a = {"--model_id", r_.input, "--output_dir", path("gpu")};
+        if (method_.rawint4) a.insert(a.end(), {"--for", "kt-rawint4"});
+        else a.insert(a.end(), {"--quant_type", "W4A16"});
+        const auto text = calibration_text();
+        a.insert(a.end(), text.begin(), text.end());
+        return common(a);
+    }
+    std::vector<std::string> convert_args() const {
+        std::vector<std::string> a = {"-i", r_.input, "-o", path("cpu"), "--quant-method", method_.convert_method, "--calibrate",
+                                      "--threadpool-count", std::to_string(r_.threadpools)};
+        const auto text = calibration_text();
+        a.insert(a.end(), text.begin(), text.end());
+        return common(a);
+    }
+    std::vector<std::string> eval_args() const {
+        return common({"--model_id", r_.input, "--dataset", r_.eval_dataset, "--num_calibration_samples", std::to_string(r_.eval_samples),
+                       "--max_sequence_length", std::to_string(r_.eval_max_length)});
+    }
+    std::string path(const std::string& name) const { return (dir_ / name).string(); }
+    std::string cpu_weights() const { return method_.rawint4 ? path("gpu") : path("cpu"); }
+
+    void note(const std::string& line) const {
+        if (!r_.quiet) std::cerr << "hybrid: " << line << "\n";
+    }
+    int step(int (*command)(const std::vector<std::string>&, GlobalOptions), const std::vector<std::string>& args) const {
+        return command(args, globals_);
+    }
+    // verify of one output, quietly: one line when it passes; its whole report (a second run,
+    // in words) when it fails, whose exit code (6) ends the run.
+    int verify(const std::string& what, const std::vector<std::string>& args) const {
+        std::vector<std::string> quiet = common(args);
+        quiet.insert(quiet.end(), {"--json", "-q"});
+        int rc = 0;
+        json::object report;
+        {
+            CapturedStdout out;
+            rc = step(&run_verify_command, quiet);
+            report = json::parse(out.text()).as_object();
+        }
+        if (rc != 0) return step(&run_verify_command, common(args));
+        note(what + ": passed, " + std::to_string(report.at("tensors").as_array().size()) + " stored parts of " +
+             std::string(report.at("quantizer").as_string()) + " checked against the source");
+        return rc;
+    }
+    // A writing step (gptq, convert) done by an earlier run with the same arguments: its folder's
+    // run manifest, which it writes last, is the one recorded then. (Calibrated runs start over
+    // when rerun, so the step is skipped instead; verify checks the files afterwards.)
+    bool done_before(const json::object& state, const std::string& key, const std::vector<std::string>& args, const std::string& folder) const {
+        std::error_code ec;
+        const fs::path manifest = fs::path(folder) / "moequant-run.json";
+        if (!state.contains(key) || !fs::exists(manifest, ec)) return false;
+        const json::object& done = state.at(key).as_object();
+        return done.contains("args") && done.at("args") == joined(args).c_str() && done.contains("manifest") &&
+               done.at("manifest") == file_digest(manifest).c_str();
+    }
+    void mark_done(json::object& state, const std::string& key, const std::vector<std::string>& args, const std::string& folder) const {
+        state[key] = json::object{{"args", joined(args)}, {"manifest", file_digest(fs::path(folder) / "moequant-run.json")}};
+        save_state(state);
+    }
+    static std::string joined(const std::vector<std::string>& args) {
+        std::string out;
+        for (const std::string& a : args) out += (out.empty() ? "" : " ") + a;
+        return out;
+    }
+    // Runs a writing step unless an earlier run did it.
+    void write_step(json::object& state, const std::string& key, const std::string& what,
+                    int (*command)(const std::vector<std::string>&, GlobalOptions), const std::vector<std::string>& args,
+                    const std::string& folder) const {
+        if (done_before(state, key, args, folder)) {
+            note(what + ": written by an earlier run with the same arguments, kept");
+            return;
+        }
+        note(what + " -> " + folder);
+        step(command, args);
+        mark_done(state, key, args, folder);
+    }
+    int dry_run(const PlannedSource& source);
+    void check_output_folder_is_ours(const PlannedSource& source) const;
+    json::object load_state() const;
+    void save_state(const json::object& state) const { write_file_atomically(dir_ / state_file, json::serialize(state) + "\n"); }
+    void record(json::object& state) const;
+    std::string write_expert_location(const json::object& placement, const ModelPlan& plan) const;
+
+    HybridRequest r_;
+    GlobalOptions globals_;
+    const Method& method_;
+    fs::path dir_;
+};
+
+void Hybrid::check_output_folder_is_ours(const PlannedSource& source) const {
+    check_output_folder(dir_, {.folders = {source.checkpoint.directory()}}, false);
+    std::error_code ec;
+    if (!fs::exists(dir_, ec)) return;
+    if (!fs::is_directory(dir_, ec))
+        throw Error(ErrorKind::io, "is not a folder", {.file = dir_.string(), .code = "OutputNotAFolder"});
+    if (fs::exists(dir_ / state_file, ec) || fs::directory_iterator(dir_, ec) == fs::directory_iterator()) return;
+    throw Error(ErrorKind::io, "holds files that no moequant hybrid run wrote (it has no " + std::string(state_file) + ")",
+                {.file = dir_.string(), .code = "OutputNotEmpty", .hint = "give an empty or new folder, or the folder of an earlier hybrid run"});
+}
+
+json::object Hybrid::load_state() const {
+    std::error_code ec;
+    if (!fs::exists(dir_ / state_file, ec)) return {};
+    std::ifstream in(dir_ / state_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    boost::system::error_code parse_error;
+    json::value v = json::parse(text.str(), parse_error);
+    if (parse_error || !v.is_object())
+        throw Error(ErrorKind::io, "is not the state of a hybrid run", {.file = (dir_ / state_file).string(), .code = "BadHybridState",
+                                                                        .hint = "remove the folder and run again"});
+    return v.as_object();
+}
+
+// The routing counts on the calibration text: recorded once, reused while the text is the same.
+void Hybrid::record(json::object& state) const {
+    std::string settings;
+    for (const std::string& a : calibration_text()) settings += a + " ";
+    settings += r_.input;
+    std::error_code ec;
+    const fs::path file = dir_ / "calibration.safetensors";
+    if (state.contains("recorded") && state.at("recorded") == settings.c_str() && fs::exists(file, ec)) {
+        note("[1/7] calibration inputs already recorded: " + file.string());
+        return;
+    }
+    note("[1/7] record the MoE inputs on the calibration text -> " + file.string());
+    std::vector<std::string> a = {"--model_id", r_.input, "--output", file.string(), "--overwrite"};
+    const auto text = calibration_text();
+    a.insert(a.end(), text.begin(), text.end());
+    step(&run_record_command, common(a));
+    state["recorded"] = settings;
+    save_state(state);
+}
+
+// SGLang's --init-expert-location for the `frequency` strategy: logical_count [1, layers,
+// experts], which it sums over dimension 0 and ranks with torch.topk. The values are each
+// expert's place in moequant's placement order (the most routed first; ties to the lower layer,
+// then the lower expert), counted down from the number of routed experts, and 0 for layers
+// without routed experts: any --kt-num-gpu-experts then keeps exactly moequant's choice, ties
+// included, where raw counts would leave ties to topk.
+std::string Hybrid::write_expert_location(const json::object& placement, const ModelPlan& plan) const {
+    const std::int64_t layers = plan.num_hidden_layers, experts = plan.num_experts;
+    struct Entry {
+        std::int64_t layer, expert, count;
+    };
+    std::vector<Entry> entries;
+    for (const json::value& l : placement.at("layers").as_array()) {
+        const json::array& counts = l.at("routed_tokens").as_array();
+        for (std::size_t e = 0; e < counts.size(); ++e)
+            entries.push_back({l.at("layer").to_number<std::int64_t>(), static_cast<std::int64_t>(e), counts[e].to_number<std::int64_t>()});
+    }
+    std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.count > b.count; });
+    std::vector<float> rank(static_cast<std::size_t>(layers * experts), 0.0f);
+    for (std::size_t i = 0; i < entries.size(); ++i)
+        rank[static_cast<std::size_t>(entries[i].layer * experts + entries[i].expert)] = static_cast<float>(entries.size() - i);
+    const fs::path file = dir_ / "activation_stats.pt";
+    write_file_atomically(file, torch_tensor_dict_bytes("logical_count", {1, layers, experts}, rank));
+    return file.string();
+}
+
+int Hybrid::dry_run(const PlannedSource& source) {
+    const std::int64_t group = method_.rawint4 ? 32 : 128;
+    const GpuWeightBytes bytes = estimated_gpu_weight_bytes(source.checkpoint, source.plan, group);
+    const std::uint64_t budget = parse_memory_size(r_.gpu_memory, "--gpu-memory");
+    const std::int64_t per_layer = bytes.experts_per_layer(budget, source.plan.num_experts);
+    const auto layers = static_cast<std::int64_t>(source.plan.moe_layers.size());
+    std::cout << "hybrid --dry-run: " << source.plan.family << ", " << layers << " MoE layers x " << source.plan.num_experts
+              << " routed experts; CPU method " << method_.kt_method << "\n"
+              << "GPU weights (estimated): " << human_bytes(bytes.fixed) << " outside the routed experts, "
+              << human_bytes(bytes.expert_row()) << " per routed expert of every MoE layer; --gpu-memory " << human_bytes(budget)
+              << " holds " << per_layer << " per layer (" << per_layer * layers << " of " << layers * source.plan.num_experts << ")\n\n"
+              << "GPU checkpoint (moequant gptq):\n";
+    std::vector<std::string> gptq = gptq_args();
+    gptq.push_back("--dry-run");
+    int rc = step(&run_gptq_command, gptq);
+    if (method_.convert_method) {
+        std::cout << "\nCPU experts (moequant convert):\n";
+        std::vector<std::string> convert = convert_args();
+        convert.push_back("--dry-run");
+        rc = std::max(rc, step(&run_convert_command, convert));
+    }
+    std::cout << "\nEval of the hybrid model (moequant eval; timed as the source against itself):\n";
+    std::vector<std::string> eval = eval_args();
+    eval.push_back("--dry-run");
+    rc = std::max(rc, step(&run_eval_command, eval));
+    std::cout << "\nThen served with:\n"
+              << sglang_launch_line({path("gpu"), cpu_weights(), method_.kt_method, r_.cpuinfer, r_.threadpools, per_layer,
+                                     path("activation_stats.pt")});
+    return rc;
+}
+
+int Hybrid::run() {
+    Registry registry;
+    load_plugins(registry, globals_);
+    const PlannedSource source = open_planned_source(registry, r_.input, r_.family);
+    if (source.plan.moe_layers.empty())
+        throw Error(ErrorKind::input, "has no routed experts to place", {.file = r_.input, .code = "NoExperts"});
+    const std::uint64_t budget = parse_memory_size(r_.gpu_memory, "--gpu-memory");
+    if (r_.dry_run) return dry_run(source);
+    // A budget below the estimated fixed part is refused before hours of GPTQ; the count itself
+    // is chosen from the written checkpoint's sizes.
+    estimated_gpu_weight_bytes(source.checkpoint, source.plan, method_.rawint4 ? 32 : 128).experts_per_layer(budget, source.plan.num_experts);
+    check_output_folder_is_ours(source);
+    fs::create_directories(dir_);
+    json::object state = load_state();
+    state["moequant"] = "hybrid";
+    state["source"] = r_.input;
+    save_state(state);
+
+    record(state);
+    write_step(state, "gpu", "[2/7] the GPU checkpoint: gptq " + std::string(method_.rawint4 ? "--for kt-rawint4" : "W4A16"), &run_gptq_command,
+               gptq_args(), path("gpu"));
+
+    const Checkpoint gpu = Checkpoint::open(path("gpu"));
+    const GpuWeightBytes bytes = measured_gpu_weight_bytes(gpu, source.plan);
+    const std::int64_t per_layer = bytes.experts_per_layer(budget, source.plan.num_experts);
+    const auto layers = static_cast<std::int64_t>(source.plan.moe_layers.size());
+    note("[3/7] " + human_bytes(budget) + " of GPU memory holds " + human_bytes(bytes.fixed) + " outside the routed experts and " +
+         std::to_string(per_layer) + " routed expert(s) of each of the " + std::to_string(layers) + " MoE layers (" +
+         human_bytes(bytes.expert_row()) + " per expert of every layer): placing the " + std::to_string(per_layer * layers) +
+         " most used");
+    json::object placement;
+    {
+        CapturedStdout json_out;
+        step(&run_plan_command, common({"--model_id", r_.input, "--activations", path("calibration.safetensors"), "--num-gpu-experts",
+                                        std::to_string(per_layer * layers), "--strategy", "frequency", "--output", path("placement.json"),
+                                        "--overwrite", "--json"}));
+        placement = json::parse(json_out.text()).as_object();
+    }
+    const std::string location = write_expert_location(placement, source.plan);
+
+    if (method_.convert_method) {
+        write_step(state, "cpu", "[4/7] the CPU experts: convert --quant-method " + std::string(method_.convert_method) + " --calibrate",
+                   &run_convert_command, convert_args(), path("cpu"));
+    } else {
+        note("[4/7] the CPU experts: kt's RAWINT4 reads the GPU checkpoint itself");
+    }
+    std::vector<std::string> verify_gpu = {"--source", r_.input, "--converted", path("gpu"), "--calibration-activations",
+                                           path("calibration.safetensors")};
+    if (method_.rawint4) verify_gpu.insert(verify_gpu.end(), {"--for", "kt-rawint4"});
+    if (const int rc = verify("[5/7] verify the GPU checkpoint", verify_gpu); rc != 0) return rc;
+    if (method_.convert_method)
+        if (const int rc = verify("[6/7] verify the CPU experts", {"--source", r_.input, "--converted", path("cpu"), "--calibration-activations",
+                                                            path("calibration.safetensors")});
+            rc != 0)
+            return rc;
+    note("[7/7] eval of the hybrid model on " + r_.eval_dataset);
+    json::object eval;
+    {
+        std::vector<std::string> a = eval_args();
+        // RAWINT4's CPU experts are the GPU checkpoint's codes, which kt decodes as Marlin does: every
+        // expert of the hybrid is that folder's, wherever it runs.
+        if (method_.rawint4) a.insert(a.end(), {"--gpu-weights", path("gpu"), "--json"});
+        else a.insert(a.end(), {"--cpu-weights", cpu_weights(), "--gpu-weights", path("gpu"), "--placement", path("placement.json"), "--json"});
+        CapturedStdout json_out;
+        step(&run_eval_command, a);
+        eval = json::parse(json_out.text()).as_object();
+    }
+    write_file_atomically(dir_ / "eval.json", json::serialize(eval) + "\n");
+
+    const std::string launch = sglang_launch_line({path("gpu"), cpu_weights(), method_.kt_method, r_.cpuinfer, r_.threadpools, per_layer, location});
+    state["kt_method"] = method_.kt_method;
+    state["gpu_memory"] = budget;
+    state["gpu_weight_bytes"] = json::object{{"fixed", bytes.fixed}, {"per_expert_of_every_layer", bytes.expert_row()},
+                                             {"total", bytes.fixed + bytes.expert_row() * static_cast<std::uint64_t>(per_layer)}};
+    state["gpu_experts_per_layer"] = per_layer;
+    state["gpu_coverage"] = placement.at("gpu_coverage");
+    state["eval"] = json::object{{"dataset", r_.eval_dataset}, {"tokens", eval.at("tokens")}, {"kl_mean", eval.at("kl_mean")},
+                                 {"top1_agreement", eval.at("top1_agreement")}, {"perplexity_source", eval.at("perplexity_source")},
+                                 {"perplexity_quantized", eval.at("perplexity_quantized")}};
+    state["launch"] = launch;
+    save_state(state);
+
+    std::printf("hybrid model in %s: %lld of %lld routed experts per MoE layer on the GPU (%.1f%% of expert choices on the calibration "
+                "text), the rest %s on the CPU\n",
+                dir_.string().c_str(), static_cast<long long>(per_layer), static_cast<long long>(source.plan.num_experts),
+                100.0 * placement.at("gpu_coverage").to_number<double>(), method_.kt_method);
+    std::printf("GPU weights %s of %s; eval on %lld held-out tokens: KL %.3g, top-1 %.3f, perplexity %.4g (source %.4g)\n\n",
+                human_bytes(bytes.fixed + bytes.expert_row() * static_cast<std::uint64_t>(per_layer)).c_str(), human_bytes(budget).c_str(),
+                static_cast<long long>(eval.at("tokens").to_number<std::int64_t>()), eval.at("kl_mean").to_number<double>(),
+                eval.at("top1_agreement").to_number<double>(), eval.at("perplexity_quantized").to_number<double>(),
+                eval.at("perplexity_source").to_number<double>());
+    std::fflush(stdout);
+    std::cout << "Serve it with:\n" << launch;
+    return 0;
+}
+
+// The held-out text when none is given: the model folder's heldout.jsonl, else the embedded
+// text (with a warning when that is also the calibration text).
+std::string default_eval_dataset(const HybridRequest& r) {
+    std::error_code ec;
+    const fs::path folder = fs::is_directory(r.input, ec) ? fs::path(r.input) : fs::path(r.input).parent_path();
+    if (fs::exists(folder / "heldout.jsonl", ec)) return (folder / "heldout.jsonl").string();
+    if (r.dataset == "embedded")
+        std::cerr << "moequant: warning: hybrid evaluates on the embedded text, which is also the calibration text: give --eval-dataset "
+                     "for figures on text the calibration did not see\n";
+    return "embedded";
+}
+
+}  // namespace
+
+int run_hybrid_command(const std::vector<std::string>& args, GlobalOptions globals) {
+    HybridRequest r;
+    po::options_description options("Options");
+    options.add_options()
+        ("model_id", po::value(&r.input)->value_name("PATH"), "model folder, or a GGUF model file")
+        ("input-path,i", po::value(&r.input)->value_name("PATH"), "same as --model_id")
+        ("output,o", po::value(&r.output)->value_name("DIR"), "the run's folder: gpu/, cpu/, placement.json, activation_stats.pt, eval.json, hybrid.json")
+        ("gpu-memory", po::value(&r.gpu_memory)->value_name("SIZE"),
+         "GPU memory for the weights (e.g. 24GiB): what the GPU checkpoint needs outside the routed experts, and as many of the "
+         "most used experts per MoE layer as fit; leave SGLang's KV cache out of it")
+        ("kt-method", po::value(&r.kt_method)->value_name("M")->default_value("AMXINT4"),
+         "the CPU experts: AMXINT4 or AMXINT8 (calibrated AMX), MOE_INT8 (calibrated, CPUs without AMX), RAWINT4 (kt reads the GPU "
+         "checkpoint, written as gptq --for kt-rawint4)")
+        ("dataset", po::value(&r.dataset)->value_name("FILE|DIR|ID|embedded"), "calibration text (default: embedded, with a warning)")
+        ("dataset_split", po::value(&r.dataset_split)->default_value("train_sft"), "the split of a dataset folder")
+        ("num_calibration_samples", po::value(&r.samples)->default_value(512), "calibration rows")
+        ("max_sequence_length", po::value(&r.max_length)->default_value(2048), "tokens per calibration row at most")
+        ("random_seed", po::value(&r.seed)->default_value(42), "shuffles the calibration rows")
+        ("eval-dataset", po::value(&r.eval_dataset)->value_name("FILE|embedded"),
+         "held-out text for eval (default: the model folder's heldout.jsonl, else embedded)")
+        ("eval-samples", po::value(&r.eval_samples)->default_value(128), "eval rows")
+        ("eval-max-length", po::value(&r.eval_max_length)->default_value(512), "tokens per eval row at most")
+        ("kt-threadpool-count", po::value(&r.threadpools)->default_value(2), "kt-kernel's thread pools (NUMA sub-pools) the CPU experts are split for")
+        ("kt-cpuinfer", po::value(&r.cpuinfer), "CPU threads for kt-kernel in the launch line (default: this machine's)")
+        ("dry-run", po::bool_switch(&r.dry_run), "run nothing: sizes, GPU experts, peak memory and time of every step, and the launch line")
+        ("family", po::value(&r.family)->value_name("NAME"), "use this adapter (id, model_type or synth release) instead of detecting it")
+        ("threads", po::value(&r.threads), "worker threads (default: all cores)")
+        ("quiet,q", po::bool_switch(&r.quiet), "no progress output");
+    if (!parse_command(args, options, globals,
+                       {"moequant hybrid --model_id MODEL --output DIR --gpu-memory SIZE [--kt-method AMXINT4|AMXINT8|MOE_INT8|RAWINT4]\n"
+                        "              [--dataset FILE] [--eval-dataset FILE] [--dry-run]",
+                        "Prepares a model for kt-kernel + SGLang's hybrid serving in one resumable run: records the routing\n"
+                        "on the calibration text, writes the GPU checkpoint (GPTQ W4A16; for RAWINT4 the one-INT4-checkpoint\n"
+                        "recipe) and the calibrated CPU experts, keeps on the GPU the most used experts --gpu-memory holds,\n"
+                        "verifies both outputs, evaluates the hybrid model on held-out text and prints the SGLang command\n"
+                        "for exactly these files. Rerun the same command to resume."},
+                       {"threads", "num_calibration_samples", "max_sequence_length", "eval-samples", "eval-max-length", "kt-threadpool-count",
+                        "kt-cpuinfer"}))
+        return 0;
+    if (r.input.empty()) throw_usage_error("hybrid needs --model_id", {.hint = "moequant hybrid --help"});
+    if (r.output.empty()) throw_usage_error("hybrid needs --output DIR");
+    if (r.gpu_memory.empty()) throw_usage_error("hybrid needs --gpu-memory SIZE (the GPU memory for the weights, e.g. 24GiB)");
+    const Method& method = method_named(r.kt_method);
+    if (r.dataset.empty()) {
+        std::cerr << "moequant: warning: no --dataset: calibrating on the small embedded text; give text like the one the model will serve\n";
+        r.dataset = "embedded";
+    }
+    if (r.eval_dataset.empty()) r.eval_dataset = default_eval_dataset(r);
+    if (r.cpuinfer == 0) r.cpuinfer = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::thread::hardware_concurrency()));
+    return Hybrid(std::move(r), std::move(globals), method).run();
+}
+
+}  // namespace moequant::cli
