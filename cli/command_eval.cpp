@@ -9,6 +9,7 @@
 #include "eval_report.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
+#include "report_page.hpp"
 #include "option_values.hpp"
 #include "scratch_folder.hpp"
 #include "text_calibration.hpp"
@@ -19,6 +20,7 @@
 #include <moequant/engine/rank_checks.hpp>
 #include <moequant/engine/run_manifest.hpp>
 #include <moequant/engine/evaluation.hpp>
+#include <moequant/engine/output_location.hpp>
 #include <moequant/engine/hybrid_experts.hpp>
 #include <moequant/engine/quantized_experts.hpp>
 #include <moequant/error.hpp>
@@ -33,6 +35,7 @@
 namespace moequant::cli {
 
 namespace po = boost::program_options;
+namespace json = boost::json;
 
 namespace {
 
@@ -75,8 +78,8 @@ RunManifest eval_identity(const PlannedSource& source, const std::vector<std::ve
 }  // namespace
 
 int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string input, cpu_weights, gpu_weights, placement_file, compute;
-    bool as_json = false, dry_run = false;
+    std::string input, cpu_weights, gpu_weights, placement_file, compute, report_file;
+    bool as_json = false, dry_run = false, overwrite_report = false;
     double max_memory_gb = 0;
     TextCalibrationOptions text;
     po::options_description options("Options");
@@ -93,6 +96,9 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
         ("max-memory", po::value(&max_memory_gb)->value_name("GB"),
          "bound both models' hidden states in memory (beyond, mapped scratch files) and run the samples in batches that fit")
         ("json", po::bool_switch(&as_json), "print the numbers as one JSON object")
+        ("report", po::value(&report_file)->value_name("FILE"),
+         "also write the report page: one self-contained HTML file (the numbers, the per-layer errors, the experts' use and coverage)")
+        ("overwrite", po::bool_switch(&overwrite_report), "replace an existing --report file")
         ("dry-run", po::bool_switch(&dry_run), "run nothing: print the plan, the expected peak memory and time");
     add_compute_dtype_option(options, compute,
                              "both forwards' matrix products in FP32 (the default: the KL measures the conversion alone) "
@@ -141,6 +147,12 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     if (cpu) side(*cpu, cpu_weights, true);
     if (gpu) side(*gpu, gpu_weights, false);
     if (hybrid) both.emplace(*cpu, *gpu, source.plan, read_gpu_placement(placement_file, source.plan));
+    if (!report_file.empty()) {
+        CommandInputs inputs{.folders = {source.checkpoint.directory()}};
+        for (const std::string& f : {placement_file, text.dataset, cpu_weights, gpu_weights})
+            if (!f.empty()) inputs.files.emplace_back(f);
+        check_output_file(report_file, inputs, overwrite_report);
+    }
     const ReplacementExperts* quantized = both ? static_cast<const ReplacementExperts*>(&*both)
                                           : cpu  ? static_cast<const ReplacementExperts*>(&*cpu)
                                           : gpu  ? static_cast<const ReplacementExperts*>(&*gpu)
@@ -176,6 +188,12 @@ int run_eval_command(const std::vector<std::string>& args, GlobalOptions globals
     const EvaluationReport report = run_evaluation(job, common.quiet || !cluster.root() ? static_cast<ProgressSink&>(silent) : progress);
     if (as_json) print_eval_json(report, source.plan);
     else print_eval_text(report, source.plan, what);
+    if (!report_file.empty() && cluster.root()) {
+        json::object output = eval_json(report, source.plan);
+        output["name"] = quantized ? experts : "the source against itself";
+        write_report_page(report_file, eval_report_data("moequant eval: " + what, command_line_text("eval", args), output, source.plan,
+                                                        hybrid ? placement_file : std::string()));
+    }
     note_unmeasured_experts(report, source.plan);
     return 0;
 }

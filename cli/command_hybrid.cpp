@@ -12,6 +12,7 @@
 #include "family_selection.hpp"
 #include "global_options.hpp"
 #include "human_format.hpp"
+#include "report_page.hpp"
 #include "hybrid_gpu_budget.hpp"
 #include "sglang_launch_line.hpp"
 #include "torch_tensor_file.hpp"
@@ -49,7 +50,7 @@ struct HybridRequest {
     std::string kt_method = "AMXINT4";
     std::int64_t threadpools = 2, cpuinfer = 0;
     std::size_t threads = 0;
-    bool dry_run = false, quiet = false;
+    bool dry_run = false, quiet = false, compare_outputs = false;
 };
 
 // What each --kt-method needs: the convert quantizer of its CPU experts (none: RAWINT4 reads
@@ -83,8 +84,12 @@ private:
 
 class Hybrid {
 public:
-    Hybrid(HybridRequest request, GlobalOptions globals, const Method& method)
-        : r_(std::move(request)), globals_(std::move(globals)), method_(method), dir_(fs::absolute(r_.output).lexically_normal()) {}
+    Hybrid(HybridRequest request, GlobalOptions globals, const Method& method, std::string command_line)
+        : r_(std::move(request)),
+          globals_(std::move(globals)),
+          method_(method),
+          dir_(fs::absolute(r_.output).lexically_normal()),
+          command_line_(std::move(command_line)) {}
 
     int run();
 
@@ -131,7 +136,8 @@ private:
     // in words) when it fails, whose exit code (6) ends the run.
     int verify(const std::string& what, const std::vector<std::string>& args) const {
         std::vector<std::string> quiet = common(args);
-        quiet.insert(quiet.end(), {"--json", "-q"});
+        quiet.push_back("--json");
+        if (!r_.quiet) quiet.push_back("-q");
         int rc = 0;
         json::object report;
         {
@@ -176,6 +182,20 @@ private:
         step(command, args);
         mark_done(state, key, args, folder);
     }
+    // eval of the source against `outputs` on the held-out text: its JSON, named.
+    json::object evaluate(const std::string& name, const std::vector<std::string>& outputs) const {
+        std::vector<std::string> a = eval_args();
+        a.insert(a.end(), outputs.begin(), outputs.end());
+        a.push_back("--json");
+        json::object result;
+        {
+            CapturedStdout json_out;
+            step(&run_eval_command, a);
+            result = json::parse(json_out.text()).as_object();
+        }
+        result["name"] = name;
+        return result;
+    }
     int dry_run(const PlannedSource& source);
     void check_output_folder_is_ours(const PlannedSource& source) const;
     json::object load_state() const;
@@ -187,7 +207,17 @@ private:
     GlobalOptions globals_;
     const Method& method_;
     fs::path dir_;
+    std::string command_line_;
 };
+
+// Bytes of the regular files under `folder`.
+std::uint64_t folder_bytes(const fs::path& folder) {
+    std::uint64_t total = 0;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
+        if (it->is_regular_file(ec)) total += it->file_size(ec);
+    return total;
+}
 
 void Hybrid::check_output_folder_is_ours(const PlannedSource& source) const {
     check_output_folder(dir_, {.folders = {source.checkpoint.directory()}}, false);
@@ -347,18 +377,20 @@ int Hybrid::run() {
             rc != 0)
             return rc;
     note("[7/7] eval of the hybrid model on " + r_.eval_dataset);
-    json::object eval;
-    {
-        std::vector<std::string> a = eval_args();
-        // RAWINT4's CPU experts are the GPU checkpoint's codes, which kt decodes as Marlin does: every
-        // expert of the hybrid is that folder's, wherever it runs.
-        if (method_.rawint4) a.insert(a.end(), {"--gpu-weights", path("gpu"), "--json"});
-        else a.insert(a.end(), {"--cpu-weights", cpu_weights(), "--gpu-weights", path("gpu"), "--placement", path("placement.json"), "--json"});
-        CapturedStdout json_out;
-        step(&run_eval_command, a);
-        eval = json::parse(json_out.text()).as_object();
+    // RAWINT4's CPU experts are the GPU checkpoint's codes, which kt decodes as Marlin does: every
+    // expert of the hybrid is that folder's, wherever it runs.
+    const std::string name = "hybrid: " + std::to_string(per_layer) + " GPU experts per layer (" +
+                              (method_.rawint4 ? "W4A16 group 32" : "W4A16") + "), the rest " + method_.kt_method;
+    json::array outputs{method_.rawint4 ? evaluate(name, {"--gpu-weights", path("gpu")})
+                                        : evaluate(name, {"--cpu-weights", cpu_weights(), "--gpu-weights", path("gpu"), "--placement",
+                                                          path("placement.json")})};
+    const json::object eval = outputs.front().as_object();
+    if (r_.compare_outputs && !method_.rawint4) {
+        note("[7/7] eval of every expert on the CPU, then of every expert on the GPU, for comparison");
+        outputs.push_back(evaluate(std::string("every expert ") + method_.kt_method + " (CPU)", {"--cpu-weights", cpu_weights()}));
+        outputs.push_back(evaluate("every expert W4A16 (GPU)", {"--gpu-weights", path("gpu")}));
     }
-    write_file_atomically(dir_ / "eval.json", json::serialize(eval) + "\n");
+    write_file_atomically(dir_ / "eval.json", json::serialize(outputs) + "\n");
 
     const std::string launch = sglang_launch_line({path("gpu"), cpu_weights(), method_.kt_method, r_.cpuinfer, r_.threadpools, per_layer, location});
     state["kt_method"] = method_.kt_method;
@@ -372,6 +404,19 @@ int Hybrid::run() {
                                  {"perplexity_quantized", eval.at("perplexity_quantized")}};
     state["launch"] = launch;
     save_state(state);
+    json::array sizes{json::object{{"what", "--gpu-memory"}, {"bytes", budget}},
+                      json::object{{"what", "GPU weights served: all but the routed experts, and " + std::to_string(per_layer) +
+                                                " expert(s) of each MoE layer"},
+                                   {"bytes", bytes.fixed + bytes.expert_row() * static_cast<std::uint64_t>(per_layer)}},
+                      json::object{{"what", "GPU checkpoint (gpu/, every expert)"}, {"bytes", folder_bytes(path("gpu"))}}};
+    if (method_.convert_method) sizes.push_back(json::object{{"what", "CPU experts (cpu/)"}, {"bytes", folder_bytes(path("cpu"))}});
+    write_report_page(dir_ / "report.html",
+                      {{"title", "moequant hybrid: " + source.plan.family + ", " + std::to_string(per_layer) + " of " +
+                                     std::to_string(source.plan.num_experts) + " experts per MoE layer on the GPU, the rest " + method_.kt_method},
+                       {"commands", json::array{json::string(command_line_), json::string(launch)}},
+                       {"usage", json::object{{"tokens", placement.at("calibration").at("tokens")}, {"layers", placement.at("layers")}}},
+                       {"outputs", outputs},
+                       {"sizes", std::move(sizes)}});
 
     std::printf("hybrid model in %s: %lld of %lld routed experts per MoE layer on the GPU (%.1f%% of expert choices on the calibration "
                 "text), the rest %s on the CPU\n",
@@ -383,7 +428,7 @@ int Hybrid::run() {
                 eval.at("top1_agreement").to_number<double>(), eval.at("perplexity_quantized").to_number<double>(),
                 eval.at("perplexity_source").to_number<double>());
     std::fflush(stdout);
-    std::cout << "Serve it with:\n" << launch;
+    std::cout << "Report: " << (dir_ / "report.html").string() << "\n\nServe it with:\n" << launch;
     return 0;
 }
 
@@ -425,6 +470,8 @@ int run_hybrid_command(const std::vector<std::string>& args, GlobalOptions globa
         ("eval-max-length", po::value(&r.eval_max_length)->default_value(512), "tokens per eval row at most")
         ("kt-threadpool-count", po::value(&r.threadpools)->default_value(2), "kt-kernel's thread pools (NUMA sub-pools) the CPU experts are split for")
         ("kt-cpuinfer", po::value(&r.cpuinfer), "CPU threads for kt-kernel in the launch line (default: this machine's)")
+        ("compare-outputs", po::bool_switch(&r.compare_outputs),
+         "also evaluate every expert on the CPU and every expert on the GPU, beside the hybrid (two more evals)")
         ("dry-run", po::bool_switch(&r.dry_run), "run nothing: sizes, GPU experts, peak memory and time of every step, and the launch line")
         ("family", po::value(&r.family)->value_name("NAME"), "use this adapter (id, model_type or synth release) instead of detecting it")
         ("threads", po::value(&r.threads), "worker threads (default: all cores)")
@@ -450,7 +497,7 @@ int run_hybrid_command(const std::vector<std::string>& args, GlobalOptions globa
     }
     if (r.eval_dataset.empty()) r.eval_dataset = default_eval_dataset(r);
     if (r.cpuinfer == 0) r.cpuinfer = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::thread::hardware_concurrency()));
-    return Hybrid(std::move(r), std::move(globals), method).run();
+    return Hybrid(std::move(r), std::move(globals), method, command_line_text("hybrid", args)).run();
 }
 
 }  // namespace moequant::cli

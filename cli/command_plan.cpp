@@ -8,6 +8,7 @@
 #include "command_line.hpp"
 #include "family_selection.hpp"
 #include "global_options.hpp"
+#include "report_page.hpp"
 
 #include <moequant/engine/calibration_activations.hpp>
 #include <moequant/engine/expert_placement.hpp>
@@ -82,7 +83,7 @@ json::object placement_json(const ModelPlan& plan, const ExpertActivity& a, cons
 }  // namespace
 
 int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals) {
-    std::string input, activations, output, strategy_name = "frequency", family;
+    std::string input, activations, output, strategy_name = "frequency", family, report_file;
     std::int64_t gpu_experts = -1, samples = 0, max_length = 0;
     std::size_t threads = 0;
     bool as_json = false, overwrite = false, quiet = false;
@@ -98,7 +99,9 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
         ("num_calibration_samples", po::value(&samples), "use the first N samples of the activations (default: all)")
         ("max_sequence_length", po::value(&max_length), "use at most this many tokens of each sample (default: all)")
         ("output,o", po::value(&output)->value_name("FILE"), "write the placement JSON here")
-        ("overwrite", po::bool_switch(&overwrite), "replace an existing --output file")
+        ("report", po::value(&report_file)->value_name("FILE"),
+         "also write the report page: one self-contained HTML file with the experts' use as a heat map, the GPU experts marked")
+        ("overwrite", po::bool_switch(&overwrite), "replace an existing --output or --report file")
         ("json", po::bool_switch(&as_json), "print the placement JSON instead of the summary")
         ("family", po::value(&family)->value_name("NAME"), "use this adapter (id, model_type or synth release) instead of detecting it")
         ("threads", po::value(&threads), "worker threads (default: all cores)")
@@ -107,8 +110,9 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
                        {"moequant plan --model_id MODEL --activations FILE --num-gpu-experts N [--strategy frequency|uniform|front-loading]\n"
                         "              [--output placement.json]",
                         "Runs the model's routers on recorded MoE inputs and places the N most used routed experts on the\n"
-                        "GPU (kt-kernel's gpu_experts_mask; --kt-num-gpu-experts counts over all layers), the others on the\n"
-                        "CPU. Prints per layer the GPU experts and the share of expert choices they serve."},
+                        "GPU (kt-kernel's gpu_experts_mask; N counts over all MoE layers, SGLang's --kt-num-gpu-experts per\n"
+                        "layer), the others on the CPU. Prints per layer the GPU experts and the share of expert choices\n"
+                        "they serve."},
                        {"threads", "num_calibration_samples", "max_sequence_length"}))
         return 0;
     if (input.empty()) throw_usage_error("plan needs --model_id", {.hint = "moequant plan --help"});
@@ -122,6 +126,8 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
     const PlannedSource source = open_planned_source(registry, input, family);
     if (!output.empty())
         check_output_file(output, {.folders = {source.checkpoint.directory()}, .files = {activations}}, overwrite);
+    if (!report_file.empty())
+        check_output_file(report_file, {.folders = {source.checkpoint.directory()}, .files = {activations, output}}, overwrite);
     CalibrationActivations calibration = CalibrationActivations::open(activations);
     calibration.select(samples, max_length);
     StreamProgress progress(stderr);
@@ -129,6 +135,11 @@ int run_plan_command(const std::vector<std::string>& args, GlobalOptions globals
     const auto gpu = place_gpu_experts(activity, gpu_experts, strategy);
     const json::object placement = placement_json(source.plan, activity, gpu, gpu_experts, strategy, calibration);
     if (!output.empty()) write_file_atomically(output, json::serialize(placement) + "\n");
+    if (!report_file.empty())
+        write_report_page(report_file, {{"title", "moequant plan: " + source.plan.family + ", " + std::to_string(gpu_experts) +
+                                                      " expert(s) on the GPU (" + std::string(placement_strategy_name(strategy)) + ")"},
+                                        {"commands", json::array{json::string(command_line_text("plan", args))}},
+                                        {"usage", json::object{{"tokens", activity.tokens}, {"layers", placement.at("layers")}}}});
     if (as_json) {
         std::cout << json::serialize(placement) << "\n";
         return 0;

@@ -1,4 +1,5 @@
 #include "eval_report.hpp"
+
 #include "expert_counts.hpp"
 
 #include <moequant/printable.hpp>
@@ -6,7 +7,10 @@
 #include <boost/json.hpp>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 #include <vector>
 
 namespace moequant::cli {
@@ -46,7 +50,7 @@ std::string coverage_summary(const EvaluationReport& report) {
 
 }  // namespace
 
-void print_eval_json(const EvaluationReport& r, const ModelPlan& plan) {
+json::object eval_json(const EvaluationReport& r, const ModelPlan& plan) {
     json::array layers, coverage;
     for (const auto& l : r.layers) {
         layers.push_back(json::object{{"layer", l.layer}, {"relative_output_error", l.relative_output_error}});
@@ -58,8 +62,33 @@ void print_eval_json(const EvaluationReport& r, const ModelPlan& plan) {
     const json::object o{{"perplexity_source", r.perplexity_source}, {"perplexity_quantized", r.perplexity_quantized},
                          {"kl_mean", r.kl_mean}, {"kl_p99", r.kl_p99}, {"top1_agreement", r.top1_agreement},
                          {"tokens", r.tokens}, {"layers", std::move(layers)}, {"coverage", std::move(coverage)}};
-    std::cout << json::serialize(o) << "\n";
+    return o;
 }
+
+json::object eval_report_data(const std::string& title, const std::string& command, json::object output, const ModelPlan&,
+                              const std::string& placement_file) {
+    std::map<std::int64_t, json::value> masks;
+    if (!placement_file.empty()) {
+        std::ifstream in(placement_file);
+        std::stringstream text;
+        text << in.rdbuf();
+        // eval has read and checked this placement already (read_gpu_placement).
+        const json::value placement = json::parse(text.str());
+        for (const json::value& l : placement.at("layers").as_array())
+            masks[l.at("layer").to_number<std::int64_t>()] = l.at("gpu_experts_mask");
+    }
+    json::array layers;
+    for (const json::value& c : output.at("coverage").as_array()) {
+        json::object layer{{"layer", c.at("layer")}, {"routed_tokens", c.at("tokens_per_expert")}};
+        if (auto it = masks.find(c.at("layer").to_number<std::int64_t>()); it != masks.end()) layer["gpu_experts_mask"] = it->second;
+        layers.push_back(std::move(layer));
+    }
+    json::object usage{{"tokens", output.at("tokens")}, {"layers", std::move(layers)}};
+    return {{"title", title}, {"commands", json::array{json::string(command)}}, {"usage", std::move(usage)},
+            {"outputs", json::array{std::move(output)}}};
+}
+
+void print_eval_json(const EvaluationReport& r, const ModelPlan& plan) { std::cout << json::serialize(eval_json(r, plan)) << "\n"; }
 
 void print_eval_text(const EvaluationReport& r, const ModelPlan& plan, const std::string& what) {
     std::printf("eval of %s on %lld token(s)\n", printable_text(what).c_str(), static_cast<long long>(r.tokens));

@@ -1,22 +1,10 @@
 #include "sglang_launch_line.hpp"
 
+#include "shell_words.hpp"
+
 #include <vector>
 
 namespace moequant::cli {
-namespace {
-
-// `text` as one shell word: as it is when it holds only safe characters, else in single quotes.
-std::string shell_word(const std::string& text) {
-    bool safe = !text.empty();
-    for (char c : text)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string_view("/._-+=:,@%").find(c) != std::string_view::npos)) safe = false;
-    if (safe) return text;
-    std::string quoted = "'";
-    for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return quoted + "'";
-}
-
-}  // namespace
 
 std::string sglang_launch_line(const SglangLaunch& l) {
     const std::vector<std::pair<std::string, std::string>> flags = {

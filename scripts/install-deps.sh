@@ -7,6 +7,8 @@
 #   scripts/install-deps.sh --train   also what scripts/trained-model/ needs: PyTorch (its products
 #                                     through OpenBLAS, given to it alone with LD_LIBRARY_PATH),
 #                                     and the man pages' renderer (Node.js and npm come with the machine)
+#   scripts/install-deps.sh --browser also Chromium, which renders the report page in the tests
+# The options combine (scripts/test.sh: --clang --browser).
 # MOEQUANT_LOG_DIR: where the log goes (default ~/.cache/moequant).
 set -euo pipefail
 
@@ -24,12 +26,14 @@ packages=(
   libsimde-dev  # tests only: runs the AVX-512 kernels on CPUs without AVX-512
   zsh  # tests only: runs the zsh completion script
 )
-if [[ "${1:-}" == "--clang" ]]; then
-  packages+=(clang-14 libclang-rt-14-dev)
-fi
-if [[ "${1:-}" == "--train" ]]; then
-  packages+=(python3-torch python3-numpy libopenblas0-pthread man-db groff-base)
-fi
+for option in "$@"; do
+  case $option in
+    --clang) packages+=(clang-14 libclang-rt-14-dev) ;;
+    --train) packages+=(python3-torch python3-numpy libopenblas0-pthread man-db groff-base) ;;
+    --browser) packages+=(chromium) ;;
+    *) echo "install-deps: unknown option $option (--clang, --train, --browser)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -58,7 +58,7 @@ fuzz() {
   return $ok
 }
 
-"$root/scripts/install-deps.sh" --clang || exit 1
+"$root/scripts/install-deps.sh" --clang --browser || exit 1
 for s in $stages; do
   case $s in
     release) stage release release ;;

@@ -34,7 +34,7 @@ enum class PlacementStrategy { frequency, uniform, front_loading };
 std::string_view placement_strategy_name(PlacementStrategy s) noexcept;
 
 // gpu[layer][expert]: the expert goes to the GPU. `gpu_experts` counts experts over all layers
-// (kt-kernel's --kt-num-gpu-experts); Error(usage) when it is negative or above the total.
+// (generate_gpu_experts_masks' total; SGLang's --kt-num-gpu-experts is per MoE layer); Error(usage) when it is negative or above the total.
 // Ties go to the lower layer, then the lower expert.
 std::vector<std::vector<bool>> place_gpu_experts(const ExpertActivity& activity, std::int64_t gpu_experts,
                                                               PlacementStrategy strategy);
