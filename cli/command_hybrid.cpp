@@ -13,7 +13,7 @@
 #include "global_options.hpp"
 #include "human_format.hpp"
 #include "report_page.hpp"
-#include "hybrid_gpu_budget.hpp"
+#include "hybrid_memory_budget.hpp"
 #include "sglang_launch_line.hpp"
 #include "torch_tensor_file.hpp"
 
@@ -44,13 +44,14 @@ namespace {
 constexpr const char* state_file = "hybrid.json";
 
 struct HybridRequest {
-    std::string input, output, gpu_memory, family;
+    std::string input, output, gpu_memory, cpu_memory, family;
     std::string dataset, dataset_split = "train_sft", eval_dataset;
     std::int64_t samples = 512, max_length = 2048, seed = 42, eval_samples = 128, eval_max_length = 512;
     std::string kt_method = "AMXINT4";
     std::int64_t threadpools = 2, cpuinfer = 0;
     std::size_t threads = 0;
     bool dry_run = false, quiet = false, compare_outputs = false;
+    bool method_given = false;  // --kt-method on the command line: --cpu-memory then only checks that it fits
 };
 
 // What each --kt-method needs: the convert quantizer of its CPU experts (none: RAWINT4 reads
@@ -87,7 +88,7 @@ public:
     Hybrid(HybridRequest request, GlobalOptions globals, const Method& method, std::string command_line)
         : r_(std::move(request)),
           globals_(std::move(globals)),
-          method_(method),
+          method_(&method),
           dir_(fs::absolute(r_.output).lexically_normal()),
           command_line_(std::move(command_line)) {}
 
@@ -106,14 +107,15 @@ private:
     }
     std::vector<std::string> gptq_args() const {
         std::vector<std::string> a = {"--model_id", r_.input, "--output_dir", path("gpu")};
-        if (method_.rawint4) a.insert(a.end(), {"--for", "kt-rawint4"});
+        if (method_->rawint4) a.insert(a.end(), {"--for", "kt-rawint4"});
         else a.insert(a.end(), {"--quant_type", "W4A16"});
         const auto text = calibration_text();
         a.insert(a.end(), text.begin(), text.end());
         return common(a);
     }
-    std::vector<std::string> convert_args() const {
-        std::vector<std::string> a = {"-i", r_.input, "-o", path("cpu"), "--quant-method", method_.convert_method, "--calibrate",
+    std::vector<std::string> convert_args() const { return convert_args(*method_, cpu_folder_); }
+    std::vector<std::string> convert_args(const Method& method, const std::string& folder) const {
+        std::vector<std::string> a = {"-i", r_.input, "-o", path(folder), "--quant-method", method.convert_method, "--calibrate",
                                       "--threadpool-count", std::to_string(r_.threadpools)};
         const auto text = calibration_text();
         a.insert(a.end(), text.begin(), text.end());
@@ -124,7 +126,7 @@ private:
                        "--max_sequence_length", std::to_string(r_.eval_max_length)});
     }
     std::string path(const std::string& name) const { return (dir_ / name).string(); }
-    std::string cpu_weights() const { return method_.rawint4 ? path("gpu") : path("cpu"); }
+    std::string cpu_weights() const { return method_->rawint4 ? path("gpu") : path(cpu_folder_); }
 
     void note(const std::string& line) const {
         if (!r_.quiet) std::cerr << "hybrid: " << line << "\n";
@@ -196,6 +198,30 @@ private:
         result["name"] = name;
         return result;
     }
+    // The methods --cpu-memory chooses between: --kt-method when given, else AMXINT8 and AMXINT4.
+    std::vector<const Method*> searched_methods() const {
+        if (r_.method_given) return {method_};
+        return {&method_named("AMXINT8"), &method_named("AMXINT4")};
+    }
+    static CpuExpertBytes estimated_cpu_bytes(const Method& m, const ModelPlan& plan) {
+        return estimated_cpu_expert_bytes(plan, std::string(m.kt_method).find("INT8") != std::string::npos ? 8 : 4);
+    }
+    // plan of the `total` most used experts into `file`: its JSON.
+    json::object place(std::int64_t total, const std::string& file) const {
+        CapturedStdout json_out;
+        step(&run_plan_command, common({"--model_id", r_.input, "--activations", path("calibration.safetensors"), "--num-gpu-experts",
+                                        std::to_string(total), "--strategy", "frequency", "--output", path(file), "--overwrite", "--json"}));
+        return json::parse(json_out.text()).as_object();
+    }
+    struct Candidate {
+        const Method* method = nullptr;
+        std::string folder;
+        std::int64_t gpu_per_layer = 0;
+        std::uint64_t cpu_needed = 0;
+        double kl = 0;
+    };
+    Candidate choose_cpu_method(json::object& state, const ModelPlan& plan, const GpuWeightBytes& gpu, std::int64_t most,
+                                std::uint64_t cpu_budget, json::array& evals) const;
     int dry_run(const PlannedSource& source);
     void check_output_folder_is_ours(const PlannedSource& source) const;
     json::object load_state() const;
@@ -205,7 +231,8 @@ private:
 
     HybridRequest r_;
     GlobalOptions globals_;
-    const Method& method_;
+    const Method* method_;  // the CPU method: --kt-method, or the one --cpu-memory chose
+    std::string cpu_folder_ = "cpu";
     fs::path dir_;
     std::string command_line_;
 };
@@ -290,22 +317,105 @@ std::string Hybrid::write_expert_location(const json::object& placement, const M
     return file.string();
 }
 
+// --cpu-memory: each method that fits is written (calibrated, as the final CPU experts are), and
+// tried with the fewest GPU experts per layer its CPU bytes allow and with the most the GPU holds:
+// more GPU experts move experts from the CPU's codes to GPTQ's W4A16, which lowers the KL under
+// AMXINT4 and raises it under AMXINT8, so the best count of each method is one of the two. The
+// candidate with the lowest KL on the calibration text (eval's rows of it) is kept.
+Hybrid::Candidate Hybrid::choose_cpu_method(json::object& state, const ModelPlan& plan, const GpuWeightBytes& gpu, std::int64_t most,
+                                            std::uint64_t cpu_budget, json::array& evals) const {
+    const auto layers = static_cast<std::int64_t>(plan.moe_layers.size());
+    std::vector<Candidate> candidates;
+    for (const Method* m : searched_methods()) {
+        std::string folder = "cpu";
+        CpuExpertBytes cpu;
+        if (m->rawint4) {
+            cpu.experts = plan.num_experts;
+            cpu.expert_per_layer = gpu.expert_per_layer;  // kt reads the GPU checkpoint's codes
+        } else {
+            if (estimated_cpu_bytes(*m, plan).fewest_gpu_experts(cpu_budget) > most) {
+                note("--cpu-memory: " + std::string(m->kt_method) + " does not fit (estimated)");
+                continue;
+            }
+            if (!r_.method_given) folder += "-" + std::string(m->convert_method);
+            write_step(state, folder, "[4/7] the CPU experts: convert --quant-method " + std::string(m->convert_method) + " --calibrate",
+                       &run_convert_command, convert_args(*m, folder), path(folder));
+            cpu = measured_cpu_expert_bytes(Checkpoint::open(path(folder)), plan);
+        }
+        const std::int64_t fewest = cpu.fewest_gpu_experts(cpu_budget);
+        if (fewest > most) {
+            note("--cpu-memory: " + std::string(m->kt_method) + " needs " + std::to_string(fewest) +
+                 " GPU experts per layer to leave the rest in it, and the GPU holds " + std::to_string(most));
+            continue;
+        }
+        for (std::int64_t k : {fewest, most})
+            if (candidates.empty() || candidates.back().method != m || candidates.back().gpu_per_layer != k)
+                candidates.push_back({m, folder, k, cpu.needed(k)});
+    }
+    if (candidates.empty())
+        throw Error(ErrorKind::usage,
+                    "--cpu-memory " + human_bytes(cpu_budget) + " does not hold the experts the GPU leaves to the CPU with any method tried",
+                    {.code = "MemoryTooSmall", .hint = "give more --cpu-memory or --gpu-memory"});
+    const Candidate* best = nullptr;
+    for (Candidate& c : candidates) {
+        const std::string file = "placement-" + std::to_string(c.gpu_per_layer) + ".json";
+        place(c.gpu_per_layer * layers, file);
+        const std::string name = std::string(c.method->kt_method) + " with " + std::to_string(c.gpu_per_layer) +
+                                 " GPU experts per layer (calibration text)";
+        note("--cpu-memory: eval of " + name);
+        std::vector<std::string> a = common({"--model_id", r_.input, "--dataset", r_.dataset, "--dataset_split", r_.dataset_split,
+                                             "--num_calibration_samples", std::to_string(r_.eval_samples), "--max_sequence_length",
+                                             std::to_string(r_.eval_max_length), "--random_seed", std::to_string(r_.seed), "--json"});
+        if (c.method->rawint4) a.insert(a.end(), {"--gpu-weights", path("gpu")});
+        else a.insert(a.end(), {"--cpu-weights", path(c.folder), "--gpu-weights", path("gpu"), "--placement", path(file)});
+        json::object result;
+        {
+            CapturedStdout json_out;
+            step(&run_eval_command, a);
+            result = json::parse(json_out.text()).as_object();
+        }
+        result["name"] = name;
+        c.kl = result.at("kl_mean").to_number<double>();
+        evals.push_back(result);
+        if (!best || c.kl < best->kl) best = &c;
+    }
+    char kl[32];
+    std::snprintf(kl, sizeof kl, "%.3g", best->kl);
+    note("--cpu-memory: kept " + std::string(best->method->kt_method) + " with " + std::to_string(best->gpu_per_layer) +
+         " GPU experts per layer (KL " + kl + " on the calibration text; CPU experts " + human_bytes(best->cpu_needed) + " of " +
+         human_bytes(cpu_budget) + ")");
+    return *best;
+}
+
 int Hybrid::dry_run(const PlannedSource& source) {
-    const std::int64_t group = method_.rawint4 ? 32 : 128;
+    const std::int64_t group = method_->rawint4 ? 32 : 128;
     const GpuWeightBytes bytes = estimated_gpu_weight_bytes(source.checkpoint, source.plan, group);
     const std::uint64_t budget = parse_memory_size(r_.gpu_memory, "--gpu-memory");
     const std::int64_t per_layer = bytes.experts_per_layer(budget, source.plan.num_experts);
     const auto layers = static_cast<std::int64_t>(source.plan.moe_layers.size());
     std::cout << "hybrid --dry-run: " << source.plan.family << ", " << layers << " MoE layers x " << source.plan.num_experts
-              << " routed experts; CPU method " << method_.kt_method << "\n"
+              << " routed experts; CPU method " << method_->kt_method << "\n"
               << "GPU weights (estimated): " << human_bytes(bytes.fixed) << " outside the routed experts, "
               << human_bytes(bytes.expert_row()) << " per routed expert of every MoE layer; --gpu-memory " << human_bytes(budget)
-              << " holds " << per_layer << " per layer (" << per_layer * layers << " of " << layers * source.plan.num_experts << ")\n\n"
-              << "GPU checkpoint (moequant gptq):\n";
+              << " holds " << per_layer << " per layer (" << per_layer * layers << " of " << layers * source.plan.num_experts << ")\n";
+    if (!r_.cpu_memory.empty()) {
+        const std::uint64_t cpu_budget = parse_memory_size(r_.cpu_memory, "--cpu-memory");
+        for (const Method* m : searched_methods()) {
+            const CpuExpertBytes cpu = estimated_cpu_bytes(*m, source.plan);
+            const std::int64_t fewest = cpu.fewest_gpu_experts(cpu_budget);
+            std::cout << "--cpu-memory " << human_bytes(cpu_budget) << ", " << m->kt_method << " (estimated " << human_bytes(cpu.expert_row())
+                      << " per expert of every layer): "
+                      << (fewest > per_layer ? "does not fit (it needs " + std::to_string(fewest) + " GPU experts per layer)"
+                                             : "tried with " + std::to_string(fewest) + " and " + std::to_string(per_layer) +
+                                                   " GPU experts per layer")
+                      << "\n";
+        }
+    }
+    std::cout << "\nGPU checkpoint (moequant gptq):\n";
     std::vector<std::string> gptq = gptq_args();
     gptq.push_back("--dry-run");
     int rc = step(&run_gptq_command, gptq);
-    if (method_.convert_method) {
+    if (method_->convert_method) {
         std::cout << "\nCPU experts (moequant convert):\n";
         std::vector<std::string> convert = convert_args();
         convert.push_back("--dry-run");
@@ -316,7 +426,7 @@ int Hybrid::dry_run(const PlannedSource& source) {
     eval.push_back("--dry-run");
     rc = std::max(rc, step(&run_eval_command, eval));
     std::cout << "\nThen served with:\n"
-              << sglang_launch_line({path("gpu"), cpu_weights(), method_.kt_method, r_.cpuinfer, r_.threadpools, per_layer,
+              << sglang_launch_line({path("gpu"), cpu_weights(), method_->kt_method, r_.cpuinfer, r_.threadpools, per_layer,
                                      path("activation_stats.pt")});
     return rc;
 }
@@ -331,7 +441,21 @@ int Hybrid::run() {
     if (r_.dry_run) return dry_run(source);
     // A budget below the estimated fixed part is refused before hours of GPTQ; the count itself
     // is chosen from the written checkpoint's sizes.
-    estimated_gpu_weight_bytes(source.checkpoint, source.plan, method_.rawint4 ? 32 : 128).experts_per_layer(budget, source.plan.num_experts);
+    const std::int64_t most = estimated_gpu_weight_bytes(source.checkpoint, source.plan, method_->rawint4 ? 32 : 128)
+                                  .experts_per_layer(budget, source.plan.num_experts);
+    const std::uint64_t cpu_budget = r_.cpu_memory.empty() ? 0 : parse_memory_size(r_.cpu_memory, "--cpu-memory");
+    if (cpu_budget) {
+        std::string fits;
+        for (const Method* m : searched_methods())
+            if (estimated_cpu_bytes(*m, source.plan).fewest_gpu_experts(cpu_budget) <= most) fits += std::string(fits.empty() ? "" : ", ") + m->kt_method;
+        if (fits.empty())
+            throw Error(ErrorKind::usage,
+                        "--cpu-memory " + human_bytes(cpu_budget) + " and --gpu-memory " + human_bytes(budget) +
+                            " do not hold the routed experts together with " + (r_.method_given ? std::string(method_->kt_method) : "AMXINT4") +
+                            " (estimated; the GPU holds " + std::to_string(most) + " per MoE layer)",
+                        {.code = "MemoryTooSmall", .hint = "give more --cpu-memory or --gpu-memory"});
+        note("--cpu-memory " + human_bytes(cpu_budget) + ": by the estimated sizes, " + fits + " can fit");
+    }
     check_output_folder_is_ours(source);
     fs::create_directories(dir_);
     json::object state = load_state();
@@ -340,39 +464,41 @@ int Hybrid::run() {
     save_state(state);
 
     record(state);
-    write_step(state, "gpu", "[2/7] the GPU checkpoint: gptq " + std::string(method_.rawint4 ? "--for kt-rawint4" : "W4A16"), &run_gptq_command,
+    write_step(state, "gpu", "[2/7] the GPU checkpoint: gptq " + std::string(method_->rawint4 ? "--for kt-rawint4" : "W4A16"), &run_gptq_command,
                gptq_args(), path("gpu"));
 
     const Checkpoint gpu = Checkpoint::open(path("gpu"));
     const GpuWeightBytes bytes = measured_gpu_weight_bytes(gpu, source.plan);
-    const std::int64_t per_layer = bytes.experts_per_layer(budget, source.plan.num_experts);
+    std::int64_t per_layer = bytes.experts_per_layer(budget, source.plan.num_experts);
     const auto layers = static_cast<std::int64_t>(source.plan.moe_layers.size());
     note("[3/7] " + human_bytes(budget) + " of GPU memory holds " + human_bytes(bytes.fixed) + " outside the routed experts and " +
          std::to_string(per_layer) + " routed expert(s) of each of the " + std::to_string(layers) + " MoE layers (" +
-         human_bytes(bytes.expert_row()) + " per expert of every layer): placing the " + std::to_string(per_layer * layers) +
-         " most used");
-    json::object placement;
-    {
-        CapturedStdout json_out;
-        step(&run_plan_command, common({"--model_id", r_.input, "--activations", path("calibration.safetensors"), "--num-gpu-experts",
-                                        std::to_string(per_layer * layers), "--strategy", "frequency", "--output", path("placement.json"),
-                                        "--overwrite", "--json"}));
-        placement = json::parse(json_out.text()).as_object();
+         human_bytes(bytes.expert_row()) + " per expert of every layer)");
+    json::array candidates;  // --cpu-memory: each candidate's eval on the calibration text
+    std::uint64_t cpu_needed = 0;
+    if (cpu_budget) {
+        const Candidate chosen = choose_cpu_method(state, source.plan, bytes, per_layer, cpu_budget, candidates);
+        method_ = chosen.method;
+        cpu_folder_ = chosen.folder;
+        per_layer = chosen.gpu_per_layer;
+        cpu_needed = chosen.cpu_needed;
     }
+    note("[3/7] placing the " + std::to_string(per_layer * layers) + " most used experts on the GPU");
+    const json::object placement = place(per_layer * layers, "placement.json");
     const std::string location = write_expert_location(placement, source.plan);
 
-    if (method_.convert_method) {
-        write_step(state, "cpu", "[4/7] the CPU experts: convert --quant-method " + std::string(method_.convert_method) + " --calibrate",
-                   &run_convert_command, convert_args(), path("cpu"));
-    } else {
+    if (method_->convert_method && !cpu_budget) {  // --cpu-memory's search wrote its candidates
+        write_step(state, "cpu", "[4/7] the CPU experts: convert --quant-method " + std::string(method_->convert_method) + " --calibrate",
+                   &run_convert_command, convert_args(), path(cpu_folder_));
+    } else if (!method_->convert_method) {
         note("[4/7] the CPU experts: kt's RAWINT4 reads the GPU checkpoint itself");
     }
     std::vector<std::string> verify_gpu = {"--source", r_.input, "--converted", path("gpu"), "--calibration-activations",
                                            path("calibration.safetensors")};
-    if (method_.rawint4) verify_gpu.insert(verify_gpu.end(), {"--for", "kt-rawint4"});
+    if (method_->rawint4) verify_gpu.insert(verify_gpu.end(), {"--for", "kt-rawint4"});
     if (const int rc = verify("[5/7] verify the GPU checkpoint", verify_gpu); rc != 0) return rc;
-    if (method_.convert_method)
-        if (const int rc = verify("[6/7] verify the CPU experts", {"--source", r_.input, "--converted", path("cpu"), "--calibration-activations",
+    if (method_->convert_method)
+        if (const int rc = verify("[6/7] verify the CPU experts", {"--source", r_.input, "--converted", path(cpu_folder_), "--calibration-activations",
                                                             path("calibration.safetensors")});
             rc != 0)
             return rc;
@@ -380,24 +506,27 @@ int Hybrid::run() {
     // RAWINT4's CPU experts are the GPU checkpoint's codes, which kt decodes as Marlin does: every
     // expert of the hybrid is that folder's, wherever it runs.
     const std::string name = "hybrid: " + std::to_string(per_layer) + " GPU experts per layer (" +
-                              (method_.rawint4 ? "W4A16 group 32" : "W4A16") + "), the rest " + method_.kt_method;
-    json::array outputs{method_.rawint4 ? evaluate(name, {"--gpu-weights", path("gpu")})
+                              (method_->rawint4 ? "W4A16 group 32" : "W4A16") + "), the rest " + method_->kt_method;
+    json::array outputs{method_->rawint4 ? evaluate(name, {"--gpu-weights", path("gpu")})
                                         : evaluate(name, {"--cpu-weights", cpu_weights(), "--gpu-weights", path("gpu"), "--placement",
                                                           path("placement.json")})};
     const json::object eval = outputs.front().as_object();
-    if (r_.compare_outputs && !method_.rawint4) {
+    if (r_.compare_outputs && !method_->rawint4) {
         note("[7/7] eval of every expert on the CPU, then of every expert on the GPU, for comparison");
-        outputs.push_back(evaluate(std::string("every expert ") + method_.kt_method + " (CPU)", {"--cpu-weights", cpu_weights()}));
+        outputs.push_back(evaluate(std::string("every expert ") + method_->kt_method + " (CPU)", {"--cpu-weights", cpu_weights()}));
         outputs.push_back(evaluate("every expert W4A16 (GPU)", {"--gpu-weights", path("gpu")}));
     }
+    for (const json::value& c : candidates) outputs.push_back(c);
     write_file_atomically(dir_ / "eval.json", json::serialize(outputs) + "\n");
 
-    const std::string launch = sglang_launch_line({path("gpu"), cpu_weights(), method_.kt_method, r_.cpuinfer, r_.threadpools, per_layer, location});
-    state["kt_method"] = method_.kt_method;
+    const std::string launch = sglang_launch_line({path("gpu"), cpu_weights(), method_->kt_method, r_.cpuinfer, r_.threadpools, per_layer, location});
+    state["kt_method"] = method_->kt_method;
     state["gpu_memory"] = budget;
     state["gpu_weight_bytes"] = json::object{{"fixed", bytes.fixed}, {"per_expert_of_every_layer", bytes.expert_row()},
                                              {"total", bytes.fixed + bytes.expert_row() * static_cast<std::uint64_t>(per_layer)}};
     state["gpu_experts_per_layer"] = per_layer;
+    state["cpu_weights"] = cpu_weights();
+    if (cpu_budget) state["cpu_memory"] = json::object{{"budget", cpu_budget}, {"experts", cpu_needed}};
     state["gpu_coverage"] = placement.at("gpu_coverage");
     state["eval"] = json::object{{"dataset", r_.eval_dataset}, {"tokens", eval.at("tokens")}, {"kl_mean", eval.at("kl_mean")},
                                  {"top1_agreement", eval.at("top1_agreement")}, {"perplexity_source", eval.at("perplexity_source")},
@@ -409,10 +538,15 @@ int Hybrid::run() {
                                                 " expert(s) of each MoE layer"},
                                    {"bytes", bytes.fixed + bytes.expert_row() * static_cast<std::uint64_t>(per_layer)}},
                       json::object{{"what", "GPU checkpoint (gpu/, every expert)"}, {"bytes", folder_bytes(path("gpu"))}}};
-    if (method_.convert_method) sizes.push_back(json::object{{"what", "CPU experts (cpu/)"}, {"bytes", folder_bytes(path("cpu"))}});
+    if (method_->convert_method)
+        sizes.push_back(json::object{{"what", "CPU experts (" + cpu_folder_ + "/, every expert)"}, {"bytes", folder_bytes(path(cpu_folder_))}});
+    if (cpu_budget) {
+        sizes.push_back(json::object{{"what", "--cpu-memory"}, {"bytes", cpu_budget}});
+        sizes.push_back(json::object{{"what", "CPU experts served: the experts not on the GPU"}, {"bytes", cpu_needed}});
+    }
     write_report_page(dir_ / "report.html",
                       {{"title", "moequant hybrid: " + source.plan.family + ", " + std::to_string(per_layer) + " of " +
-                                     std::to_string(source.plan.num_experts) + " experts per MoE layer on the GPU, the rest " + method_.kt_method},
+                                     std::to_string(source.plan.num_experts) + " experts per MoE layer on the GPU, the rest " + method_->kt_method},
                        {"commands", json::array{json::string(command_line_), json::string(launch)}},
                        {"usage", json::object{{"tokens", placement.at("calibration").at("tokens")}, {"layers", placement.at("layers")}}},
                        {"outputs", outputs},
@@ -421,7 +555,7 @@ int Hybrid::run() {
     std::printf("hybrid model in %s: %lld of %lld routed experts per MoE layer on the GPU (%.1f%% of expert choices on the calibration "
                 "text), the rest %s on the CPU\n",
                 dir_.string().c_str(), static_cast<long long>(per_layer), static_cast<long long>(source.plan.num_experts),
-                100.0 * placement.at("gpu_coverage").to_number<double>(), method_.kt_method);
+                100.0 * placement.at("gpu_coverage").to_number<double>(), method_->kt_method);
     std::printf("GPU weights %s of %s; eval on %lld held-out tokens: KL %.3g, top-1 %.3f, perplexity %.4g (source %.4g)\n\n",
                 human_bytes(bytes.fixed + bytes.expert_row() * static_cast<std::uint64_t>(per_layer)).c_str(), human_bytes(budget).c_str(),
                 static_cast<long long>(eval.at("tokens").to_number<std::int64_t>()), eval.at("kl_mean").to_number<double>(),
@@ -456,6 +590,9 @@ int run_hybrid_command(const std::vector<std::string>& args, GlobalOptions globa
         ("gpu-memory", po::value(&r.gpu_memory)->value_name("SIZE"),
          "GPU memory for the weights (e.g. 24GiB): what the GPU checkpoint needs outside the routed experts, and as many of the "
          "most used experts per MoE layer as fit; leave SGLang's KV cache out of it")
+        ("cpu-memory", po::value(&r.cpu_memory)->value_name("SIZE"),
+         "CPU memory for kt-kernel's expert weights: then AMXINT8 and AMXINT4 (or --kt-method alone) are tried with the fewest and the "
+         "most GPU experts that fit both budgets, and the lowest KL on the calibration text is kept")
         ("kt-method", po::value(&r.kt_method)->value_name("M")->default_value("AMXINT4"),
          "the CPU experts: AMXINT4 or AMXINT8 (calibrated AMX), MOE_INT8 (calibrated, CPUs without AMX), RAWINT4 (kt reads the GPU "
          "checkpoint, written as gptq --for kt-rawint4)")
@@ -476,7 +613,7 @@ int run_hybrid_command(const std::vector<std::string>& args, GlobalOptions globa
         ("family", po::value(&r.family)->value_name("NAME"), "use this adapter (id, model_type or synth release) instead of detecting it")
         ("threads", po::value(&r.threads), "worker threads (default: all cores)")
         ("quiet,q", po::bool_switch(&r.quiet), "no progress output");
-    if (!parse_command(args, options, globals,
+    const std::optional<po::variables_map> vm = parse_command(args, options, globals,
                        {"moequant hybrid --model_id MODEL --output DIR --gpu-memory SIZE [--kt-method AMXINT4|AMXINT8|MOE_INT8|RAWINT4]\n"
                         "              [--dataset FILE] [--eval-dataset FILE] [--dry-run]",
                         "Prepares a model for kt-kernel + SGLang's hybrid serving in one resumable run: records the routing\n"
@@ -485,8 +622,9 @@ int run_hybrid_command(const std::vector<std::string>& args, GlobalOptions globa
                         "verifies both outputs, evaluates the hybrid model on held-out text and prints the SGLang command\n"
                         "for exactly these files. Rerun the same command to resume."},
                        {"threads", "num_calibration_samples", "max_sequence_length", "eval-samples", "eval-max-length", "kt-threadpool-count",
-                        "kt-cpuinfer"}))
-        return 0;
+                        "kt-cpuinfer"});
+    if (!vm) return 0;
+    r.method_given = vm->count("kt-method") && !(*vm)["kt-method"].defaulted();
     if (r.input.empty()) throw_usage_error("hybrid needs --model_id", {.hint = "moequant hybrid --help"});
     if (r.output.empty()) throw_usage_error("hybrid needs --output DIR");
     if (r.gpu_memory.empty()) throw_usage_error("hybrid needs --gpu-memory SIZE (the GPU memory for the weights, e.g. 24GiB)");

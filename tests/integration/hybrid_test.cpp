@@ -149,6 +149,38 @@ BOOST_AUTO_TEST_CASE(rawint4_serves_one_checkpoint_and_the_dry_run_predicts_it) 
     BOOST_TEST(contains(dry.out, k), dry.out);
 }
 
+// --cpu-memory: AMXINT8 and AMXINT4 each tried with the fewest and the most GPU experts that fit
+// both budgets, on the calibration text; the one with the lowest KL is served, within both.
+BOOST_AUTO_TEST_CASE(cpu_memory_chooses_the_method_and_count_with_the_lowest_kl) {
+    TempDir dir;
+    synth_checkpoint(dir / "src", {"deepseek_v3", "fp8"}, {"--statistics", "trained"});
+    // 2.5 MiB: AMXINT8 only with 2 GPU experts per layer, AMXINT4 with 0 to 2.
+    auto r = run_hybrid(dir / "src", dir / "run", "3MiB", {"--cpu-memory", "2.5MiB"});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const json::object state = json::parse(read_text(dir / "run/hybrid.json")).as_object();
+    const json::array outputs = json::parse(read_text(dir / "run/eval.json")).as_array();
+    BOOST_REQUIRE(outputs.size() == 4u);  // the hybrid, then AMXINT8 at 2, AMXINT4 at 0 and at 2
+    double lowest = 1e9;
+    std::string best;
+    for (std::size_t i = 1; i < outputs.size(); ++i) {
+        const double kl = outputs[i].at("kl_mean").to_number<double>();
+        if (kl < lowest) {
+            lowest = kl;
+            best = std::string(outputs[i].at("name").as_string());
+        }
+    }
+    const std::string method(state.at("kt_method").as_string());
+    const std::int64_t per_layer = state.at("gpu_experts_per_layer").to_number<std::int64_t>();
+    BOOST_TEST(best == method + " with " + std::to_string(per_layer) + " GPU experts per layer (calibration text)");
+    const std::uint64_t cpu = state.at("cpu_memory").at("experts").to_number<std::uint64_t>();
+    BOOST_TEST(cpu <= (5u << 19));
+    BOOST_TEST(state.at("gpu_weight_bytes").at("total").to_number<std::uint64_t>() <= (3u << 20));
+    const std::string folder = method == "AMXINT8" ? "cpu-int8" : "cpu-int4";
+    BOOST_TEST(state.at("cpu_weights").as_string() == (dir / "run" / folder).string());
+    BOOST_TEST(contains(r.out, "--kt-weight-path " + (dir / "run" / folder).string() + " \\\n  --kt-method " + method), r.out);
+    BOOST_TEST(contains(r.err, "[6/7] verify the CPU experts: passed"), r.err);
+}
+
 // What cannot be served is refused before anything is written.
 BOOST_AUTO_TEST_CASE(a_budget_or_method_that_cannot_be_served_is_refused) {
     TempDir dir;
@@ -162,6 +194,9 @@ BOOST_AUTO_TEST_CASE(a_budget_or_method_that_cannot_be_served_is_refused) {
                      2, "--kt-method must be"},
                     {{"hybrid", "--model_id", (dir / "src").string(), "--output", (dir / "out").string(), "--gpu-memory", "lots"}, 2,
                      "is not a size"},
+                    {{"hybrid", "--model_id", (dir / "src").string(), "--output", (dir / "out").string(), "--gpu-memory", "3MiB",
+                      "--cpu-memory", "1MiB"},
+                     2, "do not hold the routed experts"},
                     {{"hybrid", "--model_id", (dir / "src").string(), "--output", (dir / "busy").string(), "--gpu-memory", "8GiB"}, 5,
                      "holds files that no moequant hybrid run wrote"}},
                    dir / "out");

@@ -1,10 +1,12 @@
-#include "hybrid_gpu_budget.hpp"
+#include "hybrid_memory_budget.hpp"
 
 #include "human_format.hpp"
 
 #include <moequant/error.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <optional>
 
@@ -109,6 +111,50 @@ GpuWeightBytes estimated_gpu_weight_bytes(const Checkpoint& source, const ModelP
                 const std::uint64_t groups = (in + static_cast<std::uint64_t>(group_size) - 1) / static_cast<std::uint64_t>(group_size);
                 expert += out * in / 2 + out * groups * 2 + 16;  // packed INT4, BF16 scales, I64 [2] shape
             }
+        bytes.expert_per_layer.push_back(expert);
+    }
+    return bytes;
+}
+
+std::uint64_t CpuExpertBytes::expert_row() const {
+    std::uint64_t sum = 0;
+    for (std::uint64_t b : expert_per_layer) sum += b;
+    return sum;
+}
+
+std::int64_t CpuExpertBytes::fewest_gpu_experts(std::uint64_t budget) const {
+    const std::uint64_t row = expert_row();
+    if (row == 0) return 0;
+    return std::max<std::int64_t>(0, experts - static_cast<std::int64_t>(std::min<std::uint64_t>(budget / row, static_cast<std::uint64_t>(experts))));
+}
+
+CpuExpertBytes measured_cpu_expert_bytes(const Checkpoint& cpu_output, const ModelPlan& plan) {
+    CpuExpertBytes bytes;
+    bytes.experts = plan.num_experts;
+    std::map<std::int64_t, std::size_t> layer_index;
+    for (std::size_t l = 0; l < plan.moe_layers.size(); ++l) layer_index[plan.moe_layers[l].layer] = l;
+    std::vector<std::uint64_t> per_layer(plan.moe_layers.size(), 0);
+    for (const std::string& name : cpu_output.tensor_names()) {
+        // blk.{L}.ffn_{gate,up,down}_exps.{E}.numa.{n}.{weight,scale}: kt-kernel's expert tensors.
+        long long layer = -1;
+        int used = 0;
+        if (std::sscanf(name.c_str(), "blk.%lld.ffn_%*[a-z]_exps.%*d.%n", &layer, &used) < 1 || used == 0) continue;
+        if (auto it = layer_index.find(layer); it != layer_index.end()) per_layer[it->second] += tensor_bytes(cpu_output.info(name));
+    }
+    for (std::size_t l = 0; l < per_layer.size(); ++l)
+        bytes.expert_per_layer.push_back(per_layer[l] / static_cast<std::uint64_t>(std::max<std::int64_t>(1, plan.num_experts)));
+    return bytes;
+}
+
+CpuExpertBytes estimated_cpu_expert_bytes(const ModelPlan& plan, int bits) {
+    CpuExpertBytes bytes;
+    bytes.experts = plan.num_experts;
+    for (const MoeLayerPlan& layer : plan.moe_layers) {
+        std::uint64_t expert = 0;
+        if (!layer.experts.empty())
+            for (const ExpertWeightSource& w : layer.experts.front().weights)
+                expert += static_cast<std::uint64_t>(w.rows) * static_cast<std::uint64_t>(w.cols) * static_cast<std::uint64_t>(bits) / 8 +
+                          static_cast<std::uint64_t>(w.rows) * 4;
         bytes.expert_per_layer.push_back(expert);
     }
     return bytes;

@@ -1,8 +1,9 @@
-// How many routed experts per MoE layer the GPU holds (`moequant hybrid --gpu-memory`): the GPU
-// checkpoint's weights split into what SGLang always keeps on the GPU (attention, embeddings,
-// norms, shared experts, dense layers, the head) and each MoE layer's routed experts, and the
-// largest count k such that the fixed part plus k experts of every MoE layer fit the budget —
-// kt-kernel's SGLang integration takes --kt-num-gpu-experts per MoE layer. docs/hybrid.md.
+// How many routed experts per MoE layer the GPU holds (`moequant hybrid --gpu-memory`) and how
+// many the CPU must hold (`--cpu-memory`): the GPU checkpoint's weights split into what SGLang
+// always keeps on the GPU (attention, embeddings, norms, shared experts, dense layers, the head)
+// and each MoE layer's routed experts, and the CPU experts' bytes per MoE layer. kt-kernel's
+// SGLang integration takes --kt-num-gpu-experts per MoE layer, so counts are per layer.
+// docs/hybrid.md.
 #pragma once
 
 #include <moequant/checkpoint.hpp>
@@ -29,6 +30,23 @@ struct GpuWeightBytes {
     // `experts`; Error(usage) when the fixed part alone does not fit.
     std::int64_t experts_per_layer(std::uint64_t budget, std::int64_t experts) const;
 };
+
+// One routed expert of each MoE layer in kt-kernel's CPU layout (plan order), and the CPU memory
+// they need when k experts of every layer are on the GPU.
+struct CpuExpertBytes {
+    std::vector<std::uint64_t> expert_per_layer;
+    std::int64_t experts = 0;  // routed experts per layer
+
+    std::uint64_t expert_row() const;
+    std::uint64_t needed(std::int64_t gpu_per_layer) const { return expert_row() * static_cast<std::uint64_t>(experts - gpu_per_layer); }
+    // The fewest GPU experts per layer that leave the rest within `budget`.
+    std::int64_t fewest_gpu_experts(std::uint64_t budget) const;
+};
+
+// A written kt-safetensors output's expert tensors (blk.L.ffn_{gate,up,down}_exps.E.*), by size.
+CpuExpertBytes measured_cpu_expert_bytes(const Checkpoint& cpu_output, const ModelPlan& plan);
+// The same before anything is written: kt's AMX layout of `bits`-bit codes, an F32 scale per row.
+CpuExpertBytes estimated_cpu_expert_bytes(const ModelPlan& plan, int bits);
 
 // The tensors of a written GPU checkpoint (a gptq output of `plan`'s model), by their stored sizes.
 GpuWeightBytes measured_gpu_weight_bytes(const Checkpoint& gpu_output, const ModelPlan& plan);
