@@ -147,15 +147,10 @@ void GgmlEncoding::decode(const Checkpoint& checkpoint, const EncodedWeight& w, 
     if (const std::string& tensor = w.tensor("weight"); !tensor.empty()) {
         const auto part = split_part_name(tensor);
         PartRows rows(checkpoint, tensor, *part->type);
-        // The stored row of Hugging Face row r: llama's interleave maps stored row i to source row order[i].
-        std::vector<std::int64_t> stored_row;
-        if (part->heads) {
-            const std::vector<std::int64_t> order = rope_interleave_order(rows.rows(), part->heads);
-            stored_row.resize(order.size());
-            for (std::size_t at = 0; at < order.size(); ++at) stored_row[static_cast<std::size_t>(order[at])] = static_cast<std::int64_t>(at);
-        }
+        // Hugging Face row r of a rope part is stored where llama's interleave put it (recognise()
+        // checked the heads).
         for (std::int64_t r = window.row_begin; r < window.row_end; r += window.row_step, ++i)
-            put(rows.row(part->heads ? stored_row[static_cast<std::size_t>(r)] : r) + first, cols, target, out.data() + i * out_row);
+            put(rows.row(part->heads ? rope_interleaved_row(r, rows.rows(), part->heads) : r) + first, cols, target, out.data() + i * out_row);
         return;
     }
     // kv_b_proj from its split: a K row (h, n) is column n of head h's attn_k_b block [kv_lora, nope],

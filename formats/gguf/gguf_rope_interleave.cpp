@@ -27,4 +27,9 @@ std::vector<std::int64_t> rope_interleave_order(std::int64_t rows, std::int64_t 
     return order;
 }
 
+std::int64_t rope_interleaved_row(std::int64_t row, std::int64_t rows, std::int64_t heads) {
+    const std::int64_t head_rows = rows / heads, half = head_rows / 2, in_head = row % head_rows;
+    return row - in_head + 2 * (in_head % half) + in_head / half;
+}
+
 }  // namespace moequant::formats

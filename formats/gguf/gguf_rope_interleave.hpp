@@ -18,4 +18,8 @@ void check_rope_interleave(const std::string& tensor, std::int64_t rows, std::in
 // as the tensor's source rows (a weight) or columns (a bias).
 std::vector<std::int64_t> rope_interleave_order(std::int64_t rows, std::int64_t heads);
 
+// The inverse, one row at a time: where source row `row` lies among the interleaved rows
+// (order[rope_interleaved_row(r)] == r). `rows` splits into `heads` heads of an even size.
+std::int64_t rope_interleaved_row(std::int64_t row, std::int64_t rows, std::int64_t heads);
+
 }  // namespace moequant::formats

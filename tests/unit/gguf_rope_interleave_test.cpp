@@ -24,6 +24,15 @@ BOOST_AUTO_TEST_CASE(rows_of_each_head_are_interleaved) {
     BOOST_TEST(rope_interleave_order(8, 0) == identity, boost::test_tools::per_element());
 }
 
+// The reader puts the rows back one at a time: rope_interleaved_row is the order's inverse.
+BOOST_AUTO_TEST_CASE(each_source_row_is_found_where_the_interleave_put_it) {
+    for (const auto& [rows, heads] : {std::pair<std::int64_t, std::int64_t>{8, 2}, {8, 1}, {24, 3}, {128, 4}}) {
+        const std::vector<std::int64_t> order = rope_interleave_order(rows, heads);
+        for (std::int64_t r = 0; r < rows; ++r)
+            BOOST_TEST(order[static_cast<std::size_t>(rope_interleaved_row(r, rows, heads))] == r, rows << " rows, " << heads << " heads, row " << r);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(rows_that_do_not_split_into_even_heads_are_refused) {
     BOOST_CHECK_NO_THROW(check_rope_interleave("q", 8, 2));
     for (std::int64_t heads : {3, 8, 0})
