@@ -6,6 +6,7 @@
 #include "gguf_source_config.hpp"
 #include "gguf_source_tokenizer.hpp"
 #include "gguf_type_policy.hpp"
+#include "ggml_types.hpp"
 
 #include <moequant/checked_math.hpp>
 #include <moequant/digest.hpp>
@@ -141,9 +142,11 @@ private:
 };
 
 // The types whose rows the ggml encoding decodes: every block type moequant writes.
+// The block types the ggml encoding decodes: every type moequant writes (ggml_types()), the
+// floats being presented as themselves.
 bool FilePresentation::decodable(std::uint32_t type) {
-    for (const char* name : {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs", "mxfp4"})
-        if (ggml_type_named_id(name) == type) return true;
+    for (const ggml_quants::GgmlType& t : ggml_quants::ggml_types())
+        if (static_cast<std::uint32_t>(t.id) == type && t.block > 1) return true;
     return false;
 }
 
