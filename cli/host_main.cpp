@@ -9,7 +9,9 @@
 #include "host_main.hpp"
 
 #include <moequant/engine/cluster.hpp>
+#include <moequant/blas_kernels.hpp>
 #include <moequant/cpu_isa.hpp>
+#include <moequant/matrix_products.hpp>
 #include <moequant/error.hpp>
 #include <moequant/fault_handler.hpp>
 #include <moequant/plugin.hpp>
@@ -74,8 +76,9 @@ void print_usage(std::ostream& out) {
         << exit_code_help;
 }
 
-// What a bug report or a plugin author needs: the versions plugins are checked against and the
-// kernels this CPU runs (MOEQUANT_ISA may cap them).
+// What a bug report or a plugin author needs: the versions plugins are checked against, the
+// kernels this CPU runs (MOEQUANT_ISA may cap them) and those oneDNN and BLIS run for the FP32
+// products.
 void print_version(std::ostream& out) {
     const moequant::Isa active = moequant::active_isa(), detected = moequant::detected_isa();
     out << "moequant " << MOEQUANT_VERSION_STRING << "\n"
@@ -83,7 +86,8 @@ void print_version(std::ostream& out) {
         << MOEQUANT_PLUGIN_ABI_VERSION << " and an SDK " << MOEQUANT_VERSION_MAJOR << ".x no newer than this one)\n"
         << "CPU kernels: " << moequant::isa_name(active);
     if (active != detected) out << " (this CPU has " << moequant::isa_name(detected) << "; capped by MOEQUANT_ISA)";
-    out << "\n";
+    out << "\nFP32 products: " << moequant::f32_gemm_kernels() << " (Hessians); " << moequant::blas_kernels() << " (chosen by "
+        << moequant::blas_kernels_chosen_by() << "; the factorizations and the other products)\n";
 }
 
 int run(int argc, char** argv) {

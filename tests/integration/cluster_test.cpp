@@ -324,6 +324,24 @@ BOOST_AUTO_TEST_CASE(calibration_on_another_cpu_kind_is_refused) {
     BOOST_TEST(!fs::exists(out));
 }
 
+BOOST_AUTO_TEST_CASE(calibration_on_other_blas_kernels_is_refused) {
+    TempDir dir;
+    const fs::path model = synth(dir, "qwen3_moe"), out = dir / "out";
+    // BLIS's Haswell kernels on rank 1 (BLIS 0.9 numbers them 3), the kernels moequant chose on
+    // rank 0: GPTQ's factorizations would sum in another order there.
+    const Args gptq = with_output({"gptq", "-i", model.string(), "--quant_type", "W4A16", "--dataset", "embedded"}, out);
+    const CommandResult r = mpirun_two_with_env_on_rank_1(gptq, "BLIS_ARCH_TYPE=3");
+    const std::string kernels = run_moequant({"--version"}).out;
+    if (kernels.find("BLIS 0.9.0 haswell") != std::string::npos) {  // the same kernels on both ranks
+        BOOST_TEST(r.exit_code == 0, r.err);
+        return;
+    }
+    BOOST_TEST(r.exit_code == 2, r.err);
+    BOOST_TEST(r.err.find("RankJobDiffers") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("haswell") != std::string::npos, r.err);
+    BOOST_TEST(!fs::exists(out));
+}
+
 BOOST_AUTO_TEST_CASE(one_ranks_unusable_tmpdir_ends_the_job_with_exit_5) {
     TempDir dir;
     const fs::path model = synth(dir, "qwen3_moe"), out = dir / "out";

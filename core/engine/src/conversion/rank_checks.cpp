@@ -2,9 +2,11 @@
 
 #include "cluster/wire.hpp"
 
+#include <moequant/blas_kernels.hpp>
 #include <moequant/compute_dtype.hpp>
 #include <moequant/cpu_isa.hpp>
 #include <moequant/digest.hpp>
+#include <moequant/matrix_products.hpp>
 #include <moequant/version.hpp>
 #include <moequant/output_file.hpp>
 
@@ -61,9 +63,11 @@ std::string job_identity(const RunManifest& job) {
         calibrating = calibrating || k == "calibration";
     }
     // Float products may sum in another order on another CPU's kernels (AMX and AVX512-BF16 in
-    // oneDNN, AVX-512 and AVX2 in moequant's own): calibration on a mixed cluster is refused.
+    // oneDNN, AVX-512 and AVX2 in moequant's own, BLIS's kernel sets, which also run GPTQ's
+    // solve): calibration on a mixed cluster is refused.
     if (calibrating)
-        id += "\nkernels=" + (compute_dtype() == ComputeDtype::bf16 ? bf16_product_isa() : std::string(isa_name(active_isa())));
+        id += "\nkernels=" + (compute_dtype() == ComputeDtype::bf16 ? bf16_product_isa() : std::string(isa_name(active_isa()))) +
+              ", " + f32_gemm_kernels() + ", " + blas_kernels();
     return id;
 }
 

@@ -1,7 +1,11 @@
+#include <moequant/blas_kernels.hpp>
+#include <moequant/compute_dtype.hpp>
+#include <moequant/cpu_isa.hpp>
 #include <moequant/digest.hpp>
 #include <moequant/engine/run_manifest.hpp>
 #include <moequant/error.hpp>
 #include <moequant/input_file.hpp>
+#include <moequant/matrix_products.hpp>
 #include <moequant/output_file.hpp>
 #include <moequant/version.hpp>
 
@@ -71,6 +75,18 @@ LayerCoverage coverage_from(const json::value& v) {
     return c;
 }
 
+// Which kernels computed the floats (calibration's sums depend on them), for whoever compares
+// two outputs later; informational, not part of the job's identity.
+json::object kernels_json() {
+    json::object k{{"cpu_kernels", isa_name(active_isa())},
+                   {"compute_dtype", compute_dtype_name(compute_dtype())},
+                   {"fp32_gemm", f32_gemm_kernels()},
+                   {"fp32_products", blas_kernels()},
+                   {"fp32_products_chosen_by", blas_kernels_chosen_by()}};
+    if (compute_dtype() == ComputeDtype::bf16) k["bf16_products"] = bf16_product_isa();
+    return k;
+}
+
 }  // namespace
 
 std::optional<RunManifest> RunManifest::load(const std::filesystem::path& directory) {
@@ -122,7 +138,8 @@ std::string RunManifest::text() const {
                    {"source_shards", shards_json(source_shards)},
                    {"completed_layers", std::move(layers)},
                    {"final_files", files_json(final_files)},
-                   {"complete", complete}};
+                   {"complete", complete},
+                   {"kernels", kernels_json()}};
     return json::serialize(o) + "\n";
 }
 

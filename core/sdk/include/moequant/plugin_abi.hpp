@@ -20,7 +20,9 @@
 //   25: stored codes carried per matrix (quantizer_for(role).carrier());
 //   26: freed_heap.hpp (return_freed_heap()), Quantizer::takes_float32_source();
 //   27: checkpoint_reader.hpp (CheckpointReader, MOEQUANT_KIND_READER), Checkpoint::from_description(),
-//       container(), side_file(), SafetensorsFile::open_described().
+//       container(), side_file(), SafetensorsFile::open_described();
+//   28: blas_kernels.hpp (blas_kernels(), blas_kernels_chosen_by()): BLIS's kernels chosen by ISA;
+//       matrix_products.hpp (f32_gemm, bf16_gemm, f32_gemm_kernels): strided oneDNN products.
 #pragma once
 
 #include <moequant/version.hpp>
@@ -30,7 +32,7 @@
 
 #define MOEQUANT_PLUGIN_ABI_VERSION MOEQUANT_VERSION_MINOR
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "73e58b4824bc9c78"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "129963333dae3688"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

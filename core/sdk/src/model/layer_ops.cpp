@@ -1,4 +1,4 @@
-#include "numeric/bf16_products.hpp"
+#include "numeric/onednn_products.hpp"
 
 #include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>

@@ -1,6 +1,6 @@
 #include <moequant/compute_dtype.hpp>
 
-#include "numeric/bf16_products.hpp"
+#include "numeric/onednn_products.hpp"
 
 #include <cpuid.h>
 
