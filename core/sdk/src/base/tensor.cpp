@@ -1,11 +1,36 @@
 #include <moequant/error.hpp>
 #include <moequant/tensor.hpp>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
 namespace moequant {
+
+namespace {
+
+// Fresh memory is faulted in a page at a time when first touched, which costs about 10 us a
+// page in the VMs we measured on (0.4 GB/s for a 200 MB Hessian); asking the kernel to populate
+// a large block in one call is about 15x faster. Best effort: a kernel without
+// MADV_POPULATE_WRITE refuses it, and the pages then fault in as before.
+void populate(std::byte* p, std::size_t n) noexcept {
+    constexpr std::size_t worth_it = std::size_t{1} << 20;
+    if (n < worth_it) return;
+    static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const std::uintptr_t first = (reinterpret_cast<std::uintptr_t>(p) + page - 1) & ~(page - 1);
+    const std::uintptr_t last = (reinterpret_cast<std::uintptr_t>(p) + n) & ~(page - 1);
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+}
+
+}  // namespace
 
 std::optional<std::uint64_t> shape_elements(const Shape& shape) noexcept {
     std::uint64_t n = 1;
@@ -43,6 +68,7 @@ Tensor::Tensor(DType dtype, Shape shape, bool zero) : dtype_(dtype), shape_(std:
     if (padded == 0) padded = alignment;
     auto* p = static_cast<std::byte*>(std::aligned_alloc(alignment, padded));
     if (!p) throw std::bad_alloc();
+    populate(p, padded);
     if (zero) std::memset(p, 0, padded);
     else if (padded > size_) std::memset(p + size_, 0, padded - size_);  // keep the padding defined
     data_.reset(p);
