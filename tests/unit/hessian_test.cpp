@@ -1,16 +1,19 @@
 // HessianAccumulator against a float64 reference computed here, on a matrix with several
 // (ragged) tiles, fed in several add() calls: every entry, and the same bytes with one thread
-// as with all of them. The tiles run concurrently through the BLAS library Eigen forwards to,
-// so this is also the check that concurrent calls into it are safe.
+// as with all of them. The tiles run concurrently through oneDNN (matrix_products.hpp), so this
+// is also the check that concurrent calls into it are safe. And the edges: a Hessian that saw
+// no token is zero (its buffer starts unwritten), and one is finished once.
 #include "bf16_products_here.hpp"
 
 #include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
+#include <moequant/error.hpp>
 #include <moequant/parallel.hpp>
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -112,6 +115,18 @@ BOOST_AUTO_TEST_CASE(the_bytes_do_not_depend_on_the_thread_count) {
         const Tensor all = accumulate(x);
         BOOST_TEST(std::memcmp(one.data(), all.data(), one.size_bytes()) == 0);
     }
+}
+
+BOOST_AUTO_TEST_CASE(no_token_gives_zero_and_a_hessian_is_finished_once) {
+    HessianAccumulator h(columns);
+    h.add(nullptr, 0);
+    const Tensor zero = h.finish(samples);
+    BOOST_TEST(zero.shape() == (Shape{columns, columns}));
+    const float* z = zero.data_as<float>();
+    BOOST_TEST(std::all_of(z, z + zero.elements(), [](float v) { return v == 0.0f; }));
+    BOOST_CHECK_THROW(h.finish(samples), Error);
+    const std::vector<float> x = random_inputs();
+    BOOST_CHECK_THROW(h.add(x.data(), 1), Error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

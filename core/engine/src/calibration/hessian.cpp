@@ -2,6 +2,7 @@
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
 #include <moequant/error.hpp>
+#include <moequant/matrix_products.hpp>
 #include <moequant/parallel.hpp>
 
 #include <Eigen/Core>
@@ -15,48 +16,51 @@ namespace moequant {
 
 namespace {
 
-using ColMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-constexpr std::int64_t tile = 512;          // H is updated in tile x tile blocks, one task each
-constexpr std::int64_t chunk_tokens = 2048; // BF16 inputs are widened this many tokens at a time
+// H is updated in tile x tile blocks, one product each (512: near oneDNN's single-thread peak
+// for both dtypes, and 7% of the products' work wasted on the diagonal tiles' lower halves).
+constexpr std::int64_t tile = 512;
+constexpr std::int64_t chunk_tokens = 2048;  // inputs are scaled or narrowed this many tokens at a time
 
-}  // namespace
-
-HessianAccumulator::HessianAccumulator(std::int64_t columns)
-    : columns_(columns), lower_(static_cast<std::size_t>(columns * columns), 0.0f) {
-    if (columns <= 0) throw Error(ErrorKind::internal, "a Hessian needs at least one column");
-}
-
-namespace {
-
-// The lower-triangle tiles (i >= j) of a k x k matrix: H is symmetric.
-std::vector<std::pair<std::int64_t, std::int64_t>> lower_tiles(std::int64_t k) {
+// The upper-triangle tiles (row block <= column block) of a k x k matrix: H is symmetric.
+std::vector<std::pair<std::int64_t, std::int64_t>> upper_tiles(std::int64_t k) {
     const std::int64_t tiles = (k + tile - 1) / tile;
     std::vector<std::pair<std::int64_t, std::int64_t>> work;
     for (std::int64_t i = 0; i < tiles; ++i)
-        for (std::int64_t j = 0; j <= i; ++j) work.emplace_back(i, j);
+        for (std::int64_t j = i; j < tiles; ++j) work.emplace_back(i, j);
     return work;
 }
 
-// The BF16 bits of `tokens` rows of `k` inputs, column by column ([k, tokens]): BF16 views as
-// they are, BF16-exact floats by their upper half.
-template <class Value>
-std::vector<std::uint16_t> bf16_columns(const Value* inputs, std::int64_t tokens, std::int64_t k) {
-    std::vector<std::uint16_t> columns(static_cast<std::size_t>(k * tokens));
-    parallel_for(0, static_cast<std::size_t>(k), 64, [&](std::size_t first, std::size_t last) {
-        for (std::int64_t t = 0; t < tokens; ++t)  // each token's row read once, contiguously
-            for (std::size_t c = first; c < last; ++c) {
-                if constexpr (std::is_same_v<Value, float>)
-                    columns[c * tokens + t] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(inputs[t * k + c]) >> 16);
-                else
-                    columns[c * tokens + t] = inputs[t * k + c];
-            }
+// Every upper tile of sums (k x k, row-major) gets add(row0, rows, column0, columns, tile), in
+// parallel: what each tile's product adds is op(X[:, rows])^T X[:, columns].
+template <class AddTile>
+void for_each_upper_tile(std::int64_t k, float* sums, const AddTile& add) {
+    const auto work = upper_tiles(k);
+    parallel_for(0, work.size(), 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t w = first; w < last; ++w) {
+            const std::int64_t r0 = work[w].first * tile, c0 = work[w].second * tile;
+            add(r0, std::min(tile, k - r0), c0, std::min(tile, k - c0), sums + r0 * k + c0);
+        }
     });
-    return columns;
 }
 
 }  // namespace
+
+// The sums start unwritten: the first product of each tile overwrites it (so the pages are
+// first touched by the tiles' products, in parallel), finish() writes the lower triangle.
+HessianAccumulator::HessianAccumulator(std::int64_t columns) : columns_(columns) {
+    if (columns <= 0) throw Error(ErrorKind::internal, "a Hessian needs at least one column");
+    sums_ = Tensor::uninitialized(DType::F32, {columns, columns});
+}
+
+// A working buffer of at least `tokens` rows, kept for the accumulator's later chunks; a Tensor
+// so that its pages are populated at once (tensor.cpp), not faulted in one at a time.
+Tensor& HessianAccumulator::working_buffer(Tensor& buffer, DType dtype, std::int64_t tokens) {
+    if (buffer.data() == nullptr || buffer.elements() < static_cast<std::uint64_t>(tokens * columns_))
+        buffer = Tensor::uninitialized(dtype, {std::min(chunk_tokens, std::max<std::int64_t>(tokens, 1)), columns_});
+    return buffer;
+}
 
 bool bf16_exact(const float* values, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i)
@@ -64,48 +68,44 @@ bool bf16_exact(const float* values, std::size_t n) noexcept {
     return true;
 }
 
-// H += 2 X^T X from X's columns as BF16 rows ([k, tokens], bf16_columns), tile by tile.
-void HessianAccumulator::add_bf16_columns(const std::vector<std::uint16_t>& columns, std::int64_t tokens) {
+// H += 2 X^T X for `tokens` rows of BF16 inputs (exact products, FP32 sums).
+void HessianAccumulator::add_bf16_rows(const std::uint16_t* rows, std::int64_t tokens) {
     const std::int64_t k = columns_;
-    const auto work = lower_tiles(k);
-    parallel_for(0, work.size(), 1, [&](std::size_t first, std::size_t last) {
-        std::vector<float> block;
-        for (std::size_t w = first; w < last; ++w) {
-            const auto [i, j] = work[w];
-            const std::int64_t r0 = i * tile, c0 = j * tile;
-            const std::int64_t rn = std::min(tile, k - r0), cn = std::min(tile, k - c0);
-            // The tile transposed, [cn, rn]: its rows are H's columns, contiguous in lower_.
-            block.resize(static_cast<std::size_t>(rn * cn));
-            bf16_product(columns.data() + c0 * tokens, columns.data() + r0 * tokens, true, block.data(), cn, rn, tokens);
-            for (std::int64_t c = 0; c < cn; ++c) {
-                float* column = lower_.data() + (c0 + c) * k + r0;
-                const float* from = block.data() + c * rn;
-                for (std::int64_t r = 0; r < rn; ++r) column[r] += 2.0f * from[r];
-            }
-        }
+    const float beta = added_ ? 1.0f : 0.0f;
+    for_each_upper_tile(k, sums_.data_as<float>(), [&](std::int64_t r0, std::int64_t rn, std::int64_t c0, std::int64_t cn, float* c) {
+        bf16_gemm(true, false, rn, cn, tokens, 2.0f, rows + r0, k, rows + c0, k, beta, c, k);
     });
+    added_ = true;
 }
 
 void HessianAccumulator::add(const float* inputs, std::int64_t tokens) {
     if (tokens <= 0) return;
+    if (sums_.data() == nullptr) throw Error(ErrorKind::internal, "a finished Hessian cannot take more inputs");
     const std::int64_t k = columns_;
-    if (compute_dtype() == ComputeDtype::bf16 && bf16_exact(inputs, static_cast<std::size_t>(tokens * k))) {
-        add_bf16_columns(bf16_columns(inputs, tokens, k), tokens);
-        return;
-    }
-    // A = fl32(sqrt 2) * x, rounded per element as the reference does, then H += A^T A.
-    const float root2 = std::sqrt(2.0f);
-    RowMajor a = Eigen::Map<const RowMajor>(inputs, tokens, k) * root2;
-    Eigen::Map<ColMajor> h(lower_.data(), k, k);
-    const auto work = lower_tiles(k);
-    parallel_for(0, work.size(), 1, [&](std::size_t first, std::size_t last) {
-        for (std::size_t w = first; w < last; ++w) {
-            const auto [i, j] = work[w];
-            const std::int64_t r0 = i * tile, c0 = j * tile;
-            const std::int64_t rn = std::min(tile, k - r0), cn = std::min(tile, k - c0);
-            h.block(r0, c0, rn, cn).noalias() += a.middleCols(r0, rn).transpose() * a.middleCols(c0, cn);
+    for (std::int64_t t0 = 0; t0 < tokens; t0 += chunk_tokens) {
+        const std::int64_t n = std::min(chunk_tokens, tokens - t0);
+        const float* x = inputs + t0 * k;
+        if (compute_dtype() == ComputeDtype::bf16 && bf16_exact(x, static_cast<std::size_t>(n * k))) {
+            std::uint16_t* narrowed = working_buffer(bf16_, DType::BF16, n).data_as<std::uint16_t>();
+            parallel_for(0, static_cast<std::size_t>(n), 64, [&](std::size_t first, std::size_t last) {
+                for (std::size_t i = first * k; i < last * k; ++i)  // the upper halves, exactly
+                    narrowed[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(x[i]) >> 16);
+            });
+            add_bf16_rows(narrowed, n);
+            continue;
         }
-    });
+        // A = fl32(sqrt 2) * x, rounded per element as the reference does, then H += A^T A.
+        const float root2 = std::sqrt(2.0f);
+        float* a = working_buffer(scaled_, DType::F32, n).data_as<float>();
+        parallel_for(0, static_cast<std::size_t>(n), 64, [&](std::size_t first, std::size_t last) {
+            for (std::size_t i = first * k; i < last * k; ++i) a[i] = x[i] * root2;
+        });
+        const float beta = added_ ? 1.0f : 0.0f;
+        for_each_upper_tile(k, sums_.data_as<float>(), [&](std::int64_t r0, std::int64_t rn, std::int64_t c0, std::int64_t cn, float* c) {
+            f32_gemm(true, false, rn, cn, n, 1.0f, a + r0, k, a + c0, k, beta, c, k);
+        });
+        added_ = true;
+    }
 }
 
 void HessianAccumulator::add(const TensorView& inputs) {
@@ -113,19 +113,19 @@ void HessianAccumulator::add(const TensorView& inputs) {
         throw Error(ErrorKind::input, "calibration inputs are " + shape_to_string(inputs.shape) + ", expected [tokens, " +
                                           std::to_string(columns_) + "]");
     const std::int64_t tokens = inputs.shape[0];
-    if (inputs.dtype == DType::F32) {  // in chunks too: add() scales a copy of what it is given
-        const auto* values = reinterpret_cast<const float*>(inputs.data());
-        for (std::int64_t t0 = 0; t0 < tokens; t0 += chunk_tokens) add(values + t0 * columns_, std::min(chunk_tokens, tokens - t0));
+    if (inputs.dtype == DType::F32) {
+        add(reinterpret_cast<const float*>(inputs.data()), tokens);
         return;
     }
     if (inputs.dtype != DType::BF16)
         throw Error(ErrorKind::input, "calibration inputs must be BF16 or F32, not " + std::string(dtype_name(inputs.dtype)));
-    std::vector<float> chunk;
+    if (sums_.data() == nullptr) throw Error(ErrorKind::internal, "a finished Hessian cannot take more inputs");
     const auto* bits = reinterpret_cast<const std::uint16_t*>(inputs.data());
+    std::vector<float> chunk;
     for (std::int64_t t0 = 0; t0 < tokens; t0 += chunk_tokens) {
         const std::int64_t n = std::min(chunk_tokens, tokens - t0);
-        if (compute_dtype() == ComputeDtype::bf16) {  // BF16 is exact: its bits, not widened and narrowed again
-            add_bf16_columns(bf16_columns(bits + t0 * columns_, n, columns_), n);
+        if (compute_dtype() == ComputeDtype::bf16) {  // BF16 is exact: its bits, read in place
+            add_bf16_rows(bits + t0 * columns_, n);
             continue;
         }
         chunk.resize(static_cast<std::size_t>(n * columns_));
@@ -134,26 +134,35 @@ void HessianAccumulator::add(const TensorView& inputs) {
     }
 }
 
-Tensor HessianAccumulator::finish(std::int64_t samples) const {
+Tensor HessianAccumulator::finish(std::int64_t samples) {
     if (samples <= 0) throw Error(ErrorKind::input, "the Hessian needs at least one calibration sample");
+    if (sums_.data() == nullptr) throw Error(ErrorKind::internal, "a Hessian can be finished once");
     const std::int64_t k = columns_;
-    Tensor out = Tensor::uninitialized(DType::F32, {k, k});  // every element is written below
-    float* h = out.data_as<float>();
+    float* h = sums_.data_as<float>();
+    if (!added_) {  // no token: H = 0
+        parallel_for(0, static_cast<std::size_t>(k), 64, [&](std::size_t first, std::size_t last) {
+            std::fill(h + first * k, h + last * k, 0.0f);
+        });
+        return std::move(sums_);
+    }
     const float n = static_cast<float>(samples);
-    // Mirrored in 64 x 64 blocks, so that both the row-wise and the column-wise writes stay in
-    // cache (element by element over the whole matrix, the column-wise ones missed every time).
+    // First the lower triangle from the upper one, in 64 x 64 blocks so that both the row-wise
+    // writes and the column-wise reads stay in cache; then the upper one scaled in place.
     constexpr std::int64_t block = 64;
     const std::int64_t blocks = (k + block - 1) / block;
     parallel_for(0, static_cast<std::size_t>(blocks), 1, [&](std::size_t first, std::size_t last) {
-        for (std::size_t jb = first; jb < last; ++jb)
-            for (std::int64_t i0 = static_cast<std::int64_t>(jb) * block; i0 < k; i0 += block) {
-                const std::int64_t j0 = static_cast<std::int64_t>(jb) * block;
-                for (std::int64_t j = j0; j < std::min(j0 + block, k); ++j)
-                    for (std::int64_t i = std::max(i0, j); i < std::min(i0 + block, k); ++i)
-                        h[i * k + j] = h[j * k + i] = lower_[j * k + i] / n;
-            }
+        for (std::size_t ib = first; ib < last; ++ib) {
+            const std::int64_t i0 = static_cast<std::int64_t>(ib) * block, i1 = std::min(i0 + block, k);
+            for (std::int64_t j0 = 0; j0 <= i0; j0 += block)
+                for (std::int64_t i = i0; i < i1; ++i)
+                    for (std::int64_t j = j0; j < std::min({j0 + block, i, k}); ++j) h[i * k + j] = h[j * k + i] / n;
+        }
     });
-    return out;
+    parallel_for(0, static_cast<std::size_t>(k), 64, [&](std::size_t first, std::size_t last) {
+        for (std::size_t i = first; i < last; ++i)
+            for (std::int64_t j = static_cast<std::int64_t>(i); j < k; ++j) h[i * k + j] /= n;
+    });
+    return std::move(sums_);
 }
 
 double output_error(const Tensor& hessian, const float* w_a, const float* w_b, std::int64_t rows) {
