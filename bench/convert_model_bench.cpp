@@ -1,9 +1,11 @@
 // Whole-model conversion: `moequant convert` of a Qwen3-MoE-style checkpoint with 4 GB of BF16
-// experts, to AMX INT4 and INT8 and to GGUF Q4_K_M and Q8_0, timed as a ratio to copying the same
-// input bytes into a folder with fsync (measured in the same run), GGUF also as a ratio to the
-// same run's INT4 time (and CPU time, user + system: the figure other load on the machine
-// disturbs least), and the peak RSS of the INT4 and GGUF conversions for that model and for
-// one with twice the layers (bounded memory: the two should be within 10%).
+// experts, to AMX INT4 and INT8 (kt's merged safetensors, and its .kt file tree: thousands of
+// files made durable per layer) and to GGUF Q4_K_M and Q8_0, timed as a ratio to copying the
+// same input bytes into a folder with fsync (measured in the same run), each with its CPU time
+// (user + system: the figure other load on the machine disturbs least; wall / CPU shows time
+// spent waiting on the disk), the others also as a ratio to the same run's INT4 time, and the
+// peak RSS of the INT4 and GGUF conversions for that model and for one with twice the layers
+// (bounded memory: the two should be within 10%).
 // The model is complete enough for GGUF: attention, norms, embeddings, output head (together
 // about 3% of the expert bytes) and a BPE tokenizer.json (synth's Qwen-style one).
 // Usage: moequant_convert_model_bench [work-dir] [path-to-moequant]
@@ -137,20 +139,17 @@ struct Run {
     double cpu_seconds = 0;  // user + system, all threads: what other load on the machine changes least
 };
 
-// `method` is an AMX one (int4, int8) or, with gguf, a llama-quantize preset (Q4_K_M, Q8_0).
-Run run_convert(const std::string& exe, const fs::path& in, const fs::path& out, const char* method, bool gguf = false) {
+// `method` is an AMX one (int4, int8) or, with gguf, a llama-quantize preset (Q4_K_M, Q8_0);
+// `format` is convert's --format (kt-safetensors, kt-tree, gguf).
+Run run_convert(const std::string& exe, const fs::path& in, const fs::path& out, const char* method, const char* format) {
     fs::remove_all(out);
     ::sync();
     std::fflush(stdout);  // what was printed comes before the child's summary line
     const double start = now();
     pid_t pid = ::fork();
     if (pid == 0) {
-        if (gguf)
-            ::execl(exe.c_str(), exe.c_str(), "convert", "-i", in.c_str(), "-o", out.c_str(), "--format", "gguf",
-                    "--quant-method", method, "--quiet", static_cast<char*>(nullptr));
-        else
-            ::execl(exe.c_str(), exe.c_str(), "convert", "-i", in.c_str(), "-o", out.c_str(), "--quant-method", method,
-                    "--quiet", static_cast<char*>(nullptr));
+        ::execl(exe.c_str(), exe.c_str(), "convert", "-i", in.c_str(), "-o", out.c_str(), "--format", format, "--quant-method",
+                method, "--quiet", static_cast<char*>(nullptr));
         std::perror("exec");
         ::_exit(127);
     }
@@ -181,31 +180,34 @@ int main(int argc, char** argv) {
     fs::remove_all(work / "copy");
     std::printf("reference: copy the input with fsync   %6.2f s (%.2f GB/s)\n", copy, bytes / copy / 1e9);
     struct Case {
+        const char* format;
         const char* method;
-        bool gguf;
     };
-    const Case cases[] = {{"int4", false}, {"int8", false}, {"Q4_K_M", true}, {"Q8_0", true}};
+    const Case cases[] = {{"kt-safetensors", "int4"}, {"kt-safetensors", "int8"}, {"kt-tree", "int4"},
+                          {"kt-tree", "int8"},        {"gguf", "Q4_K_M"},         {"gguf", "Q8_0"}};
     Run int4, q4km, q80;
     for (const Case& c : cases) {
-        Run r = run_convert(exe, work / "model", work / "out", c.method, c.gguf);
+        Run r = run_convert(exe, work / "model", work / "out", c.method, c.format);
         fs::remove_all(work / "out");
-        std::printf("convert %-6s %-6s  %7.2f s = %5.2f x the copy, %.2f GB/s of input, peak RSS %.0f MiB, CPU %.2f s",
-                    c.gguf ? "gguf" : "amx", c.method, r.seconds, r.seconds / copy, bytes / r.seconds / 1e9, r.peak_rss_kib / 1024.0,
-                    r.cpu_seconds);
-        if (c.gguf)  // int4 runs first
+        std::printf("convert %-14s %-6s %7.2f s = %5.2f x the copy, %.2f GB/s of input, peak RSS %.0f MiB, CPU %.2f s "
+                    "(wall / CPU %.2f)",
+                    c.format, c.method, r.seconds, r.seconds / copy, bytes / r.seconds / 1e9, r.peak_rss_kib / 1024.0,
+                    r.cpu_seconds, r.seconds / r.cpu_seconds);
+        if (int4.seconds > 0)  // kt-safetensors int4 runs first
             std::printf(", %.2f x the int4 time (CPU %.2f x)", r.seconds / int4.seconds, r.cpu_seconds / int4.cpu_seconds);
         std::printf("\n");
-        const std::string m = c.method;
-        if (m == "int4") int4 = r;
+        const std::string f = c.format, m = c.method;
+        if (f == "kt-safetensors" && m == "int4") int4 = r;
         if (m == "Q4_K_M") q4km = r;
         if (m == "Q8_0") q80 = r;
     }
     write_model(work / "model", 10);
     std::printf("twice the layers (10):\n");
-    for (const auto& [c, r5] : {std::pair<Case, Run>{{"int4", false}, int4}, {{"Q4_K_M", true}, q4km}, {{"Q8_0", true}, q80}}) {
-        Run r10 = run_convert(exe, work / "model", work / "out", c.method, c.gguf);
+    for (const auto& [c, r5] :
+         {std::pair<Case, Run>{{"kt-safetensors", "int4"}, int4}, {{"gguf", "Q4_K_M"}, q4km}, {{"gguf", "Q8_0"}, q80}}) {
+        Run r10 = run_convert(exe, work / "model", work / "out", c.method, c.format);
         fs::remove_all(work / "out");
-        std::printf("  %-4s %-6s peak RSS %.0f MiB = %.2f x the 5-layer run (%.2f s = %.2f x)\n", c.gguf ? "gguf" : "amx", c.method,
+        std::printf("  %-14s %-6s peak RSS %.0f MiB = %.2f x the 5-layer run (%.2f s = %.2f x)\n", c.format, c.method,
                     r10.peak_rss_kib / 1024.0, static_cast<double>(r10.peak_rss_kib) / static_cast<double>(r5.peak_rss_kib),
                     r10.seconds, r10.seconds / r5.seconds);
     }
