@@ -50,7 +50,7 @@ private:
 double solve_rows(const float* weight, std::int64_t r0, std::int64_t n, const InverseHessian& p, const ColumnRounding& rounding,
                   float* out) {
     const std::int64_t k = p.columns;
-    Eigen::Map<const RowMajor> u(p.upper.data(), k, k);
+    Eigen::Map<const RowMajor> u(p.upper.data_as<float>(), k, k);
     // Column-major working copy in the permuted order: one column is n contiguous floats.
     Block w(n, k);
     for (std::int64_t j = 0; j < k; ++j) {

@@ -14,6 +14,16 @@ namespace moequant::gptq {
 namespace {
 
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+using MatrixRef = Eigen::Ref<Matrix>;
+
+// A k x k working matrix in a Tensor's buffer, whose pages are populated at once (tensor.cpp)
+// rather than faulted in one at a time as Eigen's own allocation would be.
+struct WorkMatrix {
+    explicit WorkMatrix(Eigen::Index rows, Eigen::Index cols)
+        : storage(Tensor::uninitialized(DType::F32, {cols, rows})), m(storage.data_as<float>(), rows, cols) {}
+    Tensor storage;
+    Eigen::Map<Matrix, Eigen::Aligned64> m;
+};
 
 constexpr Eigen::Index panel = 512;  // Cholesky block and trailing-update tile
 constexpr std::size_t strip = 512;   // rows or columns per task of the triangular products
@@ -21,7 +31,7 @@ constexpr std::size_t strip = 512;   // rows or columns per task of the triangul
 // In-place inverse of the lower-triangular block [at, at+n) of `m`, recursively:
 // inv([A 0; B C]) = [A^-1 0; -C^-1 B A^-1  C^-1]. The halves are independent and run in
 // parallel; the products are triangular-by-dense, so the work is about n^3/6 multiply-adds.
-void invert_lower(Matrix& m, Eigen::Index at, Eigen::Index n) {
+void invert_lower(MatrixRef m, Eigen::Index at, Eigen::Index n) {
     if (n <= 128) {
         Matrix block = m.block(at, at, n, n);
         m.block(at, at, n, n) = block.triangularView<Eigen::Lower>().solve(Matrix::Identity(n, n));
@@ -35,7 +45,8 @@ void invert_lower(Matrix& m, Eigen::Index at, Eigen::Index n) {
     auto b = m.block(at + h, at, n - h, h);
     auto c_inv = m.block(at + h, at + h, n - h, n - h);
     // Most of the work is in these two products: split them into independent strips.
-    Matrix ba(n - h, h);
+    WorkMatrix work(n - h, h);
+    auto& ba = work.m;
     parallel_for(0, static_cast<std::size_t>(n - h), strip, [&](std::size_t first, std::size_t last) {
         const auto rows = static_cast<Eigen::Index>(last - first);
         ba.middleRows(first, rows).noalias() = b.middleRows(first, rows) * a_inv.triangularView<Eigen::Lower>();
@@ -50,11 +61,11 @@ void invert_lower(Matrix& m, Eigen::Index at, Eigen::Index n) {
 // diagonal block, solve the panel below it, update the trailing lower triangle tile by tile.
 // The panel solve and the tiles run in parallel (Eigen's own LLT is single-threaded). False
 // when the matrix is not positive definite.
-bool cholesky_lower(Matrix& m) {
+bool cholesky_lower(MatrixRef m) {
     const Eigen::Index k = m.rows();
     for (Eigen::Index j = 0; j < k; j += panel) {
         const Eigen::Index b = std::min(panel, k - j), rest = k - j - b;
-        Eigen::Ref<Matrix> a11 = m.block(j, j, b, b);
+        MatrixRef a11 = m.block(j, j, b, b);
         Eigen::LLT<Eigen::Ref<Matrix>> diagonal(a11);  // in place
         if (diagonal.info() != Eigen::Success) return false;
         if (rest == 0) break;
@@ -97,11 +108,17 @@ InverseHessian prepare_inverse_hessian(const Tensor& hessian, const Scheme& sche
     // The permuted H, stored reversed (index K-1-i): the lower Cholesky factor Lr of the
     // reversed matrix gives H = R R^T with R = reverse(Lr) upper, so U = R^-1 = reverse(Lr^-1)
     // is H^-1's upper Cholesky factor from one factorization and one triangular inverse.
-    Matrix m(k, k);
+    // Column rev(j) of the reversed matrix is row order[j] of H (symmetric) read at order[i]:
+    // a gather within one row that stays in cache.
+    WorkMatrix work(k, k);
+    auto& m = work.m;
     auto rev = [k](std::int64_t i) { return k - 1 - i; };
     parallel_for(0, static_cast<std::size_t>(k), 64, [&](std::size_t first, std::size_t last) {
-        for (std::size_t j = first; j < last; ++j)
-            for (std::int64_t i = 0; i < k; ++i) m(rev(i), rev(j)) = h[r.order[i] * k + r.order[j]];
+        for (std::size_t j = first; j < last; ++j) {
+            const float* row = h + static_cast<std::int64_t>(r.order[j]) * k;
+            float* column = m.col(rev(static_cast<std::int64_t>(j))).data();
+            for (std::int64_t i = 0; i < k; ++i) column[rev(i)] = row[r.order[i]];
+        }
     });
     r.dead.assign(k, 0);
     double diagonal_sum = 0;
@@ -117,16 +134,28 @@ InverseHessian prepare_inverse_hessian(const Tensor& hessian, const Scheme& sche
     const float damp = static_cast<float>(scheme.dampening_frac) * static_cast<float>(diagonal_sum / k);
     for (std::int64_t i = 0; i < k; ++i) m(i, i) += damp;
 
-    r.upper.assign(static_cast<std::size_t>(k * k), 0.0f);
+    r.upper = Tensor::uninitialized(DType::F32, {k, k});
+    float* upper = r.upper.data_as<float>();
     if (!cholesky_lower(m)) {  // §4.2: GPTQ degenerates to rounding
         r.factored = false;
-        for (std::int64_t i = 0; i < k; ++i) r.upper[i * k + i] = 1;
+        std::fill_n(upper, k * k, 0.0f);
+        for (std::int64_t i = 0; i < k; ++i) upper[i * k + i] = 1;
         return r;
     }
     invert_lower(m, 0, k);
-    parallel_for(0, static_cast<std::size_t>(k), 64, [&](std::size_t first, std::size_t last) {
-        for (std::size_t i = first; i < last; ++i)
-            for (std::int64_t j = static_cast<std::int64_t>(i); j < k; ++j) r.upper[i * k + j] = m(rev(i), rev(j));
+    // U[i][j] = Lr^-1(rev(i), rev(j)) for j >= i, zero below: rows of U are reversed columns of
+    // Lr^-1 read backwards, in 64-row blocks so that the column reads stay in cache.
+    constexpr std::int64_t block = 64;
+    parallel_for(0, static_cast<std::size_t>((k + block - 1) / block), 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t b = first; b < last; ++b) {
+            const std::int64_t i0 = static_cast<std::int64_t>(b) * block, i1 = std::min(i0 + block, k);
+            for (std::int64_t i = i0; i < i1; ++i) std::fill_n(upper + i * k, i, 0.0f);
+            for (std::int64_t j0 = i0; j0 < k; j0 += block)
+                for (std::int64_t j = j0; j < std::min(j0 + block, k); ++j) {
+                    const float* column = m.col(rev(j)).data();  // Lr^-1(., rev(j)), contiguous
+                    for (std::int64_t i = i0; i < std::min(i1, j + 1); ++i) upper[i * k + j] = column[rev(i)];
+                }
+        }
     });
     return r;
 }

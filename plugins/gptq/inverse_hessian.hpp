@@ -22,9 +22,10 @@ struct InverseHessian final : PreparedCalibration {
     // dead[j]: position j's column never saw a non-zero input (diag(H) == 0): its weights are
     // zeroed before the loop.
     std::vector<std::uint8_t> dead;
-    // U, row-major [columns, columns] in the permuted order, upper triangle (U^T U = H^-1 of
-    // the dead-fixed, damped, permuted H). The identity when H was not positive definite.
-    std::vector<float> upper;
+    // U, F32 row-major [columns, columns] in the permuted order, upper triangle, zeros below
+    // (U^T U = H^-1 of the dead-fixed, damped, permuted H). The identity when H was not
+    // positive definite.
+    Tensor upper;
     bool factored = true;
 };
 

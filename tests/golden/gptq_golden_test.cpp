@@ -444,9 +444,9 @@ BOOST_AUTO_TEST_CASE(inverse_hessian_factor_inverts_the_damped_hessian) {
         std::vector<double> v(k), w(k, 0.0), y(k, 0.0);
         for (std::int64_t i = 0; i < k; ++i) v[i] = h.data_as<float>()[i * k + col] + (i == col ? damp : 0.0);
         for (std::int64_t i = 0; i < k; ++i)  // w = U v
-            for (std::int64_t j = i; j < k; ++j) w[i] += double(p.upper[i * k + j]) * v[j];
+            for (std::int64_t j = i; j < k; ++j) w[i] += double(p.upper.data_as<float>()[i * k + j]) * v[j];
         for (std::int64_t i = 0; i < k; ++i)  // y = U^T w
-            for (std::int64_t j = 0; j <= i; ++j) y[i] += double(p.upper[j * k + i]) * w[j];
+            for (std::int64_t j = 0; j <= i; ++j) y[i] += double(p.upper.data_as<float>()[j * k + i]) * w[j];
         for (std::int64_t i = 0; i < k; ++i) worst = std::max(worst, std::fabs(y[i] - (i == col ? 1.0 : 0.0)));
     }
     BOOST_TEST(worst < 1e-3);
@@ -454,7 +454,7 @@ BOOST_AUTO_TEST_CASE(inverse_hessian_factor_inverts_the_damped_hessian) {
     for (int i = 0; i < 4; ++i) negative.data_as<float>()[i * 4 + i] = -1.0f;
     const gptq::InverseHessian fallback = gptq::prepare_inverse_hessian(negative, scheme);
     BOOST_TEST(!fallback.factored);
-    for (int i = 0; i < 16; ++i) BOOST_TEST(fallback.upper[i] == (i % 5 == 0 ? 1.0f : 0.0f));
+    for (int i = 0; i < 16; ++i) BOOST_TEST(fallback.upper.data_as<float>()[i] == (i % 5 == 0 ? 1.0f : 0.0f));
 }
 
 BOOST_AUTO_TEST_CASE(gptq_without_calibration_and_bad_options_are_refused) {
