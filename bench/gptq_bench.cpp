@@ -39,6 +39,7 @@
 #include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
+#include <moequant/matrix_products.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/splitmix64.hpp>
 #include <moequant/tensor.hpp>
@@ -378,13 +379,11 @@ int main(int argc, char** argv) {
     auto down_inputs = [&](ComputeDtype dtype) {
         set_compute_dtype(dtype);
         using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-        const Eigen::Map<const RowMajor> wg(weight.data(), n, k), wu(up.data(), n, k);
         HessianAccumulator acc(n);
         constexpr std::int64_t chunk = 1024;
         std::vector<std::uint16_t> xb;
         for (std::int64_t t0 = 0; t0 < tokens; t0 += chunk) {
             const std::int64_t rows = std::min(chunk, tokens - t0);
-            const Eigen::Map<const RowMajor> xs(x.data() + t0 * k, rows, k);
             RowMajor g(rows, n), u(rows, n);
             // One task per half of the rows: the products on both threads, as the layer's experts run.
             parallel_for(0, 2, 1, [&](std::size_t first, std::size_t last) {
@@ -396,8 +395,10 @@ int main(int argc, char** argv) {
                         bf16_product(xp.data(), weight_bf16.data(), true, g.data() + r0 * n, rn, n, k);
                         bf16_product(xp.data(), up_bf16.data(), true, u.data() + r0 * n, rn, n, k);
                     } else {
-                        g.middleRows(r0, rn).noalias() = xs.middleRows(r0, rn) * wg.transpose();
-                        u.middleRows(r0, rn).noalias() = xs.middleRows(r0, rn) * wu.transpose();
+                        f32_gemm(false, true, rn, n, k, 1.0f, x.data() + (t0 + r0) * k, k, weight.data(), k, 0.0f,
+                                 g.data() + r0 * n, n);
+                        f32_gemm(false, true, rn, n, k, 1.0f, x.data() + (t0 + r0) * k, k, up.data(), k, 0.0f,
+                                 u.data() + r0 * n, n);
                     }
                 }
             });

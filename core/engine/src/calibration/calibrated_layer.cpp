@@ -7,6 +7,7 @@
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 #include <moequant/freed_heap.hpp>
+#include <moequant/matrix_products.hpp>
 #include <moequant/parallel.hpp>
 
 #include <Eigen/Core>
@@ -57,8 +58,9 @@ void for_each_down_input_chunk(const CalibrationActivations& calibration, std::i
             bf16_product(x_bf16.data(), up.data_as<std::uint16_t>(), true, u.data(), rows.rows(), inter, hidden);
         } else {
             if (!wg) wg = to_f32(gate), wu = to_f32(up);
-            g.noalias() = rows * wg->transpose();
-            u.noalias() = rows * wu->transpose();
+            const std::int64_t n = rows.rows();
+            f32_gemm(false, true, n, inter, hidden, 1.0f, rows.data(), hidden, wg->data(), hidden, 0.0f, g.data(), inter);
+            f32_gemm(false, true, n, inter, hidden, 1.0f, rows.data(), hidden, wu->data(), hidden, 0.0f, u.data(), inter);
         }
         apply_gated_activation_bf16(activation, g.data(), u.data(), g.size());
         body(g);
