@@ -18,10 +18,23 @@ if ! "$python" -c 'import torch' 2>/dev/null; then
   [[ $(id -u) -ne 0 ]] && sudo=(sudo)
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-torch python3-numpy
 fi
+# torch's FP32 products go to whatever libblas.so.3 the system points at; on the build machine
+# that is BLIS's serial build, which runs its generic kernels on Zen 5 and one thread (Hessian
+# 15 s against 3.9 s on OpenBLAS). Give torch Debian's threaded OpenBLAS instead, on the
+# bench's threads and, with AVX-512, its AVX-512 kernels (it picks Haswell's for Zen 5): the
+# same courtesy moequant's BLIS gets (docs/speed.md).
+openblas=/usr/lib/x86_64-linux-gnu/openblas-pthread
+if [[ ! -e "$openblas/libblas.so.3" ]]; then
+  sudo=()
+  [[ $(id -u) -ne 0 ]] && sudo=(sudo)
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libopenblas0-pthread
+fi
+torch_env=(LD_LIBRARY_PATH="$openblas" OPENBLAS_NUM_THREADS="$threads")
+grep -qw avx512f /proc/cpuinfo && torch_env+=(OPENBLAS_CORETYPE=SkylakeX)
 times="$(mktemp --suffix=.json)"
 trap 'rm -f "$times"' EXIT
-echo "== torch (same run) =="
-"$python" "$here/torch_reference.py" "$times" --threads "$threads" --tokens "$tokens" --experts "$experts"
+echo "== torch (same run; ${torch_env[*]}) =="
+env "${torch_env[@]}" "$python" "$here/torch_reference.py" "$times" --threads "$threads" --tokens "$tokens" --experts "$experts"
 echo
 echo "== moequant_gptq_bench =="
 "$build/bin/moequant_gptq_bench" --threads "$threads" --experts 0 --torch "$times"
