@@ -134,29 +134,34 @@ InverseHessian prepare_inverse_hessian(const Tensor& hessian, const Scheme& sche
     const float damp = static_cast<float>(scheme.dampening_frac) * static_cast<float>(diagonal_sum / k);
     for (std::int64_t i = 0; i < k; ++i) m(i, i) += damp;
 
-    r.upper = Tensor::uninitialized(DType::F32, {k, k});
-    float* upper = r.upper.data_as<float>();
     if (!cholesky_lower(m)) {  // §4.2: GPTQ degenerates to rounding
         r.factored = false;
-        std::fill_n(upper, k * k, 0.0f);
-        for (std::int64_t i = 0; i < k; ++i) upper[i * k + i] = 1;
+        r.upper = Tensor(DType::F32, {k, k});
+        for (std::int64_t i = 0; i < k; ++i) r.upper.data_as<float>()[i * k + i] = 1;
         return r;
     }
     invert_lower(m, 0, k);
-    // U[i][j] = Lr^-1(rev(i), rev(j)) for j >= i, zero below: rows of U are reversed columns of
-    // Lr^-1 read backwards, in 64-row blocks so that the column reads stay in cache.
+    // U[i][j] = Lr^-1(rev(i), rev(j)) for j >= i, zero below, made in the working buffer itself
+    // (no second k x k buffer to fault in). Read as a row-major matrix D, that buffer holds
+    // Lr^-1 in its upper triangle (D[c][r] = Lr^-1(r, c)), and U[i][j] = D[k-1-j][k-1-i]: U is D
+    // reflected across its anti-diagonal, an involution that maps D's upper triangle onto
+    // itself. Each pair is swapped once, by the block row of its element above the
+    // anti-diagonal (i + j < k - 1); 64 x 64 blocks keep both sides in cache.
+    float* d = m.data();
     constexpr std::int64_t block = 64;
     parallel_for(0, static_cast<std::size_t>((k + block - 1) / block), 1, [&](std::size_t first, std::size_t last) {
         for (std::size_t b = first; b < last; ++b) {
             const std::int64_t i0 = static_cast<std::int64_t>(b) * block, i1 = std::min(i0 + block, k);
-            for (std::int64_t i = i0; i < i1; ++i) std::fill_n(upper + i * k, i, 0.0f);
             for (std::int64_t j0 = i0; j0 < k; j0 += block)
-                for (std::int64_t j = j0; j < std::min(j0 + block, k); ++j) {
-                    const float* column = m.col(rev(j)).data();  // Lr^-1(., rev(j)), contiguous
-                    for (std::int64_t i = i0; i < std::min(i1, j + 1); ++i) upper[i * k + j] = column[rev(i)];
-                }
+                for (std::int64_t i = i0; i < i1; ++i)
+                    for (std::int64_t j = std::max(j0, i); j < std::min({j0 + block, k, k - 1 - i}); ++j)
+                        std::swap(d[i * k + j], d[(k - 1 - j) * k + (k - 1 - i)]);
         }
     });
+    parallel_for(0, static_cast<std::size_t>(k), 64, [&](std::size_t first, std::size_t last) {
+        for (std::size_t i = first; i < last; ++i) std::fill_n(d + i * k, i, 0.0f);
+    });
+    r.upper = std::move(work.storage);
     return r;
 }
 
