@@ -12,12 +12,6 @@ namespace moequant::adapters {
 
 namespace {
 
-std::vector<float> to_f32(const Tensor& t) {
-    std::vector<float> out(t.elements());
-    decode_to_f32(t.view(), out);
-    return out;
-}
-
 void add(std::vector<float>& x, const std::vector<float>& y) {
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
 }
@@ -174,11 +168,11 @@ void PreNormDecoderLayer::mlp(const std::vector<float>& in, std::vector<float>& 
     const Routing r = add_routed_experts(in, t, h, spec, router, bias, e, [&](std::int64_t expert) {
         const ExpertPlan& p = moe_->experts[static_cast<std::size_t>(expert)];
         auto matrix = [&](Projection proj) {
-            if (experts) return to_f32(experts(expert, proj));
-            return to_f32(load_expert_matrix(checkpoint_, p.weights[static_cast<int>(proj)]));
+            if (experts) return experts(expert, proj);
+            return load_expert_matrix(checkpoint_, p.weights[static_cast<int>(proj)]);
         };
-        return ExpertWeightsF32{matrix(Projection::gate), matrix(Projection::up), matrix(Projection::down),
-                                plan_.expert_intermediate_size};
+        return ExpertWeights{matrix(Projection::gate), matrix(Projection::up), matrix(Projection::down),
+                             plan_.expert_intermediate_size};
     }, y, plan_.expert_activation);
     if (!spec_.shared_experts.empty()) {
         std::vector<float> shared = swiglu_at(spec_.shared_experts, spec_.shared_intermediate);

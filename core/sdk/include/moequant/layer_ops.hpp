@@ -79,10 +79,29 @@ MOEQUANT_API std::vector<float> swiglu_mlp(const std::vector<float>& x, std::int
                                            const std::vector<float>& down, std::int64_t intermediate,
                                            const GatedActivation& activation = {});
 
+// An expert's gate, up and down as the checkpoint or the caller holds them ([inter, hidden],
+// [inter, hidden], [hidden, inter]): BF16, F32, or another float dtype decode_to_f32 reads.
+// BF16 matrices are multiplied in place by BF16 products and widened once, per product, for
+// FP32 ones: no float32 copy of an expert is kept.
+struct ExpertWeights {
+    Tensor gate, up, down;
+    std::int64_t intermediate = 0;
+};
+
+// swiglu_mlp with an expert's matrices as ExpertWeights.
+MOEQUANT_API std::vector<float> swiglu_mlp(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden,
+                                           const ExpertWeights& weights, const GatedActivation& activation = {});
+
 // A MoE block's routed part: logits = x W_router^T (F32), route_tokens (spec), and for each
 // token the weighted sum of its experts' gated-MLP outputs (`activation`), added into y [rows, hidden].
-// `expert(e)` gives expert e's gate, up, down (F32, [inter, hidden], [inter, hidden],
-// [hidden, inter]). Experts run in parallel. Returns the routing.
+// `expert(e)` gives expert e's gate, up, down. Experts run in parallel. Returns the routing.
+MOEQUANT_API Routing add_routed_experts(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden,
+                                        const RouterSpec& spec, const std::vector<float>& router_weight,
+                                        const std::vector<float>& router_bias, std::int64_t experts,
+                                        const std::function<ExpertWeights(std::int64_t)>& expert, std::vector<float>& y,
+                                        const GatedActivation& activation = {});
+
+// The same with each expert as float32 vectors (F32, [inter, hidden], [inter, hidden], [hidden, inter]).
 struct ExpertWeightsF32 {
     std::vector<float> gate, up, down;
     std::int64_t intermediate = 0;

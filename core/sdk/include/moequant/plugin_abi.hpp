@@ -22,7 +22,8 @@
 //   27: checkpoint_reader.hpp (CheckpointReader, MOEQUANT_KIND_READER), Checkpoint::from_description(),
 //       container(), side_file(), SafetensorsFile::open_described();
 //   28: blas_kernels.hpp (blas_kernels(), blas_kernels_chosen_by()): BLIS's kernels chosen by ISA;
-//       matrix_products.hpp (f32_gemm, bf16_gemm, f32_gemm_kernels): strided oneDNN products.
+//       matrix_products.hpp (f32_gemm, bf16_gemm, f32_gemm_kernels): strided oneDNN products;
+//   29: layer_ops.hpp ExpertWeights (Tensors) for add_routed_experts() and swiglu_mlp().
 #pragma once
 
 #include <moequant/version.hpp>
@@ -32,7 +33,7 @@
 
 #define MOEQUANT_PLUGIN_ABI_VERSION MOEQUANT_VERSION_MINOR
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "129963333dae3688"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "5865050300036fb8"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

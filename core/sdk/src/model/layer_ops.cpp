@@ -261,14 +261,16 @@ std::vector<float> load_f32(const Checkpoint& checkpoint, const std::string& nam
 
 namespace {
 
-// linear() with compute_dtype() bf16: x and W rounded once to BF16, FP32 accumulation. Fixed
-// blocks of output columns, one product each, so the bytes do not depend on the thread count.
-void bf16_linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight, std::int64_t out,
-                 std::int64_t in, std::vector<float>& y) {
+// linear() with compute_dtype() bf16: x and W rounded once to BF16, FP32 accumulation. W is
+// either float32 values (rounded block by block) or BF16 bits used in place: the same products.
+// Fixed blocks of output columns, one product each, so the bytes do not depend on the thread
+// count.
+void bf16_linear(const float* x, std::int64_t rows, const float* weight, const std::uint16_t* weight_bf16, std::int64_t out,
+                 std::int64_t in, float* y) {
     constexpr std::int64_t block = 256;
-    std::vector<std::uint16_t> xb(x.size());
+    std::vector<std::uint16_t> xb(static_cast<std::size_t>(rows * in));
     parallel_for(0, static_cast<std::size_t>(rows), 64, [&](std::size_t first, std::size_t last) {
-        convert_f32_to_bf16(x.data() + first * in, xb.data() + first * in, (last - first) * static_cast<std::size_t>(in));
+        convert_f32_to_bf16(x + first * in, xb.data() + first * in, (last - first) * static_cast<std::size_t>(in));
     });
     const std::size_t blocks = static_cast<std::size_t>((out + block - 1) / block);
     parallel_for(0, blocks, 1, [&](std::size_t first, std::size_t last) {
@@ -276,20 +278,23 @@ void bf16_linear(const std::vector<float>& x, std::int64_t rows, const std::vect
         std::vector<float> part;
         for (std::size_t b = first; b < last; ++b) {
             const std::int64_t c0 = static_cast<std::int64_t>(b) * block, n = std::min(block, out - c0);
-            wb.resize(static_cast<std::size_t>(n * in));
-            convert_f32_to_bf16(weight.data() + c0 * in, wb.data(), wb.size());
+            const std::uint16_t* w = weight_bf16 ? weight_bf16 + c0 * in : nullptr;
+            if (!w) {
+                wb.resize(static_cast<std::size_t>(n * in));
+                convert_f32_to_bf16(weight + c0 * in, wb.data(), wb.size());
+                w = wb.data();
+            }
             part.resize(static_cast<std::size_t>(rows * n));
-            detail::bf16_product(xb.data(), wb.data(), true, part.data(), rows, n, in);
-            for (std::int64_t r = 0; r < rows; ++r) std::copy_n(part.data() + r * n, n, y.data() + r * out + c0);
+            detail::bf16_product(xb.data(), w, true, part.data(), rows, n, in);
+            for (std::int64_t r = 0; r < rows; ++r) std::copy_n(part.data() + r * n, n, y + r * out + c0);
         }
     });
 }
 
 // linear() with FP32 products, whatever the compute dtype (the routers' logits).
-void f32_linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight, std::int64_t out,
-                std::int64_t in, std::vector<float>& y) {
-    const Eigen::Map<const RowMajor> xm(x.data(), rows, in), wm(weight.data(), out, in);
-    Eigen::Map<RowMajor> ym(y.data(), rows, out);
+void f32_linear(const float* x, std::int64_t rows, const float* weight, std::int64_t out, std::int64_t in, float* y) {
+    const Eigen::Map<const RowMajor> xm(x, rows, in), wm(weight, out, in);
+    Eigen::Map<RowMajor> ym(y, rows, out);
     // The BLAS is serial: blocks of output columns run in parallel, each packing only its slice of
     // W. The blocks are fixed, not per thread, so the bytes do not depend on the thread count.
     constexpr std::size_t block = 1024;
@@ -299,10 +304,82 @@ void f32_linear(const std::vector<float>& x, std::int64_t rows, const std::vecto
     });
 }
 
+void f32_linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight, std::int64_t out,
+                std::int64_t in, std::vector<float>& y) {
+    f32_linear(x.data(), rows, weight.data(), out, in, y.data());
+}
+
 void add_bias(std::vector<float>& y, std::int64_t rows, std::int64_t out, const std::vector<float>* bias) {
     if (bias)
         for (std::int64_t r = 0; r < rows; ++r)
             for (std::int64_t c = 0; c < out; ++c) y[r * out + c] += (*bias)[c];
+}
+
+// y [rows, out] = x W^T for an expert's W [out, in] as the caller holds it: BF16 multiplied in
+// place by BF16 products, widened once for FP32 ones; F32 as it is; other dtypes decoded to F32.
+std::vector<float> expert_linear(const std::vector<float>& x, std::int64_t rows, const Tensor& weight, std::int64_t out,
+                                 std::int64_t in) {
+    if (weight.elements() != static_cast<std::uint64_t>(out * in))
+        throw Error(ErrorKind::internal, "an expert matrix of shape " + shape_to_string(weight.shape()) + " where [" +
+                                             std::to_string(out) + ", " + std::to_string(in) + "] was expected");
+    std::vector<float> y(static_cast<std::size_t>(rows * out));
+    const bool bf16 = compute_dtype() == ComputeDtype::bf16;
+    if (bf16 && weight.dtype() == DType::BF16) {
+        bf16_linear(x.data(), rows, nullptr, weight.data_as<std::uint16_t>(), out, in, y.data());
+        return y;
+    }
+    Tensor widened;
+    const float* w = weight.data_as<float>();
+    if (weight.dtype() != DType::F32) {
+        widened = Tensor::uninitialized(DType::F32, {out, in});
+        decode_to_f32(weight.view(), std::span<float>(widened.data_as<float>(), static_cast<std::size_t>(out * in)));
+        w = widened.data_as<float>();
+    }
+    if (bf16)
+        bf16_linear(x.data(), rows, w, nullptr, out, in, y.data());
+    else
+        f32_linear(x.data(), rows, w, out, in, y.data());
+    return y;
+}
+
+// The routed part of a MoE block (add_routed_experts), `run(e, in, n)` giving expert e's
+// outputs for its n tokens' rows `in`.
+template <class RunExpert>
+Routing route_and_add(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden, const RouterSpec& spec,
+                      const std::vector<float>& router_weight, const std::vector<float>& router_bias, std::int64_t experts,
+                      std::vector<float>& y, const RunExpert& run) {
+    // The router in FP32 whatever the compute dtype: the reference's routers compute their logits
+    // in float32, and the engine routes the recorded tokens the same way (expert_tokens).
+    std::vector<float> logits(static_cast<std::size_t>(rows * experts));
+    f32_linear(x, rows, router_weight, experts, hidden, logits);
+    Routing routing = route_tokens(spec, logits.data(), rows, experts, router_bias.empty() ? nullptr : router_bias.data());
+    // Tokens (and their weights) per expert.
+    std::vector<std::vector<std::pair<std::int64_t, float>>> assigned(static_cast<std::size_t>(experts));
+    for (std::int64_t t = 0; t < rows; ++t)
+        for (std::int64_t k = 0; k < routing.top_k; ++k)
+            assigned[routing.experts[t * routing.top_k + k]].emplace_back(t, routing.weights[t * routing.top_k + k]);
+    std::vector<std::vector<float>> outputs(static_cast<std::size_t>(experts));
+    parallel_for(0, static_cast<std::size_t>(experts), 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t e = first; e < last; ++e) {
+            if (assigned[e].empty()) continue;
+            const auto n = static_cast<std::int64_t>(assigned[e].size());
+            std::vector<float> in(static_cast<std::size_t>(n * hidden));
+            for (std::int64_t i = 0; i < n; ++i)
+                std::copy_n(x.data() + assigned[e][i].first * hidden, hidden, in.data() + i * hidden);
+            outputs[e] = run(static_cast<std::int64_t>(e), in, n);
+        }
+    });
+    // Summed per token in rank order (best expert first), as the reference's loop adds them.
+    std::vector<std::size_t> next(static_cast<std::size_t>(experts), 0);
+    for (std::int64_t t = 0; t < rows; ++t)
+        for (std::int64_t k = 0; k < routing.top_k; ++k) {
+            const std::int32_t e = routing.experts[t * routing.top_k + k];
+            const std::size_t i = next[e]++;
+            const float w = routing.weights[t * routing.top_k + k];
+            const float* o = outputs[e].data() + i * hidden;
+            for (std::int64_t d = 0; d < hidden; ++d) y[t * hidden + d] += w * o[d];
+        }
+    return routing;
 }
 
 }  // namespace
@@ -311,7 +388,7 @@ std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const 
                           std::int64_t in, const std::vector<float>* bias) {
     std::vector<float> y(static_cast<std::size_t>(rows * out));
     if (compute_dtype() == ComputeDtype::bf16)
-        bf16_linear(x, rows, weight, out, in, y);
+        bf16_linear(x.data(), rows, weight.data(), nullptr, out, in, y.data());
     else
         f32_linear(x, rows, weight, out, in, y);
     add_bias(y, rows, out, bias);
@@ -327,43 +404,33 @@ std::vector<float> swiglu_mlp(const std::vector<float>& x, std::int64_t rows, st
     return linear(g, rows, down, hidden, intermediate);
 }
 
+std::vector<float> swiglu_mlp(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden, const ExpertWeights& w,
+                              const GatedActivation& activation) {
+    std::vector<float> g = expert_linear(x, rows, w.gate, w.intermediate, hidden);
+    const std::vector<float> u = expert_linear(x, rows, w.up, w.intermediate, hidden);
+    apply_gated_activation(activation, g.data(), u.data(), static_cast<std::int64_t>(g.size()));
+    return expert_linear(g, rows, w.down, hidden, w.intermediate);
+}
+
+Routing add_routed_experts(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden, const RouterSpec& spec,
+                           const std::vector<float>& router_weight, const std::vector<float>& router_bias,
+                           std::int64_t experts, const std::function<ExpertWeights(std::int64_t)>& expert,
+                           std::vector<float>& y, const GatedActivation& activation) {
+    return route_and_add(x, rows, hidden, spec, router_weight, router_bias, experts, y,
+                         [&](std::int64_t e, const std::vector<float>& in, std::int64_t n) {
+                             return swiglu_mlp(in, n, hidden, expert(e), activation);
+                         });
+}
+
 Routing add_routed_experts(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden, const RouterSpec& spec,
                            const std::vector<float>& router_weight, const std::vector<float>& router_bias,
                            std::int64_t experts, const std::function<ExpertWeightsF32(std::int64_t)>& expert,
                            std::vector<float>& y, const GatedActivation& activation) {
-    // The router in FP32 whatever the compute dtype: the reference's routers compute their logits
-    // in float32, and the engine routes the recorded tokens the same way (expert_tokens).
-    std::vector<float> logits(static_cast<std::size_t>(rows * experts));
-    f32_linear(x, rows, router_weight, experts, hidden, logits);
-    Routing routing = route_tokens(spec, logits.data(), rows, experts, router_bias.empty() ? nullptr : router_bias.data());
-    // Tokens (and their weights) per expert.
-    std::vector<std::vector<std::pair<std::int64_t, float>>> assigned(static_cast<std::size_t>(experts));
-    for (std::int64_t t = 0; t < rows; ++t)
-        for (std::int64_t k = 0; k < routing.top_k; ++k)
-            assigned[routing.experts[t * routing.top_k + k]].emplace_back(t, routing.weights[t * routing.top_k + k]);
-    std::vector<std::vector<float>> outputs(static_cast<std::size_t>(experts));
-    parallel_for(0, static_cast<std::size_t>(experts), 1, [&](std::size_t first, std::size_t last) {
-        for (std::size_t e = first; e < last; ++e) {
-            if (assigned[e].empty()) continue;
-            const ExpertWeightsF32 w = expert(static_cast<std::int64_t>(e));
-            const auto n = static_cast<std::int64_t>(assigned[e].size());
-            std::vector<float> in(static_cast<std::size_t>(n * hidden));
-            for (std::int64_t i = 0; i < n; ++i)
-                std::copy_n(x.data() + assigned[e][i].first * hidden, hidden, in.data() + i * hidden);
-            outputs[e] = swiglu_mlp(in, n, hidden, w.gate, w.up, w.down, w.intermediate, activation);
-        }
-    });
-    // Summed per token in rank order (best expert first), as the reference's loop adds them.
-    std::vector<std::size_t> next(static_cast<std::size_t>(experts), 0);
-    for (std::int64_t t = 0; t < rows; ++t)
-        for (std::int64_t k = 0; k < routing.top_k; ++k) {
-            const std::int32_t e = routing.experts[t * routing.top_k + k];
-            const std::size_t i = next[e]++;
-            const float w = routing.weights[t * routing.top_k + k];
-            const float* o = outputs[e].data() + i * hidden;
-            for (std::int64_t d = 0; d < hidden; ++d) y[t * hidden + d] += w * o[d];
-        }
-    return routing;
+    return route_and_add(x, rows, hidden, spec, router_weight, router_bias, experts, y,
+                         [&](std::int64_t e, const std::vector<float>& in, std::int64_t n) {
+                             const ExpertWeightsF32 w = expert(e);
+                             return swiglu_mlp(in, n, hidden, w.gate, w.up, w.down, w.intermediate, activation);
+                         });
 }
 
 }  // namespace moequant
