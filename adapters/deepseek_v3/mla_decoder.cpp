@@ -5,6 +5,8 @@
 #include "rope_settings.hpp"
 
 #include <moequant/error.hpp>
+#include <moequant/parallel.hpp>
+#include <moequant/tensor.hpp>
 
 #include <cmath>
 #include <numeric>
@@ -127,25 +129,28 @@ private:
         const std::int64_t b_width = heads * (m_.nope + m_.v_head);
         const std::vector<float> kv = linear(c_kv, t, weight("self_attn.kv_b_proj.weight", {b_width, m_.kv_lora}), b_width, m_.kv_lora);
 
-        // Keys [t, heads, nope + rope] (the rope part shared by all heads) and values [t, heads, v].
+        // Keys [t, heads, nope + rope] (the rope part shared by all heads) and values [t, heads, v],
+        // gathered by token in parallel into buffers that every value is written to (not zeroed
+        // first: at DeepSeek-V3's size they are hundreds of MB a batch).
         apply_rope(k_rope.data(), 1, m_.rope, m_.rope, lengths, m_.inv_freq, RopeStyle::interleaved);
-        std::vector<float> k(static_cast<std::size_t>(t * heads * qk)), v(static_cast<std::size_t>(t * heads * m_.v_head));
-        for (std::int64_t i = 0; i < t; ++i)
-            for (std::int64_t hd = 0; hd < heads; ++hd) {
-                const float* src = kv.data() + (i * heads + hd) * (m_.nope + m_.v_head);
-                float* key = k.data() + (i * heads + hd) * qk;
-                std::copy_n(src, m_.nope, key);
-                std::copy_n(k_rope.data() + i * m_.rope, m_.rope, key + m_.nope);
-                std::copy_n(src + m_.nope, m_.v_head, v.data() + (i * heads + hd) * m_.v_head);
-            }
-        // Queries: rotate the rope part of every head (the last `rope` of its qk dims).
-        std::vector<float> q_rope(static_cast<std::size_t>(t * heads * m_.rope));
-        for (std::int64_t r = 0; r < t * heads; ++r) std::copy_n(q.data() + r * qk + m_.nope, m_.rope, q_rope.data() + r * m_.rope);
-        apply_rope(q_rope.data(), heads, m_.rope, m_.rope, lengths, m_.inv_freq, RopeStyle::interleaved);
-        for (std::int64_t r = 0; r < t * heads; ++r) std::copy_n(q_rope.data() + r * m_.rope, m_.rope, q.data() + r * qk + m_.nope);
+        Tensor k = Tensor::uninitialized(DType::F32, {t, heads, qk}), v = Tensor::uninitialized(DType::F32, {t, heads, m_.v_head});
+        float* const keys = k.data_as<float>();
+        float* const values = v.data_as<float>();
+        parallel_for(0, static_cast<std::size_t>(t), 16, [&](std::size_t first, std::size_t last) {
+            for (auto i = static_cast<std::int64_t>(first); i < static_cast<std::int64_t>(last); ++i)
+                for (std::int64_t hd = 0; hd < heads; ++hd) {
+                    const float* src = kv.data() + (i * heads + hd) * (m_.nope + m_.v_head);
+                    float* key = keys + (i * heads + hd) * qk;
+                    std::copy_n(src, m_.nope, key);
+                    std::copy_n(k_rope.data() + i * m_.rope, m_.rope, key + m_.nope);
+                    std::copy_n(src + m_.nope, m_.v_head, values + (i * heads + hd) * m_.v_head);
+                }
+        });
+        // Queries: the rope part of every head (the last `rope` of its qk dims) rotated in place.
+        apply_rope(q.data() + m_.nope, heads, qk, m_.rope, lengths, m_.inv_freq, RopeStyle::interleaved);
 
         std::vector<float> attended(static_cast<std::size_t>(t * heads * m_.v_head));
-        causal_attention(q.data(), k.data(), v.data(), heads, heads, qk, m_.v_head, lengths, m_.scale, attended.data());
+        causal_attention(q.data(), keys, values, heads, heads, qk, m_.v_head, lengths, m_.scale, attended.data());
         return linear(attended, t, weight("self_attn.o_proj.weight", {h, heads * m_.v_head}), h, heads * m_.v_head);
     }
 
