@@ -105,6 +105,24 @@ BOOST_AUTO_TEST_CASE(bf16_products_serve_bf16_exact_inputs_only, *boost::unit_te
     BOOST_TEST(std::memcmp(view_h.data(), exact_h.data(), view_h.size_bytes()) == 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_bf16_view_with_fp32_products_is_its_widened_values) {
+    // Recorded BF16 activations under FP32 products are widened and scaled in one pass: the
+    // bytes of adding the widened floats.
+    set_compute_dtype(ComputeDtype::f32);
+    const std::vector<float> exact = bf16_exact(random_inputs());
+    const Tensor from_floats = accumulate(exact);
+    std::vector<std::uint16_t> bits(exact.size());
+    convert_f32_to_bf16(exact.data(), bits.data(), bits.size());
+    HessianAccumulator from_view(columns);
+    const std::int64_t per_sample = tokens / samples;
+    for (std::int64_t s = 0; s < samples; ++s)
+        from_view.add(TensorView{DType::BF16, {per_sample, columns},
+                                 std::as_bytes(std::span(bits).subspan(static_cast<std::size_t>(s * per_sample * columns),
+                                                                        static_cast<std::size_t>(per_sample * columns)))});
+    const Tensor view_h = from_view.finish(samples);
+    BOOST_TEST(std::memcmp(view_h.data(), from_floats.data(), view_h.size_bytes()) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(the_bytes_do_not_depend_on_the_thread_count) {
     const std::vector<float> x = random_inputs();
     const std::size_t threads = max_threads();

@@ -1,5 +1,4 @@
 #include <moequant/compute_dtype.hpp>
-#include <moequant/dtype_convert.hpp>
 #include <moequant/engine/hessian.hpp>
 #include <moequant/error.hpp>
 #include <moequant/matrix_products.hpp>
@@ -22,6 +21,7 @@ using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 // for both dtypes, and 7% of the products' work wasted on the diagonal tiles' lower halves).
 constexpr std::int64_t tile = 512;
 constexpr std::int64_t chunk_tokens = 2048;  // inputs are scaled or narrowed this many tokens at a time
+const float root2 = std::sqrt(2.0f);          // the reference scales the inputs by fl32(sqrt 2)
 
 // The upper-triangle tiles (row block <= column block) of a k x k matrix: H is symmetric.
 std::vector<std::pair<std::int64_t, std::int64_t>> upper_tiles(std::int64_t k) {
@@ -95,17 +95,22 @@ void HessianAccumulator::add(const float* inputs, std::int64_t tokens) {
             continue;
         }
         // A = fl32(sqrt 2) * x, rounded per element as the reference does, then H += A^T A.
-        const float root2 = std::sqrt(2.0f);
         float* a = working_buffer(scaled_, DType::F32, n).data_as<float>();
         parallel_for(0, static_cast<std::size_t>(n), 64, [&](std::size_t first, std::size_t last) {
             for (std::size_t i = first * k; i < last * k; ++i) a[i] = x[i] * root2;
         });
-        const float beta = added_ ? 1.0f : 0.0f;
-        for_each_upper_tile(k, sums_.data_as<float>(), [&](std::int64_t r0, std::int64_t rn, std::int64_t c0, std::int64_t cn, float* c) {
-            f32_gemm(true, false, rn, cn, n, 1.0f, a + r0, k, a + c0, k, beta, c, k);
-        });
-        added_ = true;
+        add_scaled_rows(n);
     }
+}
+
+void HessianAccumulator::add_scaled_rows(std::int64_t tokens) {
+    const std::int64_t k = columns_;
+    const float* a = scaled_.data_as<float>();
+    const float beta = added_ ? 1.0f : 0.0f;
+    for_each_upper_tile(k, sums_.data_as<float>(), [&](std::int64_t r0, std::int64_t rn, std::int64_t c0, std::int64_t cn, float* c) {
+        f32_gemm(true, false, rn, cn, tokens, 1.0f, a + r0, k, a + c0, k, beta, c, k);
+    });
+    added_ = true;
 }
 
 void HessianAccumulator::add(const TensorView& inputs) {
@@ -121,16 +126,22 @@ void HessianAccumulator::add(const TensorView& inputs) {
         throw Error(ErrorKind::input, "calibration inputs must be BF16 or F32, not " + std::string(dtype_name(inputs.dtype)));
     if (sums_.data() == nullptr) throw Error(ErrorKind::internal, "a finished Hessian cannot take more inputs");
     const auto* bits = reinterpret_cast<const std::uint16_t*>(inputs.data());
-    std::vector<float> chunk;
+    const std::int64_t k = columns_;
     for (std::int64_t t0 = 0; t0 < tokens; t0 += chunk_tokens) {
         const std::int64_t n = std::min(chunk_tokens, tokens - t0);
         if (compute_dtype() == ComputeDtype::bf16) {  // BF16 is exact: its bits, read in place
-            add_bf16_rows(bits + t0 * columns_, n);
+            add_bf16_rows(bits + t0 * k, n);
             continue;
         }
-        chunk.resize(static_cast<std::size_t>(n * columns_));
-        convert_bf16_to_f32(bits + t0 * columns_, chunk.data(), chunk.size());
-        add(chunk.data(), n);
+        // FP32 products: each value widened and scaled by fl32(sqrt 2) in one pass, the values
+        // add(const float*) would compute from the widened copy.
+        float* a = working_buffer(scaled_, DType::F32, n).data_as<float>();
+        const std::uint16_t* x = bits + t0 * k;
+        parallel_for(0, static_cast<std::size_t>(n), 64, [&](std::size_t first, std::size_t last) {
+            for (std::size_t i = first * k; i < last * k; ++i)
+                a[i] = std::bit_cast<float>(static_cast<std::uint32_t>(x[i]) << 16) * root2;
+        });
+        add_scaled_rows(n);
     }
 }
 

@@ -34,6 +34,8 @@ public:
 
 private:
     void add_bf16_rows(const std::uint16_t* rows, std::int64_t tokens);
+    // H += A^T A for the first `tokens` rows of scaled_ (A = fl32(sqrt 2) x, FP32 tiles).
+    void add_scaled_rows(std::int64_t tokens);
     Tensor& working_buffer(Tensor& buffer, DType dtype, std::int64_t tokens);
 
     std::int64_t columns_;
