@@ -41,6 +41,20 @@ Tensor accumulate(const std::vector<float>& x) {
     return h.finish(samples);
 }
 
+// The same as accumulate(x) for BF16-exact x, given as BF16 views of each sample (recorded
+// activations).
+Tensor accumulate_bf16_view(const std::vector<float>& x) {
+    std::vector<std::uint16_t> bits(x.size());
+    convert_f32_to_bf16(x.data(), bits.data(), bits.size());
+    HessianAccumulator h(columns);
+    const std::int64_t per_sample = tokens / samples;
+    for (std::int64_t s = 0; s < samples; ++s)
+        h.add(TensorView{DType::BF16, {per_sample, columns},
+                         std::as_bytes(std::span(bits).subspan(static_cast<std::size_t>(s * per_sample * columns),
+                                                                static_cast<std::size_t>(per_sample * columns)))});
+    return h.finish(samples);
+}
+
 std::vector<float> bf16_exact(std::vector<float> x) {
     for (float& v : x) v = bf16_to_f32(f32_to_bf16(v));
     return x;
@@ -93,15 +107,7 @@ BOOST_AUTO_TEST_CASE(bf16_products_serve_bf16_exact_inputs_only, *boost::unit_te
     set_max_threads(threads);
     BOOST_TEST(std::memcmp(one.data(), exact_h.data(), one.size_bytes()) == 0);
     // The same inputs as a BF16 view (recorded activations): their bits go in as they are.
-    std::vector<std::uint16_t> bits(exact.size());
-    convert_f32_to_bf16(exact.data(), bits.data(), bits.size());
-    HessianAccumulator from_view(columns);
-    const std::int64_t per_sample = tokens / samples;
-    for (std::int64_t s = 0; s < samples; ++s)
-        from_view.add(TensorView{DType::BF16, {per_sample, columns},
-                                 std::as_bytes(std::span(bits).subspan(static_cast<std::size_t>(s * per_sample * columns),
-                                                                        static_cast<std::size_t>(per_sample * columns)))});
-    const Tensor view_h = from_view.finish(samples);
+    const Tensor view_h = accumulate_bf16_view(exact);
     BOOST_TEST(std::memcmp(view_h.data(), exact_h.data(), view_h.size_bytes()) == 0);
 }
 
@@ -111,15 +117,7 @@ BOOST_AUTO_TEST_CASE(a_bf16_view_with_fp32_products_is_its_widened_values) {
     set_compute_dtype(ComputeDtype::f32);
     const std::vector<float> exact = bf16_exact(random_inputs());
     const Tensor from_floats = accumulate(exact);
-    std::vector<std::uint16_t> bits(exact.size());
-    convert_f32_to_bf16(exact.data(), bits.data(), bits.size());
-    HessianAccumulator from_view(columns);
-    const std::int64_t per_sample = tokens / samples;
-    for (std::int64_t s = 0; s < samples; ++s)
-        from_view.add(TensorView{DType::BF16, {per_sample, columns},
-                                 std::as_bytes(std::span(bits).subspan(static_cast<std::size_t>(s * per_sample * columns),
-                                                                        static_cast<std::size_t>(per_sample * columns)))});
-    const Tensor view_h = from_view.finish(samples);
+    const Tensor view_h = accumulate_bf16_view(exact);
     BOOST_TEST(std::memcmp(view_h.data(), from_floats.data(), view_h.size_bytes()) == 0);
 }
 
