@@ -86,7 +86,7 @@ void add_larger(RunEstimate& e, MemoryTerm a, MemoryTerm b) {
 
 // The forward of a batch: the probe's cost at its tokens (one thread), and each further thread
 // running an expert of the MoE block at the same time (add_routed_experts): its weights as
-// decoded (BF16) and, with FP32 products, the block of up to 1024 rows its thread widens
+// decoded (BF16) and, with FP32 products, the block of up to 1024 rows it widens at a time
 // (layer_ops.cpp), and its tokens' input, gate, up and output rows, for twice the mean share
 // of tokens (routing is uneven).
 std::uint64_t forward_bytes(const detail::ForwardProbe& f, std::int64_t tokens, const ModelPlan& plan, std::int64_t threads) {

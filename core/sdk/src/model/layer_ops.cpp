@@ -309,20 +309,19 @@ void f32_linear(const std::vector<float>& x, std::int64_t rows, const std::vecto
     f32_linear(x.data(), rows, weight.data(), out, in, y.data());
 }
 
-// f32_linear with W as BF16 bits: each block of W's rows is widened into a buffer its thread
-// keeps, so no float32 copy of the whole matrix is made (and faulted in) per product. The same
-// blocks and products as for float32 W, so the same bytes.
+// f32_linear with W as BF16 bits: each block of W's rows is widened into a buffer of its own
+// (not zeroed; freed blocks are reused by the heap, so their pages are not faulted in again),
+// not the whole matrix. The same blocks and products as for float32 W, so the same bytes.
 void f32_linear(const float* x, std::int64_t rows, const std::uint16_t* weight, std::int64_t out, std::int64_t in, float* y) {
     const Eigen::Map<const RowMajor> xm(x, rows, in);
     Eigen::Map<RowMajor> ym(y, rows, out);
     constexpr std::size_t block = 1024;
     parallel_for(0, static_cast<std::size_t>(out), block, [&](std::size_t first, std::size_t last) {
-        thread_local std::vector<float> widened;
-        const std::size_t n = last - first, values = n * static_cast<std::size_t>(in);
-        if (widened.size() < values) widened.resize(values);
-        convert_bf16_to_f32(weight + first * in, widened.data(), values);
-        const Eigen::Map<const RowMajor> wm(widened.data(), static_cast<Eigen::Index>(n), in);
-        ym.middleCols(first, static_cast<Eigen::Index>(n)).noalias() = xm * wm.transpose();
+        const auto n = static_cast<std::int64_t>(last - first);
+        Tensor widened = Tensor::uninitialized(DType::F32, {n, in});
+        convert_bf16_to_f32(weight + first * in, widened.data_as<float>(), static_cast<std::size_t>(n * in));
+        const Eigen::Map<const RowMajor> wm(widened.data_as<float>(), n, in);
+        ym.middleCols(first, n).noalias() = xm * wm.transpose();
     });
 }
 
