@@ -29,6 +29,7 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -178,7 +179,7 @@ int main(int argc, char** argv) {
     // layer before the next): a short warm-up call takes that out of the timed halves. The
     // routed experts are decoded on every call, as in a run.
     {
-        const std::int64_t warm = std::min<std::int64_t>(16, tokens / samples);
+        const std::int64_t warm = std::clamp<std::int64_t>(tokens / samples, 1, 16);
         std::vector<float> x(embedded.begin(), embedded.begin() + warm * H);
         const std::vector<std::int64_t> one{warm};
         const std::vector<float> mlp_input = layer->attention(x, one);

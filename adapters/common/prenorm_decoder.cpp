@@ -1,6 +1,5 @@
 #include "prenorm_decoder.hpp"
 
-#include <moequant/dtype_convert.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
 

@@ -146,8 +146,9 @@ private:
                     std::copy_n(src + m_.nope, m_.v_head, values + (i * heads + hd) * m_.v_head);
                 }
         });
-        // Queries: the rope part of every head (the last `rope` of its qk dims) rotated in place.
-        apply_rope(q.data() + m_.nope, heads, qk, m_.rope, lengths, m_.inv_freq, RopeStyle::interleaved);
+        // Queries: the rope part of every head (its last `rope` dims: qk = nope + rope, so the
+        // last head's window ends at q's end) rotated in place.
+        if (t > 0) apply_rope(q.data() + m_.nope, heads, qk, m_.rope, lengths, m_.inv_freq, RopeStyle::interleaved);
 
         std::vector<float> attended(static_cast<std::size_t>(t * heads * m_.v_head));
         causal_attention(q.data(), keys, values, heads, heads, qk, m_.v_head, lengths, m_.scale, attended.data());

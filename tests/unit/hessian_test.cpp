@@ -114,7 +114,7 @@ BOOST_AUTO_TEST_CASE(bf16_products_serve_bf16_exact_inputs_only, *boost::unit_te
 BOOST_AUTO_TEST_CASE(a_bf16_view_with_fp32_products_is_its_widened_values) {
     // Recorded BF16 activations under FP32 products are widened and scaled in one pass: the
     // bytes of adding the widened floats.
-    set_compute_dtype(ComputeDtype::f32);
+    const test::ComputeDtypeScope products(ComputeDtype::f32);
     const std::vector<float> exact = bf16_exact(random_inputs());
     const Tensor from_floats = accumulate(exact);
     const Tensor view_h = accumulate_bf16_view(exact);

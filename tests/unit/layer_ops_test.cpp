@@ -1,7 +1,11 @@
 // Decoder building blocks against torch outputs of the Hugging Face formulas
 // (tests/data/layer_ops/make_reference.py, run once; CI reads layer_ops.safetensors).
+#include "bf16_products_here.hpp"
 #include "test_support.hpp"
 
+#include <moequant/compute_dtype.hpp>
+#include <moequant/dtype_convert.hpp>
+#include <moequant/error.hpp>
 #include <moequant/layer_ops.hpp>
 #include <moequant/safetensors_reader.hpp>
 
@@ -30,6 +34,47 @@ std::vector<float> tensor(const std::string& name) {
 
 
 const std::vector<std::int64_t> lengths = {7, 5};
+
+// An expert as the checkpoint could hold it, in `dtype` (BF16, F16 or F32), [out, in], and its
+// values widened to float32 as ExpertWeightsF32 took them.
+struct ExpertMatrix {
+    Tensor stored;
+    std::vector<float> widened;
+};
+ExpertMatrix expert_matrix(DType dtype, std::int64_t out, std::int64_t in, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 0.1f);
+    std::vector<float> values(static_cast<std::size_t>(out * in));
+    for (float& v : values) v = normal(rng);
+    ExpertMatrix m{Tensor(dtype, {out, in}), std::vector<float>(values.size())};
+    if (dtype == DType::F32) std::memcpy(m.stored.data(), values.data(), values.size() * 4);
+    if (dtype == DType::BF16) convert_f32_to_bf16(values.data(), m.stored.data(), values.size());
+    if (dtype == DType::F16) convert_f32_to_f16(values.data(), m.stored.data(), values.size());
+    decode_to_f32(m.stored.view(), m.widened);
+    return m;
+}
+
+// swiglu_mlp on ExpertWeights equals it on the widened float32 vectors, byte for byte, under
+// the compute dtype in force. The intermediate size is over 1024 and not a multiple of it, so
+// FP32 products widen BF16 weights in more than one block.
+void check_expert_weights_match_float32_vectors(DType dtype) {
+    constexpr std::int64_t rows = 5, hidden = 96, inter = 1100;
+    const ExpertMatrix gate = expert_matrix(dtype, inter, hidden, 1), up = expert_matrix(dtype, inter, hidden, 2),
+                       down = expert_matrix(dtype, hidden, inter, 3);
+    std::vector<float> x(static_cast<std::size_t>(rows * hidden));
+    std::mt19937_64 rng(4);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float& v : x) v = normal(rng);
+    const std::vector<float> want = swiglu_mlp(x, rows, hidden, gate.widened, up.widened, down.widened, inter);
+    ExpertWeights w;
+    w.gate = Tensor::copy_of(gate.stored.view());
+    w.up = Tensor::copy_of(up.stored.view());
+    w.down = Tensor::copy_of(down.stored.view());
+    w.intermediate = inter;
+    const std::vector<float> got = swiglu_mlp(x, rows, hidden, w);
+    BOOST_TEST_REQUIRE(got.size() == want.size());
+    BOOST_TEST(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, dtype_name(dtype));
+}
 
 }  // namespace
 
@@ -105,6 +150,26 @@ BOOST_AUTO_TEST_CASE(swiglu_matches) {
     std::vector<float> g = tensor("swiglu.gate");
     swiglu(g.data(), tensor("swiglu.up").data(), static_cast<std::int64_t>(g.size()));
     BOOST_TEST(max_relative_error(g, tensor("swiglu.out")) < 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(expert_tensors_give_the_bytes_of_float32_vectors_with_fp32_products) {
+    for (DType dtype : {DType::BF16, DType::F16, DType::F32}) check_expert_weights_match_float32_vectors(dtype);
+}
+
+BOOST_AUTO_TEST_CASE(expert_tensors_give_the_bytes_of_float32_vectors_with_bf16_products,
+                     *boost::unit_test::precondition(bf16_products_here)) {
+    const ComputeDtypeScope products;
+    for (DType dtype : {DType::BF16, DType::F16, DType::F32}) check_expert_weights_match_float32_vectors(dtype);
+}
+
+BOOST_AUTO_TEST_CASE(an_expert_matrix_of_another_shape_is_refused) {
+    ExpertWeights w;
+    w.gate = Tensor(DType::BF16, {8, 16});
+    w.up = Tensor(DType::BF16, {16, 8});  // transposed: as many values, the wrong shape
+    w.down = Tensor(DType::BF16, {16, 8});
+    w.intermediate = 8;
+    const std::vector<float> x(2 * 16, 1.0f);
+    BOOST_CHECK_THROW(swiglu_mlp(x, 2, 16, w), Error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,7 +3,6 @@
 #include "estimate/probes.hpp"
 #include "estimate/resident_memory.hpp"
 
-#include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>
 #include <moequant/engine/calibration_activations.hpp>
 #include <moequant/engine/run_estimate.hpp>
@@ -85,17 +84,14 @@ void add_larger(RunEstimate& e, MemoryTerm a, MemoryTerm b) {
     e.memory.push_back(a.bytes >= b.bytes ? std::move(a) : std::move(b)); }
 
 // The forward of a batch: the probe's cost at its tokens (one thread), and each further thread
-// running an expert of the MoE block at the same time (add_routed_experts): its weights as
-// decoded (BF16) and, with FP32 products, the block of up to 1024 rows it widens at a time
-// (layer_ops.cpp), and its tokens' input, gate, up and output rows, for twice the mean share
-// of tokens (routing is uneven).
+// running an expert of the MoE block at the same time (add_routed_experts): its weights in
+// float32 (a quantized model's experts come dequantized to F32; decoded BF16 ones take half,
+// plus the block of rows an FP32 product widens at a time), and its tokens' input, gate, up
+// and output rows, for twice the mean share of tokens (routing is uneven).
 std::uint64_t forward_bytes(const detail::ForwardProbe& f, std::int64_t tokens, const ModelPlan& plan, std::int64_t threads) {
     const std::int64_t h = plan.hidden_size, i = plan.expert_intermediate_size, experts = std::max<std::int64_t>(1, plan.num_experts);
     const std::int64_t share = std::min(tokens, 2 * tokens * std::max<std::int64_t>(1, plan.router.top_k) / experts);
-    const std::uint64_t widened = compute_dtype() == ComputeDtype::bf16
-                                      ? 0
-                                      : std::max(f32_rows(std::min<std::int64_t>(1024, i), h), f32_rows(std::min<std::int64_t>(1024, h), i));
-    const std::uint64_t expert = 3 * f32_rows(i, h) / 2 + widened + f32_rows(share, 2 * h + 2 * i);
+    const std::uint64_t expert = 3 * f32_rows(i, h) + f32_rows(share, 2 * h + 2 * i);
     const auto others = static_cast<std::uint64_t>(std::clamp<std::int64_t>(threads - 1, 0, experts - 1));
     return as_bytes(f.bytes.at(static_cast<double>(tokens))) + others * expert;
 }

@@ -81,8 +81,8 @@ MOEQUANT_API std::vector<float> swiglu_mlp(const std::vector<float>& x, std::int
 
 // An expert's gate, up and down as the checkpoint or the caller holds them ([inter, hidden],
 // [inter, hidden], [hidden, inter]): BF16, F32, or another float dtype decode_to_f32 reads.
-// BF16 matrices are multiplied in place by BF16 products and widened a block of rows at a
-// time for FP32 ones: no float32 copy of an expert is made.
+// BF16 matrices are multiplied in place by BF16 products and widened block by block for FP32
+// ones (the blocks of rows the product is split into): no float32 copy is kept.
 struct ExpertWeights {
     Tensor gate, up, down;
     std::int64_t intermediate = 0;

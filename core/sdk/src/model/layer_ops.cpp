@@ -309,9 +309,10 @@ void f32_linear(const std::vector<float>& x, std::int64_t rows, const std::vecto
     f32_linear(x.data(), rows, weight.data(), out, in, y.data());
 }
 
-// f32_linear with W as BF16 bits: each block of W's rows is widened into a buffer of its own
-// (not zeroed; freed blocks are reused by the heap, so their pages are not faulted in again),
-// not the whole matrix. The same blocks and products as for float32 W, so the same bytes.
+// f32_linear with W as BF16 bits: each block of W's rows f32_linear splits it into (up to 1024
+// rows; the whole matrix when one thread runs the product) is widened into a buffer of its own,
+// not zeroed (below glibc's 32 MiB mmap ceiling, freed blocks come back from the heap without
+// new page faults). The same blocks and products as for float32 W, so the same bytes.
 void f32_linear(const float* x, std::int64_t rows, const std::uint16_t* weight, std::int64_t out, std::int64_t in, float* y) {
     const Eigen::Map<const RowMajor> xm(x, rows, in);
     Eigen::Map<RowMajor> ym(y, rows, out);
@@ -336,7 +337,7 @@ void add_bias(std::vector<float>& y, std::int64_t rows, std::int64_t out, const 
 // decoded to F32.
 std::vector<float> expert_linear(const std::vector<float>& x, std::int64_t rows, const Tensor& weight, std::int64_t out,
                                  std::int64_t in) {
-    if (weight.elements() != static_cast<std::uint64_t>(out * in))
+    if (weight.shape() != Shape{out, in})
         throw Error(ErrorKind::internal, "an expert matrix of shape " + shape_to_string(weight.shape()) + " where [" +
                                              std::to_string(out) + ", " + std::to_string(in) + "] was expected");
     std::vector<float> y(static_cast<std::size_t>(rows * out));
