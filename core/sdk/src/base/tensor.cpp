@@ -1,3 +1,5 @@
+#include "large_block.hpp"
+
 #include <moequant/error.hpp>
 #include <moequant/tensor.hpp>
 
@@ -50,7 +52,9 @@ std::string shape_to_string(const Shape& shape) {
     return s + "]";
 }
 
-void Tensor::AlignedFree::operator()(std::byte* p) const noexcept { std::free(p); }
+void Tensor::AlignedFree::operator()(std::byte* p) const noexcept {
+    if (!detail::unmap_large_block(p)) std::free(p);
+}
 
 Tensor::Tensor(DType dtype, Shape shape) : Tensor(dtype, std::move(shape), true) {}
 
@@ -63,6 +67,10 @@ Tensor::Tensor(DType dtype, Shape shape, bool zero) : dtype_(dtype), shape_(std:
         throw_input_error("cannot allocate " + std::string(dtype_name(dtype_)) + " " +
                           shape_to_string(shape_) + ": invalid shape or not a whole number of bytes");
     size_ = static_cast<std::size_t>(*bytes);
+    if (std::byte* block = detail::map_large_block(size_)) {  // zero-filled already
+        data_.reset(block);
+        return;
+    }
     // aligned_alloc needs a size that is a multiple of the alignment.
     std::size_t padded = (size_ + alignment - 1) / alignment * alignment;
     if (padded == 0) padded = alignment;
