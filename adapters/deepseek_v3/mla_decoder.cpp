@@ -106,53 +106,69 @@ public:
         : PreNormDecoderLayer(spec, ckpt, plan, index), m_(m), hidden_(spec.hidden), eps_(spec.eps) {}
 
 private:
+    // Every intermediate is a Tensor its producer writes whole (linear_into): at DeepSeek-V3's
+    // size q, kv and the attended values are hundreds of MB a batch, which as fresh std::vectors
+    // were zero-filled and faulted in 4 KiB pages on every call.
     std::vector<float> mix(const std::vector<float>& x, std::span<const std::int64_t> lengths) const override {
         check_dense_attention_window(m_.sparse, lengths);
         const std::int64_t t = std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
         const std::int64_t h = hidden_, heads = m_.heads, qk = m_.nope + m_.rope;
-        std::vector<float> q;
+        auto rows = [t](std::int64_t width) { return Tensor::uninitialized(DType::F32, {t, width}); };
+        Tensor q = rows(heads * qk);
         if (m_.q_lora > 0) {
-            std::vector<float> a = linear(x, t, weight("self_attn.q_a_proj.weight", {m_.q_lora, h}), m_.q_lora, h);
-            rms_norm(a.data(), t, m_.q_lora, weight("self_attn.q_a_layernorm.weight", {m_.q_lora}).data(), eps_, false, a.data());
-            q = linear(a, t, weight("self_attn.q_b_proj.weight", {heads * qk, m_.q_lora}), heads * qk, m_.q_lora);
+            Tensor a = rows(m_.q_lora);
+            linear_into(x.data(), t, weight("self_attn.q_a_proj.weight", {m_.q_lora, h}).data(), m_.q_lora, h, a.data_as<float>());
+            rms_norm(a.data_as<float>(), t, m_.q_lora, weight("self_attn.q_a_layernorm.weight", {m_.q_lora}).data(), eps_, false,
+                     a.data_as<float>());
+            linear_into(a.data_as<float>(), t, weight("self_attn.q_b_proj.weight", {heads * qk, m_.q_lora}).data(), heads * qk,
+                        m_.q_lora, q.data_as<float>());
         } else {
-            q = linear(x, t, weight("self_attn.q_proj.weight", {heads * qk, h}), heads * qk, h);
+            linear_into(x.data(), t, weight("self_attn.q_proj.weight", {heads * qk, h}).data(), heads * qk, h, q.data_as<float>());
         }
         const std::int64_t a_width = m_.kv_lora + m_.rope;
-        const std::vector<float> kv_a = linear(x, t, weight("self_attn.kv_a_proj_with_mqa.weight", {a_width, h}), a_width, h);
-        std::vector<float> c_kv(static_cast<std::size_t>(t * m_.kv_lora)), k_rope(static_cast<std::size_t>(t * m_.rope));
+        Tensor kv_a = rows(a_width), c_kv = rows(m_.kv_lora), k_rope = rows(m_.rope);
+        linear_into(x.data(), t, weight("self_attn.kv_a_proj_with_mqa.weight", {a_width, h}).data(), a_width, h,
+                    kv_a.data_as<float>());
         for (std::int64_t i = 0; i < t; ++i) {
-            std::copy_n(kv_a.data() + i * a_width, m_.kv_lora, c_kv.data() + i * m_.kv_lora);
-            std::copy_n(kv_a.data() + i * a_width + m_.kv_lora, m_.rope, k_rope.data() + i * m_.rope);
+            std::copy_n(kv_a.data_as<float>() + i * a_width, m_.kv_lora, c_kv.data_as<float>() + i * m_.kv_lora);
+            std::copy_n(kv_a.data_as<float>() + i * a_width + m_.kv_lora, m_.rope, k_rope.data_as<float>() + i * m_.rope);
         }
-        rms_norm(c_kv.data(), t, m_.kv_lora, weight("self_attn.kv_a_layernorm.weight", {m_.kv_lora}).data(), eps_, false, c_kv.data());
+        rms_norm(c_kv.data_as<float>(), t, m_.kv_lora, weight("self_attn.kv_a_layernorm.weight", {m_.kv_lora}).data(), eps_,
+                 false, c_kv.data_as<float>());
         const std::int64_t b_width = heads * (m_.nope + m_.v_head);
-        const std::vector<float> kv = linear(c_kv, t, weight("self_attn.kv_b_proj.weight", {b_width, m_.kv_lora}), b_width, m_.kv_lora);
+        Tensor kv = rows(b_width);
+        linear_into(c_kv.data_as<float>(), t, weight("self_attn.kv_b_proj.weight", {b_width, m_.kv_lora}).data(), b_width,
+                    m_.kv_lora, kv.data_as<float>());
 
         // Keys [t, heads, nope + rope] (the rope part shared by all heads) and values [t, heads, v],
-        // gathered by token in parallel into buffers that every value is written to (not zeroed
-        // first: at DeepSeek-V3's size they are hundreds of MB a batch).
-        apply_rope(k_rope.data(), 1, m_.rope, m_.rope, lengths, m_.inv_freq, RopeStyle::interleaved);
+        // gathered by token in parallel.
+        apply_rope(k_rope.data_as<float>(), 1, m_.rope, m_.rope, lengths, m_.inv_freq, RopeStyle::interleaved);
         Tensor k = Tensor::uninitialized(DType::F32, {t, heads, qk}), v = Tensor::uninitialized(DType::F32, {t, heads, m_.v_head});
         float* const keys = k.data_as<float>();
         float* const values = v.data_as<float>();
+        const float* const kv_b = kv.data_as<float>();
+        const float* const rope_keys = k_rope.data_as<float>();
         parallel_for(0, static_cast<std::size_t>(t), 16, [&](std::size_t first, std::size_t last) {
             for (auto i = static_cast<std::int64_t>(first); i < static_cast<std::int64_t>(last); ++i)
                 for (std::int64_t hd = 0; hd < heads; ++hd) {
-                    const float* src = kv.data() + (i * heads + hd) * (m_.nope + m_.v_head);
+                    const float* src = kv_b + (i * heads + hd) * (m_.nope + m_.v_head);
                     float* key = keys + (i * heads + hd) * qk;
                     std::copy_n(src, m_.nope, key);
-                    std::copy_n(k_rope.data() + i * m_.rope, m_.rope, key + m_.nope);
+                    std::copy_n(rope_keys + i * m_.rope, m_.rope, key + m_.nope);
                     std::copy_n(src + m_.nope, m_.v_head, values + (i * heads + hd) * m_.v_head);
                 }
         });
         // Queries: the rope part of every head (its last `rope` dims: qk = nope + rope, so the
         // last head's window ends at q's end) rotated in place.
-        if (t > 0) apply_rope(q.data() + m_.nope, heads, qk, m_.rope, lengths, m_.inv_freq, RopeStyle::interleaved);
+        if (t > 0) apply_rope(q.data_as<float>() + m_.nope, heads, qk, m_.rope, lengths, m_.inv_freq, RopeStyle::interleaved);
 
-        std::vector<float> attended(static_cast<std::size_t>(t * heads * m_.v_head));
-        causal_attention(q.data(), keys, values, heads, heads, qk, m_.v_head, lengths, m_.scale, attended.data());
-        return linear(attended, t, weight("self_attn.o_proj.weight", {h, heads * m_.v_head}), h, heads * m_.v_head);
+        Tensor attended = rows(heads * m_.v_head);  // every (token, head) written
+        causal_attention(q.data_as<float>(), keys, values, heads, heads, qk, m_.v_head, lengths, m_.scale,
+                         attended.data_as<float>());
+        std::vector<float> out(static_cast<std::size_t>(t * h));
+        linear_into(attended.data_as<float>(), t, weight("self_attn.o_proj.weight", {h, heads * m_.v_head}).data(), h,
+                    heads * m_.v_head, out.data());
+        return out;
     }
 
     const MlaSpec& m_;

@@ -162,6 +162,26 @@ BOOST_AUTO_TEST_CASE(expert_tensors_give_the_bytes_of_float32_vectors_with_bf16_
     for (DType dtype : {DType::BF16, DType::F16, DType::F32}) check_expert_weights_match_float32_vectors(dtype);
 }
 
+// linear_into writes every value of its output (which may be unwritten memory: here NaN) with
+// linear()'s bytes, under both compute dtypes; 1100 output columns span two of FP32's blocks.
+void check_linear_into_matches_linear() {
+    const std::int64_t rows = 5, out = 1100, in = 24;
+    const ExpertMatrix w = expert_matrix(DType::F32, out, in, 11);
+    const ExpertMatrix x = expert_matrix(DType::F32, rows, in, 12);
+    const std::vector<float> want = linear(x.widened, rows, w.widened, out, in);
+    std::vector<float> got(want.size(), std::nanf(""));
+    linear_into(x.widened.data(), rows, w.widened.data(), out, in, got.data());
+    BOOST_TEST(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(linear_into_writes_the_bytes_of_linear) { check_linear_into_matches_linear(); }
+
+BOOST_AUTO_TEST_CASE(linear_into_writes_the_bytes_of_linear_with_bf16_products,
+                     *boost::unit_test::precondition(bf16_products_here)) {
+    const ComputeDtypeScope products;
+    check_linear_into_matches_linear();
+}
+
 BOOST_AUTO_TEST_CASE(an_expert_matrix_of_another_shape_is_refused) {
     ExpertWeights w;
     w.gate = Tensor(DType::BF16, {8, 16});

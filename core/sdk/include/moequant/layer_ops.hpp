@@ -72,6 +72,14 @@ MOEQUANT_API std::vector<float> load_f32(const Checkpoint& checkpoint, const std
 MOEQUANT_API std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight,
                                        std::int64_t out, std::int64_t in, const std::vector<float>* bias = nullptr);
 
+// linear() into caller memory: y [rows, out] = x [rows, in] W^T, W row-major [out, in], no
+// bias. Every value of y is written, so y may be unwritten memory: a Tensor::uninitialized's,
+// whose blocks of 16 MiB or more come in huge pages, where a fresh std::vector would be
+// zero-filled and faulted in 4 KiB pages on every call (hundreds of MB a batch for MLA's
+// projections).
+MOEQUANT_API void linear_into(const float* x, std::int64_t rows, const float* weight, std::int64_t out, std::int64_t in,
+                              float* y);
+
 // down(act(gate x, up x)) for x [rows, hidden]; the weights F32 [inter, hidden] and [hidden,
 // inter]; act is silu(g) * u unless `activation` says otherwise.
 MOEQUANT_API std::vector<float> swiglu_mlp(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden,

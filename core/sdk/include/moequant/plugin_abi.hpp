@@ -24,6 +24,8 @@
 //   28: blas_kernels.hpp (blas_kernels(), blas_kernels_chosen_by()): BLIS's kernels chosen by ISA;
 //       matrix_products.hpp (f32_gemm, bf16_gemm, f32_gemm_kernels): strided oneDNN products;
 //   29: layer_ops.hpp ExpertWeights (Tensors) for add_routed_experts() and swiglu_mlp().
+//   30: layer_ops.hpp linear_into() (a product into caller memory); Tensor blocks of 16 MiB or
+//       more in huge pages of their own.
 #pragma once
 
 #include <moequant/version.hpp>
@@ -33,7 +35,7 @@
 
 #define MOEQUANT_PLUGIN_ABI_VERSION MOEQUANT_VERSION_MINOR
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "5865050300036fb8"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "7aaa74a15a227ab5"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

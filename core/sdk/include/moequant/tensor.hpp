@@ -48,7 +48,9 @@ struct TensorView {
     std::size_t size_bytes() const noexcept { return bytes.size(); }
 };
 
-// An owning tensor with a 64-byte aligned, zero-initialised buffer.
+// An owning tensor with a 64-byte aligned, zero-initialised buffer. A buffer of 16 MiB or more
+// is mapped on its own, 2 MiB aligned, in transparent huge pages where the kernel allows: it
+// faults in 512 times fewer pages than the heap's (tensor.cpp).
 class MOEQUANT_API Tensor {
 public:
     static constexpr std::size_t alignment = 64;

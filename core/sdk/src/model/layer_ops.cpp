@@ -268,9 +268,10 @@ namespace {
 void bf16_linear(const float* x, std::int64_t rows, const float* weight, const std::uint16_t* weight_bf16, std::int64_t out,
                  std::int64_t in, float* y) {
     constexpr std::int64_t block = 256;
-    std::vector<std::uint16_t> xb(static_cast<std::size_t>(rows * in));
+    Tensor narrowed = Tensor::uninitialized(DType::BF16, {rows, in});  // every value written below
+    std::uint16_t* const xb = narrowed.data_as<std::uint16_t>();
     parallel_for(0, static_cast<std::size_t>(rows), 64, [&](std::size_t first, std::size_t last) {
-        convert_f32_to_bf16(x + first * in, xb.data() + first * in, (last - first) * static_cast<std::size_t>(in));
+        convert_f32_to_bf16(x + first * in, xb + first * in, (last - first) * static_cast<std::size_t>(in));
     });
     const std::size_t blocks = static_cast<std::size_t>((out + block - 1) / block);
     parallel_for(0, blocks, 1, [&](std::size_t first, std::size_t last) {
@@ -285,7 +286,7 @@ void bf16_linear(const float* x, std::int64_t rows, const float* weight, const s
                 w = wb.data();
             }
             part.resize(static_cast<std::size_t>(rows * n));
-            detail::bf16_product(xb.data(), w, true, part.data(), rows, n, in);
+            detail::bf16_product(xb, w, true, part.data(), rows, n, in);
             for (std::int64_t r = 0; r < rows; ++r) std::copy_n(part.data() + r * n, n, y + r * out + c0);
         }
     });
@@ -302,11 +303,6 @@ void f32_linear(const float* x, std::int64_t rows, const float* weight, std::int
         const auto n = static_cast<Eigen::Index>(last - first);
         ym.middleCols(first, n).noalias() = xm * wm.middleRows(first, n).transpose();
     });
-}
-
-void f32_linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight, std::int64_t out,
-                std::int64_t in, std::vector<float>& y) {
-    f32_linear(x.data(), rows, weight.data(), out, in, y.data());
 }
 
 // f32_linear with W as BF16 bits: each block of W's rows f32_linear splits it into (up to 1024
@@ -332,22 +328,25 @@ void add_bias(std::vector<float>& y, std::int64_t rows, std::int64_t out, const 
             for (std::int64_t c = 0; c < out; ++c) y[r * out + c] += (*bias)[c];
 }
 
+// An activation [rows, width] every value of which its producer writes: unzeroed, and in huge
+// pages of its own from 16 MiB (tensor.cpp), where a std::vector's would be zero-filled and
+// faulted in 4 KiB pages on every call.
+Tensor activations(std::int64_t rows, std::int64_t width) { return Tensor::uninitialized(DType::F32, {rows, width}); }
+
 // y [rows, out] = x W^T for an expert's W [out, in] as the caller holds it: BF16 multiplied in
 // place by BF16 products, widened block by block for FP32 ones; F32 as it is; other dtypes
 // decoded to F32.
-std::vector<float> expert_linear(const std::vector<float>& x, std::int64_t rows, const Tensor& weight, std::int64_t out,
-                                 std::int64_t in) {
+void expert_linear(const float* x, std::int64_t rows, const Tensor& weight, std::int64_t out, std::int64_t in, float* y) {
     if (weight.shape() != Shape{out, in})
         throw Error(ErrorKind::internal, "an expert matrix of shape " + shape_to_string(weight.shape()) + " where [" +
                                              std::to_string(out) + ", " + std::to_string(in) + "] was expected");
-    std::vector<float> y(static_cast<std::size_t>(rows * out));
     const bool bf16 = compute_dtype() == ComputeDtype::bf16;
     if (weight.dtype() == DType::BF16) {
         if (bf16)
-            bf16_linear(x.data(), rows, nullptr, weight.data_as<std::uint16_t>(), out, in, y.data());
+            bf16_linear(x, rows, nullptr, weight.data_as<std::uint16_t>(), out, in, y);
         else
-            f32_linear(x.data(), rows, weight.data_as<std::uint16_t>(), out, in, y.data());
-        return y;
+            f32_linear(x, rows, weight.data_as<std::uint16_t>(), out, in, y);
+        return;
     }
     Tensor widened;
     const float* w = weight.data_as<float>();
@@ -357,14 +356,33 @@ std::vector<float> expert_linear(const std::vector<float>& x, std::int64_t rows,
         w = widened.data_as<float>();
     }
     if (bf16)
-        bf16_linear(x.data(), rows, w, nullptr, out, in, y.data());
+        bf16_linear(x, rows, w, nullptr, out, in, y);
     else
-        f32_linear(x.data(), rows, w, out, in, y.data());
-    return y;
+        f32_linear(x, rows, w, out, in, y);
 }
 
-// The routed part of a MoE block (add_routed_experts), `run(e, in, n)` giving expert e's
-// outputs for its n tokens' rows `in`.
+// A gated MLP's down(act(gate x, up x)) for x [rows, hidden] into y [rows, hidden], with
+// `product(x, rows, w, out, in, y)` running each of the three products.
+template <class Weight, class Product>
+void gated_mlp(const float* x, std::int64_t rows, std::int64_t hidden, const Weight& gate, const Weight& up, const Weight& down,
+               std::int64_t intermediate, const GatedActivation& activation, const Product& product, float* y) {
+    Tensor g = activations(rows, intermediate), u = activations(rows, intermediate);
+    product(x, rows, gate, intermediate, hidden, g.data_as<float>());
+    product(x, rows, up, intermediate, hidden, u.data_as<float>());
+    apply_gated_activation(activation, g.data_as<float>(), u.data_as<float>(), rows * intermediate);
+    product(g.data_as<float>(), rows, down, hidden, intermediate, y);
+}
+
+void float_product(const float* x, std::int64_t rows, const std::vector<float>& w, std::int64_t out, std::int64_t in, float* y) {
+    linear_into(x, rows, w.data(), out, in, y);
+}
+
+void expert_product(const float* x, std::int64_t rows, const Tensor& w, std::int64_t out, std::int64_t in, float* y) {
+    expert_linear(x, rows, w, out, in, y);
+}
+
+// The routed part of a MoE block (add_routed_experts), `run(e, in, n, out)` writing expert e's
+// outputs for its n tokens' rows `in` to out [n, hidden].
 template <class RunExpert>
 Routing route_and_add(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden, const RouterSpec& spec,
                       const std::vector<float>& router_weight, const std::vector<float>& router_bias, std::int64_t experts,
@@ -372,22 +390,23 @@ Routing route_and_add(const std::vector<float>& x, std::int64_t rows, std::int64
     // The router in FP32 whatever the compute dtype: the reference's routers compute their logits
     // in float32, and the engine routes the recorded tokens the same way (expert_tokens).
     std::vector<float> logits(static_cast<std::size_t>(rows * experts));
-    f32_linear(x, rows, router_weight, experts, hidden, logits);
+    f32_linear(x.data(), rows, router_weight.data(), experts, hidden, logits.data());
     Routing routing = route_tokens(spec, logits.data(), rows, experts, router_bias.empty() ? nullptr : router_bias.data());
     // Tokens (and their weights) per expert.
     std::vector<std::vector<std::pair<std::int64_t, float>>> assigned(static_cast<std::size_t>(experts));
     for (std::int64_t t = 0; t < rows; ++t)
         for (std::int64_t k = 0; k < routing.top_k; ++k)
             assigned[routing.experts[t * routing.top_k + k]].emplace_back(t, routing.weights[t * routing.top_k + k]);
-    std::vector<std::vector<float>> outputs(static_cast<std::size_t>(experts));
+    std::vector<Tensor> outputs(static_cast<std::size_t>(experts));
     parallel_for(0, static_cast<std::size_t>(experts), 1, [&](std::size_t first, std::size_t last) {
         for (std::size_t e = first; e < last; ++e) {
             if (assigned[e].empty()) continue;
             const auto n = static_cast<std::int64_t>(assigned[e].size());
-            std::vector<float> in(static_cast<std::size_t>(n * hidden));
+            Tensor in = activations(n, hidden);
             for (std::int64_t i = 0; i < n; ++i)
-                std::copy_n(x.data() + assigned[e][i].first * hidden, hidden, in.data() + i * hidden);
-            outputs[e] = run(static_cast<std::int64_t>(e), in, n);
+                std::copy_n(x.data() + assigned[e][i].first * hidden, hidden, in.data_as<float>() + i * hidden);
+            outputs[e] = activations(n, hidden);
+            run(static_cast<std::int64_t>(e), in.data_as<float>(), n, outputs[e].data_as<float>());
         }
     });
     // Summed per token in rank order (best expert first), as the reference's loop adds them.
@@ -397,7 +416,7 @@ Routing route_and_add(const std::vector<float>& x, std::int64_t rows, std::int64
             const std::int32_t e = routing.experts[t * routing.top_k + k];
             const std::size_t i = next[e]++;
             const float w = routing.weights[t * routing.top_k + k];
-            const float* o = outputs[e].data() + i * hidden;
+            const float* o = outputs[e].data_as<float>() + i * hidden;
             for (std::int64_t d = 0; d < hidden; ++d) y[t * hidden + d] += w * o[d];
         }
     return routing;
@@ -405,13 +424,17 @@ Routing route_and_add(const std::vector<float>& x, std::int64_t rows, std::int64
 
 }  // namespace
 
+void linear_into(const float* x, std::int64_t rows, const float* weight, std::int64_t out, std::int64_t in, float* y) {
+    if (compute_dtype() == ComputeDtype::bf16)
+        bf16_linear(x, rows, weight, nullptr, out, in, y);
+    else
+        f32_linear(x, rows, weight, out, in, y);
+}
+
 std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& weight, std::int64_t out,
                           std::int64_t in, const std::vector<float>* bias) {
     std::vector<float> y(static_cast<std::size_t>(rows * out));
-    if (compute_dtype() == ComputeDtype::bf16)
-        bf16_linear(x.data(), rows, weight.data(), nullptr, out, in, y.data());
-    else
-        f32_linear(x, rows, weight, out, in, y);
+    linear_into(x.data(), rows, weight.data(), out, in, y.data());
     add_bias(y, rows, out, bias);
     return y;
 }
@@ -419,18 +442,16 @@ std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const 
 std::vector<float> swiglu_mlp(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden, const std::vector<float>& gate,
                               const std::vector<float>& up, const std::vector<float>& down, std::int64_t intermediate,
                               const GatedActivation& activation) {
-    std::vector<float> g = linear(x, rows, gate, intermediate, hidden);
-    const std::vector<float> u = linear(x, rows, up, intermediate, hidden);
-    apply_gated_activation(activation, g.data(), u.data(), static_cast<std::int64_t>(g.size()));
-    return linear(g, rows, down, hidden, intermediate);
+    std::vector<float> y(static_cast<std::size_t>(rows * hidden));
+    gated_mlp(x.data(), rows, hidden, gate, up, down, intermediate, activation, float_product, y.data());
+    return y;
 }
 
 std::vector<float> swiglu_mlp(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden, const ExpertWeights& w,
                               const GatedActivation& activation) {
-    std::vector<float> g = expert_linear(x, rows, w.gate, w.intermediate, hidden);
-    const std::vector<float> u = expert_linear(x, rows, w.up, w.intermediate, hidden);
-    apply_gated_activation(activation, g.data(), u.data(), static_cast<std::int64_t>(g.size()));
-    return expert_linear(g, rows, w.down, hidden, w.intermediate);
+    std::vector<float> y(static_cast<std::size_t>(rows * hidden));
+    gated_mlp(x.data(), rows, hidden, w.gate, w.up, w.down, w.intermediate, activation, expert_product, y.data());
+    return y;
 }
 
 Routing add_routed_experts(const std::vector<float>& x, std::int64_t rows, std::int64_t hidden, const RouterSpec& spec,
@@ -438,8 +459,9 @@ Routing add_routed_experts(const std::vector<float>& x, std::int64_t rows, std::
                            std::int64_t experts, const std::function<ExpertWeights(std::int64_t)>& expert,
                            std::vector<float>& y, const GatedActivation& activation) {
     return route_and_add(x, rows, hidden, spec, router_weight, router_bias, experts, y,
-                         [&](std::int64_t e, const std::vector<float>& in, std::int64_t n) {
-                             return swiglu_mlp(in, n, hidden, expert(e), activation);
+                         [&](std::int64_t e, const float* in, std::int64_t n, float* out) {
+                             const ExpertWeights w = expert(e);
+                             gated_mlp(in, n, hidden, w.gate, w.up, w.down, w.intermediate, activation, expert_product, out);
                          });
 }
 
@@ -448,9 +470,9 @@ Routing add_routed_experts(const std::vector<float>& x, std::int64_t rows, std::
                            std::int64_t experts, const std::function<ExpertWeightsF32(std::int64_t)>& expert,
                            std::vector<float>& y, const GatedActivation& activation) {
     return route_and_add(x, rows, hidden, spec, router_weight, router_bias, experts, y,
-                         [&](std::int64_t e, const std::vector<float>& in, std::int64_t n) {
+                         [&](std::int64_t e, const float* in, std::int64_t n, float* out) {
                              const ExpertWeightsF32 w = expert(e);
-                             return swiglu_mlp(in, n, hidden, w.gate, w.up, w.down, w.intermediate, activation);
+                             gated_mlp(in, n, hidden, w.gate, w.up, w.down, w.intermediate, activation, float_product, out);
                          });
 }
 
