@@ -26,6 +26,7 @@
 //   29: layer_ops.hpp ExpertWeights (Tensors) for add_routed_experts() and swiglu_mlp().
 //   30: layer_ops.hpp linear_into() (a product into caller memory); Tensor blocks of 16 MiB or
 //       more in huge pages of their own.
+//   31: vector_exp.hpp exp_values(): std::exp's bits over many floats, vectorized.
 #pragma once
 
 #include <moequant/version.hpp>
@@ -35,7 +36,7 @@
 
 #define MOEQUANT_PLUGIN_ABI_VERSION MOEQUANT_VERSION_MINOR
 // Digest of the normalized plugin-facing headers at this ABI (tests/unit/abi_digest_test.cpp).
-#define MOEQUANT_PLUGIN_ABI_DIGEST "7aaa74a15a227ab5"
+#define MOEQUANT_PLUGIN_ABI_DIGEST "a1c50f8d54619b79"
 
 // Kinds of objects a plugin registers (a bit set in the descriptor).
 #define MOEQUANT_KIND_ADAPTER 1u

@@ -8,8 +8,10 @@ set(MOEQUANT_KERNEL_SOURCES
   ${_k}/dtype_convert_avx512.cpp
   ${_k}/fp8_dequant_avx2.cpp
   ${_k}/fp8_dequant_avx512.cpp
+  ${_k}/exp_avx2.cpp
+  ${_k}/exp_avx512.cpp
 )
-set_source_files_properties(${_k}/dtype_convert_avx2.cpp ${_k}/fp8_dequant_avx2.cpp
+set_source_files_properties(${_k}/dtype_convert_avx2.cpp ${_k}/fp8_dequant_avx2.cpp ${_k}/exp_avx2.cpp
   PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
-set_source_files_properties(${_k}/dtype_convert_avx512.cpp ${_k}/fp8_dequant_avx512.cpp
+set_source_files_properties(${_k}/dtype_convert_avx512.cpp ${_k}/fp8_dequant_avx512.cpp ${_k}/exp_avx512.cpp
   PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx2;-mfma;-mf16c")

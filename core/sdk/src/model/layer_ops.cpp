@@ -6,6 +6,7 @@
 #include <moequant/expert_matrix.hpp>
 #include <moequant/layer_ops.hpp>
 #include <moequant/parallel.hpp>
+#include <moequant/vector_exp.hpp>
 
 #include <Eigen/Core>
 
@@ -110,18 +111,38 @@ void apply_rope(float* x, std::int64_t heads, std::int64_t head_dim, std::int64_
 
 namespace {
 
+// The largest of n values, as `peak = std::max(peak, v)` from -infinity finds it (NaNs
+// skipped), in 16 independent lanes that vectorize: a max is the same value in any order (only
+// the sign of a zero peak may differ, which changes no v - peak's exp).
+float row_peak(const float* v, std::int64_t n) {
+    constexpr int lanes = 16;
+    float lane[lanes];
+    std::fill(lane, lane + lanes, -INFINITY);
+    std::int64_t j = 0;
+    for (; j + lanes <= n; j += lanes)
+        for (int l = 0; l < lanes; ++l) lane[l] = std::max(lane[l], v[j + l]);
+    float peak = -INFINITY;
+    for (; j < n; ++j) peak = std::max(peak, v[j]);
+    for (float l : lane) peak = std::max(peak, l);
+    return peak;
+}
+
 // Rows [r0, r0 + rows) of a causal score block [rows, keys]: scaled, softmax over keys 0..query
-// in float32, the masked keys 0.
+// in float32, the masked keys 0. The bytes of the plain scalar loop: the scale, the max, the
+// subtraction and the division are exact element by element, exp gives std::exp's bits
+// (exp_values), and the sum keeps its order, one key after the other.
 void causal_softmax(float* scores, std::int64_t rows, std::int64_t keys, std::int64_t r0, float scale) {
     for (std::int64_t i = 0; i < rows; ++i) {
         float* row = scores + i * keys;
-        const std::int64_t seen = r0 + i;  // causal: keys 0..seen
-        float peak = -INFINITY;
-        for (std::int64_t j = 0; j <= seen; ++j) peak = std::max(peak, row[j] *= scale);
+        const std::int64_t seen = r0 + i + 1;  // causal: keys 0..r0 + i
+        for (std::int64_t j = 0; j < seen; ++j) row[j] *= scale;
+        const float peak = row_peak(row, seen);
+        for (std::int64_t j = 0; j < seen; ++j) row[j] -= peak;
+        exp_values(row, row, static_cast<std::size_t>(seen));
         float sum = 0;
-        for (std::int64_t j = 0; j <= seen; ++j) sum += (row[j] = std::exp(row[j] - peak));
-        for (std::int64_t j = 0; j <= seen; ++j) row[j] /= sum;
-        for (std::int64_t j = seen + 1; j < keys; ++j) row[j] = 0.0f;
+        for (std::int64_t j = 0; j < seen; ++j) sum += row[j];
+        for (std::int64_t j = 0; j < seen; ++j) row[j] /= sum;
+        std::fill(row + seen, row + keys, 0.0f);
     }
 }
 
