@@ -8,13 +8,15 @@
 // its BF16 matmul (onednn_rates.hpp). Targets (issue 40): the whole layer >= 0.6 of either.
 // The weights a layer decodes once for all its batches are decoded before the timing.
 //
+// Each half is the best of R runs, against oneDNN's rates measured next to it (before each run
+// and after the last: onednn_rates.hpp); the whole layer against the faster of its halves'.
+//
 // Usage: moequant_calibration_forward_bench [--tokens T] [--samples S] [--experts E] [--threads N]
-//                                          [--torch TIMES.json] [--json]
+//                                          [--repeats R] [--torch TIMES.json] [--json]
 //   defaults: T = 2048 tokens in S = 1 sample, E = 16 experts (every token still uses 8 routed
-//   experts, as in DeepSeek-V3, so the per-token work is the real layer's), 2 threads. --json
+//   experts, as in DeepSeek-V3, so the per-token work is the real layer's), 2 threads, R = 2. --json
 //   prints, as the last line, one JSON object: tokens, macs_per_token, layer_f32_s, layer_bf16_s,
 //   the halves and the reference rates. --torch: bench/compare_with_torch.sh's times.
-#include "bench_timing.hpp"
 #include "onednn_rates.hpp"
 #include "torch_times.hpp"
 
@@ -42,7 +44,6 @@
 #include <tuple>
 
 using namespace moequant;
-using moequant::bench::best_seconds;
 namespace fs = std::filesystem;
 
 namespace {
@@ -112,7 +113,7 @@ void write_checkpoint(const fs::path& dir, std::int64_t experts) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::int64_t tokens = 2048, samples = 1, experts = 16;
+    std::int64_t tokens = 2048, samples = 1, experts = 16, repeats = 2;
     std::size_t threads = 2;
     std::string torch_times;  // bench/torch_reference.py's JSON of the same run
     bool json = false;
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
         else if (a == "--samples") samples = v;
         else if (a == "--experts") experts = v;
         else if (a == "--threads") threads = static_cast<std::size_t>(v);
+        else if (a == "--repeats") repeats = std::max<long long>(v, 1);
     }
     set_max_threads(threads);
     std::printf("calibration forward of one DeepSeek-V3-shaped layer: hidden %lld, MLA %lld heads, %lld experts of %lldx%lld "
@@ -173,6 +175,8 @@ int main(int argc, char** argv) {
     Routing routing;
     struct Halves {
         double attention = 0, mlp = 0;
+        double attention_rate = 0, mlp_rate = 0;  // oneDNN's rate of the dtype next to each half
+        double layer_rate() const { return std::max(attention_rate, mlp_rate); }
     };
     // The layer decodes its attention, router and shared-expert weights once, at its first call,
     // and keeps them for every later batch (a calibration run sends all its samples through a
@@ -186,14 +190,24 @@ int main(int argc, char** argv) {
         layer->mlp(mlp_input, x, {}, nullptr);
     }
     auto run = [&](ComputeDtype dtype) {
-        set_compute_dtype(dtype);
         std::vector<float> x, mlp_input;
         Halves t;
-        t.attention = best_seconds(1, [&] {
+        auto rate = [dtype](const bench::OnednnRates& r) { return dtype == ComputeDtype::bf16 ? r.bf16 : r.f32; };
+        // The reference runs between the timed calls, which set their compute dtype each time.
+        const bench::TimedStep attention = bench::time_against_reference(static_cast<int>(repeats), static_cast<int>(threads), [&] {
+            set_compute_dtype(dtype);
             x = embedded;
             mlp_input = layer->attention(x, lengths);
         });
-        t.mlp = best_seconds(1, [&] { layer->mlp(mlp_input, x, {}, &routing); });
+        const bench::TimedStep mlp = bench::time_against_reference(static_cast<int>(repeats), static_cast<int>(threads), [&] {
+            set_compute_dtype(dtype);
+            layer->mlp(mlp_input, x, {}, &routing);
+        });
+        set_compute_dtype(ComputeDtype::f32);
+        t.attention = attention.seconds;
+        t.mlp = mlp.seconds;
+        t.attention_rate = rate(attention.reference);
+        t.mlp_rate = rate(mlp.reference);
         return t;
     };
     const Halves f32 = run(ComputeDtype::f32), bf16 = run(ComputeDtype::bf16);
@@ -208,16 +222,20 @@ int main(int argc, char** argv) {
     const double moe = H * static_cast<double>(experts) + (top_k + 1) * 3.0 * inter * H;
     const double t = static_cast<double>(tokens), per_token = projections + scores + moe;
     const bench::OnednnRates onednn_end = bench::onednn_rates(2048, static_cast<int>(threads), 3);
-    const double rate_f32 = std::max(onednn_start.f32, onednn_end.f32), rate_bf16 = std::max(onednn_start.bf16, onednn_end.bf16);
+    const double rate_f32 = f32.layer_rate(), rate_bf16 = bf16.layer_rate();
     std::printf("reference again at the end: FP32 %.1f, BF16 %.1f G multiply-add/s%s\n", onednn_end.f32 / 1e9,
                 onednn_end.bf16 / 1e9,
                 std::fabs(onednn_end.f32 / onednn_start.f32 - 1) > 0.1 ? " (over 10% from the start: the machine was noisy)" : "");
-    for (const auto& [name, h, rate] : {std::tuple{"FP32 products (BLIS), fractions of oneDNN FP32", f32, rate_f32},
-                                        {"BF16 products (oneDNN), fractions of oneDNN BF16", bf16, rate_bf16}}) {
+    std::printf("best of %lld runs of each half; fractions of oneDNN's rate of the dtype measured next to each half "
+                "(G multiply-add/s in brackets)\n", static_cast<long long>(repeats));
+    for (const auto& [name, h] : {std::tuple{"FP32 products (BLIS), fractions of oneDNN FP32", f32},
+                                  {"BF16 products (oneDNN), fractions of oneDNN BF16", bf16}}) {
+        const double rate = h.layer_rate();
         std::printf("\n%s\n", name);
-        std::printf("  attention half  %.2f s  %7.1f tokens/s  %.3f\n", h.attention, t / h.attention,
-                    (projections + scores) * t / h.attention / rate);
-        std::printf("  MLP half (MoE)  %.2f s  %7.1f tokens/s  %.3f\n", h.mlp, t / h.mlp, moe * t / h.mlp / rate);
+        std::printf("  attention half  %.2f s  %7.1f tokens/s  %.3f [%.1f]\n", h.attention, t / h.attention,
+                    (projections + scores) * t / h.attention / h.attention_rate, h.attention_rate / 1e9);
+        std::printf("  MLP half (MoE)  %.2f s  %7.1f tokens/s  %.3f [%.1f]\n", h.mlp, t / h.mlp, moe * t / h.mlp / h.mlp_rate,
+                    h.mlp_rate / 1e9);
         const double fraction = per_token * t / (h.attention + h.mlp) / rate;
         std::printf("  whole layer     %.2f s  %7.1f tokens/s  %.3f  target >= 0.60  %s  (%.0f M multiply-adds per token)\n",
                     h.attention + h.mlp, t / (h.attention + h.mlp), fraction, fraction >= 0.6 ? "met" : "NOT MET",

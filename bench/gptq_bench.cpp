@@ -19,9 +19,9 @@
 // Usage: moequant_gptq_bench [threads] [--threads N] [--rows N] [--cols K] [--tokens T]
 //                            [--samples S] [--experts E | --full] [--repeats R] [--json]
 //   defaults: 2 threads, N=2048, K=7168, T=4096, S=2, E=8 (--full: E=32, the size;
-//   --experts 0 skips part 2), R=1 (best of R runs for the timings of part 1). --json prints,
-//   as the last line, one JSON object with the shapes, each step's seconds and the reference
-//   rates.
+//   --experts 0 skips part 2), R=2 (best of R runs for the timings of part 1, each step against
+//   oneDNN's rates measured next to it: onednn_rates.hpp). --json prints, as the last line,
+//   one JSON object with the shapes, each step's seconds and the reference rates.
 //   On the 2-core reference machine class: part 1 takes about 20 s, part 2 about a minute
 //   with E=8.
 
@@ -38,6 +38,7 @@
 #include <moequant/blas_kernels.hpp>
 #include <moequant/compute_dtype.hpp>
 #include <moequant/dtype_convert.hpp>
+#include <moequant/gated_activation.hpp>
 #include <moequant/engine/hessian.hpp>
 #include <moequant/matrix_products.hpp>
 #include <moequant/parallel.hpp>
@@ -150,7 +151,7 @@ LoopInputs loop_inputs(const std::vector<float>& w, std::int64_t rows, std::int6
 struct Args {
     std::size_t threads = 2;
     std::int64_t rows = 2048, cols = 7168, tokens = 4096, samples = 2, experts = 8;
-    int repeats = 1;
+    int repeats = 2;
     bool json = false;
     std::string torch;  // bench/torch_reference.py's JSON, measured in the same run
 };
@@ -253,8 +254,9 @@ int main(int argc, char** argv) {
                 onednn_start.bf16 / 1e9);
     std::printf("  moequant's FP32 products (Eigen through %s, chosen by %s): %.1f = %.2f of oneDNN's\n",
                 blas_kernels().c_str(), blas_kernels_chosen_by().c_str(), blis_t / 1e9, blis_t / onednn_start.f32);
-    std::printf("  fractions below = useful multiply-adds / time / oneDNN's rate of the same dtype\n");
-    const double gemm_t = onednn_start.f32, bf16_t = onednn_start.bf16;
+    std::printf("  fractions below = useful multiply-adds / time / oneDNN's rate of the same dtype, measured next to the step\n"
+                "  (before each of its %d runs and after the last; the fastest of those)\n", args.repeats);
+    const int threads_n = static_cast<int>(threads);
 
     // ---- data ----
     const std::vector<std::uint16_t> weight_bf16 = random_weight(n, k, 1);
@@ -281,15 +283,16 @@ int main(int argc, char** argv) {
         }
     });
     set_compute_dtype(ComputeDtype::bf16);
-    const double t_hessian_bf16 = best_seconds(args.repeats, [&] {
+    const bench::TimedStep s_hessian_bf16 = bench::time_against_reference(args.repeats, threads_n, [&] {
         HessianAccumulator acc(k);
         for (std::int64_t t = 0; t < tokens; t += per_sample) acc.add(x.data() + t * k, std::min(per_sample, tokens - t));
         (void)acc.finish(args.samples);
     });
+    const double t_hessian_bf16 = s_hessian_bf16.seconds;
     set_compute_dtype(ComputeDtype::f32);
     double t_add = 0, t_finish = 0;
     Tensor hessian;
-    const double t_hessian = best_seconds(args.repeats, [&] {
+    const bench::TimedStep s_hessian = bench::time_against_reference(args.repeats, threads_n, [&] {
         const auto t0 = std::chrono::steady_clock::now();
         HessianAccumulator acc(k);
         for (std::int64_t t = 0; t < tokens; t += per_sample) acc.add(x.data() + t * k, std::min(per_sample, tokens - t));
@@ -301,27 +304,31 @@ int main(int argc, char** argv) {
             t_finish = total - added;
         }
     });
+    const double t_hessian = s_hessian.seconds;
     const double mac_hessian = static_cast<double>(k) * (k + 1) / 2 * tokens;
     std::printf("\n1a. Hessian (HessianAccumulator(K), add() per sample, finish(%lld)):\n", static_cast<long long>(args.samples));
     std::printf("  useful multiply-adds K(K+1)/2*T = %.3g (H is symmetric: only its distinct entries are needed)\n", mac_hessian);
     std::printf("  %.2f s (construct+add %.2f s, finish %.2f s) = %.3f of oneDNN FP32   [target >= 0.7; torch 2.7-3.4 s]\n",
-                t_hessian, t_add, t_finish, mac_hessian / t_hessian / gemm_t);
+                t_hessian, t_add, t_finish, mac_hessian / t_hessian / s_hessian.reference.f32);
     std::printf("  the same tiles as BF16 products (compute dtype bf16; oneDNN %s): %.2f s = %.3f of oneDNN BF16 "
                 "[target >= 0.6]\n",
-                bf16_product_isa().c_str(), t_hessian_bf16, mac_hessian / t_hessian_bf16 / bf16_t);
+                bf16_product_isa().c_str(), t_hessian_bf16, mac_hessian / t_hessian_bf16 / s_hessian_bf16.reference.bf16);
     std::printf("  the whole X^T X as one FP32 GEMM: %.2f s; lower tiles FP32 %.2fx, BF16 %.2fx of its time\n",
                 t_full, t_hessian / t_full, t_hessian_bf16 / t_full);
 
     // ---- 1b. quantize step ----
     gptq::InverseHessian prepared;
-    const double t_prepare = best_seconds(args.repeats, [&] { prepared = gptq::prepare_inverse_hessian(hessian, scheme); });
+    const bench::TimedStep s_prepare =
+        bench::time_against_reference(args.repeats, threads_n, [&] { prepared = gptq::prepare_inverse_hessian(hessian, scheme); });
+    const double t_prepare = s_prepare.seconds;
     if (!prepared.factored) std::printf("  WARNING: H was not positive definite; GPTQ fell back to rounding\n");
     LoopInputs in;
     const double t_setup = best_seconds(args.repeats, [&] { in = loop_inputs(weight, n, k, prepared, scheme); });
     gptq::GptqResult result;
-    const double t_loop = best_seconds(args.repeats, [&] {
+    const bench::TimedStep s_loop = bench::time_against_reference(args.repeats, threads_n, [&] {
         result = gptq::run_gptq(weight.data(), n, prepared, scheme, in.scales, in.groups, in.group_of);
     });
+    const double t_loop = s_loop.seconds;
     const double mac_prepare = static_cast<double>(k) * k * k / 3;
     const double mac_loop_lazy = static_cast<double>(n) * k * k / 2;
     const double mac_loop_block = static_cast<double>(n) * k * 128 / 2;
@@ -331,10 +338,10 @@ int main(int argc, char** argv) {
     std::printf("  useful multiply-adds: prepare K^3/3 = %.3g (Cholesky K^3/6 + triangular inverse K^3/6);\n", mac_prepare);
     std::printf("    loop N*K^2/2 + N*K*128/2 = %.3g + %.3g (lazy block updates + in-block rank-1 updates)\n", mac_loop_lazy,
                 mac_loop_block);
-    std::printf("  prepare          %6.2f s = %.3f of oneDNN FP32   [target >= 0.5]\n", t_prepare, mac_prepare / t_prepare / gemm_t);
-    std::printf("  column loop      %6.2f s = %.3f of oneDNN FP32   (loss %.4g)\n", t_loop, mac_loop / t_loop / gemm_t, result.loss);
+    std::printf("  prepare          %6.2f s = %.3f of oneDNN FP32   [target >= 0.5]\n", t_prepare, mac_prepare / t_prepare / s_prepare.reference.f32);
+    std::printf("  column loop      %6.2f s = %.3f of oneDNN FP32   (loss %.4g)\n", t_loop, mac_loop / t_loop / s_loop.reference.f32, result.loss);
     std::printf("  prepare + loop   %6.2f s = %.3f of oneDNN FP32   [torch 8.0-10.7 s]\n", t_quantize,
-                (mac_prepare + mac_loop) / t_quantize / gemm_t);
+                (mac_prepare + mac_loop) / t_quantize / std::max(s_prepare.reference.f32, s_loop.reference.f32));
     std::printf("  (not counted above: scales and group_of before the loop %.3f s)\n", t_setup);
 
     // For comparison: Eigen's own (single-threaded) LLT of the same damped matrix, which
@@ -357,7 +364,7 @@ int main(int argc, char** argv) {
         const double mac_llt = static_cast<double>(k) * k * k / 6;
         std::printf("  for comparison, Eigen's single-threaded LLT alone (K^3/6): %.2f s = %.0f%% of the whole prepare,"
                     " %.3f of oneDNN FP32\n",
-                    t_llt, 100 * t_llt / t_prepare, mac_llt / t_llt / gemm_t);
+                    t_llt, 100 * t_llt / t_prepare, mac_llt / t_llt / s_prepare.reference.f32);
     }
 
     // The same matrix through the plugin's interface: BF16 decoding, scales, loop and packing.
@@ -402,24 +409,29 @@ int main(int argc, char** argv) {
                     }
                 }
             });
-            for (Eigen::Index i = 0; i < g.size(); ++i) {
-                const float gi = bf16_to_f32(f32_to_bf16(g.data()[i]));
-                const float act = bf16_to_f32(f32_to_bf16(gi / (1.0f + std::exp(-gi))));
-                g.data()[i] = bf16_to_f32(f32_to_bf16(act * bf16_to_f32(f32_to_bf16(u.data()[i]))));
-            }
+            // act(gate, up) in BF16 steps (the engine's call), each thread on its half of the rows
+            // as each would on its own expert.
+            parallel_for(0, 2, 1, [&](std::size_t first, std::size_t last) {
+                for (std::size_t part = first; part < last; ++part) {
+                    const std::int64_t r0 = static_cast<std::int64_t>(part) * rows / 2, rn = rows / 2 + (part ? rows % 2 : 0);
+                    apply_gated_activation_bf16({}, g.data() + r0 * n, u.data() + r0 * n, rn * n);
+                }
+            });
             acc.add(g.data(), rows);
         }
         (void)acc.finish(args.samples);
         set_compute_dtype(ComputeDtype::f32);
     };
-    const double t_down_f32 = best_seconds(args.repeats, [&] { down_inputs(ComputeDtype::f32); });
-    const double t_down_bf16 = best_seconds(args.repeats, [&] { down_inputs(ComputeDtype::bf16); });
+    const bench::TimedStep s_down_f32 = bench::time_against_reference(args.repeats, threads_n, [&] { down_inputs(ComputeDtype::f32); });
+    const bench::TimedStep s_down_bf16 =
+        bench::time_against_reference(args.repeats, threads_n, [&] { down_inputs(ComputeDtype::bf16); });
+    const double t_down_f32 = s_down_f32.seconds, t_down_bf16 = s_down_bf16.seconds;
     const double mac_down = (2.0 * n * k + static_cast<double>(n) * (n + 1) / 2) * tokens;
     std::printf("\n1c. one expert's down_proj calibration on all T tokens (gate and up products %lldx%lld, act * up in BF16 "
                 "steps, Hessian of %lld columns):\n", static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(n));
     std::printf("  FP32 products %.2f s = %.3f of oneDNN FP32 [target >= 0.7]; BF16 products %.2f s = %.3f of oneDNN BF16 "
                 "[target >= 0.75]\n",
-                t_down_f32, mac_down / t_down_f32 / gemm_t, t_down_bf16, mac_down / t_down_bf16 / bf16_t);
+                t_down_f32, mac_down / t_down_f32 / s_down_f32.reference.f32, t_down_bf16, mac_down / t_down_bf16 / s_down_bf16.reference.bf16);
 
     // ---- 2. shared gate/up Hessian vs per-Linear ----
     double speedup = 0, ideal_speedup = 0;
@@ -481,23 +493,30 @@ int main(int argc, char** argv) {
                 onednn_end.f32 / 1e9, onednn_end.bf16 / 1e9, onednn_start.f32 / 1e9, onednn_start.bf16 / 1e9,
                 std::fabs(onednn_end.f32 / onednn_start.f32 - 1) > 0.1 ? "; over 10% apart: the machine was noisy" : "");
 
-    // Summary against the faster of the two reference measurements (the conservative figure).
+    // Summary: each step against the reference measured next to it (the fastest of its
+    // measurements: the conservative figure).
     const double best = std::max(onednn_start.f32, onednn_end.f32), best_bf16 = std::max(onednn_start.bf16, onednn_end.bf16);
     auto verdict = [](double fraction, double target) { return fraction >= target ? "met" : "NOT MET"; };
-    const double f_hessian = mac_hessian / t_hessian / best, f_hessian_bf16 = mac_hessian / t_hessian_bf16 / best_bf16;
-    const double f_prepare = mac_prepare / t_prepare / best, f_loop = mac_loop / t_loop / best;
-    const double f_down = mac_down / t_down_f32 / best, f_down_bf16 = mac_down / t_down_bf16 / best_bf16;
-    std::printf("\nsummary (fractions of the best %zu-thread oneDNN rates of this run: FP32 %.1f, BF16 %.1f G multiply-add/s):\n",
-                threads, best / 1e9, best_bf16 / 1e9);
-    std::printf("  Hessian FP32           %6.2f s  %.3f  target >= 0.70  %s  (torch 2.7-3.4 s)\n", t_hessian, f_hessian,
-                verdict(f_hessian, 0.7));
-    std::printf("  Hessian BF16           %6.2f s  %.3f  target >= 0.60  %s\n", t_hessian_bf16, f_hessian_bf16,
-                verdict(f_hessian_bf16, 0.6));
-    std::printf("  preparation            %6.2f s  %.3f  target >= 0.50  %s\n", t_prepare, f_prepare, verdict(f_prepare, 0.5));
-    std::printf("  column loop            %6.2f s  %.3f\n", t_loop, f_loop);
-    std::printf("  down_proj calib. FP32  %6.2f s  %.3f  target >= 0.70  %s\n", t_down_f32, f_down, verdict(f_down, 0.7));
-    std::printf("  down_proj calib. BF16  %6.2f s  %.3f  target >= 0.75  %s\n", t_down_bf16, f_down_bf16,
-                verdict(f_down_bf16, 0.75));
+    const double f_hessian = mac_hessian / t_hessian / s_hessian.reference.f32;
+    const double f_hessian_bf16 = mac_hessian / t_hessian_bf16 / s_hessian_bf16.reference.bf16;
+    const double f_prepare = mac_prepare / t_prepare / s_prepare.reference.f32, f_loop = mac_loop / t_loop / s_loop.reference.f32;
+    const double f_down = mac_down / t_down_f32 / s_down_f32.reference.f32;
+    const double f_down_bf16 = mac_down / t_down_bf16 / s_down_bf16.reference.bf16;
+    std::printf("\nsummary (best of %d runs; fractions of the %zu-thread oneDNN rate of the step's dtype measured next to it,\n"
+                "G multiply-add/s in brackets; the rates of the whole run ranged FP32 %.1f-%.1f, BF16 %.1f-%.1f):\n",
+                args.repeats, threads, std::min(onednn_start.f32, onednn_end.f32) / 1e9, best / 1e9,
+                std::min(onednn_start.bf16, onednn_end.bf16) / 1e9, best_bf16 / 1e9);
+    auto line = [&](const char* name, double seconds, double fraction, double reference, double target, const char* extra) {
+        std::printf("  %-22s %6.2f s  %.3f [%5.1f]", name, seconds, fraction, reference / 1e9);
+        if (target > 0) std::printf("  target >= %.2f  %s", target, verdict(fraction, target));
+        std::printf("%s\n", extra);
+    };
+    line("Hessian FP32", t_hessian, f_hessian, s_hessian.reference.f32, 0.7, "  (torch 2.7-3.4 s)");
+    line("Hessian BF16", t_hessian_bf16, f_hessian_bf16, s_hessian_bf16.reference.bf16, 0.6, "");
+    line("preparation", t_prepare, f_prepare, s_prepare.reference.f32, 0.5, "");
+    line("column loop", t_loop, f_loop, s_loop.reference.f32, 0, "");
+    line("down_proj calib. FP32", t_down_f32, f_down, s_down_f32.reference.f32, 0.7, "");
+    line("down_proj calib. BF16", t_down_bf16, f_down_bf16, s_down_bf16.reference.bf16, 0.75, "");
     if (speedup > 0)
         std::printf("  shared gate/up Hessian, E=%lld: %.2fx faster than per-Linear (ideal %.2fx)\n",
                     static_cast<long long>(args.experts), speedup, ideal_speedup);
@@ -532,6 +551,12 @@ int main(int argc, char** argv) {
                               {"hessian_f32_s", t_hessian}, {"hessian_bf16_s", t_hessian_bf16},
                               {"prepare_s", t_prepare}, {"loop_s", t_loop},
                               {"down_calibration_f32_s", t_down_f32}, {"down_calibration_bf16_s", t_down_bf16},
+                              {"reference_f32_macs_per_s", boost::json::object{{"hessian", s_hessian.reference.f32},
+                                                                              {"prepare", s_prepare.reference.f32},
+                                                                              {"loop", s_loop.reference.f32},
+                                                                              {"down_calibration", s_down_f32.reference.f32}}},
+                              {"reference_bf16_macs_per_s", boost::json::object{{"hessian", s_hessian_bf16.reference.bf16},
+                                                                               {"down_calibration", s_down_bf16.reference.bf16}}},
                               {"hessian_f32_fraction", f_hessian}, {"hessian_bf16_fraction", f_hessian_bf16},
                               {"prepare_fraction", f_prepare}, {"loop_fraction", f_loop},
                               {"down_calibration_f32_fraction", f_down}, {"down_calibration_bf16_fraction", f_down_bf16}};

@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -70,6 +71,23 @@ OnednnRates onednn_rates(std::int64_t n, int threads, int repeats) {
     }
     set_openmp_threads(1);
     return r;
+}
+
+TimedStep time_against_reference(int repeats, int threads, const std::function<void()>& step) {
+    TimedStep timed;
+    auto measure = [&] {
+        const OnednnRates r = onednn_rates(2048, threads, 2);
+        timed.reference.f32 = std::max(timed.reference.f32, r.f32);
+        timed.reference.bf16 = std::max(timed.reference.bf16, r.bf16);
+        timed.reference.bf16_kernel = r.bf16_kernel;
+    };
+    timed.seconds = 1e30;
+    for (int i = 0; i < std::max(repeats, 1); ++i) {
+        measure();
+        timed.seconds = std::min(timed.seconds, best_seconds(1, step));
+    }
+    measure();
+    return timed;
 }
 
 }  // namespace moequant::bench

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace moequant::bench {
@@ -20,5 +21,16 @@ struct OnednnRates {
 // (Debian's oneDNN threads with OpenMP; the thread count is restored to one afterwards, as
 // moequant's own BF16 products expect).
 OnednnRates onednn_rates(std::int64_t n, int threads, int repeats);
+
+// A step timed next to its reference: the best of `repeats` runs of `step`, with oneDNN's
+// rates (2048^3, best of 2) measured before each run and after the last. `reference` holds the
+// fastest of those measurements, per dtype: conservative, and local in time. The build VM's
+// rates drift by up to 2x within one run (a neighbour on the sibling hyperthreads), so a
+// reference measured minutes away can make a step look twice as fast or as slow as it is.
+struct TimedStep {
+    double seconds = 0;
+    OnednnRates reference;
+};
+TimedStep time_against_reference(int repeats, int threads, const std::function<void()>& step);
 
 }  // namespace moequant::bench
