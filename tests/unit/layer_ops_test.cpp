@@ -11,6 +11,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -180,6 +181,30 @@ BOOST_AUTO_TEST_CASE(linear_into_writes_the_bytes_of_linear_with_bf16_products,
                      *boost::unit_test::precondition(bf16_products_here)) {
     const ComputeDtypeScope products;
     check_linear_into_matches_linear();
+}
+
+// The silu activations take their exps in vector blocks of 512: the bytes of the one-value
+// formulas, over three blocks and a tail, with gates large enough to overflow exp(-g).
+BOOST_AUTO_TEST_CASE(silu_activations_give_the_bytes_of_the_scalar_formulas) {
+    const std::size_t n = 3 * 512 + 77;
+    std::mt19937_64 rng(7);
+    std::normal_distribution<float> normal(0.0f, 4.0f);
+    std::vector<float> gate(n), up(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        gate[i] = i % 97 == 0 ? -100.0f - static_cast<float>(i % 13) : normal(rng);
+        up[i] = normal(rng);
+    }
+    auto bf16 = [](float v) { return bf16_to_f32(f32_to_bf16(v)); };
+    std::vector<float> plain = gate, rounded = gate;
+    apply_gated_activation({}, plain.data(), up.data(), static_cast<std::int64_t>(n));
+    apply_gated_activation_bf16({}, rounded.data(), up.data(), static_cast<std::int64_t>(n));
+    for (std::size_t i = 0; i < n; ++i) {
+        const float want = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+        const float g = bf16(gate[i]);
+        const float want_bf16 = bf16(bf16(g / (1.0f + std::exp(-g))) * bf16(up[i]));
+        BOOST_TEST(std::bit_cast<std::uint32_t>(plain[i]) == std::bit_cast<std::uint32_t>(want));
+        BOOST_TEST(std::bit_cast<std::uint32_t>(rounded[i]) == std::bit_cast<std::uint32_t>(want_bf16));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(an_expert_matrix_of_another_shape_is_refused) {

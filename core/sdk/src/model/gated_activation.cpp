@@ -1,6 +1,7 @@
 #include <moequant/gated_activation.hpp>
 
 #include <moequant/dtype_convert.hpp>
+#include <moequant/vector_exp.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,21 @@ namespace {
 float sigmoid(float x) noexcept { return 1.0f / (1.0f + std::exp(-x)); }
 float bf16(float v) noexcept { return bf16_to_f32(f32_to_bf16(v)); }
 
+// silu's exp(-g) for blocks of gate values at a time (exp_values: std::exp's bits, vectorized),
+// g = input(gate[i]); then set(i, &exp(-g)) for each i of the block. The same values as
+// std::exp(-g) one at a time.
+template <class Input, class Set>
+void for_each_block_of_exps(const float* gate, std::int64_t n, Input input, Set set) noexcept {
+    constexpr std::int64_t block = 512;
+    float e[block];
+    for (std::int64_t b0 = 0; b0 < n; b0 += block) {
+        const std::int64_t m = std::min(block, n - b0);
+        for (std::int64_t i = 0; i < m; ++i) e[i] = -input(gate[b0 + i]);
+        exp_values(e, e, static_cast<std::size_t>(m));
+        for (std::int64_t i = 0; i < m; ++i) set(b0 + i, e + i);
+    }
+}
+
 }  // namespace
 
 float gated_activation(const GatedActivation& a, float gate, float up) noexcept {
@@ -22,7 +38,9 @@ float gated_activation(const GatedActivation& a, float gate, float up) noexcept 
 
 void apply_gated_activation(const GatedActivation& a, float* gate, const float* up, std::int64_t n) noexcept {
     if (a.kind == GatedActivationKind::silu) {
-        for (std::int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+        for_each_block_of_exps(gate, n, [](float g) { return g; }, [&](std::int64_t i, const float* e) {
+            gate[i] = gate[i] / (1.0f + e[0]) * up[i];
+        });
         return;
     }
     for (std::int64_t i = 0; i < n; ++i) gate[i] = gated_activation(a, gate[i], up[i]);
@@ -33,10 +51,10 @@ void apply_gated_activation(const GatedActivation& a, float* gate, const float* 
 // (u + 1) * glu, each step a BF16 tensor.
 void apply_gated_activation_bf16(const GatedActivation& a, float* gate, const float* up, std::int64_t n) noexcept {
     if (a.kind == GatedActivationKind::silu) {
-        for (std::int64_t i = 0; i < n; ++i) {
+        for_each_block_of_exps(gate, n, bf16, [&](std::int64_t i, const float* e) {
             const float g = bf16(gate[i]);
-            gate[i] = bf16(bf16(g / (1.0f + std::exp(-g))) * bf16(up[i]));
-        }
+            gate[i] = bf16(bf16(g / (1.0f + e[0])) * bf16(up[i]));
+        });
         return;
     }
     for (std::int64_t i = 0; i < n; ++i) {
