@@ -74,6 +74,21 @@ fs::path write_inputs(const fs::path& folder, std::int64_t layer, std::span<cons
     return file;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A cost `total` at `tokens` tokens of which the steps timed as `per_token_part` grow with the
+// tokens and the rest does not. Fitting a line through two totals instead loses the per-token
+// part when the fixed one (decoding a full-size layer's experts, about 10 s) is larger than the
+// difference and noisier: the slope came out negative and was clamped to 0.
+LinearCost split_cost(double total, double per_token_part, std::int64_t tokens) {
+    LinearCost c;
+    c.per_token = per_token_part / static_cast<double>(tokens);
+    c.fixed = std::max(0.0, total - per_token_part);
+    return c;
+}
+
 // Runs `run` (one measured probe at a number of tokens) at both sizes and fits its costs.
 template <class Probe, class Run>
 void fit_two_sizes(Probe& probe, std::int64_t small, std::int64_t large, const Run& run) {
@@ -101,19 +116,33 @@ ForwardProbe probe_forward(const DecoderForward& forward, const Checkpoint& sour
     probe.layer = moe.layer;
     map_large_buffers();
     const OneThread one_thread;
+    double warm = 0;  // the larger size run again through the same layer: without its decoding
     auto run = [&](std::int64_t tokens) {
-        const MeasuredWork m = measure_work([&] {
-            const auto layer = forward.layer(moe.layer);  // decoded anew: its weights are part of the cost
+        // A new layer object decodes its weights at its first call: they are part of the cost.
+        auto layer = forward.layer(moe.layer);
+        const std::int64_t lengths[] = {tokens};
+        auto pass = [&] {
             std::vector<float> x(rows.begin(), rows.begin() + tokens * h);
-            const std::int64_t lengths[] = {tokens};
             std::vector<float> u = layer->attention(x, lengths);
             layer->mlp(u, x, {}, nullptr);
-            if (tokens == large) probe.mlp_inputs = std::move(u);
-        });
+            return u;
+        };
+        std::vector<float> u;
+        const MeasuredWork m = measure_work([&] { u = pass(); });
+        if (tokens == large) {  // again, outside the measured peak
+            probe.mlp_inputs = std::move(u);
+            const auto start = std::chrono::steady_clock::now();
+            (void)pass();
+            warm = seconds_since(start);
+        }
+        layer.reset();
         release_layer_pages(source, moe);
         return m;
     };
     fit_two_sizes(probe, small, large, run);
+    // The larger run's first pass decoded the layer (fixed); the second one is the work that
+    // grows with the tokens (the routed experts are decoded on every call: per batch, as in a run).
+    probe.seconds = split_cost(probe.seconds.at(static_cast<double>(large)) - warm, warm, large);
     return probe;
 }
 
@@ -166,7 +195,9 @@ QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quanti
     map_large_buffers();
     const OneThread one_thread;
     const ScratchFolder scratch;
-    std::vector<double> shared;  // seconds of the layer's shared gate/up Hessian, per size
+    // At the larger size, the steps that grow with the tokens timed apart: the layer's gate/up
+    // Hessian (shared), the expert's down_proj calibration; and the gate/up preparation (shared, fixed).
+    double input_hessian = 0, preparation = 0, down_calibration = 0;
     auto run = [&](std::int64_t tokens) {
         const CalibrationActivations recorded = CalibrationActivations::open(write_inputs(scratch.path, layer.layer, inputs, h, tokens));
         CalibratedLayerJob calibrated;
@@ -179,13 +210,25 @@ QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quanti
         DiscardingSink sink;
         const MeasuredWork m = measure_work([&] { quantize_calibrated_layer(calibrated, one, sink); });
         release_layer_pages(*job.source, layer);
-        const auto start = std::chrono::steady_clock::now();
-        calibration->prepare_calibration(expert_input_hessian(recorded, layer.layer, ExpertTokens{}));
-        shared.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        if (tokens != large) return m;
+        auto start = std::chrono::steady_clock::now();
+        const Tensor hessian = expert_input_hessian(recorded, layer.layer, ExpertTokens{});
+        input_hessian = seconds_since(start);
+        start = std::chrono::steady_clock::now();
+        (void)calibration->prepare_calibration(hessian);
+        preparation = seconds_since(start);
+        const ExpertPlan& expert = one.experts.front();
+        const Tensor gate = load_expert_matrix(*job.source, expert.weights[static_cast<int>(Projection::gate)]);
+        const Tensor up = load_expert_matrix(*job.source, expert.weights[static_cast<int>(Projection::up)]);
+        start = std::chrono::steady_clock::now();
+        (void)down_proj_hessian(recorded, layer.layer, ExpertTokens{}, gate, up, job.plan->expert_activation);
+        down_calibration = seconds_since(start);
+        release_layer_pages(*job.source, layer);
         return m;
     };
     fit_two_sizes(probe, small, large, run);
-    probe.shared_seconds = LinearCost::through(static_cast<double>(small), shared[0], static_cast<double>(large), shared[1]);
+    probe.seconds = split_cost(probe.seconds.at(static_cast<double>(large)), input_hessian + down_calibration, large);
+    probe.shared_seconds = split_cost(input_hessian + preparation, input_hessian, large);
     return probe;
 }
 
