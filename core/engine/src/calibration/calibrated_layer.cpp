@@ -27,7 +27,6 @@ namespace {
 
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-constexpr std::int64_t chunk_tokens = 1024;  // tokens per step of an expert's Hessians
 
 RowMajor to_f32(const Tensor& bf16_matrix) {
     RowMajor m(bf16_matrix.shape()[0], bf16_matrix.shape()[1]);
@@ -49,7 +48,7 @@ void for_each_down_input_chunk(const CalibrationActivations& calibration, std::i
     std::optional<RowMajor> wg, wu;  // FP32 copies, made when a chunk needs them
     const std::int64_t inter = gate.shape()[0], hidden = gate.shape()[1];
     std::vector<std::uint16_t> x_bf16;
-    for_each_input_chunk(calibration, layer, tokens, chunk_tokens, [&](const InputRows& rows) {
+    for_each_input_chunk(calibration, layer, tokens, calibration_chunk_tokens, [&](const InputRows& rows) {
         RowMajor g(rows.rows(), inter), u(rows.rows(), inter);
         if (bf16_weights && bf16_exact(rows.data(), static_cast<std::size_t>(rows.size()))) {
             x_bf16.resize(static_cast<std::size_t>(rows.size()));
@@ -84,7 +83,7 @@ Tensor expert_input_hessian(const CalibrationActivations& calibration, std::int6
         for (const auto& [begin, end] : calibration.token_ranges())
             h.add(TensorView{x.dtype, {end - begin, x.shape[1]}, x.bytes.subspan(begin * width, (end - begin) * width)});
     } else {
-        for_each_input_chunk(calibration, layer, tokens, chunk_tokens, [&](const InputRows& rows) { h.add(rows.data(), rows.rows()); });
+        for_each_input_chunk(calibration, layer, tokens, calibration_chunk_tokens, [&](const InputRows& rows) { h.add(rows.data(), rows.rows()); });
     }
     return h.finish(calibration.samples());
 }

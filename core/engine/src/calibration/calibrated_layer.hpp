@@ -20,9 +20,13 @@
 #include <moequant/output_format.hpp>
 #include <moequant/quantizer.hpp>
 
+#include <cstdint>
 #include <functional>
 
 namespace moequant {
+
+// Tokens per step of an expert's Hessians (its inputs read, its products run, a chunk at a time).
+inline constexpr std::int64_t calibration_chunk_tokens = 1024;
 
 struct CalibratedLayerJob {
     // The quantizer: each matrix goes through the calibration facet of quantizer_for(its role)
