@@ -48,8 +48,10 @@ void for_each_down_input_chunk(const CalibrationActivations& calibration, std::i
     std::optional<RowMajor> wg, wu;  // FP32 copies, made when a chunk needs them
     const std::int64_t inter = gate.shape()[0], hidden = gate.shape()[1];
     std::vector<std::uint16_t> x_bf16;
+    RowMajor g, u;  // reused by every chunk, not faulted in anew
     for_each_input_chunk(calibration, layer, tokens, calibration_chunk_tokens, [&](const InputRows& rows) {
-        RowMajor g(rows.rows(), inter), u(rows.rows(), inter);
+        g.resize(rows.rows(), inter);
+        u.resize(rows.rows(), inter);
         if (bf16_weights && bf16_exact(rows.data(), static_cast<std::size_t>(rows.size()))) {
             x_bf16.resize(static_cast<std::size_t>(rows.size()));
             convert_f32_to_bf16(rows.data(), x_bf16.data(), x_bf16.size());
