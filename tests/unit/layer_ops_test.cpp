@@ -14,6 +14,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 using namespace moequant;
@@ -193,6 +194,14 @@ BOOST_AUTO_TEST_CASE(silu_activations_give_the_bytes_of_the_scalar_formulas) {
     for (std::size_t i = 0; i < n; ++i) {
         gate[i] = i % 97 == 0 ? -100.0f - static_cast<float>(i % 13) : normal(rng);
         up[i] = normal(rng);
+    }
+    // The BF16 rounding's edges: NaN kept quiet, infinities, a finite value that rounds to inf,
+    // a tie to even.
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    const float edges[] = {nan, -nan, inf, -inf, std::numeric_limits<float>::max(), std::bit_cast<float>(0x3F808000u)};
+    for (std::size_t k = 0; k < std::size(edges); ++k) {
+        gate[100 + k] = edges[k];
+        up[200 + k] = edges[k];
     }
     auto bf16 = [](float v) { return bf16_to_f32(f32_to_bf16(v)); };
     std::vector<float> plain = gate, rounded = gate;
