@@ -114,7 +114,9 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
         ("family", po::value(&family)->value_name("F"),
          "family adapter id, model_type or release (e.g. deepseek_v3, kimi_k2, mixtral; releases: minimax_m27 "
          "MiniMax-M2.7, kimi_k26 Kimi-K2.6; `moequant plugins` lists them)")
-        ("preset", po::value(&preset)->value_name("tiny|small")->default_value("tiny"), "model size")
+        ("preset", po::value(&preset)->value_name("tiny|small|full")->default_value("tiny"),
+         "model size; full (deepseek_v3): the released sizes, every value zero, written as sparse files that take "
+         "almost no disk, for --dry-run's memory and time estimates")
         ("dtype", po::value(&dtype)->value_name("D")->default_value("bf16"),
          "bf16; fp16: the same in F16 (torch_dtype float16); fp8: FP8 E4M3 with 128x128 block scales (weight_scale_inv); fp8-channel: "
          "compressed-tensors FP8 with per-channel BF16 scales (weight_scale) and input_scale; int4-ct: routed "
@@ -139,12 +141,15 @@ int run_synth_command(const std::vector<std::string>& args, GlobalOptions global
         ("overwrite", po::bool_switch(&overwrite),
          "replace an existing output folder (only what synth or a conversion writes) and --activations file");
     if (!parse_command(args, options, globals,
-                       {"moequant synth --family F [--preset tiny|small] [--dtype D] [--seed N] --out DIR",
+                       {"moequant synth --family F [--preset tiny|small|full] [--dtype D] [--seed N] --out DIR",
                         "Writes a random checkpoint in the family's exact on-disk conventions: config.json\n"
                         "with the real field names, shards named as the real model names them, an index,\n"
                         "FP8 block scales (edge blocks included, one scale in another shard than its\n"
                         "weight), MTP layers, buffers, dense and shared-expert layers, a working\n"
-                        "tokenizer.json. Sizes are small but meet the AMX and GPU kernels' rules."}))
+                        "tokenizer.json. Sizes are small but meet the AMX and GPU kernels' rules;\n"
+                        "--preset full (deepseek_v3) writes the released sizes, every value zero, as\n"
+                        "sparse files: a 688 GB checkpoint in a few MB of disk, to plan a full-size\n"
+                        "run with --dry-run."}))
         return 0;
     if (family.empty()) throw_usage_error("synth needs --family", {.hint = "moequant synth --help"});
     if (out.empty()) throw_usage_error("synth needs --out DIR");

@@ -103,6 +103,9 @@ constexpr Preset tiny{{256, 3, 8, 2, 256, 2, 2, 0, 512}, 320, 1, 2, 1, 192, 128,
 constexpr Preset small{{512, 6, 16, 4, 512, 4, 4, 0, 1024}, 704, 2, 4, 2, 384, 256, 64, 32, 64, 4, 64, 256};
 // GLM-5: one expert group, and MLA heads in GLM-5's proportions (qk_nope 192 : rope 64 : v 256,
 // so v_head_dim differs from qk_nope_head_dim and equals qk_head_dim).
+// DeepSeek-V3's released sizes (model-families.md §5.1), for `--preset full`: written sparse,
+// every value zero (SynthSettings::full).
+constexpr Preset full_size{{7168, 61, 256, 8, 2048, 128, 128, 0, 129280}, 18432, 3, 8, 4, 1536, 512, 128, 64, 128, 64, 128, 2048};
 constexpr Preset glm5_tiny{{256, 3, 8, 2, 256, 2, 2, 0, 512}, 320, 1, 1, 1, 192, 128, 48, 16, 64, 2, 64, 64};
 constexpr Preset glm5_small{{512, 6, 16, 4, 512, 4, 4, 0, 1024}, 704, 2, 1, 1, 384, 256, 96, 32, 128, 4, 64, 256};
 
@@ -121,7 +124,7 @@ public:
     }
 
     void synthesize(const std::filesystem::path& directory, const Options& options) const override {
-        const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"}, rules().releases);
+        const SynthSettings s = read_synth_settings(options, rules().model_types, {"per-expert"}, rules().releases, {"deepseek_v3"});
         const bool k25 = s.model_type == "kimi_k25";
         const bool k26 = s.release == "kimi_k26";
         const bool kimi = s.model_type == "kimi_k2" || k25;
@@ -129,7 +132,7 @@ public:
         const bool dsa = s.model_type == "deepseek_v32" || glm5;  // a lightning indexer per layer
         // Kimi-K2.5 keeps the language model under `language_model.` (model-families-2026.md §2.2).
         const std::string lm = k25 ? "language_model." : "";
-        Preset p = glm5 ? (s.small ? glm5_small : glm5_tiny) : (s.small ? small : tiny);
+        Preset p = s.full ? full_size : glm5 ? (s.small ? glm5_small : glm5_tiny) : (s.small ? small : tiny);
         if (kimi) {  // Kimi-K2: one dense layer, a single expert group, no MTP layer
             p.first_dense = 1;
             p.groups = 1;
@@ -142,15 +145,19 @@ public:
                                                                                   "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>"};
         const SynthTokenizer tokenizer =
             glm5 ? glm_style_tokenizer(p.vocab)
-                 : make_synth_tokenizer({.vocab_size = p.vocab, .special_tokens = specials, .bos_token = specials[0],
+                 : make_synth_tokenizer({.vocab_size = s.full ? small.vocab : p.vocab, .special_tokens = specials, .bos_token = specials[0],
                                          .eos_token = specials[1]});
 
+        // The full preset's table is padded beyond its tokenizer, as the release's is.
+        const std::int64_t vocab = s.full ? p.vocab : tokenizer.vocab_size;
         json::value config_file = config(p, s, kimi, mtp_layers, tokenizer);
+        if (s.full) config_file.as_object()["vocab_size"] = vocab;
         if (k25) config_file = vlm_config(std::move(config_file), p);
         const bool fp8 = s.fp8;
         const std::int64_t H = p.hidden;
         FamilyCheckpoint checkpoint{.tokenizer = tokenizer, .config = std::move(config_file), .hidden = H, .root = lm + "model.",
                                     .head = lm + "lm_head.weight", .layers = p.layers + mtp_layers};
+        checkpoint.vocab = vocab;
         checkpoint.fp8_power_of_two_scales = s.model_type == "deepseek_v32";  // its config says scale_fmt ue8m0
         checkpoint.layer = [&](std::vector<SynthTensor>& t, const std::string& l, std::int64_t layer) {
             t.push_back(norm_weight(l + "input_layernorm.weight", H));
@@ -185,12 +192,12 @@ public:
                 add_swiglu(t, l + "mlp.shared_experts.", proj, p.expert_intermediate, H, fp8);
             }
             if (layer >= p.layers) {  // the MTP module's own tensors (README_WEIGHTS of DeepSeek-V3)
-                t.push_back(embedding_weight(l + "embed_tokens.weight", tokenizer.vocab_size, H));
+                t.push_back(embedding_weight(l + "embed_tokens.weight", vocab, H));
                 t.push_back(norm_weight(l + "enorm.weight", H));
                 t.push_back(norm_weight(l + "hnorm.weight", H));
                 t.push_back(linear_weight(l + "eh_proj.weight", H, 2 * H, fp8));
                 t.push_back(norm_weight(l + "shared_head.norm.weight", H));
-                t.push_back(bf16_tensor(l + "shared_head.head.weight", {tokenizer.vocab_size, H}));
+                t.push_back(bf16_tensor(l + "shared_head.head.weight", {vocab, H}));
             }
         };
         if (k25)  // a token vision tower and projector: not the language model's, copied as they are
@@ -205,7 +212,7 @@ public:
 
         // DeepSeek and Kimi-K2.6 pad the shard number to 5 digits and the total to 6; GLM pads
         // both to 5; Kimi-K2 pads neither.
-        checkpoint.shard_count = s.small ? 7 : 5;
+        checkpoint.shard_count = s.full ? 163 : s.small ? 7 : 5;  // the release has 163
         if (kimi && !k26) checkpoint.shard_name = &unpadded_shard_name;
         else if (!glm5) checkpoint.shard_name = [](std::size_t n, std::size_t c) { return padded_shard_name(n, c, 5, 6); };
         write_family_checkpoint(checkpoint, directory, s);

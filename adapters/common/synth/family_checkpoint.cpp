@@ -26,7 +26,7 @@ void write_family_checkpoint(const FamilyCheckpoint& checkpoint, const std::file
     model.config = checkpoint.config;
     add_tokenizer_files(model, checkpoint.tokenizer);
     auto& t = model.tensors;
-    const std::int64_t vocab = checkpoint.tokenizer.vocab_size, hidden = checkpoint.hidden;
+    const std::int64_t vocab = checkpoint.vocab > 0 ? checkpoint.vocab : checkpoint.tokenizer.vocab_size, hidden = checkpoint.hidden;
     if (checkpoint.before_embedding) checkpoint.before_embedding(t);
     t.push_back(embedding_weight(checkpoint.root + checkpoint.embedding, vocab, hidden));
     for (std::int64_t layer = 0; layer < checkpoint.layers; ++layer)

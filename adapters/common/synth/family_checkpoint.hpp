@@ -47,6 +47,10 @@ struct FamilyCheckpoint {
     SynthTokenizer tokenizer;
     boost::json::value config;
     std::int64_t hidden = 0;
+    // Rows of the embedding and the head; 0: the tokenizer's size. A released model's table is
+    // padded beyond its tokenizer (DeepSeek-V3: 129280 rows), more ids than the embedded text
+    // can train a tokenizer for.
+    std::int64_t vocab = 0;
     std::string root = "model.";                   // holds "embed_tokens.weight", "layers.<L>.", "norm.weight"
     std::string embedding = "embed_tokens.weight";  // under root
     std::string head = "lm_head.weight";            // not under root

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <span>
 
 namespace moequant::adapters {
 namespace {
@@ -156,6 +157,23 @@ void pretty(const json::value& v, std::string& out, int indent) {
     }
 }
 
+// A shard of `specs` whose data is all zeros, left as a hole: the header is written and the file
+// extended to its full size by its last byte, so the file system allocates next to nothing.
+void write_sparse_shard(const std::filesystem::path& path, std::vector<TensorSpec> specs) {
+    const auto [header, layout] = plan_safetensors_layout(std::move(specs), default_safetensors_metadata());
+    const std::uint64_t data_start = 8 + header.size(), end = data_start + (layout.empty() ? 0 : layout.back().end);
+    OutputFile file(path);  // no space reserved: the point is not to take it
+    unsigned char prefix[8];
+    for (int i = 0; i < 8; ++i) prefix[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(header.size()) >> (8 * i));
+    file.append(std::as_bytes(std::span<const unsigned char>(prefix, 8)));
+    file.append(header);
+    if (end > data_start) {
+        const std::byte zero{0};
+        file.write_at(end - 1, std::span(&zero, 1));
+    }
+    file.commit();
+}
+
 }  // namespace
 
 
@@ -188,7 +206,8 @@ std::string unpadded_shard_name(std::size_t number, std::size_t count) {
 }
 
 SynthSettings read_synth_settings(const Options& options, const std::vector<std::string>& model_types,
-                                  const std::vector<std::string>& layouts, const std::vector<SynthRelease>& releases) {
+                                  const std::vector<std::string>& layouts, const std::vector<SynthRelease>& releases,
+                                  const std::vector<std::string>& full_size_types) {
     auto one_of = [](const std::string& option, const std::string& value, const std::vector<std::string>& allowed) {
         if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
         std::string list;
@@ -212,8 +231,15 @@ SynthSettings read_synth_settings(const Options& options, const std::vector<std:
     if (release && release->model_type != s.model_type)
         throw_usage_error("release '" + s.release + "' has model_type '" + release->model_type + "', not '" + s.model_type + "'");
     std::string preset = options.get_string("preset", "tiny");
-    one_of("--preset", preset, {"tiny", "small"});
+    one_of("--preset", preset, {"tiny", "small", "full"});
     s.small = preset == "small";
+    s.full = preset == "full";
+    if (s.full && std::find(full_size_types.begin(), full_size_types.end(), s.model_type) == full_size_types.end()) {
+        std::string list;
+        for (const auto& t : full_size_types) list += (list.empty() ? "" : ", ") + t;
+        throw_usage_error("--preset full is not available for model_type '" + s.model_type + "'" +
+                          (list.empty() ? std::string(": this family has no full-size preset") : "; it is for: " + list));
+    }
     std::string dtype = options.get_string("dtype", "bf16");
     one_of("--dtype", dtype, {"bf16", "fp16", "fp8", "fp8-channel", "int4-ct", "mxfp4", "mxfp8", "gptq", "awq"});
     s.float16 = dtype == "fp16";
@@ -258,7 +284,13 @@ void write_synth_model(const SynthModel& model, const std::filesystem::path& dir
         std::vector<TensorSpec> specs;
         for (const auto& p : placed)
             if (p.shard == shard) specs.push_back(p.spec);
-        SafetensorsWriter writer = sharded.open_shard(model.shard_name(shard + 1, model.shard_count), specs);
+        const std::string name = model.shard_name(shard + 1, model.shard_count);
+        if (settings.full) {  // every value zero: nothing to compute or write
+            write_sparse_shard(directory / name, std::move(specs));
+            sharded.adopt_shard(name);
+            continue;
+        }
+        SafetensorsWriter writer = sharded.open_shard(name, specs);
         for (const auto& p : placed) {
             if (p.shard != shard) continue;
             const SynthTensor& t = model.tensors[p.source];

@@ -82,6 +82,10 @@ struct SynthSettings {
     std::string model_type;          // one of the family's model types (default: the first)
     std::string release;             // one of the family's releases, or empty (SynthRelease)
     bool small = false;              // preset "small" instead of "tiny"
+    // Preset "full": the released model's sizes with every value zero, written as sparse files
+    // (the data left as holes: a 688 GB DeepSeek-V3 takes a few MB of disk). For what depends
+    // only on sizes (--dry-run's memory, disk and time estimates), never for numerics.
+    bool full = false;
     bool fp8 = false;                // a quantized dtype: the family marks its linears F8_E4M3
     SynthEncoding encoding = SynthEncoding::bf16;  // --dtype: bf16, fp8 (block), fp8-channel, int4-ct, mxfp4, gptq
     // --dtype fp16: the BF16 tensors stored as F16 and config.json's torch_dtype float16, as
@@ -99,8 +103,11 @@ void write_synth_model(const SynthModel& model, const std::filesystem::path& dir
 
 // Reads and checks the options; Error(usage) naming the option and the allowed values. A
 // "release" must be one of `releases` and agree with "model_type" (which it sets when absent).
+// Preset "full" is refused unless the model type is one of `full_size_types` (the family knows
+// its released sizes).
 SynthSettings read_synth_settings(const Options& options, const std::vector<std::string>& model_types,
-                                  const std::vector<std::string>& layouts, const std::vector<SynthRelease>& releases = {});
+                                  const std::vector<std::string>& layouts, const std::vector<SynthRelease>& releases = {},
+                                  const std::vector<std::string>& full_size_types = {});
 
 // "model-00001-of-000163.safetensors": `number_digits` / `count_digits` zero-padded fields.
 std::string padded_shard_name(std::size_t number, std::size_t count, int number_digits, int count_digits);
