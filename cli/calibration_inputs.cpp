@@ -54,7 +54,7 @@ void check_calibration_options(const CalibrationInputOptions& o) {
 }
 
 CalibrationInputs::CalibrationInputs(const Registry& registry, const PlannedSource& source,
-                                     const CalibrationInputOptions& options, bool overwrite)
+                                     const CalibrationInputOptions& options, bool overwrite, bool estimate_only)
     : options_(options) {
     const CommandInputs inputs{.folders = {source.checkpoint.directory()},
                                .files = options.activations.empty() ? dataset_files(options.dataset)
@@ -68,10 +68,12 @@ CalibrationInputs::CalibrationInputs(const Registry& registry, const PlannedSour
         CalibrationSamples tokenized = load_text_calibration(registry, source, text);
         forward_ = source_decoder_forward(registry, source, source.plan);
         const std::uint64_t budget = memory_limit_bytes(options.max_memory_gb);
-        scratch_ = std::make_unique<ScratchFolder>(scratch_bytes(tokenized.tokens(), source.plan.hidden_size, true, budget > 0));
+        // A dry run writes no layer files: its free space is not checked (its probes' few files are small).
+        scratch_ = std::make_unique<ScratchFolder>(
+            estimate_only ? 0 : scratch_bytes(tokenized.tokens(), source.plan.hidden_size, true, budget > 0));
         sequential_.emplace(*forward_, source.plan, std::move(tokenized.samples), scratch_->path(),
                             options.save_activations.empty() ? std::nullopt : std::optional<fs::path>(options.save_activations),
-                            options.routed_only, budget, &Cluster::world());
+                            options.routed_only, budget, &Cluster::world(), estimate_only);
     } else if (!options.activations.empty()) {
         recorded_.emplace(CalibrationActivations::open(options.activations));
         recorded_->select(options.samples, options.max_length);

@@ -51,8 +51,10 @@ void check_calibration_options(const CalibrationInputOptions& options);
 // --save-activations file against the command's inputs before any work.
 class CalibrationInputs {
 public:
+    // `estimate_only` (--dry-run): a dataset is tokenized and planned but its hidden states are
+    // not allocated (SequentialCalibration's estimate_only).
     CalibrationInputs(const Registry& registry, const PlannedSource& source, const CalibrationInputOptions& options,
-                      bool overwrite);
+                      bool overwrite, bool estimate_only = false);
     ~CalibrationInputs();
     CalibrationInputs(const CalibrationInputs&) = delete;
     CalibrationInputs& operator=(const CalibrationInputs&) = delete;

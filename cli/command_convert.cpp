@@ -311,7 +311,7 @@ int run_convert_command(const std::vector<std::string>& args, GlobalOptions glob
     ConversionJob job = convert_job(request, plugins, source);
     std::optional<CalibrationInputs> calibration;
     if (request.calibrate) {
-        calibration.emplace(registry, source, request.data, request.overwrite);
+        calibration.emplace(registry, source, request.data, request.overwrite, request.dry_run);
         calibration->attach(job);
     }
     return run_conversion_command({

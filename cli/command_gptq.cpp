@@ -317,7 +317,7 @@ int run_gptq_command(const std::vector<std::string>& args, GlobalOptions globals
     const std::set<std::int64_t> kept_layers = unquantized_layers(request.ignore, source.plan);
     // GPTQ's data: a dataset through the family's forward layer by layer, or recorded inputs.
     std::optional<CalibrationInputs> calibration;
-    if (plugins.calibrated) calibration.emplace(registry, source, request.data, request.overwrite);
+    if (plugins.calibrated) calibration.emplace(registry, source, request.data, request.overwrite, request.dry_run);
     ConversionJob job = gptq_job(request, scheme, plugins, source, kept_layers);
     if (calibration) calibration->attach(job);
     return run_conversion_command({

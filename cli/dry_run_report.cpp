@@ -101,8 +101,10 @@ int report_dry_run(const ConversionJob& job, const std::string& method) {
     if (need != total) std::cout << ", " << with_commas(need) << " of them still to write";
     std::cout << "\nfree at the output: " << with_commas(free) << " bytes (" << human_bytes(free) << "): "
               << (need <= free ? "fits" : "does not fit") << "\n";
-    check_free_disk(*plan, job.output);
+    // The estimate first: a plan that does not fit is still worth its figures; then the refusal
+    // the run would meet (exit 5).
     print_estimate(estimate_conversion(job), need);
+    check_free_disk(*plan, job.output);
     return 0;
 }
 

@@ -1,4 +1,6 @@
-// `synth --preset full`: DeepSeek-V3 at its released sizes, written sparse.
+// `synth --preset full`: DeepSeek-V3 at its released sizes, written sparse, and what it is for:
+// a dry run that plans a full-size calibration (its hidden states alone 28 GiB) without
+// allocating it.
 
 #include "test_support.hpp"
 
@@ -10,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 using namespace moequant;
@@ -81,6 +84,33 @@ BOOST_AUTO_TEST_CASE(families_without_release_sizes_refuse_the_full_preset) {
     BOOST_TEST(r.exit_code == 2);
     BOOST_TEST(r.err.find("--preset full") != std::string::npos);
     BOOST_TEST(!fs::exists(dir / "q"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Minutes under ASan for a plan the release build checks: registered without the sanitizers.
+BOOST_AUTO_TEST_SUITE(full_size_dry_run)
+
+BOOST_AUTO_TEST_CASE(a_full_size_gptq_is_planned_without_allocating_its_hidden_states) {
+    TempDir dir;
+    const fs::path model = synth_full(dir);
+    // 512 rows, each long enough for 2048 tokens: the projection's 512 x 2048.
+    const fs::path data = dir / "calibration.jsonl";
+    {
+        std::string text;
+        while (text.size() < 16000) text += "The quick brown fox jumps over the lazy dog, and then it rests by the river bank. ";
+        std::ofstream out(data);
+        for (int i = 0; i < 512; ++i) out << "{\"text\": \"" << i << " " << text << "\"}\n";
+    }
+    const auto r = run_command({host_executable().string(), "gptq", "--model_id", model.string(), "--output_dir",
+                                (dir / "out").string(), "--quant_type", "W4A16", "--dataset", data.string(), "--dry-run"});
+    // The output (346 GiB) fits few disks: then the plan is printed and refused as the run would be.
+    BOOST_TEST((r.exit_code == 0 || r.exit_code == 5), r.err);
+    BOOST_TEST(r.out.find("28.0 GiB  the samples' hidden states") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("58 MoE layer(s) (3-60) x 256 routed experts") != std::string::npos);
+    BOOST_TEST(r.out.find("one expert quantized on 1048576 tokens") != std::string::npos);
+    BOOST_TEST(r.out.find("time: about") != std::string::npos);
+    BOOST_TEST(!fs::exists(dir / "out" / "model.safetensors.index.json"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

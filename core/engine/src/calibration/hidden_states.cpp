@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,7 +15,22 @@ HiddenStates::HiddenStates(std::int64_t tokens, std::int64_t hidden, const std::
     : tokens_(tokens), hidden_(hidden), file_(file) {
     const auto bytes = static_cast<std::size_t>(tokens * hidden) * sizeof(float);
     if (file.empty() || bytes == 0) {
-        memory_.assign(static_cast<std::size_t>(tokens * hidden), 0.0f);
+        // More than the machine has would end in the kernel's OOM killer or a bare bad_alloc.
+        const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+        const double physical = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+        const auto too_large = [&] {
+            return Error(ErrorKind::usage,
+                         "the calibration samples' hidden states need " + std::to_string(bytes >> 20) +
+                             " MiB of memory, more than this machine has",
+                         {.code = "OutOfMemory",
+                          .hint = "pass --max-memory GB: beyond half of it the hidden states go to a mapped scratch file"});
+        };
+        if (physical > 0 && static_cast<double>(bytes) > physical) throw too_large();
+        try {
+            memory_.assign(static_cast<std::size_t>(tokens * hidden), 0.0f);
+        } catch (const std::bad_alloc&) {
+            throw too_large();
+        }
         data_ = memory_.data();
         return;
     }

@@ -69,7 +69,14 @@ struct SequentialCalibration::State {
     fs::path current_file;
     std::optional<SafetensorsWriter> saved;
     bool routed_only = false;
+    bool estimate_only = false;  // x holds the leading batches only
+    std::int64_t held_tokens = 0;  // the rows x holds
+    bool states_mapped = false;  // where the run keeps x: a mapped scratch file
     std::string digest;
+
+    void check_runnable() const {
+        if (estimate_only) throw Error(ErrorKind::internal, "a calibration planned for an estimate cannot run layers");
+    }
 
     State(const DecoderForward& f, const ModelPlan& p) : forward(f), plan(p) {}
 
@@ -110,7 +117,7 @@ struct SequentialCalibration::State {
 SequentialCalibration::SequentialCalibration(const DecoderForward& forward, const ModelPlan& plan,
                                              std::vector<std::vector<std::int32_t>> samples, fs::path scratch,
                                              std::optional<fs::path> save_activations, bool routed_only,
-                                             std::uint64_t max_memory, Cluster* cluster)
+                                             std::uint64_t max_memory, Cluster* cluster, bool estimate_only)
     : state_(std::make_unique<State>(forward, plan)) {
     State& s = *state_;
     if (samples.empty()) throw Error(ErrorKind::input, "no calibration samples", {.code = "BadDataset"});
@@ -136,15 +143,25 @@ SequentialCalibration::SequentialCalibration(const DecoderForward& forward, cons
     const std::uint64_t state_bytes = static_cast<std::uint64_t>(s.local_tokens * h) * sizeof(float);
     // Under a budget: the hidden states go to a mapped scratch file once they would take more
     // than half of it, and the blocks are small enough for their working memory to fit the rest.
-    const bool mapped = max_memory > 0 && state_bytes > max_memory / 2;
-    s.x = std::make_unique<detail::HiddenStates>(s.local_tokens, h, mapped ? s.scratch / "hidden-states.f32" : fs::path());
+    s.states_mapped = max_memory > 0 && state_bytes > max_memory / 2;
+    s.estimate_only = estimate_only;
+    if (estimate_only) {  // the leading batches, at least a block's worth of tokens: what the probes embed
+        std::size_t last = s.first_batch;
+        s.held_tokens = 0;
+        while (last < s.last_batch && s.held_tokens < detail::calibration_block_tokens) s.held_tokens += s.batch_tokens(last++);
+        s.last_batch = last;
+        s.x = std::make_unique<detail::HiddenStates>(s.held_tokens, h, fs::path());
+    } else {
+        s.held_tokens = s.local_tokens;
+        s.x = std::make_unique<detail::HiddenStates>(s.local_tokens, h, s.states_mapped ? s.scratch / "hidden-states.f32" : fs::path());
+    }
     for (std::size_t b = s.first_batch; b < s.last_batch; ++b) {
         std::vector<std::int32_t> ids;
         for (std::size_t i = s.batches[b].first; i < s.batches[b].second; ++i) ids.insert(ids.end(), samples[i].begin(), samples[i].end());
         const std::vector<float> embedded = forward.embed(ids);
         std::copy(embedded.begin(), embedded.end(), s.batch_rows(b).begin());
     }
-    if (save_activations && s.cluster->root()) {  // rank 0 receives every block's inputs
+    if (save_activations && s.cluster->root() && !estimate_only) {  // rank 0 receives every block's inputs
         std::vector<TensorSpec> specs{{"sample_lengths", DType::I64, {static_cast<std::int64_t>(s.lengths.size())}}};
         for (const auto& l : plan.moe_layers)
             specs.push_back({CalibrationActivations::tensor_name(l.layer), DType::BF16, {s.tokens, h}});
@@ -162,7 +179,8 @@ const std::string& SequentialCalibration::digest() const noexcept { return state
 std::int64_t SequentialCalibration::samples() const noexcept { return static_cast<std::int64_t>(state_->lengths.size()); }
 std::int64_t SequentialCalibration::tokens() const noexcept { return state_->tokens; }
 std::size_t SequentialCalibration::batches() const noexcept { return state_->batches.size(); }
-bool SequentialCalibration::hidden_states_on_disk() const noexcept { return state_->x->mapped(); }
+bool SequentialCalibration::hidden_states_on_disk() const noexcept { return state_->states_mapped; }
+std::int64_t SequentialCalibration::local_tokens() const noexcept { return state_->local_tokens; }
 const DecoderForward& SequentialCalibration::forward() const noexcept { return state_->forward; }
 
 std::int64_t SequentialCalibration::largest_batch_tokens() const noexcept {
@@ -176,12 +194,13 @@ std::int64_t SequentialCalibration::batch_token_limit() const noexcept { return 
 std::vector<float> SequentialCalibration::embedded_rows(std::int64_t n) const {
     State& s = *state_;
     if (s.next != 0 || s.layer) throw Error(ErrorKind::internal, "the embedded rows are gone once a layer ran");
-    const std::span<const float> rows = s.x->rows(0, std::min(n, s.local_tokens));
+    const std::span<const float> rows = s.x->rows(0, std::min(n, s.held_tokens));
     return {rows.begin(), rows.end()};
 }
 
 const CalibrationActivations& SequentialCalibration::layer_inputs(std::int64_t layer) {
     State& s = *state_;
+    s.check_runnable();
     if (layer < s.next || (s.layer && layer != s.next))
         throw Error(ErrorKind::internal, "sequential calibration asked for layer " + std::to_string(layer) + " out of order");
     if (s.layer) return *s.current;
@@ -234,6 +253,7 @@ const CalibrationActivations& SequentialCalibration::layer_inputs(std::int64_t l
 
 void SequentialCalibration::finish_layer(std::int64_t layer, const ExpertMatrices& quantized) {
     State& s = *state_;
+    s.check_runnable();
     if (!s.layer || layer != s.next) throw Error(ErrorKind::internal, "finish_layer for a layer that is not current");
     const TensorView inputs = s.current->layer_inputs(layer);
     const std::int64_t h = s.plan.hidden_size;
@@ -255,6 +275,7 @@ void SequentialCalibration::finish_layer(std::int64_t layer, const ExpertMatrice
 }
 
 void SequentialCalibration::finish() {
+    state_->check_runnable();
     if (state_->saved) {
         state_->saved->finish();
         state_->saved.reset();

@@ -116,7 +116,10 @@ RunEstimate conversion_estimate(const ConversionJob& job) {
     const std::int64_t threads = static_cast<std::int64_t>(max_threads());
     const std::int64_t experts = static_cast<std::int64_t>(plan.moe_layers.front().experts.size());
     const std::int64_t h = plan.hidden_size;
-    e.memory.push_back({job.sequential ? "this process (plugins, headers, the samples' hidden states)" : "this process (plugins, headers)", 0});
+    e.memory.push_back({job.sequential ? "this process (plugins, headers, the tokenized samples)" : "this process (plugins, headers)", 0});
+    // Planned, not allocated, by the dry run (SequentialCalibration's estimate_only).
+    if (job.sequential && !job.sequential->hidden_states_on_disk())
+        e.memory.push_back({"the samples' hidden states", f32_rows(job.sequential->local_tokens(), h)});
     e.memory.push_back({"one layer's source experts, mapped while it converts", largest_layer_bytes(*job.source, plan)});
     for (const auto& layer : plan.moe_layers) e.bytes_read += layer_input_bytes(*job.source, layer);
 

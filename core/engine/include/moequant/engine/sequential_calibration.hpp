@@ -34,9 +34,13 @@ public:
     // `cluster` (null: this process alone): the ranks the sample blocks are dealt to, each
     // running the forward of its own; every rank then receives every layer's inputs (in block
     // order, so the layer files are the same everywhere) and rank 0 writes save_activations.
+    // `estimate_only` (--dry-run): the batches are planned and the first one embedded for the
+    // run estimate's probes, but the hidden states are not allocated (a full-size model's take
+    // tens of GB) and no file is written; the layers cannot be run.
     SequentialCalibration(const DecoderForward& forward, const ModelPlan& plan, std::vector<std::vector<std::int32_t>> samples,
                           std::filesystem::path scratch, std::optional<std::filesystem::path> save_activations = {},
-                          bool routed_only = false, std::uint64_t max_memory = 0, Cluster* cluster = nullptr);
+                          bool routed_only = false, std::uint64_t max_memory = 0, Cluster* cluster = nullptr,
+                          bool estimate_only = false);
     ~SequentialCalibration();
     SequentialCalibration(const SequentialCalibration&) = delete;
     SequentialCalibration& operator=(const SequentialCalibration&) = delete;
@@ -46,12 +50,14 @@ public:
     bool routed_only() const noexcept;
     std::size_t batches() const noexcept;  // the sample batches each layer runs in
     bool hidden_states_on_disk() const noexcept;  // in a mapped scratch file (over the budget)
+    std::int64_t local_tokens() const noexcept;    // the tokens of this rank's samples: its hidden states' rows
     std::int64_t largest_batch_tokens() const noexcept;
     // The most tokens a batch may hold (calibration_block_tokens, or less under the memory
     // budget); the blocks are balanced below it. What the run estimate plans a batch's memory by.
     std::int64_t batch_token_limit() const noexcept;
     // What the run estimate probes (run_estimate.hpp): the decoder, and the first `n` rows of the
-    // hidden states before any layer ran (the embedded tokens), [n, hidden].
+    // hidden states before any layer ran (the embedded tokens), [n, hidden]; with
+    // `estimate_only`, n up to a block of 2048 tokens.
     const DecoderForward& forward() const noexcept;
     std::vector<float> embedded_rows(std::int64_t n) const;
     // A digest of every sample's token ids: which calibration data a run used.
