@@ -4,8 +4,10 @@
 #include "calibration/expert_tokens.hpp"
 
 #include <moequant/engine/calibration_activations.hpp>
+#include <moequant/engine/hessian.hpp>
 #include <moequant/error.hpp>
 #include <moequant/expert_matrix.hpp>
+#include <moequant/freed_heap.hpp>
 #include <moequant/parallel.hpp>
 #include <moequant/safetensors_writer.hpp>
 
@@ -39,9 +41,22 @@ public:
     ~OneThread() { set_max_threads(threads_); }
     OneThread(const OneThread&) = delete;
     OneThread& operator=(const OneThread&) = delete;
+    std::size_t run_threads() const noexcept { return threads_; }
 
 private:
     std::size_t threads_;
+};
+
+// The run's threads again for a while inside a OneThread scope. The steps that grow with the
+// tokens are timed as the run does them, on all its threads at once, so that what the cores
+// share (memory bandwidth, caches, the clock under load) is in the figure, not assumed away:
+// their costs are then thread-seconds (elapsed x threads), as the one-thread figures are.
+class RunThreads {
+public:
+    explicit RunThreads(const OneThread& outer) { set_max_threads(outer.run_threads()); }
+    ~RunThreads() { set_max_threads(1); }
+    RunThreads(const RunThreads&) = delete;
+    RunThreads& operator=(const RunThreads&) = delete;
 };
 
 // A part the probe quantized is dropped, as the format would once written.
@@ -89,38 +104,61 @@ LinearCost split_cost(double total, double per_token_part, std::int64_t tokens) 
     return c;
 }
 
-// Seconds per token of the two calibration steps that grow with the tokens, in their steady
-// state: each run on one chunk of the engine's chunk size and on two (the probe's rows repeated
-// to fill them), the difference per token. What a call costs once (the down_proj step's float32
-// copies of gate and up, the Hessians' buffers and finish) then cancels: measured at the
-// probe's few hundred tokens it outweighs their per-token work.
+// Thread-seconds per token of the two calibration steps that grow with the tokens, in their
+// steady state: each step's cost of one more chunk as the engine takes them (the Hessian 2048
+// tokens at a time, a sample's; the down_proj step 1024; the probe's rows repeated to fill
+// them), timed inside the step once its buffers are in place. What a call costs
+// once (the Hessians' sums and finish, the float32 copies of gate and up, the first touch of
+// fresh memory: 0.1-0.3 s, varying from call to call) is then left out rather than subtracted:
+// a difference of two whole calls came out negative at full size. The shared gate/up Hessian
+// is timed on one thread (its tiles scale 1.9-2x from 1 to 2 threads, docs/speed.md); the
+// down_proj calibration on the run's threads, one expert each, all at once, as the run's experts
+// go: 95% of a full-size projection, so what the cores share (memory bandwidth, caches, the
+// clock under load) is in the figure. `hessian`: the gate/up Hessian, for the preparation's probe.
 struct SteadyRates {
     double input_hessian = 0, down_calibration = 0;
+    Tensor hessian;
 };
 SteadyRates steady_rates(const ConversionJob& job, const ExpertPlan& expert, std::int64_t layer, std::span<const float> inputs,
-                         std::int64_t hidden, const fs::path& folder) {
-    const std::int64_t chunk = calibration_chunk_tokens, rows = static_cast<std::int64_t>(inputs.size()) / hidden;
-    std::vector<float> repeated(static_cast<std::size_t>(2 * chunk * hidden));
-    for (std::int64_t r = 0; r < 2 * chunk; ++r)
+                         std::int64_t hidden, const fs::path& folder, const OneThread& outer) {
+    const std::int64_t chunk = calibration_chunk_tokens, chunks = 4, rows = static_cast<std::int64_t>(inputs.size()) / hidden;
+    std::vector<float> repeated(static_cast<std::size_t>(chunks * chunk * hidden));
+    for (std::int64_t r = 0; r < chunks * chunk; ++r)
         std::copy_n(inputs.data() + (r % rows) * hidden, hidden, repeated.data() + r * hidden);
+    SteadyRates steady;
+    {  // the first add sets the sums up; the others are the steady cost, the fastest counts
+        HessianAccumulator h(hidden);
+        double best = 1e30;
+        for (int c = 0; c < 3; ++c) {  // in the engine's Hessian chunks: a sample's 2048 tokens at a time
+            const auto start = std::chrono::steady_clock::now();
+            h.add(repeated.data() + (c % 2) * 2 * chunk * hidden, 2 * chunk);
+            if (c > 0) best = std::min(best, seconds_since(start));
+        }
+        steady.input_hessian = best / static_cast<double>(2 * chunk);
+        steady.hessian = h.finish(1);
+    }
     const Tensor gate = load_expert_matrix(*job.source, expert.weights[static_cast<int>(Projection::gate)]);
     const Tensor up = load_expert_matrix(*job.source, expert.weights[static_cast<int>(Projection::up)]);
-    auto time_steps = [&](std::int64_t tokens) {
-        const CalibrationActivations recorded = CalibrationActivations::open(write_inputs(folder, layer, repeated, hidden, tokens));
-        std::pair<double, double> best{1e30, 1e30};
-        for (int repeat = 0; repeat < 2; ++repeat) {  // the first also warms the products up
-            auto start = std::chrono::steady_clock::now();
-            (void)expert_input_hessian(recorded, layer, ExpertTokens{});
-            best.first = std::min(best.first, seconds_since(start));
-            start = std::chrono::steady_clock::now();
-            (void)down_proj_hessian(recorded, layer, ExpertTokens{}, gate, up, job.plan->expert_activation);
-            best.second = std::min(best.second, seconds_since(start));
+    const CalibrationActivations recorded =
+        CalibrationActivations::open(write_inputs(folder, layer, repeated, hidden, chunks * chunk));
+    const RunThreads run_threads(outer);
+    const std::size_t threads = outer.run_threads();
+    std::vector<double> per_chunk(threads, 1e30);
+    parallel_for(0, threads, 1, [&](std::size_t first, std::size_t last) {
+        for (std::size_t e = first; e < last; ++e) {
+            HessianAccumulator h(gate.shape()[0]);
+            auto last_chunk = std::chrono::steady_clock::now();
+            std::int64_t seen = 0;
+            for_each_down_input_chunk(recorded, layer, ExpertTokens{}, gate, up, job.plan->expert_activation, [&](const InputRows& x) {
+                h.add(x.data(), x.rows());
+                if (seen++ > 0) per_chunk[e] = std::min(per_chunk[e], seconds_since(last_chunk));
+                last_chunk = std::chrono::steady_clock::now();
+            });
         }
-        return best;
-    };
-    const auto one = time_steps(chunk), two = time_steps(2 * chunk);
-    return {std::max(0.0, two.first - one.first) / static_cast<double>(chunk),
-            std::max(0.0, two.second - one.second) / static_cast<double>(chunk)};
+    });
+    // Each thread's expert at once: the slowest sets the pace.
+    steady.down_calibration = *std::max_element(per_chunk.begin(), per_chunk.end()) / static_cast<double>(chunk);
+    return steady;
 }
 
 // Runs `run` (one measured probe at a number of tokens) at both sizes and fits its costs.
@@ -143,40 +181,57 @@ LinearCost LinearCost::through(double tokens_a, double cost_a, double tokens_b, 
 }
 
 ForwardProbe probe_forward(const DecoderForward& forward, const Checkpoint& source, const ModelPlan& plan,
-                           std::span<const float> rows) {
+                           std::span<const float> rows, std::span<const float> batch_rows) {
     const std::int64_t h = plan.hidden_size, large = static_cast<std::int64_t>(rows.size()) / h, small = smaller(large);
+    if (batch_rows.empty()) batch_rows = rows;
+    const std::int64_t batch = static_cast<std::int64_t>(batch_rows.size()) / h;
     const MoeLayerPlan& moe = first_moe_layer(plan);
     ForwardProbe probe;
     probe.layer = moe.layer;
     map_large_buffers();
     const OneThread one_thread;
-    double warm = 0;  // the larger size run again through the same layer: without its decoding
+    // The larger size run again through the same layer, without its decoding: on one thread (what
+    // the first pass spent beyond it is the decoding) and on the run's threads (the per-token cost).
+    double warm = 0, warm_thread_seconds = 0;
     auto run = [&](std::int64_t tokens) {
         // A new layer object decodes its weights at its first call: they are part of the cost.
         auto layer = forward.layer(moe.layer);
-        const std::int64_t lengths[] = {tokens};
-        auto pass = [&] {
-            std::vector<float> x(rows.begin(), rows.begin() + tokens * h);
+        auto pass = [&](std::span<const float> from, std::int64_t n) {
+            const std::int64_t lengths[] = {n};
+            std::vector<float> x(from.begin(), from.begin() + n * h);
             std::vector<float> u = layer->attention(x, lengths);
             layer->mlp(u, x, {}, nullptr);
             return u;
         };
         std::vector<float> u;
-        const MeasuredWork m = measure_work([&] { u = pass(); });
-        if (tokens == large) {  // again, outside the measured peak
+        const MeasuredWork m = measure_work([&] { u = pass(rows, tokens); });
+        if (tokens == large) {  // again, outside the measured peak: on one thread, then the batch on the run's
             probe.mlp_inputs = std::move(u);
-            const auto start = std::chrono::steady_clock::now();
-            (void)pass();
+            auto start = std::chrono::steady_clock::now();
+            (void)pass(rows, tokens);
             warm = seconds_since(start);
+            // As a run's batches: its threads and heap, the heap trimmed before each (the
+            // run hands a batch's buffers back), the faster of two (the first compiles oneDNN's
+            // primitives for the batch's shapes).
+            const RunThreads run_threads(one_thread);
+            const RunHeap run_heap;
+            warm_thread_seconds = 1e30;
+            for (int repeat = 0; repeat < 2; ++repeat) {
+                return_freed_heap();
+                start = std::chrono::steady_clock::now();
+                (void)pass(batch_rows, batch);
+                warm_thread_seconds = std::min(warm_thread_seconds, seconds_since(start) * static_cast<double>(one_thread.run_threads()));
+            }
         }
         layer.reset();
         release_layer_pages(source, moe);
         return m;
     };
     fit_two_sizes(probe, small, large, run);
-    // The larger run's first pass decoded the layer (fixed); the second one is the work that
+    // The larger run's first pass decoded the layer (fixed); the warm passes are the work that
     // grows with the tokens (the routed experts are decoded on every call: per batch, as in a run).
-    probe.seconds = split_cost(probe.seconds.at(static_cast<double>(large)) - warm, warm, large);
+    probe.seconds = split_cost(probe.seconds.at(static_cast<double>(large)), warm, large);
+    probe.seconds.per_token = warm_thread_seconds / static_cast<double>(batch);
     return probe;
 }
 
@@ -229,10 +284,15 @@ QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quanti
     map_large_buffers();
     const OneThread one_thread;
     const ScratchFolder scratch;
-    // At the larger size, the steps that grow with the tokens timed apart: the layer's gate/up
-    // Hessian (shared), the expert's down_proj calibration; and the gate/up preparation (shared, fixed).
-    double input_hessian = 0, preparation = 0, down_calibration = 0;
-    const SteadyRates steady = steady_rates(job, one.experts.front(), layer.layer, inputs, h, scratch.path);
+    // The steps that grow with the tokens timed apart: the layer's gate/up Hessian (shared), the
+    // expert's down_proj calibration; and the gate/up preparation (shared, fixed), on one thread.
+    SteadyRates steady = steady_rates(job, one.experts.front(), layer.layer, inputs, h, scratch.path, one_thread);
+    const auto prepared_at = std::chrono::steady_clock::now();
+    (void)calibration->prepare_calibration(steady.hessian);
+    const double preparation = seconds_since(prepared_at);
+    steady.hessian = Tensor();  // not held through the measured runs
+    const double input_hessian = steady.input_hessian * static_cast<double>(large);
+    const double down_calibration = steady.down_calibration * static_cast<double>(large);
     auto run = [&](std::int64_t tokens) {
         const CalibrationActivations recorded = CalibrationActivations::open(write_inputs(scratch.path, layer.layer, inputs, h, tokens));
         CalibratedLayerJob calibrated;
@@ -245,12 +305,6 @@ QuantizerProbe probe_quantizer(const ConversionJob& job, const Quantizer* quanti
         DiscardingSink sink;
         const MeasuredWork m = measure_work([&] { quantize_calibrated_layer(calibrated, one, sink); });
         release_layer_pages(*job.source, layer);
-        if (tokens != large) return m;
-        const auto start = std::chrono::steady_clock::now();
-        (void)calibration->prepare_calibration(expert_input_hessian(recorded, layer.layer, ExpertTokens{}));
-        preparation = std::max(0.0, seconds_since(start) - steady.input_hessian * static_cast<double>(large));
-        input_hessian = steady.input_hessian * static_cast<double>(large);
-        down_calibration = steady.down_calibration * static_cast<double>(large);
         return m;
     };
     fit_two_sizes(probe, small, large, run);

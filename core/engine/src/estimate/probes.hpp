@@ -31,9 +31,12 @@ struct ForwardProbe {
 };
 
 // Runs the first MoE layer (attention, then the MLP with the source's experts) on the first
-// rows of `rows` ([tokens, hidden], one sample) and on all of them.
+// rows of `rows` ([tokens, hidden], one sample) and on all of them, measuring memory and the
+// decoding; then times the work that grows with the tokens on `batch_rows` (the run's batch:
+// what a call costs per batch, such as decoding the routed experts, is shared by its tokens),
+// or on `rows` when empty.
 ForwardProbe probe_forward(const DecoderForward& forward, const Checkpoint& source, const ModelPlan& plan,
-                           std::span<const float> rows);
+                           std::span<const float> rows, std::span<const float> batch_rows = {});
 
 struct QuantizerProbe {
     LinearCost seconds, bytes;  // one expert (three matrices), by calibration tokens

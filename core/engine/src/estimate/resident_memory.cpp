@@ -43,9 +43,24 @@ bool reset_peak() {
 
 }  // namespace
 
+namespace {
+constexpr int probe_mmap_threshold = 256 << 10;
+}  // namespace
+
 void map_large_buffers() {
-    static const bool fixed = ::mallopt(M_MMAP_THRESHOLD, 256 << 10) == 1;
+    static const bool fixed = ::mallopt(M_MMAP_THRESHOLD, probe_mmap_threshold) == 1;
     (void)fixed;
+}
+
+RunHeap::RunHeap() {
+    ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
+
+RunHeap::~RunHeap() {
+    ::mallopt(M_MMAP_THRESHOLD, probe_mmap_threshold);
+    ::mallopt(M_TRIM_THRESHOLD, 128 << 10);  // glibc's default
+    return_freed_heap();
 }
 
 MeasuredWork measure_work(const std::function<void()>& work) {

@@ -27,6 +27,19 @@ std::uint64_t resident_bytes_in_use();
 // probes); what the run's heap keeps beyond its buffers is its estimate's margin.
 void map_large_buffers();
 
+// While it lives, the heap as a run's is once its buffers have grown: glibc's dynamic mmap
+// threshold at its 32 MiB ceiling, trimmed above 64 MiB. For timing work a run repeats batch
+// after batch: under map_large_buffers' 256 KiB every buffer of a full-size forward pass was a
+// fresh mapping faulted in anew, and the pass took twice as long as in a run (attention half
+// at 2048 tokens 6.2 s against 2.4 s). map_large_buffers' setting comes back at its end.
+class RunHeap {
+public:
+    RunHeap();
+    ~RunHeap();
+    RunHeap(const RunHeap&) = delete;
+    RunHeap& operator=(const RunHeap&) = delete;
+};
+
 // What `work` took: its seconds, and the resident memory it added at its peak beyond what the
 // process held before it, file pages it touched left out (the caller counts those from the
 // files' sizes). Free heap memory is returned to the kernel first, so that what the work

@@ -156,7 +156,11 @@ RunEstimate conversion_estimate(const ConversionJob& job) {
     if (job.sequential) {
         const SequentialCalibration& s = *job.sequential;
         tokens = s.tokens();
-        detail::ForwardProbe f = detail::probe_forward(s.forward(), *job.source, plan, s.embedded_rows(probe_tokens));
+        // The per-token work timed on a batch as large as the run's (at most a block: what the
+        // plan holds embedded), over which its per-call costs spread.
+        const std::int64_t run_batch = std::max(s.largest_batch_tokens(), std::min(s.batch_token_limit(), s.tokens()));
+        detail::ForwardProbe f = detail::probe_forward(s.forward(), *job.source, plan, s.embedded_rows(probe_tokens),
+                                                       run_batch > probe_tokens ? s.embedded_rows(run_batch) : std::vector<float>{});
         q = detail::probe_quantizer(job, quantizer, f.mlp_inputs);
         f.mlp_inputs = {};
         e.memory.push_back({"the layer's MLP inputs, mapped from the scratch file", f32_rows(tokens, h)});
@@ -185,7 +189,8 @@ RunEstimate conversion_estimate(const ConversionJob& job) {
     e.seconds += (static_cast<double>(plan.moe_layers.size()) * shared / static_cast<double>(threads)) +
                  static_cast<double>(expert_count(plan)) * (q.seconds.at(t) - shared) / static_cast<double>(at_once);
     e.timed += "one expert quantized on " + tokens_text(tokens) + " in " + seconds_text(q.seconds.at(t) - shared) + " (and " +
-               seconds_text(shared) + " per layer for the Hessian all experts share), on one thread";
+               seconds_text(shared) + " per layer for the Hessian all experts share), in thread-seconds (what grows with the tokens timed on " +
+               std::to_string(threads) + " thread(s) at once, as the run does it)";
     e.exact = e.exact && q.exact;
     return e;
 }
@@ -247,7 +252,8 @@ RunEstimate estimate_evaluation(const EvaluationJob& job) {
     e.seconds = models * (static_cast<double>(plan.num_hidden_layers) * f.seconds.at(static_cast<double>(tokens)) + calls * head.seconds) /
                 static_cast<double>(threads);
     e.timed = "the forward of layer " + std::to_string(f.layer) + " at " + seconds_text(f.seconds.per_token * 1000) +
-              " per 1000 tokens, the head at " + seconds_text(head.seconds) + " per " + std::to_string(head_rows) + " rows, on one thread";
+              " per 1000 tokens in thread-seconds (timed on " + std::to_string(threads) + " thread(s) at once, as the run does it), the head at " +
+              seconds_text(head.seconds) + " per " + std::to_string(head_rows) + " rows on one thread";
     e.exact = f.exact;
     e.memory.front().bytes = detail::resident_bytes_in_use();
     return e;
