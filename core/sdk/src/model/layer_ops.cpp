@@ -328,8 +328,9 @@ void f32_linear(const float* x, std::int64_t rows, const float* weight, std::int
 
 // f32_linear with W as BF16 bits: each block of W's rows f32_linear splits it into (up to 1024
 // rows; the whole matrix when one thread runs the product) is widened into a buffer of its own,
-// not zeroed (below glibc's 32 MiB mmap ceiling, freed blocks come back from the heap without
-// new page faults). The same blocks and products as for float32 W, so the same bytes.
+// not zeroed. A block of 16 MiB or more (DeepSeek-V3's 1024 x 7168 rows: 29 MB) is a large
+// Tensor, mapped in huge pages and unmapped again each call (large_block.hpp); smaller ones come
+// back from the heap. The same blocks and products as for float32 W, so the same bytes.
 void f32_linear(const float* x, std::int64_t rows, const std::uint16_t* weight, std::int64_t out, std::int64_t in, float* y) {
     const Eigen::Map<const RowMajor> xm(x, rows, in);
     Eigen::Map<RowMajor> ym(y, rows, out);
