@@ -62,6 +62,9 @@ std::byte* map_large_block(std::size_t bytes) noexcept {
 bool unmap_large_block(std::byte* p) noexcept {
     Registry& r = registry();
     if (p == nullptr || r.live.load(std::memory_order_acquire) == 0) return false;
+    // Every large block starts on a huge page: other pointers (nearly every Tensor freed while
+    // a large block lives) are told apart without the lock.
+    if ((reinterpret_cast<std::uintptr_t>(p) & (huge_page - 1)) != 0) return false;
     std::size_t length = 0;
     {
         std::lock_guard lock(r.mutex);
