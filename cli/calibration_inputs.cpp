@@ -68,9 +68,10 @@ CalibrationInputs::CalibrationInputs(const Registry& registry, const PlannedSour
         CalibrationSamples tokenized = load_text_calibration(registry, source, text);
         forward_ = source_decoder_forward(registry, source, source.plan);
         const std::uint64_t budget = memory_limit_bytes(options.max_memory_gb);
-        // A dry run writes no layer files: its free space is not checked (its probes' few files are small).
-        scratch_ = std::make_unique<ScratchFolder>(
-            estimate_only ? 0 : scratch_bytes(tokenized.tokens(), source.plan.hidden_size, true, budget > 0));
+        scratch_needed_ = scratch_bytes(tokenized.tokens(), source.plan.hidden_size, true, budget > 0);
+        // A dry run writes no layer files: it reports their room instead of requiring it (its
+        // probes' few files are small).
+        scratch_ = std::make_unique<ScratchFolder>(estimate_only ? 0 : scratch_needed_);
         sequential_.emplace(*forward_, source.plan, std::move(tokenized.samples), scratch_->path(),
                             options.save_activations.empty() ? std::nullopt : std::optional<fs::path>(options.save_activations),
                             options.routed_only, budget, &Cluster::world(), estimate_only);

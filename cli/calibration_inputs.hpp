@@ -66,10 +66,14 @@ public:
     void describe(ProgressSink& progress, const ModelPlan& plan) const;
     // After the conversion: commits --save-activations.
     void finish();
+    // What the run puts in its scratch folder at most (a dataset's per-layer inputs; 0 without
+    // one): checked before a real run, reported by a dry run.
+    std::uint64_t scratch_bytes_needed() const noexcept { return scratch_needed_; }
 
 private:
     CalibrationInputOptions options_;
     std::unique_ptr<ScratchFolder> scratch_;
+    std::uint64_t scratch_needed_ = 0;
     std::string products_;  // what the forward's products run in (compute_dtype_option.hpp)
     std::unique_ptr<DecoderForward> forward_;
     std::optional<SequentialCalibration> sequential_;

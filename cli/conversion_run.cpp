@@ -49,7 +49,7 @@ int run_conversion_command(const ConversionRun& run) {
     ConversionJob& job = run.job;
     SaturatedRowLog saturated;
     job.saturated_rows = &saturated;
-    if (run.request.dry_run) return report_dry_run(job, run.method);
+    if (run.request.dry_run) return report_dry_run(job, run.method, run.calibration ? run.calibration->scratch_bytes_needed() : 0);
 
     StreamProgress progress(stderr);
     SilentProgress silent;

@@ -1,5 +1,6 @@
 #include "dry_run_report.hpp"
 #include "human_format.hpp"
+#include "scratch_folder.hpp"
 
 #include <moequant/engine/output_plan.hpp>
 #include <moequant/engine/run_estimate.hpp>
@@ -63,7 +64,7 @@ int report_eval_dry_run(const EvaluationJob& job, const std::string& what) {
     return 0;
 }
 
-int report_dry_run(const ConversionJob& job, const std::string& method) {
+int report_dry_run(const ConversionJob& job, const std::string& method, std::uint64_t scratch_bytes) {
     const std::optional<OutputPlan> plan = plan_output(job);
     const ModelPlan& m = *job.plan;
     std::cout << "dry run: nothing is written\n"
@@ -101,10 +102,19 @@ int report_dry_run(const ConversionJob& job, const std::string& method) {
     if (need != total) std::cout << ", " << with_commas(need) << " of them still to write";
     std::cout << "\nfree at the output: " << with_commas(free) << " bytes (" << human_bytes(free) << "): "
               << (need <= free ? "fits" : "does not fit") << "\n";
+    std::uint64_t scratch_free = UINT64_MAX;
+    if (scratch_bytes > 0) {  // the run's per-layer inputs, written under $TMPDIR
+        const std::filesystem::path folder = checked_temporary_folder(0);
+        scratch_free = free_bytes_at(folder);
+        std::cout << "scratch files in " << printable_name(folder.string()) << ": " << human_bytes(scratch_bytes)
+                  << " at most, " << human_bytes(scratch_free) << " free: " << (scratch_bytes <= scratch_free ? "fits" : "does not fit")
+                  << "\n";
+    }
     // The estimate first: a plan that does not fit is still worth its figures; then the refusal
     // the run would meet (exit 5).
     print_estimate(estimate_conversion(job), need);
     check_free_disk(*plan, job.output);
+    if (scratch_bytes > scratch_free) (void)checked_temporary_folder(scratch_bytes);  // NoScratchSpace, as the run
     return 0;
 }
 
