@@ -45,14 +45,18 @@ sanitize() {
 }
 
 fuzz() {
-  local dir="$root/build-asan/tests/fuzz" ok=0 target corpus
+  local dir="$root/build-asan/tests/fuzz" ok=0 target corpus scratch
   for target in "$dir"/fuzz_*; do
     [[ -x "$target" && -f "$target" && "$target" != *.dict ]] || continue
     corpus="$root/build-asan/fuzz-corpus/$(basename "$target")"
     mkdir -p "$corpus"
+    # The targets' scratch files in a folder of their own, removed after: libFuzzer ends a
+    # timed run without the targets' exit handlers, which left them in /tmp.
+    scratch=$(mktemp -d) || return 1
     echo "--> $(basename "$target") for ${fuzz_seconds}s"
-    "$target" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    TMPDIR="$scratch" "$target" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -dict="$target.dict" "$corpus" "$dir/seeds/$(basename "$target")" > "$corpus.log" 2>&1 || ok=1
+    rm -rf "$scratch"
     grep -E "^(Done|stat::new_units_added|==[0-9]+==ERROR|SUMMARY)" "$corpus.log"
   done
   return $ok

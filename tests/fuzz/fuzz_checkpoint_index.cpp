@@ -19,8 +19,8 @@ namespace {
 // A private folder with copies of the fixture's shards, made once per process.
 const fs::path& model_folder() {
     static const fs::path folder = [] {
-        char pattern[] = "/tmp/moequant-fuzz-index.XXXXXX";
-        const char* made = ::mkdtemp(pattern);
+        std::string pattern = (fs::temp_directory_path() / "moequant-fuzz-index.XXXXXX").string();
+        const char* made = ::mkdtemp(pattern.data());
         if (!made) std::abort();
         const fs::path dir = made;
         const fs::path fixture = fs::path(MOEQUANT_SHARED_DIR) / "fixtures/third_party/safetensors_jl_testdata/sharded";
